@@ -1,0 +1,41 @@
+//! `sluice`: the command-line front end. It parses flags and calls library code; nothing else.
+
+mod sereal_cmd;
+
+use std::io::ErrorKind;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Sluice — collect, store and replay operational events.
+#[derive(Parser)]
+#[command(name = "sluice", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Decode, encode and inspect Sereal documents.
+    #[command(subcommand)]
+    Sereal(sereal_cmd::SerealCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Sereal(cmd) => sereal_cmd::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A closed pipe (`| head`) is how a reader says it has seen enough: not an error.
+            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("sluice: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! `sluice sereal …`: decode, encode and dump Sereal documents.
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use sereal::{Compression, Decoder, EncoderOptions, Limits};
+
+/// Subcommands of `sluice sereal`.
+#[derive(Subcommand)]
+pub enum SerealCommand {
+    /// Decode a Sereal document and print its body (JSON by default).
+    Decode(DecodeArgs),
+    /// Read JSON and write it as a Sereal document.
+    Encode(EncodeArgs),
+}
+
+/// Flags of `sluice sereal decode`.
+#[derive(Args)]
+pub struct DecodeArgs {
+    /// Print compact JSON (the default).
+    #[arg(long, group = "format")]
+    json: bool,
+    /// Print indented JSON.
+    #[arg(long, group = "format")]
+    pretty: bool,
+    /// Print every tag with its offset instead of the value.
+    #[arg(long, group = "format")]
+    dump: bool,
+    /// Also print the user header (as a first JSON line, `null` when absent).
+    #[arg(long)]
+    header: bool,
+    /// Maximum nesting depth.
+    #[arg(long, default_value_t = Limits::default().max_depth)]
+    max_depth: usize,
+    /// Maximum decompressed body size in bytes.
+    #[arg(long, default_value_t = Limits::default().max_decompressed_bytes)]
+    max_decompressed: usize,
+    /// The document to read, or `-` for standard input.
+    file: PathBuf,
+}
+
+/// Compression choices on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+enum CompressArg {
+    None,
+    Snappy,
+    Zlib,
+    Zstd,
+}
+
+/// Flags of `sluice sereal encode`.
+#[derive(Args)]
+pub struct EncodeArgs {
+    /// Protocol version to write.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(3..=5))]
+    protocol: u8,
+    /// Body compression.
+    #[arg(long, value_enum, default_value = "none")]
+    compress: CompressArg,
+    /// Compression level (zlib 1-9, default 6; zstd 1-22, default 3).
+    #[arg(long)]
+    level: Option<i32>,
+    /// Do not compress bodies smaller than this many bytes.
+    #[arg(long, default_value_t = 1024)]
+    threshold: usize,
+    /// De-duplicate repeated strings (longer than 3 bytes).
+    #[arg(long)]
+    dedupe: bool,
+    /// Sort hash keys and use the canonical container form.
+    #[arg(long)]
+    canonical: bool,
+    /// The JSON to read, or `-` for standard input.
+    file: PathBuf,
+}
+
+/// Run one `sluice sereal` subcommand.
+pub fn run(cmd: SerealCommand) -> Result<()> {
+    match cmd {
+        SerealCommand::Decode(a) => decode(a),
+        SerealCommand::Encode(a) => encode(a),
+    }
+}
+
+fn read_input(path: &PathBuf) -> Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    if path.as_os_str() == "-" {
+        std::io::stdin().read_to_end(&mut buf).context("reading standard input")?;
+    } else {
+        buf = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    }
+    Ok(buf)
+}
+
+fn decode(a: DecodeArgs) -> Result<()> {
+    let doc = read_input(&a.file)?;
+    let limits = Limits { max_depth: a.max_depth, max_decompressed_bytes: a.max_decompressed, ..Limits::default() };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if a.dump {
+        let text = sereal::dump::dump(&doc, &limits).with_context(|| format!("{}", a.file.display()))?;
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+        return Ok(());
+    }
+    // A file may hold several documents back to back (a stream): print one JSON line each.
+    let mut decoder = Decoder::with_limits(limits);
+    let mut rest = &doc[..];
+    let mut index = 0usize;
+    while !rest.is_empty() {
+        let at = doc.len() - rest.len();
+        let d = decoder
+            .decode_document(rest)
+            .map_err(|e| anyhow::anyhow!("{}: document {index} at byte {at}: {e}", a.file.display()))?;
+        if a.header {
+            print_value(&mut out, d.user_header.as_ref().unwrap_or(&sereal::Value::Undef), a.pretty)?;
+        }
+        print_value(&mut out, &d.body, a.pretty)?;
+        rest = &rest[d.len..];
+        index += 1;
+    }
+    if index == 0 {
+        bail!("{}: empty input", a.file.display());
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn print_value(out: &mut impl Write, v: &sereal::Value, pretty: bool) -> Result<()> {
+    if pretty {
+        serde_json::to_writer_pretty(&mut *out, &sereal::json::to_json_value(v))?;
+    } else {
+        sereal::json::to_writer(&mut *out, v)?;
+    }
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+fn encode(a: EncodeArgs) -> Result<()> {
+    let text = read_input(&a.file)?;
+    let value = sereal::json::from_json_slice(&text).context("input is not valid JSON")?;
+    let compression = match a.compress {
+        CompressArg::None => Compression::None,
+        CompressArg::Snappy => Compression::Snappy,
+        CompressArg::Zlib => {
+            let level = a.level.unwrap_or(6);
+            if !(1..=9).contains(&level) {
+                bail!("zlib level must be 1-9, got {level}");
+            }
+            Compression::Zlib { level: level as u32 }
+        }
+        CompressArg::Zstd => {
+            let level = a.level.unwrap_or(3);
+            if !(-7..=22).contains(&level) {
+                bail!("zstd level must be -7..22, got {level}");
+            }
+            Compression::Zstd { level }
+        }
+    };
+    let opts = EncoderOptions {
+        protocol: a.protocol,
+        compression,
+        compress_threshold: a.threshold,
+        dedupe_strings: a.dedupe,
+        canonical: a.canonical,
+        ..Default::default()
+    };
+    let doc = sereal::to_vec(&value, &opts)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    out.write_all(&doc)?;
+    out.flush()?;
+    Ok(())
+}

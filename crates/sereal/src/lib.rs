@@ -1,0 +1,38 @@
+//! A Sereal codec: decoder, encoder, lazy path reader and splitter, byte-compatible with the Perl
+//! reference implementation (`Sereal::Encoder` / `Sereal::Decoder`). No I/O happens in here.
+//!
+//! Modules, in the order data flows through them:
+//! - [`header`]: magic, version/type byte, user header.
+//! - `compress` (private): Snappy / zlib / zstd framing, bounded decompression.
+//! - [`de`]: [`Decoder`] — document to [`Value`], under explicit [`Limits`].
+//! - [`ser`]: [`Encoder`] — [`Value`] to document, identical bytes to the reference.
+//! - [`json`]: the documented JSON mapping of [`Value`].
+//! - [`dump`]: a tag-by-tag listing with offsets, for reading blobs by eye.
+//!
+//! ```
+//! let value = sereal::json::from_json_slice(br#"[{"cpu":5},{"cpu":99}]"#).unwrap();
+//! let opts = sereal::EncoderOptions { protocol: 3, ..Default::default() };
+//! let doc = sereal::to_vec(&value, &opts).unwrap();
+//! assert_eq!(doc, b"=\xF3rl\x03\x00\x42\x51\x63cpu\x05\x51\x2f\x03\x20\x63");
+//! assert_eq!(sereal::from_slice(&doc).unwrap(), value);
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod de;
+pub mod dump;
+mod error;
+pub mod header;
+pub mod json;
+pub mod ser;
+pub mod tag;
+mod compress;
+mod value;
+pub mod varint;
+
+pub use compress::Compression;
+pub use de::{from_slice, Decoder, Document, Limits};
+pub use error::{Category, Error, Result};
+pub use ser::{to_vec, Encoder, EncoderOptions};
+pub use value::{Hash, Key, Object, Regexp, Value};

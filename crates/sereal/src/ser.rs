@@ -1,0 +1,323 @@
+//! Encoder: a [`Value`] in, a Sereal document out — byte-identical to the Perl reference
+//! (`Sereal::Encoder`) for data JSON can express, given the same options.
+//!
+//! What the reference does, and so what we do:
+//! - strings: pure ASCII goes out as `SHORT_BINARY`/`BINARY` (Perl keeps such strings without the
+//!   UTF-8 flag), anything else as `STR_UTF8`; [`Value::Binary`] always as binary.
+//! - hash keys are always de-duplicated (`COPY` to the first occurrence, any length);
+//!   values only with `dedupe_strings`, and only when longer than 3 bytes.
+//! - arrays/hashes under 16 elements use `ARRAYREF_n`/`HASHREF_n`, others `REFN ARRAY`/`REFN HASH`;
+//!   canonical mode always uses the `REFN` form and sorts keys by (length, bytes, UTF-8 flag).
+//! - a float goes out as `FLOAT` when it survives the round trip through `f32`, else `DOUBLE`.
+//! - compression only when the body reaches the threshold (default 1024 bytes) and the result is
+//!   smaller; the compressed length is written in a varint padded to the width the reference
+//!   reserves, so the framing bytes match too.
+
+use std::collections::HashMap;
+
+use crate::compress::{self, Compression};
+use crate::error::{Error, ErrorCode, Result};
+use crate::header;
+use crate::tag::*;
+use crate::value::{Key, Value};
+use crate::varint;
+
+/// Encoder settings. `Default` is protocol 5, no compression, no dedupe, not canonical.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncoderOptions {
+    /// Protocol version to emit: 3, 4 or 5.
+    pub protocol: u8,
+    /// Body compression.
+    pub compression: Compression,
+    /// Bodies smaller than this many bytes are not compressed (reference default: 1024).
+    pub compress_threshold: usize,
+    /// De-duplicate string values longer than 3 bytes with `COPY` (the events-blob form does).
+    pub dedupe_strings: bool,
+    /// Sort hash keys and always use the `REFN` container form, for stable output.
+    pub canonical: bool,
+    /// Deepest nesting accepted (guards the recursion; default 10000 like the reference).
+    pub max_depth: usize,
+}
+
+impl Default for EncoderOptions {
+    fn default() -> Self {
+        EncoderOptions {
+            protocol: header::MAX_PROTOCOL,
+            compression: Compression::None,
+            compress_threshold: 1024,
+            dedupe_strings: false,
+            canonical: false,
+            max_depth: 10_000,
+        }
+    }
+}
+
+impl EncoderOptions {
+    /// The original events system's blob form: protocol 3, zlib level 6, `dedupe_strings`.
+    pub fn original_events() -> Self {
+        EncoderOptions {
+            protocol: 3,
+            compression: Compression::Zlib { level: 6 },
+            dedupe_strings: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// A reusable encoder; buffers and de-duplication tables are kept between documents.
+#[derive(Debug)]
+pub struct Encoder {
+    opts: EncoderOptions,
+    body: Vec<u8>,
+    /// First offset of each hash key, split by UTF-8 flag so lookups borrow the bytes.
+    keys: [HashMap<Vec<u8>, usize>; 2],
+    /// First offset of each de-duplicated string value, split the same way.
+    strings: [HashMap<Vec<u8>, usize>; 2],
+    classes: HashMap<String, usize>,
+    depth: usize,
+}
+
+impl Encoder {
+    /// An encoder with the given options.
+    pub fn new(opts: EncoderOptions) -> Result<Encoder> {
+        if !(1..=header::MAX_PROTOCOL).contains(&opts.protocol) || opts.protocol < 3 {
+            return Err(Error::new(ErrorCode::BadVersion(opts.protocol), 0));
+        }
+        Ok(Encoder {
+            opts,
+            body: Vec::new(),
+            keys: Default::default(),
+            strings: Default::default(),
+            classes: HashMap::new(),
+            depth: 0,
+        })
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &EncoderOptions {
+        &self.opts
+    }
+
+    /// Encode `value` as a complete document.
+    pub fn encode(&mut self, value: &Value) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        self.encode_into(value, &mut out)?;
+        Ok(out)
+    }
+
+    /// Encode `value` as a complete document appended to `out`.
+    pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
+        self.body.clear();
+        self.keys.iter_mut().for_each(HashMap::clear);
+        self.strings.iter_mut().for_each(HashMap::clear);
+        self.classes.clear();
+        self.depth = 0;
+        self.value(value)?;
+        let body = std::mem::take(&mut self.body);
+        let result = finish_document(&self.opts, &body, out);
+        self.body = body;
+        result
+    }
+
+    /// Offsets are 1-based from the start of the body (protocol 2+).
+    fn offset(&self) -> usize {
+        self.body.len() + 1
+    }
+
+    fn value(&mut self, v: &Value) -> Result<()> {
+        match v {
+            Value::Undef => self.body.push(UNDEF),
+            Value::Bool(b) => self.body.push(match (self.opts.protocol >= 5, *b) {
+                (true, true) => YES,
+                (true, false) => NO,
+                (false, true) => TRUE,
+                (false, false) => FALSE,
+            }),
+            Value::Int(i) => self.int(*i),
+            Value::UInt(u) => {
+                self.body.push(VARINT);
+                varint::write(&mut self.body, *u);
+            }
+            Value::Float(f) => self.float(*f),
+            Value::Binary(b) => self.string(b, false),
+            Value::String(s) => self.string(s.as_bytes(), !s.is_ascii()),
+            Value::Array(items) => {
+                self.enter()?;
+                let n = items.len();
+                if n < 16 && !self.opts.canonical {
+                    self.body.push(ARRAYREF_0 | n as u8);
+                } else {
+                    self.body.extend_from_slice(&[REFN, ARRAY]);
+                    varint::write(&mut self.body, n as u64);
+                }
+                for item in items {
+                    self.value(item)?;
+                }
+                self.depth -= 1;
+            }
+            Value::Hash(entries) => {
+                self.enter()?;
+                let n = entries.len();
+                if n < 16 && !self.opts.canonical {
+                    self.body.push(HASHREF_0 | n as u8);
+                } else {
+                    self.body.extend_from_slice(&[REFN, HASH]);
+                    varint::write(&mut self.body, n as u64);
+                }
+                if self.opts.canonical {
+                    let mut sorted: Vec<&(Key, Value)> = entries.iter().collect();
+                    sorted.sort_by(|(a, _), (b, _)| canonical_key_order(a, b));
+                    for (k, v) in sorted {
+                        self.key(k);
+                        self.value(v)?;
+                    }
+                } else {
+                    for (k, v) in entries {
+                        self.key(k);
+                        self.value(v)?;
+                    }
+                }
+                self.depth -= 1;
+            }
+            Value::Ref(inner) => {
+                self.enter()?;
+                self.body.push(REFN);
+                self.value(inner)?;
+                self.depth -= 1;
+            }
+            Value::Object(o) => {
+                self.enter()?;
+                let (tag, tagv) = if o.frozen { (OBJECT_FREEZE, OBJECTV_FREEZE) } else { (OBJECT, OBJECTV) };
+                if let Some(&at) = self.classes.get(&o.class) {
+                    self.body.push(tagv);
+                    varint::write(&mut self.body, at as u64);
+                } else {
+                    self.body.push(tag);
+                    let at = self.offset();
+                    self.classes.insert(o.class.clone(), at);
+                    self.raw_string(o.class.as_bytes(), !o.class.is_ascii());
+                }
+                self.value(&o.value)?;
+                self.depth -= 1;
+            }
+            Value::Regexp(r) => {
+                self.body.push(REGEXP);
+                self.value(&r.pattern)?;
+                self.raw_string(r.flags.as_bytes(), false);
+            }
+            // Sharing is not re-created: each use is written out in full.
+            Value::Shared(inner) => self.value(inner)?,
+        }
+        Ok(())
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > self.opts.max_depth {
+            return Err(Error::new(ErrorCode::DepthLimit(self.opts.max_depth), self.body.len()));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn int(&mut self, i: i64) {
+        if (0..16).contains(&i) {
+            self.body.push(POS_0 | i as u8);
+        } else if (-16..0).contains(&i) {
+            self.body.push((i + 32) as u8);
+        } else if i > 0 {
+            self.body.push(VARINT);
+            varint::write(&mut self.body, i as u64);
+        } else {
+            self.body.push(ZIGZAG);
+            varint::write(&mut self.body, varint::zigzag(i));
+        }
+    }
+
+    fn float(&mut self, f: f64) {
+        let narrow = f as f32;
+        if narrow as f64 == f || f.is_nan() {
+            self.body.push(FLOAT);
+            self.body.extend_from_slice(&narrow.to_le_bytes());
+        } else {
+            self.body.push(DOUBLE);
+            self.body.extend_from_slice(&f.to_le_bytes());
+        }
+    }
+
+    /// A string value, de-duplicated when asked to.
+    #[inline]
+    fn string(&mut self, bytes: &[u8], utf8: bool) {
+        if self.opts.dedupe_strings && bytes.len() > 3 {
+            let here = self.offset();
+            let table = &mut self.strings[utf8 as usize];
+            if let Some(&at) = table.get(bytes) {
+                self.body.push(COPY);
+                varint::write(&mut self.body, at as u64);
+                return;
+            }
+            table.insert(bytes.to_vec(), here);
+        }
+        self.raw_string(bytes, utf8);
+    }
+
+    /// A hash key: always de-duplicated.
+    #[inline]
+    fn key(&mut self, k: &Key) {
+        let (bytes, utf8) = match k {
+            Key::Binary(b) => (b.as_slice(), false),
+            Key::Utf8(s) => (s.as_bytes(), !s.is_ascii()),
+        };
+        let here = self.offset();
+        let table = &mut self.keys[utf8 as usize];
+        if let Some(&at) = table.get(bytes) {
+            self.body.push(COPY);
+            varint::write(&mut self.body, at as u64);
+            return;
+        }
+        table.insert(bytes.to_vec(), here);
+        self.raw_string(bytes, utf8);
+    }
+
+    #[inline]
+    fn raw_string(&mut self, bytes: &[u8], utf8: bool) {
+        if utf8 {
+            self.body.push(STR_UTF8);
+            varint::write(&mut self.body, bytes.len() as u64);
+        } else if bytes.len() < 32 {
+            self.body.push(SHORT_BINARY_0 | bytes.len() as u8);
+        } else {
+            self.body.push(BINARY);
+            varint::write(&mut self.body, bytes.len() as u64);
+        }
+        self.body.extend_from_slice(bytes);
+    }
+}
+
+/// Key order of the reference's `sort_keys => 1`: byte length, then bytes, then non-UTF-8 first.
+fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
+    let utf8 = |k: &Key| matches!(k, Key::Utf8(s) if !s.is_ascii());
+    let (ab, bb) = (a.as_bytes(), b.as_bytes());
+    ab.len().cmp(&bb.len()).then_with(|| ab.cmp(bb)).then_with(|| utf8(a).cmp(&utf8(b)))
+}
+
+/// Write header + (possibly compressed) body.
+fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let compression = opts.compression;
+    if compression != Compression::None && body.len() >= opts.compress_threshold {
+        let header_at = out.len();
+        header::write(out, opts.protocol, compression.encoding());
+        if compress::compress_framed(compression, body, out)? {
+            return Ok(());
+        }
+        out.truncate(header_at);
+    }
+    header::write(out, opts.protocol, header::Encoding::Raw);
+    out.extend_from_slice(body);
+    Ok(())
+}
+
+/// Encode `value` with the given options.
+pub fn to_vec(value: &Value, opts: &EncoderOptions) -> Result<Vec<u8>> {
+    Encoder::new(opts.clone())?.encode(value)
+}
