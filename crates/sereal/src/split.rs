@@ -1,0 +1,1 @@
+//! Splitter (being written).
