@@ -88,6 +88,14 @@ pub(crate) fn open<'a>(doc: &'a [u8], limits: &Limits, scratch: &'a mut Vec<u8>)
     Ok(Body { header, bytes: scratch.as_slice(), offset_base, error_base, compressed_end: Some(end) })
 }
 
+/// The body of `doc` as plain bytes (decompressed if needed), e.g. to compare two documents'
+/// bodies or to look at what a compressed blob holds.
+pub fn body_bytes(doc: &[u8], limits: &Limits) -> Result<Vec<u8>> {
+    let mut scratch = Vec::new();
+    let body = open(doc, limits, &mut scratch)?;
+    Ok(body.bytes.to_vec())
+}
+
 /// A reusable decoder: holds limits and a decompression buffer that is recycled between calls.
 #[derive(Debug, Default)]
 pub struct Decoder {
