@@ -176,7 +176,7 @@ pub(crate) struct Parser<'a, 'l> {
     values_left: usize,
     string_bytes_left: usize,
     /// Items carrying the track bit, by body index; `None` while still being decoded.
-    tracked: HashMap<usize, Option<Arc<Value>>>,
+    tracked: HashMap<usize, Option<Tracked>>,
     /// Inside a COPY expansion, where a further COPY may only name a string.
     in_copy: bool,
 }
@@ -301,9 +301,15 @@ impl<'a, 'l> Parser<'a, 'l> {
 
     fn read_tracked(&mut self, start: usize, tag: u8) -> Result<Value> {
         self.tracked.insert(start, None);
+        let (values_before, strings_before) = (self.values_left, self.string_bytes_left);
         let v = self.read_tagged(start, tag)?;
         let shared = Arc::new(v);
-        self.tracked.insert(start, Some(shared.clone()));
+        let t = Tracked {
+            value: shared.clone(),
+            values: values_before - self.values_left + 1,
+            string_bytes: strings_before - self.string_bytes_left,
+        };
+        self.tracked.insert(start, Some(t));
         Ok(Value::Shared(shared))
     }
 
@@ -448,9 +454,17 @@ impl<'a, 'l> Parser<'a, 'l> {
         })
     }
 
-    fn tracked_at(&self, idx: usize, offset: u64, at: usize) -> Result<Arc<Value>> {
+    fn tracked_at(&mut self, idx: usize, offset: u64, at: usize) -> Result<Arc<Value>> {
         match self.tracked.get(&idx) {
-            Some(Some(v)) => Ok(v.clone()),
+            Some(Some(t)) => {
+                let t = t.clone();
+                if t.values > self.values_left {
+                    return Err(self.err(ErrorCode::TotalValuesLimit(self.limits.max_values), at));
+                }
+                self.values_left -= t.values;
+                self.charge_string(t.string_bytes, at)?;
+                Ok(t.value)
+            }
             // A reference back into an item still being decoded: a cycle, which a tree of
             // values cannot hold.
             Some(None) => Err(self.err(ErrorCode::UnsupportedTag("cyclic reference"), at)),
@@ -533,6 +547,16 @@ impl<'a, 'l> Parser<'a, 'l> {
         self.depth -= 1;
         Ok(Value::Object(Box::new(Object { class, value, frozen })))
     }
+}
+
+/// A decoded tracked item and what it cost, so that every reference to it is charged the same:
+/// shared items are expanded by the JSON mapping and the encoder, and a chain of references
+/// doubling at each step must not turn a small document into an exponential amount of work.
+#[derive(Clone)]
+struct Tracked {
+    value: Arc<Value>,
+    values: usize,
+    string_bytes: usize,
 }
 
 fn is_string(v: &Value) -> bool {

@@ -179,3 +179,24 @@ fn garbage_never_panics() {
         let _ = sereal::from_slice(&doc(&body));
     }
 }
+
+#[test]
+fn reference_chains_cannot_expand_exponentially() {
+    // x0 = [1] tracked; x(n+1) = [REFP xn, REFP xn] tracked: 60 levels would expand to 2^60
+    // values when rendered as JSON. The decoder charges each reference its target's full size.
+    // Top level: ARRAY of 61 items: a tracked ARRAYREF_1 [1] at offset 3, then 60 tracked
+    // ARRAYREF_2 each holding two REFPs to the previous one.
+    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
+    let mut prev = 3usize;
+    for _ in 0..60 {
+        let here = body.len() + 1;
+        body.push(0xc2);
+        for _ in 0..2 {
+            body.push(0x29);
+            sereal::varint::write(&mut body, prev as u64);
+        }
+        prev = here;
+    }
+    let e = err(&doc(&body));
+    assert!(e.is_limit(), "{e}");
+}
