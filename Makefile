@@ -1,0 +1,37 @@
+# Sluice — the two commands a newcomer needs are `make run` and `make test`.
+# Every target installs what it needs (idempotently) on a fresh Debian 12 machine.
+
+CARGO ?= cargo
+SHELL := /bin/bash
+
+.PHONY: all deps build run test bench fuzz clean
+
+all: build
+
+## deps: the Perl Sereal reference (the oracle in tests and the anchor in benches) and a Rust toolchain.
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release -p sluice
+
+## run: a codec demo until the pipeline lands — events generated, encoded the original way and
+## the default way, decoded back, dumped; the shared vectors decoded.
+run: build
+	@scripts/demo.sh
+
+## test: every test, against the real Perl reference.
+test: deps
+	$(CARGO) test --workspace --no-fail-fast
+
+## bench: throughput against the Perl reference, as a table (targets, not tests).
+bench: deps
+	$(CARGO) run --release -p sluice-bench
+
+## fuzz: a short coverage-guided run of every fuzz target (needs the nightly toolchain).
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_SECONDS)
+
+clean:
+	$(CARGO) clean
