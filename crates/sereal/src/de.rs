@@ -435,11 +435,18 @@ impl<'a, 'l> Parser<'a, 'l> {
                 if !is_string(&pattern) {
                     return Err(self.err(ErrorCode::BadTag(REGEXP), start));
                 }
-                let flags = match flags {
+                let mut flags = match flags {
                     Value::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
                     Value::String(s) => s,
                     _ => return Err(self.err(ErrorCode::BadTag(REGEXP), start)),
                 };
+                // Perl compiles a STR_UTF8 pattern with Unicode rules (/u) unless another charset
+                // is named; say so, as the reference decoder's regexp does.
+                if matches!(pattern.resolve(), Value::String(_))
+                    && !flags.contains(['u', 'a', 'l', 'd'])
+                {
+                    flags.push('u');
+                }
                 Value::Regexp(Box::new(Regexp { pattern, flags }))
             }
             PAD => {
@@ -545,6 +552,16 @@ impl<'a, 'l> Parser<'a, 'l> {
         self.enter(start)?;
         let value = self.read_value()?;
         self.depth -= 1;
+        // Perl writes `qr//` as a reference to a REGEXP blessed into "Regexp": that is just a
+        // regular expression. Other classes keep their blessing around it.
+        if class == "Regexp" && !frozen {
+            if let Value::Ref(inner) = value {
+                return Ok(match *inner {
+                    Value::Regexp(r) => Value::Regexp(r),
+                    other => Value::Object(Box::new(Object { class, value: Value::Ref(Box::new(other)), frozen })),
+                });
+            }
+        }
         Ok(Value::Object(Box::new(Object { class, value, frozen })))
     }
 }

@@ -187,21 +187,14 @@ impl Encoder {
             }
             Value::Object(o) => {
                 self.enter()?;
-                let (tag, tagv) = if o.frozen { (OBJECT_FREEZE, OBJECTV_FREEZE) } else { (OBJECT, OBJECTV) };
-                if let Some(&at) = self.classes.get(&o.class) {
-                    self.body.push(tagv);
-                    varint::write(&mut self.body, at as u64);
-                } else {
-                    self.body.push(tag);
-                    let at = self.offset();
-                    self.classes.insert(o.class.clone(), at);
-                    self.raw_string(o.class.as_bytes(), !o.class.is_ascii());
-                }
+                self.class(&o.class, o.frozen);
                 self.value(&o.value)?;
                 self.depth -= 1;
             }
             Value::Regexp(r) => {
-                self.body.push(REGEXP);
+                // As Perl writes `qr//`: a reference to a REGEXP blessed into "Regexp".
+                self.class("Regexp", false);
+                self.body.extend_from_slice(&[REFN, REGEXP]);
                 self.value(&r.pattern)?;
                 self.raw_string(r.flags.as_bytes(), false);
             }
@@ -209,6 +202,20 @@ impl Encoder {
             Value::Shared(inner) => self.value(inner)?,
         }
         Ok(())
+    }
+
+    /// `OBJECT <class>` the first time a class is seen, `OBJECTV <offset>` after that.
+    fn class(&mut self, class: &str, frozen: bool) {
+        let (tag, tagv) = if frozen { (OBJECT_FREEZE, OBJECTV_FREEZE) } else { (OBJECT, OBJECTV) };
+        if let Some(&at) = self.classes.get(class) {
+            self.body.push(tagv);
+            varint::write(&mut self.body, at as u64);
+        } else {
+            self.body.push(tag);
+            let at = self.offset();
+            self.classes.insert(class.to_owned(), at);
+            self.raw_string(class.as_bytes(), !class.is_ascii());
+        }
     }
 
     fn enter(&mut self) -> Result<()> {
@@ -294,11 +301,16 @@ impl Encoder {
     }
 }
 
-/// Key order of the reference's `sort_keys => 1`: byte length, then bytes, then non-UTF-8 first.
+/// Key order of the reference's `sort_keys => 1` (`he_sv_islt_fast` in its encoder): by byte
+/// length of the key in UTF-8, then UTF-8 keys before binary ones, then by bytes. (Perl keeps a
+/// Latin-1-only key downgraded, but sorts and writes it upgraded, so its UTF-8 form counts.)
 fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
     let utf8 = |k: &Key| matches!(k, Key::Utf8(s) if !s.is_ascii());
     let (ab, bb) = (a.as_bytes(), b.as_bytes());
-    ab.len().cmp(&bb.len()).then_with(|| ab.cmp(bb)).then_with(|| utf8(a).cmp(&utf8(b)))
+    ab.len()
+        .cmp(&bb.len())
+        .then_with(|| utf8(b).cmp(&utf8(a)))
+        .then_with(|| ab.cmp(bb))
 }
 
 /// Write header + (possibly compressed) body.

@@ -209,11 +209,95 @@ sub to_json {
 # Convenience: render and encode in one go.
 sub render_json { return to_json(render($_[0])) }
 
+# ---------------------------------------------------------------------------
+# JSON::XS's own float parser is not correctly rounded (e.g. it parses "0.3"
+# and ~20% of 15..17 significant digit numbers one ulp off, and subnormals
+# badly). decode_json_exact() decodes JSON text (UTF-8 bytes) with JSON::XS
+# but converts every non-integer number (and every integer of 19+ digits)
+# with perl's own, correctly rounded, string->number conversion. Non-integers
+# come back as NOK-only scalars; integers as IV/UV (NV if outside the 64-bit
+# range; -2**63 is an IV, where JSON::XS would make it a string); JSON
+# booleans stay JSON::PP::Boolean objects.
+my $JSON_IN = JSON::XS->new->utf8->allow_nonref;
+
+sub _mark_numbers {
+    my ($t) = @_;
+    my $out = '';
+    pos($t) = 0;
+    my $len = length $t;
+    while (pos($t) < $len) {
+        if ($t =~ /\G([^"\-0-9]+)/gc) {
+            $out .= $1;
+        }
+        elsif ($t =~ /\G"/gc) {
+            my $start = pos($t) - 1;
+            my $end   = pos($t);
+            while (1) {
+                $end = index($t, '"', $end);
+                die "decode_json_exact: unterminated string\n" if $end < 0;
+                my $bs = 0;
+                $bs++ while substr($t, $end - 1 - $bs, 1) eq '\\';
+                last unless $bs % 2;
+                $end++;
+            }
+            $out .= substr($t, $start, $end - $start + 1);
+            pos($t) = $end + 1;
+        }
+        elsif ($t =~ /\G(-?[0-9]+)((?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)/gc) {
+            my ($int, $rest) = ($1, $2);
+            # long integers go through perl too: it yields an exact IV/UV
+            # when in range (JSON::XS turns -2**63 into a string), else an NV
+            if ($rest ne '' || length($int) >= 19) {
+                $out .= '"\\u0001NUM:' . $int . $rest . '"';
+            }
+            else {
+                $out .= $int;
+            }
+        }
+        else {
+            die "decode_json_exact: unexpected character at offset " . pos($t) . "\n";
+        }
+    }
+    return $out;
+}
+
+sub _is_marker {    # without stringifying numbers (that would add flags)
+    return 0 unless defined $_[0];
+    return 0 unless B::svref_2object(\$_[0])->FLAGS & B::SVf_POK;
+    return index($_[0], $NUM_MARK) == 0;
+}
+
+sub _unmark {
+    my ($d) = @_;
+    if (ref $d eq 'ARRAY') {
+        for my $e (@$d) {
+            if (ref $e) { _unmark($e) }
+            elsif (_is_marker($e)) { $e = 0 + substr($e, length $NUM_MARK) }
+        }
+    }
+    elsif (ref $d eq 'HASH') {
+        for my $e (values %$d) {
+            if (ref $e) { _unmark($e) }
+            elsif (_is_marker($e)) { $e = 0 + substr($e, length $NUM_MARK) }
+        }
+    }
+}
+
+sub decode_json_exact {
+    my ($text) = @_;
+    my $data = $JSON_IN->decode(_mark_numbers($text));
+    if (!ref $data) {
+        $data = 0 + substr($data, length $NUM_MARK) if _is_marker($data);
+        return $data;
+    }
+    _unmark($data);
+    return $data;
+}
+
 # Is a rendered leaf a float marker? Returns the numeric string or undef.
 sub float_marker {
     my ($v) = @_;
-    return undef if ref $v || !defined $v;
-    return undef unless index($v, $NUM_MARK) == 0;
+    return undef if ref $v || !_is_marker($v);
     return substr($v, length $NUM_MARK);
 }
 
