@@ -1,5 +1,6 @@
 //! `sluice`: the command-line front end. It parses flags and calls library code; nothing else.
 
+mod gen_cmd;
 mod sereal_cmd;
 
 use std::io::ErrorKind;
@@ -20,12 +21,15 @@ enum Command {
     /// Decode, encode and inspect Sereal documents.
     #[command(subcommand)]
     Sereal(sereal_cmd::SerealCommand),
+    /// Generate a realistic, deterministic stream of WEB / CRON / LB events.
+    Gen(gen_cmd::GenArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sereal(cmd) => sereal_cmd::run(cmd),
+        Command::Gen(args) => gen_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -50,17 +50,17 @@ enum CompressArg {
     Zstd,
 }
 
-/// Flags of `sluice sereal encode`.
+/// Encoder flags, shared by every command that writes Sereal.
 #[derive(Args)]
-pub struct EncodeArgs {
+pub struct EncodeFlags {
     /// Protocol version to write.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(3..=5))]
     protocol: u8,
     /// Body compression.
     #[arg(long, value_enum, default_value = "none")]
     compress: CompressArg,
-    /// Compression level (zlib 1-9, default 6; zstd 1-22, default 3).
-    #[arg(long)]
+    /// Compression level (zlib 1-9, default 6; zstd -7..22, default 3).
+    #[arg(long, allow_hyphen_values = true)]
     level: Option<i32>,
     /// Do not compress bodies smaller than this many bytes.
     #[arg(long, default_value_t = 1024)]
@@ -71,7 +71,49 @@ pub struct EncodeArgs {
     /// Sort hash keys and use the canonical container form.
     #[arg(long)]
     canonical: bool,
-    /// The JSON to read, or `-` for standard input.
+}
+
+impl EncodeFlags {
+    /// The encoder options these flags describe.
+    pub fn options(&self) -> Result<EncoderOptions> {
+        let compression = match self.compress {
+            CompressArg::None => Compression::None,
+            CompressArg::Snappy => Compression::Snappy,
+            CompressArg::Zlib => {
+                let level = self.level.unwrap_or(6);
+                if !(1..=9).contains(&level) {
+                    bail!("zlib level must be 1-9, got {level}");
+                }
+                Compression::Zlib { level: level as u32 }
+            }
+            CompressArg::Zstd => {
+                let level = self.level.unwrap_or(3);
+                if !(-7..=22).contains(&level) {
+                    bail!("zstd level must be -7..22, got {level}");
+                }
+                Compression::Zstd { level }
+            }
+        };
+        if self.level.is_some() && matches!(self.compress, CompressArg::None | CompressArg::Snappy) {
+            bail!("--level applies to zlib and zstd only");
+        }
+        Ok(EncoderOptions {
+            protocol: self.protocol,
+            compression,
+            compress_threshold: self.threshold,
+            dedupe_strings: self.dedupe,
+            canonical: self.canonical,
+            ..Default::default()
+        })
+    }
+}
+
+/// Flags of `sluice sereal encode`.
+#[derive(Args)]
+pub struct EncodeArgs {
+    #[command(flatten)]
+    flags: EncodeFlags,
+    /// The JSON to read (one value), or `-` for standard input.
     file: PathBuf,
 }
 
@@ -83,7 +125,7 @@ pub fn run(cmd: SerealCommand) -> Result<()> {
     }
 }
 
-fn read_input(path: &PathBuf) -> Result<Vec<u8>> {
+pub fn read_input(path: &PathBuf) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     if path.as_os_str() == "-" {
         std::io::stdin().read_to_end(&mut buf).context("reading standard input")?;
@@ -138,34 +180,9 @@ fn print_value(out: &mut impl Write, v: &sereal::Value, pretty: bool) -> Result<
 }
 
 fn encode(a: EncodeArgs) -> Result<()> {
+    let opts = a.flags.options()?;
     let text = read_input(&a.file)?;
     let value = sereal::json::from_json_slice(&text).context("input is not valid JSON")?;
-    let compression = match a.compress {
-        CompressArg::None => Compression::None,
-        CompressArg::Snappy => Compression::Snappy,
-        CompressArg::Zlib => {
-            let level = a.level.unwrap_or(6);
-            if !(1..=9).contains(&level) {
-                bail!("zlib level must be 1-9, got {level}");
-            }
-            Compression::Zlib { level: level as u32 }
-        }
-        CompressArg::Zstd => {
-            let level = a.level.unwrap_or(3);
-            if !(-7..=22).contains(&level) {
-                bail!("zstd level must be -7..22, got {level}");
-            }
-            Compression::Zstd { level }
-        }
-    };
-    let opts = EncoderOptions {
-        protocol: a.protocol,
-        compression,
-        compress_threshold: a.threshold,
-        dedupe_strings: a.dedupe,
-        canonical: a.canonical,
-        ..Default::default()
-    };
     let doc = sereal::to_vec(&value, &opts)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
