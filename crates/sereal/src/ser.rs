@@ -13,7 +13,7 @@
 //!   smaller; the compressed length is written in a varint padded to the width the reference
 //!   reserves, so the framing bytes match too.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::compress::{self, Compression};
 use crate::error::{Error, ErrorCode, Result};
@@ -88,7 +88,7 @@ impl Encoder {
             body: Vec::new(),
             keys: Default::default(),
             strings: Default::default(),
-            classes: HashMap::new(),
+            classes: HashMap::default(),
             depth: 0,
         })
     }

@@ -48,8 +48,10 @@ pub enum Value {
 /// part of what the reference encoder emits, and building a map would cost more than it saves.
 pub type Hash = Vec<(Key, Value)>;
 
-/// A hash key: Sereal keys are strings, binary or UTF-8.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A hash key: Sereal keys are strings, binary or UTF-8. Keys compare, hash and sort by their
+/// bytes, so the binary key `cpu` (as Perl writes ASCII) equals the UTF-8 key `cpu` (as JSON
+/// gives it).
+#[derive(Debug, Clone)]
 pub enum Key {
     /// A key with no declared encoding (usually ASCII).
     Binary(Vec<u8>),
@@ -92,6 +94,32 @@ impl Key {
             Key::Binary(b) => std::str::from_utf8(b).ok(),
             Key::Utf8(s) => Some(s),
         }
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for Key {}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_bytes().hash(state)
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Key) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Key) -> std::cmp::Ordering {
+        self.as_bytes().cmp(other.as_bytes())
     }
 }
 
