@@ -232,7 +232,7 @@ impl<'a, 'l> Parser<'a, 'l> {
     }
 
     fn skip_pad(&mut self) {
-        while self.buf.get(self.pos) == Some(&PAD) {
+        while self.buf.get(self.pos).is_some_and(|b| b & !TRACK_FLAG == PAD) {
             self.pos += 1;
         }
     }
@@ -291,8 +291,14 @@ impl<'a, 'l> Parser<'a, 'l> {
             return Err(self.err(ErrorCode::TotalValuesLimit(self.limits.max_values), self.pos));
         }
         self.values_left -= 1;
-        let start = self.pos;
-        let tag = self.byte()?;
+        let mut start = self.pos;
+        let mut tag = self.byte()?;
+        // PAD (with or without the track bit) is skipped; the value is whatever follows. A loop,
+        // not recursion, so a run of PADs cannot exhaust the stack.
+        while tag & !TRACK_FLAG == PAD {
+            start = self.pos;
+            tag = self.byte()?;
+        }
         if tag & TRACK_FLAG != 0 {
             return self.read_tracked(start, tag & !TRACK_FLAG);
         }
@@ -448,13 +454,6 @@ impl<'a, 'l> Parser<'a, 'l> {
                     flags.push('u');
                 }
                 Value::Regexp(Box::new(Regexp { pattern, flags }))
-            }
-            PAD => {
-                // PAD is skipped; the value is whatever follows. Loop rather than recurse so a
-                // run of PADs cannot exhaust the stack.
-                self.skip_pad();
-                self.values_left += 1;
-                return self.read_value();
             }
             MANY => return Err(self.err(ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"), start)),
             _ => return Err(self.err(ErrorCode::BadTag(tag), start)),

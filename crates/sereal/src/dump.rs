@@ -29,8 +29,10 @@ pub fn dump(doc: &[u8], limits: &Limits) -> Result<String> {
     );
     let mut d = Dumper { buf: body.bytes, pos: 0, base: body.offset_base, out, limits, depth: 0 };
     d.item()?;
-    while d.pos < d.buf.len() && d.buf[d.pos] == PAD {
-        d.item()?;
+    while d.pos < d.buf.len() && d.buf[d.pos] & !TRACK_FLAG == PAD {
+        let at = d.pos;
+        d.pos += 1;
+        d.line(at, PAD, "(trailing)");
     }
     Ok(d.out)
 }
@@ -85,8 +87,14 @@ impl Dumper<'_> {
         if self.depth > self.limits.max_depth {
             return Err(Error::new(ErrorCode::DepthLimit(self.limits.max_depth), self.pos));
         }
-        let at = self.pos;
-        let raw = self.byte()?;
+        let mut at = self.pos;
+        let mut raw = self.byte()?;
+        // PADs are listed but are not items: the item is what follows them.
+        while raw & !TRACK_FLAG == PAD {
+            self.line(at, raw, "");
+            at = self.pos;
+            raw = self.byte()?;
+        }
         let t = raw & !TRACK_FLAG;
         match t {
             0x00..=0x0f => self.line(at, raw, &t.to_string()),
@@ -156,7 +164,7 @@ impl Dumper<'_> {
                 self.line(at, raw, &format!("class at {o}"));
                 self.children(1)?;
             }
-            UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO | PAD => self.line(at, raw, ""),
+            UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => self.line(at, raw, ""),
             _ => return Err(Error::new(ErrorCode::BadTag(raw), at)),
         }
         Ok(())
