@@ -293,29 +293,44 @@ impl<'a, 'l> Parser<'a, 'l> {
         self.values_left -= 1;
         let mut start = self.pos;
         let mut tag = self.byte()?;
-        // PAD (with or without the track bit) is skipped; the value is whatever follows. A loop,
-        // not recursion, so a run of PADs cannot exhaust the stack.
+        // PAD is skipped; the value is whatever follows. A loop, not recursion, so a run of PADs
+        // cannot exhaust the stack. A PAD with the track bit is a WEAKEN the reference encoder
+        // blanked out after the fact: references to its offset mean the item that follows.
+        let mut tracked_pad = None;
         while tag & !TRACK_FLAG == PAD {
+            if tag & TRACK_FLAG != 0 {
+                tracked_pad = Some(start);
+            }
             start = self.pos;
             tag = self.byte()?;
         }
+        match tracked_pad {
+            Some(pad) => self.track(pad, |p| p.read_item(start, tag)),
+            None => self.read_item(start, tag),
+        }
+    }
+
+    fn read_item(&mut self, start: usize, tag: u8) -> Result<Value> {
         if tag & TRACK_FLAG != 0 {
-            return self.read_tracked(start, tag & !TRACK_FLAG);
+            return self.track(start, |p| p.read_tagged(start, tag & !TRACK_FLAG));
         }
         self.read_tagged(start, tag)
     }
 
-    fn read_tracked(&mut self, start: usize, tag: u8) -> Result<Value> {
-        self.tracked.insert(start, None);
+    /// Decode an item that later REFP/ALIAS tags may name by the offset `at`.
+    fn track(&mut self, at: usize, read: impl FnOnce(&mut Self) -> Result<Value>) -> Result<Value> {
+        self.tracked.insert(at, None);
         let (values_before, strings_before) = (self.values_left, self.string_bytes_left);
-        let v = self.read_tagged(start, tag)?;
-        let shared = Arc::new(v);
+        let shared = match read(self)? {
+            Value::Shared(arc) => arc,
+            v => Arc::new(v),
+        };
         let t = Tracked {
             value: shared.clone(),
             values: values_before - self.values_left + 1,
             string_bytes: strings_before - self.string_bytes_left,
         };
-        self.tracked.insert(start, Some(t));
+        self.tracked.insert(at, Some(t));
         Ok(Value::Shared(shared))
     }
 
