@@ -285,6 +285,16 @@ impl<'a, 'l> Parser<'a, 'l> {
         Ok(())
     }
 
+    /// Decode the item at body index `pos` (for callers that jump around a body, like the lazy
+    /// reader); returns it and the index after it. Budgets are shared across calls.
+    pub(crate) fn value_at(&mut self, pos: usize, in_copy: bool) -> Result<(Value, usize)> {
+        self.pos = pos;
+        self.depth = 0;
+        self.in_copy = in_copy;
+        let v = self.read_value()?;
+        Ok((v, self.pos))
+    }
+
     /// Read one item.
     pub(crate) fn read_value(&mut self) -> Result<Value> {
         if self.values_left == 0 {
@@ -475,6 +485,9 @@ impl<'a, 'l> Parser<'a, 'l> {
         })
     }
 
+    /// The tracked item at body index `idx`, named by a REFP/ALIAS at `at`. A linear decode has
+    /// always met it already; a caller that starts in the middle of a body (the lazy reader) has
+    /// not, so an unseen target that carries the track bit is decoded now, by jumping there.
     fn tracked_at(&mut self, idx: usize, offset: u64, at: usize) -> Result<Arc<Value>> {
         match self.tracked.get(&idx) {
             Some(Some(t)) => {
@@ -489,6 +502,20 @@ impl<'a, 'l> Parser<'a, 'l> {
             // A reference back into an item still being decoded: a cycle, which a tree of
             // values cannot hold.
             Some(None) => Err(self.err(ErrorCode::UnsupportedTag("cyclic reference"), at)),
+            None if self.buf.get(idx).is_some_and(|b| b & TRACK_FLAG != 0) => {
+                self.enter(at)?;
+                let saved = (self.pos, self.in_copy);
+                // The target was written outside any COPY expansion.
+                self.in_copy = false;
+                self.pos = idx;
+                let v = self.read_value();
+                (self.pos, self.in_copy) = saved;
+                self.depth -= 1;
+                match v? {
+                    Value::Shared(arc) => Ok(arc),
+                    _ => Err(self.err(ErrorCode::BadOffset(offset), at)),
+                }
+            }
             None => Err(self.err(ErrorCode::BadOffset(offset), at)),
         }
     }

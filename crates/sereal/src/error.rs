@@ -47,7 +47,6 @@ pub(crate) enum ErrorCode {
     LengthMismatch { declared: u64, actual: u64 },
     TrailingBytes,
     UnsupportedTag(&'static str),
-    BadUtf8,
     NotAnArray,
     BadPath(String),
     Compress(String),
@@ -102,6 +101,7 @@ impl Error {
         self.classify() == Category::Limit
     }
 
+    #[cfg(test)]
     pub(crate) fn code(&self) -> &ErrorCode {
         &self.inner.code
     }
@@ -134,7 +134,6 @@ impl fmt::Display for ErrorCode {
             }
             TrailingBytes => write!(f, "trailing bytes after the document body"),
             UnsupportedTag(what) => write!(f, "unsupported: {what}"),
-            BadUtf8 => write!(f, "invalid UTF-8"),
             NotAnArray => write!(f, "document body is not an array"),
             BadPath(p) => write!(f, "bad path expression: {p}"),
             Compress(e) => write!(f, "compression failed: {e}"),

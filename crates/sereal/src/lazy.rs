@@ -65,16 +65,14 @@
 //! otherwise be exponential), and what it materialises is charged against `max_values` and
 //! `max_total_string_bytes` like a full decode, each reference being charged its target's size.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
 
 use crate::de::{open, Limits, Parser};
 use crate::error::{Error, ErrorCode, Result};
 use crate::header::Header;
 use crate::tag::*;
-use crate::value::{Hash, Key, Object, Regexp, Value};
+use crate::value::Value;
 use crate::varint;
 
 // ---------------------------------------------------------------------------------------------
@@ -349,6 +347,14 @@ pub struct LazyDoc<'a> {
     offset_base: usize,
     error_base: usize,
     limits: Limits,
+}
+
+impl<'a> LazyDoc<'a> {
+    /// A decoder over this body, for materialising selected items (it resolves REFP/ALIAS by
+    /// jumping to their targets).
+    fn parser<'s>(&'s self) -> Parser<'s, 's> {
+        Parser::new(self.body, self.offset_base, self.error_base, &self.limits)
+    }
 }
 
 impl fmt::Debug for LazyDoc<'_> {
@@ -816,7 +822,7 @@ impl<'d> Item<'d> {
 
     /// Decode the whole item, exactly as the full decoder would decode it at this place.
     pub fn decode(&self) -> Result<Value> {
-        let mut m = Mat::new(self.doc);
+        let mut m = self.doc.parser();
         m.value_at(self.start, false).map(|(v, _)| v)
     }
 
@@ -824,7 +830,7 @@ impl<'d> Item<'d> {
     pub fn get(&self, path: &Path) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
-        walk(self, std::slice::from_ref(path), &mut stack, ValueEmit(Mat::new(self.doc)), &mut out)?;
+        walk(self, std::slice::from_ref(path), &mut stack, ValueEmit(self.doc.parser()), &mut out)?;
         Ok(out.pop().unwrap_or_default())
     }
 
@@ -834,7 +840,7 @@ impl<'d> Item<'d> {
     pub fn select(&self, paths: &[Path]) -> Result<Vec<Vec<Value>>> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
-        walk(self, paths, &mut stack, ValueEmit(Mat::new(self.doc)), &mut out)?;
+        walk(self, paths, &mut stack, ValueEmit(self.doc.parser()), &mut out)?;
         Ok(out)
     }
 
@@ -920,7 +926,7 @@ impl<'d> Item<'d> {
             UNDEF | CANONICAL_UNDEF => Scalar::Undef,
             TRUE | YES => Scalar::Bool(true),
             FALSE | NO => Scalar::Bool(false),
-            FLOAT | DOUBLE | LONG_DOUBLE | FLOAT_128 => match Mat::new(d).value_at(at, false)?.0.resolve() {
+            FLOAT | DOUBLE | LONG_DOUBLE | FLOAT_128 => match d.parser().value_at(at, false)?.0.resolve() {
                 Value::Float(f) => Scalar::Float(*f),
                 _ => return Ok(None),
             },
@@ -1110,7 +1116,7 @@ impl Selector {
     /// Like [`Selector::select`], writing into `out` (resized to one `Vec` per path; the inner
     /// vectors are cleared and keep their capacity).
     pub fn select_into(&mut self, item: &Item<'_>, out: &mut Vec<Vec<Value>>) -> Result<()> {
-        walk(item, &self.paths, &mut self.stack, ValueEmit(Mat::new(item.doc)), out)
+        walk(item, &self.paths, &mut self.stack, ValueEmit(item.doc.parser()), out)
     }
 
     /// Like [`Selector::select`] but yielding undecoded handles.
@@ -1138,7 +1144,7 @@ trait Emit<'d> {
     fn emit(&mut self, doc: &'d LazyDoc<'d>, pos: usize, in_copy: bool) -> Result<(Self::Out, usize)>;
 }
 
-struct ValueEmit<'d>(Mat<'d>);
+struct ValueEmit<'d>(Parser<'d, 'd>);
 
 impl<'d> Emit<'d> for ValueEmit<'d> {
     type Out = Value;
@@ -1366,385 +1372,3 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Materialising values
-// ---------------------------------------------------------------------------------------------
-
-/// Decodes items anywhere in the body, as the full decoder would, resolving `REFP`/`ALIAS` by
-/// jumping to their (tracked) targets. Decoded targets are remembered, so each is decoded at most
-/// once per selection; the value and string budgets of [`Limits`] apply per selection.
-struct Mat<'d> {
-    doc: &'d LazyDoc<'d>,
-    buf: &'d [u8],
-    pos: usize,
-    depth: usize,
-    values_left: usize,
-    string_bytes_left: usize,
-    /// Tracked items by body index; `None` while being decoded (a reference to it is a cycle).
-    tracked: HashMap<usize, Option<Tracked>>,
-    in_copy: bool,
-}
-
-impl<'d> Mat<'d> {
-    fn new(doc: &'d LazyDoc<'d>) -> Mat<'d> {
-        Mat {
-            doc,
-            buf: doc.body,
-            pos: 0,
-            depth: 0,
-            values_left: doc.limits.max_values,
-            string_bytes_left: doc.limits.max_total_string_bytes,
-            tracked: HashMap::new(),
-            in_copy: false,
-        }
-    }
-
-    /// Decode the item at `pos`; returns it and the position after it.
-    fn value_at(&mut self, pos: usize, in_copy: bool) -> Result<(Value, usize)> {
-        self.pos = pos;
-        self.depth = 0;
-        self.in_copy = in_copy;
-        let v = self.read_value()?;
-        Ok((v, self.pos))
-    }
-
-    #[cold]
-    fn err(&self, code: ErrorCode, at: usize) -> Error {
-        self.doc.err(code, at)
-    }
-
-    #[inline]
-    fn byte(&mut self) -> Result<u8> {
-        let b = self.doc.byte_at(self.pos)?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    #[inline]
-    fn varint(&mut self) -> Result<u64> {
-        self.doc.varint_at(&mut self.pos)
-    }
-
-    fn take(&mut self, n: usize) -> Result<&'d [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| self.doc.eof())?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
-    fn enter(&mut self, at: usize) -> Result<()> {
-        self.doc.enter(&mut self.depth, at)
-    }
-
-    fn string_len(&mut self, at: usize) -> Result<usize> {
-        let len = self.varint()?;
-        if len > self.doc.limits.max_string_bytes as u64 {
-            return Err(self.err(ErrorCode::StringLengthLimit(self.doc.limits.max_string_bytes), at));
-        }
-        Ok(len as usize)
-    }
-
-    fn charge_string(&mut self, len: usize, at: usize) -> Result<()> {
-        if len > self.string_bytes_left {
-            return Err(self.err(ErrorCode::DecompressedSizeLimit(self.doc.limits.max_total_string_bytes), at));
-        }
-        self.string_bytes_left -= len;
-        Ok(())
-    }
-
-    fn count(&mut self, at: usize) -> Result<usize> {
-        self.doc.count_at(&mut self.pos, at)
-    }
-
-    fn charge_value(&mut self) -> Result<()> {
-        if self.values_left == 0 {
-            return Err(self.err(ErrorCode::TotalValuesLimit(self.doc.limits.max_values), self.pos));
-        }
-        self.values_left -= 1;
-        Ok(())
-    }
-
-    fn read_value(&mut self) -> Result<Value> {
-        self.charge_value()?;
-        let start = self.pos;
-        let tag = self.byte()?;
-        if tag & TRACK_FLAG != 0 {
-            return Ok(Value::Shared(self.read_tracked(start, tag & !TRACK_FLAG)?));
-        }
-        self.read_tagged(start, tag)
-    }
-
-    fn read_tracked(&mut self, start: usize, tag: u8) -> Result<Arc<Value>> {
-        self.tracked.insert(start, None);
-        let (values_before, strings_before) = (self.values_left, self.string_bytes_left);
-        let v = self.read_tagged(start, tag)?;
-        let shared = Arc::new(v);
-        let t = Tracked {
-            value: shared.clone(),
-            values: values_before - self.values_left + 1,
-            string_bytes: strings_before - self.string_bytes_left,
-        };
-        self.tracked.insert(start, Some(t));
-        Ok(shared)
-    }
-
-    /// The value of the tracked item at `idx` (named by a REFP/ALIAS at `at`): remembered, or
-    /// decoded now by jumping there.
-    fn target(&mut self, idx: usize, offset: u64, at: usize) -> Result<Arc<Value>> {
-        match self.tracked.get(&idx) {
-            // Every reference is charged what its target cost, as the full decoder does, so that
-            // chains of references cannot turn into an exponential amount of work downstream.
-            Some(Some(t)) => {
-                let t = t.clone();
-                if t.values > self.values_left {
-                    return Err(self.err(ErrorCode::TotalValuesLimit(self.doc.limits.max_values), at));
-                }
-                self.values_left -= t.values;
-                self.charge_string(t.string_bytes, at)?;
-                return Ok(t.value);
-            }
-            Some(None) => return Err(self.err(ErrorCode::UnsupportedTag("cyclic reference"), at)),
-            None => {}
-        }
-        let tag = self.doc.byte_at(idx)?;
-        if tag & TRACK_FLAG == 0 {
-            return Err(self.err(ErrorCode::BadOffset(offset), at));
-        }
-        self.enter(at)?;
-        let (saved_pos, saved_copy) = (self.pos, self.in_copy);
-        // The target was written outside any COPY expansion.
-        self.in_copy = false;
-        self.pos = idx + 1;
-        let r = self.charge_value().and_then(|()| self.read_tracked(idx, tag & !TRACK_FLAG));
-        self.pos = saved_pos;
-        self.in_copy = saved_copy;
-        self.depth -= 1;
-        r
-    }
-
-    fn read_tagged(&mut self, start: usize, tag: u8) -> Result<Value> {
-        Ok(match tag {
-            0x00..=0x0f => Value::Int(tag as i64),
-            0x10..=0x1f => Value::Int(tag as i64 - 32),
-            VARINT => {
-                let v = self.varint()?;
-                match i64::try_from(v) {
-                    Ok(i) => Value::Int(i),
-                    Err(_) => Value::UInt(v),
-                }
-            }
-            ZIGZAG => Value::Int(varint::unzigzag(self.varint()?)),
-            FLOAT => {
-                let b = self.take(4)?;
-                Value::Float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
-            }
-            DOUBLE => {
-                let b = self.take(8)?;
-                let mut a = [0u8; 8];
-                a.copy_from_slice(b);
-                Value::Float(f64::from_le_bytes(a))
-            }
-            LONG_DOUBLE | FLOAT_128 => {
-                // Rare: let the full decoder's conversion do it (no references involved).
-                let d = self.doc;
-                let mut p = Parser::new(d.body, d.offset_base, d.error_base, &d.limits);
-                p.pos = start;
-                let v = p.read_value()?;
-                self.pos = p.pos;
-                v
-            }
-            UNDEF | CANONICAL_UNDEF => Value::Undef,
-            TRUE | YES => Value::Bool(true),
-            FALSE | NO => Value::Bool(false),
-            BINARY => {
-                let len = self.string_len(start)?;
-                self.charge_string(len, start)?;
-                Value::Binary(self.take(len)?.to_vec())
-            }
-            SHORT_BINARY_0..=0x7f => {
-                let len = (tag & 0x1f) as usize;
-                self.charge_string(len, start)?;
-                Value::Binary(self.take(len)?.to_vec())
-            }
-            STR_UTF8 => {
-                let len = self.string_len(start)?;
-                self.charge_string(len, start)?;
-                let bytes = self.take(len)?;
-                match std::str::from_utf8(bytes) {
-                    Ok(s) => Value::String(s.to_owned()),
-                    Err(_) => Value::Binary(bytes.to_vec()),
-                }
-            }
-            REFN => {
-                self.enter(start)?;
-                let next = self.buf.get(self.pos).map(|b| b & !TRACK_FLAG);
-                let inner = self.read_value()?;
-                self.depth -= 1;
-                match next {
-                    Some(ARRAY) | Some(HASH) => inner,
-                    _ => Value::Ref(Box::new(inner)),
-                }
-            }
-            REFP => {
-                let offset = self.varint()?;
-                let idx = self.doc.back_offset(offset, start)?;
-                let target = self.target(idx, offset, start)?;
-                match target.as_ref() {
-                    Value::Array(_) | Value::Hash(_) => Value::Shared(target),
-                    _ => Value::Ref(Box::new(Value::Shared(target))),
-                }
-            }
-            ALIAS => {
-                let offset = self.varint()?;
-                let idx = self.doc.back_offset(offset, start)?;
-                Value::Shared(self.target(idx, offset, start)?)
-            }
-            ARRAY => {
-                let n = self.count(start)?;
-                self.read_array(n, start)?
-            }
-            HASH => {
-                let n = self.count(start)?;
-                self.read_hash(n, start)?
-            }
-            0x40..=0x4f => self.read_array((tag & 0x0f) as usize, start)?,
-            0x50..=0x5f => self.read_hash((tag & 0x0f) as usize, start)?,
-            OBJECT | OBJECT_FREEZE => {
-                let class = self.read_class()?;
-                self.read_object(class, tag == OBJECT_FREEZE, start)?
-            }
-            OBJECTV | OBJECTV_FREEZE => {
-                let offset = self.varint()?;
-                let idx = self.doc.back_offset(offset, start)?;
-                let saved = self.pos;
-                self.pos = idx;
-                let class = self.read_class();
-                self.pos = saved;
-                self.read_object(class?, tag == OBJECTV_FREEZE, start)?
-            }
-            COPY => {
-                if self.in_copy {
-                    return Err(self.err(ErrorCode::CopyOfCopy, start));
-                }
-                let offset = self.varint()?;
-                let idx = self.doc.back_offset(offset, start)?;
-                let saved = self.pos;
-                self.pos = idx;
-                self.in_copy = true;
-                self.enter(start)?;
-                self.values_left += 1;
-                let v = self.read_value();
-                self.depth -= 1;
-                self.in_copy = false;
-                self.pos = saved;
-                v?
-            }
-            WEAKEN => {
-                self.enter(start)?;
-                let v = self.read_value()?;
-                self.depth -= 1;
-                v
-            }
-            REGEXP => {
-                self.enter(start)?;
-                let pattern = self.read_value()?;
-                let flags = self.read_value()?;
-                self.depth -= 1;
-                if !matches!(pattern.resolve(), Value::Binary(_) | Value::String(_)) {
-                    return Err(self.err(ErrorCode::BadTag(REGEXP), start));
-                }
-                let mut flags = match flags {
-                    Value::Binary(b) => String::from_utf8_lossy(&b).into_owned(),
-                    Value::String(s) => s,
-                    _ => return Err(self.err(ErrorCode::BadTag(REGEXP), start)),
-                };
-                // As the full decoder: a STR_UTF8 pattern has Unicode rules unless told otherwise.
-                if matches!(pattern.resolve(), Value::String(_)) && !flags.contains(['u', 'a', 'l', 'd']) {
-                    flags.push('u');
-                }
-                Value::Regexp(Box::new(Regexp { pattern, flags }))
-            }
-            PAD => {
-                // Loop over the run (track flag or not), then read the value after it once.
-                while self.buf.get(self.pos).is_some_and(|b| b & !TRACK_FLAG == PAD) {
-                    self.pos += 1;
-                }
-                self.values_left += 1;
-                return self.read_value();
-            }
-            MANY => return Err(self.err(ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"), start)),
-            _ => return Err(self.err(ErrorCode::BadTag(tag), start)),
-        })
-    }
-
-    fn read_array(&mut self, n: usize, start: usize) -> Result<Value> {
-        self.enter(start)?;
-        let mut items = Vec::with_capacity(n.min(self.buf.len().saturating_sub(self.pos)));
-        for _ in 0..n {
-            items.push(self.read_value()?);
-        }
-        self.depth -= 1;
-        Ok(Value::Array(items))
-    }
-
-    fn read_hash(&mut self, n: usize, start: usize) -> Result<Value> {
-        self.enter(start)?;
-        let mut entries: Hash = Vec::with_capacity(n.min(self.buf.len().saturating_sub(self.pos)));
-        for _ in 0..n {
-            let k = self.read_key()?;
-            let v = self.read_value()?;
-            entries.push((k, v));
-        }
-        self.depth -= 1;
-        Ok(Value::Hash(entries))
-    }
-
-    fn read_key(&mut self) -> Result<Key> {
-        let start = self.pos;
-        let (bytes, utf8, next) = self.doc.key_at(start)?;
-        self.charge_string(bytes.len(), start)?;
-        self.pos = next;
-        if utf8 {
-            if let Ok(s) = std::str::from_utf8(bytes) {
-                return Ok(Key::Utf8(s.to_owned()));
-            }
-        }
-        Ok(Key::Binary(bytes.to_vec()))
-    }
-
-    fn read_class(&mut self) -> Result<String> {
-        let start = self.pos;
-        let tag = self.doc.byte_at(start)? & !TRACK_FLAG;
-        match tag {
-            SHORT_BINARY_0..=0x7f | BINARY | STR_UTF8 | COPY => {
-                let k = self.read_key()?;
-                Ok(String::from_utf8_lossy(k.as_bytes()).into_owned())
-            }
-            _ => Err(self.err(ErrorCode::BadClassName(tag), start)),
-        }
-    }
-
-    fn read_object(&mut self, class: String, frozen: bool, start: usize) -> Result<Value> {
-        self.enter(start)?;
-        let value = self.read_value()?;
-        self.depth -= 1;
-        // As the full decoder: `qr//` (a REGEXP ref blessed into "Regexp") is just a regexp.
-        if class == "Regexp" && !frozen {
-            if let Value::Ref(inner) = value {
-                return Ok(match *inner {
-                    Value::Regexp(r) => Value::Regexp(r),
-                    other => Value::Object(Box::new(Object { class, value: Value::Ref(Box::new(other)), frozen })),
-                });
-            }
-        }
-        Ok(Value::Object(Box::new(Object { class, value, frozen })))
-    }
-}
-
-/// A decoded tracked item and what decoding it cost (charged again for every reference to it).
-#[derive(Clone)]
-struct Tracked {
-    value: Arc<Value>,
-    values: usize,
-    string_bytes: usize,
-}
