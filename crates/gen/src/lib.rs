@@ -604,6 +604,23 @@ pub fn write_json_lines<W: Write>(cfg: &GenConfig, mut w: W) -> io::Result<()> {
 // Helpers
 // ---------------------------------------------------------------------------------------------
 
+thread_local! {
+    /// Keys handed out so far: events share their key allocations, as decoded events do.
+    static KEYS: std::cell::RefCell<std::collections::HashMap<String, Key>> = Default::default();
+}
+
+fn interned_key(k: &str) -> Key {
+    KEYS.with(|keys| {
+        let mut keys = keys.borrow_mut();
+        if let Some(key) = keys.get(k) {
+            return key.clone();
+        }
+        let key = Key::from(k);
+        keys.insert(k.to_owned(), key.clone());
+        key
+    })
+}
+
 /// Builds a hash with keys in insertion order.
 #[derive(Clone)]
 struct EventBuilder {
@@ -615,7 +632,7 @@ impl EventBuilder {
         EventBuilder { entries: Vec::with_capacity(24) }
     }
     fn value(&mut self, k: &str, v: Value) -> &mut Self {
-        self.entries.push((Key::from(k), v));
+        self.entries.push((interned_key(k), v));
         self
     }
     fn str(&mut self, k: &str, v: &str) -> &mut Self {

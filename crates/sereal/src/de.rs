@@ -179,6 +179,9 @@ pub(crate) struct Parser<'a, 'l> {
     tracked: HashMap<usize, Option<Tracked>>,
     /// Inside a COPY expansion, where a further COPY may only name a string.
     in_copy: bool,
+    /// Keys already read at a body index that COPY names: encoders write every repeated hash
+    /// key as a COPY of its first occurrence, so this turns almost every key into an `Arc` clone.
+    copied_keys: rustc_hash::FxHashMap<usize, Key>,
 }
 
 impl<'a, 'l> Parser<'a, 'l> {
@@ -194,6 +197,7 @@ impl<'a, 'l> Parser<'a, 'l> {
             string_bytes_left: limits.max_total_string_bytes,
             tracked: HashMap::new(),
             in_copy: false,
+            copied_keys: Default::default(),
         }
     }
 
@@ -549,12 +553,19 @@ impl<'a, 'l> Parser<'a, 'l> {
         if tag == COPY {
             let offset = self.varint()?;
             let idx = self.back_offset(offset, start)?;
+            if let Some(k) = self.copied_keys.get(&idx) {
+                let k = k.clone();
+                self.charge_string(k.as_bytes().len(), start)?;
+                return Ok(k);
+            }
             let saved = self.pos;
             self.pos = idx;
             let tag = self.byte()? & !TRACK_FLAG;
             let k = self.read_key_string(idx, tag);
             self.pos = saved;
-            return k;
+            let k = k?;
+            self.copied_keys.insert(idx, k.clone());
+            return Ok(k);
         }
         self.read_key_string(start, tag)
     }
@@ -570,10 +581,10 @@ impl<'a, 'l> Parser<'a, 'l> {
         let bytes = self.take(len)?;
         if utf8 {
             if let Ok(s) = std::str::from_utf8(bytes) {
-                return Ok(Key::Utf8(s.to_owned()));
+                return Ok(Key::Utf8(s.into()));
             }
         }
-        Ok(Key::Binary(bytes.to_vec()))
+        Ok(Key::Binary(bytes.into()))
     }
 
     /// A class name: a string tag, or a COPY of one.

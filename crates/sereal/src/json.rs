@@ -65,8 +65,14 @@ pub fn to_json_value(value: &Value) -> serde_json::Value {
     }
 }
 
-/// Convert a `serde_json::Value` into a [`Value`] (keys keep their order).
+/// Convert a `serde_json::Value` into a [`Value`] (keys keep their order; equal keys share one
+/// allocation, as they would coming out of the decoder).
 pub fn from_json_value(j: &serde_json::Value) -> Value {
+    let mut keys = rustc_hash::FxHashMap::default();
+    convert(j, &mut keys)
+}
+
+fn convert<'j>(j: &'j serde_json::Value, keys: &mut rustc_hash::FxHashMap<&'j str, Key>) -> Value {
     use serde_json::Value as J;
     match j {
         J::Null => Value::Undef,
@@ -81,10 +87,15 @@ pub fn from_json_value(j: &serde_json::Value) -> Value {
             }
         }
         J::String(s) => Value::String(s.clone()),
-        J::Array(items) => Value::Array(items.iter().map(from_json_value).collect()),
-        J::Object(map) => {
-            Value::Hash(map.iter().map(|(k, v)| (Key::Utf8(k.clone()), from_json_value(v))).collect())
-        }
+        J::Array(items) => Value::Array(items.iter().map(|v| convert(v, keys)).collect()),
+        J::Object(map) => Value::Hash(
+            map.iter()
+                .map(|(k, v)| {
+                    let key = keys.entry(k.as_str()).or_insert_with(|| Key::from(k.as_str())).clone();
+                    (key, convert(v, keys))
+                })
+                .collect(),
+        ),
     }
 }
 
@@ -179,8 +190,8 @@ mod tests {
     #[test]
     fn mapping_examples() {
         let v = Value::Hash(vec![
-            (Key::Binary(b"a".to_vec()), Value::Binary(vec![0xff, 0x00])),
-            (Key::Binary(vec![0xe9]), Value::Float(f64::NAN)),
+            (Key::Binary(b"a"[..].into()), Value::Binary(vec![0xff, 0x00])),
+            (Key::Binary(vec![0xe9].into()), Value::Float(f64::NAN)),
             (Key::Utf8("é".into()), Value::Float(1.5)),
             (Key::Utf8("r".into()), Value::Ref(Box::new(Value::Int(-3)))),
         ]);

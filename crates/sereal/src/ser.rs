@@ -71,6 +71,9 @@ pub struct Encoder {
     body: Vec<u8>,
     /// First offset of each hash key, split by UTF-8 flag so lookups borrow the bytes.
     keys: [HashMap<Vec<u8>, usize>; 2],
+    /// The same, by the address of a key's shared bytes: the fast path for a key `Arc` seen
+    /// before (how Perl's encoder finds repeated keys: by their shared-string pointer).
+    key_ptrs: HashMap<usize, usize>,
     /// First offset of each de-duplicated string value, split the same way.
     strings: [HashMap<Vec<u8>, usize>; 2],
     classes: HashMap<String, usize>,
@@ -87,6 +90,7 @@ impl Encoder {
             opts,
             body: Vec::new(),
             keys: Default::default(),
+            key_ptrs: HashMap::default(),
             strings: Default::default(),
             classes: HashMap::default(),
             depth: 0,
@@ -109,6 +113,7 @@ impl Encoder {
     pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
         self.body.clear();
         self.keys.iter_mut().for_each(HashMap::clear);
+        self.key_ptrs.clear();
         self.strings.iter_mut().for_each(HashMap::clear);
         self.classes.clear();
         self.depth = 0;
@@ -271,18 +276,28 @@ impl Encoder {
     /// A hash key: always de-duplicated.
     #[inline]
     fn key(&mut self, k: &Key) {
+        // The value tree is borrowed for the whole encode, so no key is freed and no address
+        // reused while `key_ptrs` is in use.
+        let ptr = k.ptr();
+        if let Some(&at) = self.key_ptrs.get(&ptr) {
+            self.body.push(COPY);
+            varint::write(&mut self.body, at as u64);
+            return;
+        }
         let (bytes, utf8) = match k {
-            Key::Binary(b) => (b.as_slice(), false),
+            Key::Binary(b) => (&b[..], false),
             Key::Utf8(s) => (s.as_bytes(), !s.is_ascii()),
         };
         let here = self.offset();
         let table = &mut self.keys[utf8 as usize];
         if let Some(&at) = table.get(bytes) {
+            self.key_ptrs.insert(ptr, at);
             self.body.push(COPY);
             varint::write(&mut self.body, at as u64);
             return;
         }
         table.insert(bytes.to_vec(), here);
+        self.key_ptrs.insert(ptr, here);
         self.raw_string(bytes, utf8);
     }
 

@@ -51,12 +51,16 @@ pub type Hash = Vec<(Key, Value)>;
 /// A hash key: Sereal keys are strings, binary or UTF-8. Keys compare, hash and sort by their
 /// bytes, so the binary key `cpu` (as Perl writes ASCII) equals the UTF-8 key `cpu` (as JSON
 /// gives it).
+///
+/// The bytes live in an `Arc`: the same key repeats in every event of a blob, and sharing one
+/// allocation (as Perl shares hash keys) makes decoding a repeated key a reference-count bump
+/// and lets the encoder recognise a repeated key by its pointer.
 #[derive(Debug, Clone)]
 pub enum Key {
     /// A key with no declared encoding (usually ASCII).
-    Binary(Vec<u8>),
+    Binary(Arc<[u8]>),
     /// A UTF-8 key.
-    Utf8(String),
+    Utf8(Arc<str>),
 }
 
 /// A blessed value: class name plus the blessed data.
@@ -125,7 +129,24 @@ impl Ord for Key {
 
 impl From<&str> for Key {
     fn from(s: &str) -> Key {
-        Key::Utf8(s.to_owned())
+        Key::Utf8(s.into())
+    }
+}
+
+impl From<String> for Key {
+    fn from(s: String) -> Key {
+        Key::Utf8(s.into())
+    }
+}
+
+impl Key {
+    /// The address of the shared bytes: equal for clones of one key, so it identifies a key
+    /// cheaply while the value tree that holds it is alive.
+    pub(crate) fn ptr(&self) -> usize {
+        match self {
+            Key::Binary(b) => b.as_ptr() as usize,
+            Key::Utf8(s) => s.as_ptr() as usize,
+        }
     }
 }
 
