@@ -14,6 +14,21 @@ pub enum SerealCommand {
     Decode(DecodeArgs),
     /// Read JSON and write it as a Sereal document.
     Encode(EncodeArgs),
+    /// Cut a document whose body is an array into standalone documents of at most N bytes.
+    Split(SplitArgs),
+}
+
+/// Flags of `sluice sereal split`.
+#[derive(Args)]
+pub struct SplitArgs {
+    /// Largest chunk, in bytes (whole document, compressed).
+    #[arg(long, default_value_t = 500_000)]
+    max_bytes: usize,
+    /// Write chunk N to `<PREFIX>.<N>.srl`.
+    #[arg(long)]
+    out: PathBuf,
+    /// The document to split, or `-` for standard input.
+    file: PathBuf,
 }
 
 /// Flags of `sluice sereal decode`.
@@ -31,6 +46,10 @@ pub struct DecodeArgs {
     /// Also print the user header (as a first JSON line, `null` when absent).
     #[arg(long)]
     header: bool,
+    /// Print only these paths (comma-separated, e.g. `status,timings.total_ms,experiments[*].id`),
+    /// one JSON object per element of a top-level array, read lazily without decoding the rest.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["dump", "header"])]
+    select: Vec<String>,
     /// Maximum nesting depth.
     #[arg(long, default_value_t = Limits::default().max_depth)]
     max_depth: usize,
@@ -122,6 +141,7 @@ pub fn run(cmd: SerealCommand) -> Result<()> {
     match cmd {
         SerealCommand::Decode(a) => decode(a),
         SerealCommand::Encode(a) => encode(a),
+        SerealCommand::Split(a) => split(a),
     }
 }
 
@@ -140,6 +160,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let limits = Limits { max_depth: a.max_depth, max_decompressed_bytes: a.max_decompressed, ..Limits::default() };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
+    if !a.select.is_empty() {
+        return select(&doc, &limits, &a.select, &a.file, &mut out);
+    }
     if a.dump {
         let text = sereal::dump::dump(&doc, &limits).with_context(|| format!("{}", a.file.display()))?;
         out.write_all(text.as_bytes())?;
@@ -188,5 +211,52 @@ fn encode(a: EncodeArgs) -> Result<()> {
     let mut out = stdout.lock();
     out.write_all(&doc)?;
     out.flush()?;
+    Ok(())
+}
+
+/// `decode --select`: one JSON object per element, keyed by path. A path with `[*]` gives an
+/// array of every match; any other path gives its value, or `null` when it is missing.
+fn select(doc: &[u8], limits: &Limits, paths: &[String], file: &PathBuf, out: &mut impl Write) -> Result<()> {
+    let mut selector = sereal::lazy::Selector::parse(paths).context("--select")?;
+    let many: Vec<bool> = selector
+        .paths()
+        .iter()
+        .map(|p| p.steps().iter().any(|s| matches!(s, sereal::lazy::Step::Wildcard)))
+        .collect();
+    let mut scratch = Vec::new();
+    let lazy = sereal::LazyDoc::open(doc, limits, &mut scratch).with_context(|| file.display().to_string())?;
+    let root = lazy.root().with_context(|| file.display().to_string())?;
+    let items: Vec<sereal::lazy::Item<'_>> = match root.elements()? {
+        Some(elements) => elements.collect::<std::result::Result<_, _>>()?,
+        None => vec![root],
+    };
+    let mut found = Vec::new();
+    for item in items {
+        selector.select_into(&item, &mut found)?;
+        let mut obj = serde_json::Map::new();
+        for ((path, values), many) in paths.iter().zip(&found).zip(&many) {
+            let v = if *many {
+                serde_json::Value::Array(values.iter().map(sereal::json::to_json_value).collect())
+            } else {
+                values.first().map(sereal::json::to_json_value).unwrap_or(serde_json::Value::Null)
+            };
+            obj.insert(path.clone(), v);
+        }
+        serde_json::to_writer(&mut *out, &obj)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn split(a: SplitArgs) -> Result<()> {
+    let doc = read_input(&a.file)?;
+    let chunks = sereal::split(&doc, a.max_bytes, &sereal::SplitOptions::default(), &Limits::default())
+        .with_context(|| a.file.display().to_string())?;
+    for (i, chunk) in chunks.iter().enumerate() {
+        let path = PathBuf::from(format!("{}.{i}.srl", a.out.display()));
+        std::fs::write(&path, chunk).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}\t{} bytes", path.display(), chunk.len());
+    }
     Ok(())
 }

@@ -6,6 +6,10 @@
 //! - `compress` (private): Snappy / zlib / zstd framing, bounded decompression.
 //! - [`de`]: [`Decoder`] — document to [`Value`], under explicit [`Limits`].
 //! - [`ser`]: [`Encoder`] — [`Value`] to document, identical bytes to the reference.
+//! - [`lazy`]: [`LazyDoc`](lazy::LazyDoc) — walk a body without building a tree and extract
+//!   values at paths like `timings.total_ms` or `experiments[*].id`.
+//! - [`split`]: cut a document whose body is an array into standalone documents of at most N
+//!   bytes each, fixing up back-references, without decoding elements.
 //! - [`json`]: the documented JSON mapping of [`Value`].
 //! - [`dump`]: a tag-by-tag listing with offsets, for reading blobs by eye.
 //!
@@ -36,5 +40,7 @@ pub mod varint;
 pub use compress::Compression;
 pub use de::{from_slice, Decoder, Document, Limits};
 pub use error::{Category, Error, Result};
+pub use lazy::{LazyDoc, Path};
 pub use ser::{to_vec, Encoder, EncoderOptions};
+pub use split::{split, SplitOptions};
 pub use value::{Hash, Key, Object, Regexp, Value};

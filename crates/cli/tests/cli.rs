@@ -1,0 +1,125 @@
+//! The real `sluice` binary, run as a user would.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn sluice(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    child.stdin.take().expect("stdin").write_all(stdin).expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn vectors() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.join("../../../shared/sereal/vectors")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    dir.join(name)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn encode_gives_the_reference_bytes() {
+    let out = sluice(&["sereal", "encode", "--protocol", "3", "-"], b"[{\"cpu\":5},{\"cpu\":99}]\n");
+    assert!(out.status.success());
+    assert_eq!(hex(&out.stdout), "3df3726c030042516363707505512f032063");
+    // Defaults: protocol 5, no compression, no dedupe.
+    let out = sluice(&["sereal", "encode", "-"], b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}");
+    assert_eq!(hex(&out.stdout), "3df3726c0500526161647878787861626478787878");
+    let out = sluice(&["sereal", "encode", "--dedupe", "-"], b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}");
+    assert_eq!(hex(&out.stdout), "3df3726c0500526161647878787861622f04");
+}
+
+#[test]
+fn decode_prints_json_and_dump_prints_offsets() {
+    let doc = [0x3d, 0xf3, 0x72, 0x6c, 0x03, 0x00, 0x42, 0x28, 0x2a, 0x01, 0x63, 0x63, 0x70, 0x75, 0x05, 0x28, 0x2a, 0x01, 0x2f, 0x05, 0x20, 0x63];
+    let out = sluice(&["sereal", "decode", "-"], &doc);
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "[{\"cpu\":5},{\"cpu\":99}]\n");
+    let out = sluice(&["sereal", "decode", "--dump", "-"], &doc);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("COPY -> 5"), "{text}");
+    assert!(text.contains("VARINT 99"), "{text}");
+    let out = sluice(&["sereal", "decode", "--pretty", "-"], &doc);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\n  {\n    \"cpu\": 5\n  }"));
+}
+
+#[test]
+fn decode_reads_streams_and_headers() {
+    let out = sluice(&["sereal", "decode", vectors().join("ruby_test/example-stream-snappy-i.srl").to_str().expect("path")], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 100);
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_1() {
+    for input in [&b"not sereal at all"[..], b"=\xf3rl\x03\x00\x2b\x05\x01", b"=\xf3rl\x03\x00\x36", b""] {
+        let out = sluice(&["sereal", "decode", "-"], input);
+        assert_eq!(out.status.code(), Some(1), "{input:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(err.starts_with("sluice: "), "{err}");
+        assert!(out.stdout.is_empty());
+    }
+    let out = sluice(&["sereal", "encode", "-"], b"{not json");
+    assert_eq!(out.status.code(), Some(1));
+    let out = sluice(&["sereal", "encode", "--compress", "zlib", "--level", "12", "-"], b"{}");
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn gen_is_deterministic_and_round_trips() {
+    let args = ["gen", "--count", "300", "--seed", "5", "--epoch", "1700000000"];
+    let a = sluice(&args, b"");
+    let b = sluice(&args, b"");
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    assert_eq!(String::from_utf8_lossy(&a.stdout).lines().count(), 300);
+    // The Sereal form holds the same events.
+    let srl = sluice(&[&args[..], &["--format", "sereal", "--protocol", "3", "--compress", "zlib", "--dedupe"]].concat(), b"");
+    let back = sluice(&["sereal", "decode", "-"], &srl.stdout);
+    let events: serde_json::Value = serde_json::from_slice(&back.stdout).expect("json");
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&a.stdout).lines().map(|l| serde_json::from_str(l).expect("line")).collect();
+    assert_eq!(events, serde_json::Value::Array(lines));
+}
+
+#[test]
+fn select_and_split() {
+    let srl = sluice(&["gen", "--count", "3000", "--seed", "9", "--format", "sereal", "--protocol", "3", "--compress", "zlib", "--dedupe"], b"");
+    let file = tmp("events.srl");
+    std::fs::write(&file, &srl.stdout).expect("write");
+    let sel = sluice(&["sereal", "decode", "--select", "type,timings.total_ms,experiments[*].id", file.to_str().expect("path")], b"");
+    assert!(sel.status.success(), "{}", String::from_utf8_lossy(&sel.stderr));
+    let text = String::from_utf8_lossy(&sel.stdout);
+    assert_eq!(text.lines().count(), 3000);
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().expect("line")).expect("json");
+    assert!(first["experiments[*].id"].is_array());
+
+    let prefix = tmp("chunk");
+    let out = sluice(&["sereal", "split", "--max-bytes", "40000", "--out", prefix.to_str().expect("path"), file.to_str().expect("path")], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut total = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let path = line.split('\t').next().expect("path");
+        let chunk = std::fs::read(path).expect("chunk");
+        assert!(chunk.len() <= 40_000);
+        let dec = sluice(&["sereal", "decode", path], b"");
+        let v: serde_json::Value = serde_json::from_slice(&dec.stdout).expect("json");
+        total += v.as_array().expect("array").len();
+    }
+    assert_eq!(total, 3000);
+}
