@@ -35,7 +35,7 @@ pub struct EncoderOptions {
     pub dedupe_strings: bool,
     /// Sort hash keys and always use the `REFN` container form, for stable output.
     pub canonical: bool,
-    /// Deepest nesting accepted (guards the recursion; default 10000 like the reference).
+    /// Deepest nesting accepted (guards the recursion; default 512, the decoder's default).
     pub max_depth: usize,
 }
 
@@ -47,7 +47,7 @@ impl Default for EncoderOptions {
             compress_threshold: 1024,
             dedupe_strings: false,
             canonical: false,
-            max_depth: 10_000,
+            max_depth: 512,
         }
     }
 }
