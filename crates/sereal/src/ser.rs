@@ -69,13 +69,13 @@ impl EncoderOptions {
 pub struct Encoder {
     opts: EncoderOptions,
     body: Vec<u8>,
-    /// First offset of each hash key, split by UTF-8 flag so lookups borrow the bytes.
-    keys: [HashMap<Vec<u8>, usize>; 2],
+    /// First offset of each hash key's content.
+    keys: SeenStrings,
     /// The same, by the address of a key's shared bytes: the fast path for a key `Arc` seen
     /// before (how Perl's encoder finds repeated keys: by their shared-string pointer).
     key_ptrs: HashMap<usize, usize>,
-    /// First offset of each de-duplicated string value, split the same way.
-    strings: [HashMap<Vec<u8>, usize>; 2],
+    /// First offset of each de-duplicated string value.
+    strings: SeenStrings,
     classes: HashMap<String, usize>,
     depth: usize,
 }
@@ -112,9 +112,9 @@ impl Encoder {
     /// Encode `value` as a complete document appended to `out`.
     pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
         self.body.clear();
-        self.keys.iter_mut().for_each(HashMap::clear);
+        self.keys.clear();
         self.key_ptrs.clear();
-        self.strings.iter_mut().for_each(HashMap::clear);
+        self.strings.clear();
         self.classes.clear();
         self.depth = 0;
         self.value(value)?;
@@ -261,14 +261,15 @@ impl Encoder {
     #[inline]
     fn string(&mut self, bytes: &[u8], utf8: bool) {
         if self.opts.dedupe_strings && bytes.len() > 3 {
-            let here = self.offset();
-            let table = &mut self.strings[utf8 as usize];
-            if let Some(&at) = table.get(bytes) {
-                self.body.push(COPY);
-                varint::write(&mut self.body, at as u64);
+            let hash = SeenStrings::hash(bytes, utf8);
+            if let Some(at) = self.strings.get(&self.body, hash, bytes, utf8) {
+                self.copy(at);
                 return;
             }
-            table.insert(bytes.to_vec(), here);
+            let here = self.offset();
+            let data = self.raw_string(bytes, utf8);
+            self.strings.insert(hash, here, data, bytes.len(), utf8);
+            return;
         }
         self.raw_string(bytes, utf8);
     }
@@ -280,29 +281,35 @@ impl Encoder {
         // reused while `key_ptrs` is in use.
         let ptr = k.ptr();
         if let Some(&at) = self.key_ptrs.get(&ptr) {
-            self.body.push(COPY);
-            varint::write(&mut self.body, at as u64);
+            self.copy(at);
             return;
         }
         let (bytes, utf8) = match k {
             Key::Binary(b) => (&b[..], false),
             Key::Utf8(s) => (s.as_bytes(), !s.is_ascii()),
         };
-        let here = self.offset();
-        let table = &mut self.keys[utf8 as usize];
-        if let Some(&at) = table.get(bytes) {
+        let hash = SeenStrings::hash(bytes, utf8);
+        if let Some(at) = self.keys.get(&self.body, hash, bytes, utf8) {
             self.key_ptrs.insert(ptr, at);
-            self.body.push(COPY);
-            varint::write(&mut self.body, at as u64);
+            self.copy(at);
             return;
         }
-        table.insert(bytes.to_vec(), here);
+        let here = self.offset();
+        let data = self.raw_string(bytes, utf8);
+        self.keys.insert(hash, here, data, bytes.len(), utf8);
         self.key_ptrs.insert(ptr, here);
-        self.raw_string(bytes, utf8);
     }
 
     #[inline]
-    fn raw_string(&mut self, bytes: &[u8], utf8: bool) {
+    fn copy(&mut self, at: usize) {
+        self.body.push(COPY);
+        varint::write(&mut self.body, at as u64);
+    }
+
+    /// Write a string tag and its bytes; returns where the bytes start in the body.
+    #[inline]
+    fn raw_string(&mut self, bytes: &[u8], utf8: bool) -> usize {
+        self.body.reserve(bytes.len() + 11);
         if utf8 {
             self.body.push(STR_UTF8);
             varint::write(&mut self.body, bytes.len() as u64);
@@ -312,7 +319,51 @@ impl Encoder {
             self.body.push(BINARY);
             varint::write(&mut self.body, bytes.len() as u64);
         }
+        let data = self.body.len();
         self.body.extend_from_slice(bytes);
+        data
+    }
+}
+
+/// Strings already written, found by content without keeping a copy of it: an entry remembers
+/// where the bytes lie in the body being written, and a lookup compares against them there.
+#[derive(Debug, Default)]
+struct SeenStrings {
+    table: hashbrown::HashTable<SeenString>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SeenString {
+    hash: u64,
+    /// Offset of the string's tag, as COPY names it.
+    at: usize,
+    /// Index of its bytes in the body.
+    data: usize,
+    len: usize,
+    utf8: bool,
+}
+
+impl SeenStrings {
+    #[inline]
+    fn hash(bytes: &[u8], utf8: bool) -> u64 {
+        use std::hash::BuildHasher;
+        rustc_hash::FxBuildHasher.hash_one((bytes, utf8))
+    }
+
+    #[inline]
+    fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
+        self.table
+            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && &body[e.data..e.data + e.len] == bytes)
+            .map(|e| e.at)
+    }
+
+    #[inline]
+    fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
+        self.table.insert_unique(hash, SeenString { hash, at, data, len, utf8 }, |e| e.hash);
+    }
+
+    fn clear(&mut self) {
+        self.table.clear();
     }
 }
 

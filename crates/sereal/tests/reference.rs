@@ -12,8 +12,14 @@ use std::process::Command;
 
 use serde_json::Value as J;
 
-/// Generate the corpus once per build directory (the generator is deterministic).
+/// Generate the corpus once per build directory (the generator is deterministic). The tests of
+/// this file run in parallel threads: the first one generates, the others wait for it.
 fn corpus() -> PathBuf {
+    static CORPUS: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    CORPUS.get_or_init(generate_corpus).clone()
+}
+
+fn generate_corpus() -> PathBuf {
     common::require_perl_sereal();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sereal-corpus");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gen_corpus.pl");
