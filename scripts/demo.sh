@@ -27,8 +27,12 @@ $S sereal decode "$work/original.srl" | head -c 400; echo " …"
 
 if perl -MSereal::Decoder -e 1 2>/dev/null; then
   step "The Perl reference reads our blob too (Sereal::Decoder):"
-  perl -MSereal::Decoder=decode_sereal -e 'local $/; my $d = decode_sereal(<STDIN>); printf "  %d events, first path %s\n", scalar @$d, $d->[0]{path} // "-"' < "$work/original.srl"
+  perl -MSereal::Decoder=decode_sereal -e 'local $/; my $d = decode_sereal(<STDIN>); my %n; $n{$_->{type}}++ for @$d;
+    printf "  %d events: %s\n", scalar @$d, join(", ", map { "$_ $n{$_}" } sort keys %n)' < "$work/original.srl"
 fi
+
+step "Only some fields, read lazily (sluice sereal decode --select), first 5 events:"
+$S sereal decode --select 'type,dc,status,timings.total_ms,experiments[*].id' "$work/default.srl" | head -5
 
 step "The tags of a small document (sluice sereal decode --dump):"
 echo '[{"cpu":5},{"cpu":99}]' | $S sereal encode --protocol 3 - | tee "$work/cpu.srl" | xxd -p

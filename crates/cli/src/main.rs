@@ -40,11 +40,21 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // A closed pipe (`| head`) is how a reader says it has seen enough: not an error.
-            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == ErrorKind::BrokenPipe)) {
+            if e.chain().any(is_broken_pipe) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("sluice: {e:#}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        return io.kind() == ErrorKind::BrokenPipe;
+    }
+    if let Some(json) = e.downcast_ref::<serde_json::Error>() {
+        return json.io_error_kind() == Some(ErrorKind::BrokenPipe);
+    }
+    false
 }

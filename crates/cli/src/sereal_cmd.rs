@@ -216,7 +216,7 @@ fn encode(a: EncodeArgs) -> Result<()> {
 
 /// `decode --select`: one JSON object per element, keyed by path. A path with `[*]` gives an
 /// array of every match; any other path gives its value, or `null` when it is missing.
-fn select(doc: &[u8], limits: &Limits, paths: &[String], file: &PathBuf, out: &mut impl Write) -> Result<()> {
+fn select(doc: &[u8], limits: &Limits, paths: &[String], file: &std::path::Path, out: &mut impl Write) -> Result<()> {
     let mut selector = sereal::lazy::Selector::parse(paths).context("--select")?;
     let many: Vec<bool> = selector
         .paths()

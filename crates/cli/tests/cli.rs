@@ -123,3 +123,20 @@ fn select_and_split() {
     }
     assert_eq!(total, 3000);
 }
+
+#[test]
+fn a_closed_pipe_is_not_an_error() {
+    use std::io::Read;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["gen", "--count", "500000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = [0u8; 4096];
+    child.stdout.as_mut().expect("stdout").read_exact(&mut first).expect("read");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
