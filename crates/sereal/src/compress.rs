@@ -89,18 +89,21 @@ pub(crate) fn decompress(
                     out.reserve_exact(grow);
                 }
                 let consumed = inflater.total_in() as usize;
+                let produced = out.len();
                 let status = inflater
                     .decompress_vec(&framed.data[consumed..], out, flate2::FlushDecompress::Finish)
                     .map_err(|e| bad(e.to_string()))?;
+                let stalled = inflater.total_in() as usize == consumed && out.len() == produced;
                 match status {
                     flate2::Status::StreamEnd => break,
-                    flate2::Status::Ok => continue,
-                    flate2::Status::BufError => {
-                        if out.len() < out.capacity() {
-                            return Err(Error::eof(framed.end));
-                        }
-                    }
+                    // No progress with room to spare: the stream is cut short.
+                    _ if stalled && out.len() < out.capacity() => return Err(Error::eof(framed.end)),
+                    _ => continue,
                 }
+            }
+            // `reserve` may have granted more than asked; the limit still holds.
+            if out.len() > limit {
+                return Err(too_big(limit));
             }
             if out.len() as u64 != declared {
                 return Err(Error::new(

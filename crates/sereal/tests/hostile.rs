@@ -211,3 +211,28 @@ fn runs_of_pad_do_not_recurse() {
         assert!(err(&doc(&body)).is_eof());
     }
 }
+
+#[test]
+fn truncated_zlib_streams_are_eof() {
+    let mut payload = vec![0x2b_u8];
+    sereal::varint::write(&mut payload, 2000);
+    for i in 0..2000u32 {
+        payload.push(0x64);
+        payload.extend_from_slice(&i.to_le_bytes());
+    }
+    let good = zlib_doc(payload.len() as u64, &payload);
+    assert!(sereal::from_slice(&good).is_ok());
+    // Cut the zlib stream but keep the framing consistent with the cut: the inflater runs dry.
+    for cut in [3usize, 10, 100, 500] {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&payload).expect("compress");
+        let mut compressed = z.finish().expect("finish");
+        compressed.truncate(compressed.len() - cut);
+        let mut d = b"=\xF3rl\x33\x00".to_vec();
+        sereal::varint::write(&mut d, payload.len() as u64);
+        sereal::varint::write(&mut d, compressed.len() as u64);
+        d.extend_from_slice(&compressed);
+        let e = err(&d);
+        assert!(e.is_eof() || e.classify() == Category::Invalid, "cut {cut}: {e}");
+    }
+}
