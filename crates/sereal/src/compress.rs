@@ -188,7 +188,7 @@ impl Compression {
 }
 
 /// Compress `body` and append the framed result to `out`. Returns `false` (appending nothing)
-/// when compression would not make the document smaller, as the reference does.
+/// when the compressed data is not smaller than the body, the reference's rule.
 pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut Vec<u8>) -> Result<bool> {
     let start = out.len();
     if let Compression::Zlib { .. } = compression {
@@ -234,8 +234,9 @@ pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut V
         }
     }
     let compressed_len = out.len() - data_at;
-    // The reference keeps the plain body when compression does not pay for itself.
-    if out.len() - start >= body.len() {
+    // The reference keeps the plain body unless the compressed data alone (framing not
+    // counted) is smaller than the body.
+    if compressed_len >= body.len() {
         out.truncate(start);
         return Ok(false);
     }
