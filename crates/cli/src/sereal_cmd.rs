@@ -50,6 +50,10 @@ pub struct DecodeArgs {
     /// one JSON object per element of a top-level array, read lazily without decoding the rest.
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["dump", "header"])]
     select: Vec<String>,
+    /// Print only elements for which this holds, e.g. `status >= 500 and path ~ "^/book"`
+    /// (comparisons, and/or/not, exists, in, ~ regex; see `sluice_reader::filter`).
+    #[arg(long = "where", conflicts_with_all = ["dump", "header"])]
+    filter: Option<String>,
     /// Maximum nesting depth.
     #[arg(long, default_value_t = Limits::default().max_depth)]
     max_depth: usize,
@@ -160,8 +164,12 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let limits = Limits { max_depth: a.max_depth, max_decompressed_bytes: a.max_decompressed, ..Limits::default() };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if !a.select.is_empty() {
-        return select(&doc, &limits, &a.select, &a.file, &mut out);
+    if !a.select.is_empty() || a.filter.is_some() {
+        let filter = match &a.filter {
+            Some(text) => Some(sluice_reader::Filter::parse(text).context("--where")?),
+            None => None,
+        };
+        return select(&doc, &limits, &a.select, filter.as_ref(), &a.file, &mut out);
     }
     if a.dump {
         let text = sereal::dump::dump(&doc, &limits).with_context(|| format!("{}", a.file.display()))?;
@@ -214,15 +222,32 @@ fn encode(a: EncodeArgs) -> Result<()> {
     Ok(())
 }
 
-/// `decode --select`: one JSON object per element, keyed by path. A path with `[*]` gives an
-/// array of every match; any other path gives its value, or `null` when it is missing.
-fn select(doc: &[u8], limits: &Limits, paths: &[String], file: &std::path::Path, out: &mut impl Write) -> Result<()> {
-    let mut selector = sereal::lazy::Selector::parse(paths).context("--select")?;
-    let many: Vec<bool> = selector
-        .paths()
+/// `decode --select/--where`: elements are read lazily; only the paths that `--select` and
+/// `--where` name are materialised, and a whole element only when it matches and no `--select`
+/// was given. With `--select`, each element prints as one JSON object keyed by path: a path with
+/// `[*]` gives an array of every match, any other its value or `null` when missing.
+fn select(
+    doc: &[u8],
+    limits: &Limits,
+    paths: &[String],
+    filter: Option<&sluice_reader::Filter>,
+    file: &std::path::Path,
+    out: &mut impl Write,
+) -> Result<()> {
+    let mut all_paths: Vec<sereal::Path> = paths
+        .iter()
+        .map(|p| sereal::Path::parse(p))
+        .collect::<std::result::Result<_, _>>()
+        .context("--select")?;
+    let n_select = all_paths.len();
+    if let Some(f) = filter {
+        all_paths.extend(f.paths().iter().cloned());
+    }
+    let many: Vec<bool> = all_paths[..n_select]
         .iter()
         .map(|p| p.steps().iter().any(|s| matches!(s, sereal::lazy::Step::Wildcard)))
         .collect();
+    let mut selector = sereal::lazy::Selector::new(all_paths);
     let mut scratch = Vec::new();
     let lazy = sereal::LazyDoc::open(doc, limits, &mut scratch).with_context(|| file.display().to_string())?;
     let root = lazy.root().with_context(|| file.display().to_string())?;
@@ -233,16 +258,25 @@ fn select(doc: &[u8], limits: &Limits, paths: &[String], file: &std::path::Path,
     let mut found = Vec::new();
     for item in items {
         selector.select_into(&item, &mut found)?;
-        let mut obj = serde_json::Map::new();
-        for ((path, values), many) in paths.iter().zip(&found).zip(&many) {
-            let v = if *many {
-                serde_json::Value::Array(values.iter().map(sereal::json::to_json_value).collect())
-            } else {
-                values.first().map(sereal::json::to_json_value).unwrap_or(serde_json::Value::Null)
-            };
-            obj.insert(path.clone(), v);
+        if let Some(f) = filter {
+            if !f.matches_selected(&found[n_select..]) {
+                continue;
+            }
         }
-        serde_json::to_writer(&mut *out, &obj)?;
+        if n_select == 0 {
+            sereal::json::to_writer(&mut *out, &item.decode()?)?;
+        } else {
+            let mut obj = serde_json::Map::new();
+            for ((path, values), many) in paths.iter().zip(&found).zip(&many) {
+                let v = if *many {
+                    serde_json::Value::Array(values.iter().map(sereal::json::to_json_value).collect())
+                } else {
+                    values.first().map(sereal::json::to_json_value).unwrap_or(serde_json::Value::Null)
+                };
+                obj.insert(path.clone(), v);
+            }
+            serde_json::to_writer(&mut *out, &obj)?;
+        }
         out.write_all(b"\n")?;
     }
     out.flush()?;

@@ -140,3 +140,24 @@ fn a_closed_pipe_is_not_an_error() {
     assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn where_filters_like_a_full_decode_would() {
+    let srl = sluice(&["gen", "--count", "4000", "--seed", "3", "--format", "sereal", "--protocol", "5", "--compress", "zstd", "--dedupe"], b"");
+    let file = tmp("where.srl");
+    std::fs::write(&file, &srl.stdout).expect("write");
+    let all = sluice(&["sereal", "decode", file.to_str().expect("path")], b"");
+    let events: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&all.stdout).expect("json").as_array().expect("array").clone();
+    let expected: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["status"].as_i64().is_some_and(|s| s >= 500) && e["type"] == "WEB")
+        .collect();
+    assert!(!expected.is_empty());
+    let out = sluice(&["sereal", "decode", "--where", "status >= 500 and type == 'WEB'", file.to_str().expect("path")], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("line")).collect();
+    assert_eq!(got.iter().collect::<Vec<_>>(), expected);
+    let bad = sluice(&["sereal", "decode", "--where", "status >=", file.to_str().expect("path")], b"");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("column"));
+}

@@ -1,0 +1,461 @@
+//! The `--where` language: predicates over paths of an event.
+//!
+//! ```text
+//! expr    := or
+//! or      := and ( ("or" | "||") and )*
+//! and     := unary ( ("and" | "&&") unary )*
+//! unary   := ("not" | "!") unary | primary
+//! primary := "(" expr ")"
+//!          | "exists" path
+//!          | path op literal            op: == != < <= > >=
+//!          | path "in" "[" literal ("," literal)* "]"
+//!          | path "~" string | path "!~" string     (regular expression search)
+//! literal := number | "string" | 'string' | true | false | null
+//! path    := as `sereal::Path`: a.b, a[0], a[-1], a[*].b, "key.with.dots".c
+//! ```
+//!
+//! Semantics, chosen to be unsurprising on schema-less events:
+//! - A path with `[*]` may match several values; a comparison holds if it holds for **any** of
+//!   them. A path that matches nothing makes every comparison false (use `not exists p`).
+//! - Numbers compare by value whatever their encoding (integer, float). A string that reads as a
+//!   number compares with a number literal as that number (Perl producers often send `"500"`).
+//!   Otherwise values of different kinds are not equal and not ordered.
+//! - Strings compare by bytes; `~` searches with the `regex` crate's syntax.
+//! - `null` matches an undefined value (JSON `null`); booleans equal `true`/`false`.
+//!
+//! ```
+//! use sluice_reader::Filter;
+//! let f = Filter::parse(r#"status >= 500 and not path ~ "^/static/""#).unwrap();
+//! let event = sereal::json::from_json_slice(br#"{"status":503,"path":"/book"}"#).unwrap();
+//! assert!(f.matches(&event));
+//! ```
+
+use std::cmp::Ordering;
+use std::fmt;
+
+use sereal::{Path, Value};
+
+/// Longest expression accepted, in bytes.
+pub const MAX_EXPRESSION_BYTES: usize = 64 * 1024;
+/// Deepest nesting of parentheses and `not`s accepted.
+pub const MAX_NESTING: usize = 64;
+
+/// A parsed `--where` expression.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    expr: Expr,
+    paths: Vec<Path>,
+}
+
+/// Why an expression does not parse: a message and the byte column where it went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError {
+    /// What is wrong.
+    pub message: String,
+    /// Byte offset in the expression.
+    pub column: usize,
+}
+
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} at column {}", self.message, self.column + 1)
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+#[derive(Debug, Clone)]
+enum Expr {
+    Or(Vec<Expr>),
+    And(Vec<Expr>),
+    Not(Box<Expr>),
+    Exists(usize),
+    Compare(usize, Op, Literal),
+    In(usize, Vec<Literal>),
+    Matches(usize, Box<regex::bytes::Regex>, bool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Literal {
+    Null,
+    Bool(bool),
+    Number(f64),
+    Str(String),
+}
+
+impl Filter {
+    /// Parse an expression.
+    pub fn parse(text: &str) -> Result<Filter, FilterError> {
+        if text.len() > MAX_EXPRESSION_BYTES {
+            return Err(FilterError { message: format!("expression longer than {MAX_EXPRESSION_BYTES} bytes"), column: 0 });
+        }
+        let mut p = Parser { text, pos: 0, paths: Vec::new(), depth: 0 };
+        let expr = p.or()?;
+        p.ws();
+        if p.pos < text.len() {
+            return Err(p.error("unexpected text after the expression"));
+        }
+        Ok(Filter { expr, paths: p.paths })
+    }
+
+    /// The paths the expression reads, in the order [`Filter::matches_selected`] expects their
+    /// values: select these lazily, then evaluate without decoding the rest of the event.
+    pub fn paths(&self) -> &[Path] {
+        &self.paths
+    }
+
+    /// Does a decoded event satisfy the expression?
+    pub fn matches(&self, event: &Value) -> bool {
+        let found: Vec<Vec<&Value>> = self.paths.iter().map(|p| p.eval(event)).collect();
+        eval(&self.expr, &|i| found[i].clone())
+    }
+
+    /// Evaluate on values already selected for [`Filter::paths`] (one list per path, e.g. from
+    /// `sereal::lazy::Selector`).
+    pub fn matches_selected(&self, selected: &[Vec<Value>]) -> bool {
+        eval(&self.expr, &|i| selected.get(i).map(|v| v.iter().collect()).unwrap_or_default())
+    }
+}
+
+fn eval<'v>(e: &Expr, values: &dyn Fn(usize) -> Vec<&'v Value>) -> bool {
+    match e {
+        Expr::Or(items) => items.iter().any(|x| eval(x, values)),
+        Expr::And(items) => items.iter().all(|x| eval(x, values)),
+        Expr::Not(inner) => !eval(inner, values),
+        Expr::Exists(p) => !values(*p).is_empty(),
+        Expr::Compare(p, op, lit) => values(*p).into_iter().any(|v| compare(v, *op, lit)),
+        Expr::In(p, lits) => values(*p).into_iter().any(|v| lits.iter().any(|l| compare(v, Op::Eq, l))),
+        Expr::Matches(p, re, want) => {
+            values(*p).into_iter().any(|v| string_bytes(v).is_some_and(|b| re.is_match(b)) == *want)
+        }
+    }
+}
+
+fn string_bytes(v: &Value) -> Option<&[u8]> {
+    match v.resolve() {
+        Value::String(s) => Some(s.as_bytes()),
+        Value::Binary(b) => Some(b),
+        Value::Ref(inner) => string_bytes(inner),
+        _ => None,
+    }
+}
+
+fn number(v: &Value, coerce_strings: bool) -> Option<f64> {
+    match v.resolve() {
+        Value::Int(i) => Some(*i as f64),
+        Value::UInt(u) => Some(*u as f64),
+        Value::Float(f) => Some(*f),
+        Value::Ref(inner) => number(inner, coerce_strings),
+        _ if coerce_strings => string_bytes(v)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .and_then(|s| s.trim().parse::<f64>().ok())
+            .filter(|f| f.is_finite()),
+        _ => None,
+    }
+}
+
+fn compare(v: &Value, op: Op, lit: &Literal) -> bool {
+    let ordering: Option<Ordering> = match lit {
+        Literal::Null => match v.resolve() {
+            Value::Undef => Some(Ordering::Equal),
+            _ => None,
+        },
+        Literal::Bool(b) => match v.resolve() {
+            Value::Bool(x) => Some(x.cmp(b)),
+            _ => None,
+        },
+        Literal::Number(n) => number(v, true).and_then(|x| x.partial_cmp(n)),
+        Literal::Str(s) => string_bytes(v).map(|b| b.cmp(s.as_bytes())),
+    };
+    match (op, ordering) {
+        (Op::Ne, None) => !matches!(lit, Literal::Null) || !matches!(v.resolve(), Value::Undef),
+        (_, None) => false,
+        (Op::Eq, Some(o)) => o == Ordering::Equal,
+        (Op::Ne, Some(o)) => o != Ordering::Equal,
+        (Op::Lt, Some(o)) => o == Ordering::Less,
+        (Op::Le, Some(o)) => o != Ordering::Greater,
+        (Op::Gt, Some(o)) => o == Ordering::Greater,
+        (Op::Ge, Some(o)) => o != Ordering::Less,
+    }
+}
+
+struct Parser<'t> {
+    text: &'t str,
+    pos: usize,
+    paths: Vec<Path>,
+    depth: usize,
+}
+
+impl Parser<'_> {
+    fn error(&self, message: &str) -> FilterError {
+        FilterError { message: message.to_owned(), column: self.pos }
+    }
+
+    fn ws(&mut self) {
+        while self.text[self.pos..].starts_with(|c: char| c.is_whitespace()) {
+            self.pos += self.text[self.pos..].chars().next().map_or(1, char::len_utf8);
+        }
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.pos..]
+    }
+
+    /// Consume `word` if it is next as a whole word (not a prefix of a longer identifier).
+    fn keyword(&mut self, word: &str) -> bool {
+        self.ws();
+        let rest = self.rest();
+        if rest.starts_with(word) && !rest[word.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+            self.pos += word.len();
+            return true;
+        }
+        false
+    }
+
+    fn symbol(&mut self, sym: &str) -> bool {
+        self.ws();
+        if self.rest().starts_with(sym) {
+            self.pos += sym.len();
+            return true;
+        }
+        false
+    }
+
+    fn nest(&mut self) -> Result<(), FilterError> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(self.error("expression nested too deeply"));
+        }
+        Ok(())
+    }
+
+    fn or(&mut self) -> Result<Expr, FilterError> {
+        let mut items = vec![self.and()?];
+        while self.keyword("or") || self.symbol("||") {
+            items.push(self.and()?);
+        }
+        Ok(if items.len() == 1 { items.remove(0) } else { Expr::Or(items) })
+    }
+
+    fn and(&mut self) -> Result<Expr, FilterError> {
+        let mut items = vec![self.unary()?];
+        while self.keyword("and") || self.symbol("&&") {
+            items.push(self.unary()?);
+        }
+        Ok(if items.len() == 1 { items.remove(0) } else { Expr::And(items) })
+    }
+
+    fn unary(&mut self) -> Result<Expr, FilterError> {
+        self.ws();
+        if self.keyword("not") || (self.rest().starts_with('!') && !self.rest().starts_with("!=") && self.symbol("!")) {
+            self.nest()?;
+            let inner = self.unary()?;
+            self.depth -= 1;
+            return Ok(Expr::Not(Box::new(inner)));
+        }
+        self.primary()
+    }
+
+    fn primary(&mut self) -> Result<Expr, FilterError> {
+        if self.symbol("(") {
+            self.nest()?;
+            let e = self.or()?;
+            self.depth -= 1;
+            if !self.symbol(")") {
+                return Err(self.error("expected `)`"));
+            }
+            return Ok(e);
+        }
+        if self.keyword("exists") {
+            let p = self.path()?;
+            return Ok(Expr::Exists(p));
+        }
+        let p = self.path()?;
+        self.ws();
+        for (sym, op) in [("==", Op::Eq), ("!=", Op::Ne), ("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt), ("=", Op::Eq)] {
+            if self.symbol(sym) {
+                let lit = self.literal()?;
+                return Ok(Expr::Compare(p, op, lit));
+            }
+        }
+        for (sym, want) in [("!~", false), ("~", true)] {
+            if self.symbol(sym) {
+                self.ws();
+                let at = self.pos;
+                let Literal::Str(pattern) = self.literal()? else {
+                    return Err(FilterError { message: "a regular expression must be a quoted string".into(), column: at });
+                };
+                let re = regex::bytes::RegexBuilder::new(&pattern)
+                    .size_limit(1 << 20)
+                    .build()
+                    .map_err(|e| FilterError { message: format!("bad regular expression: {e}"), column: at })?;
+                return Ok(Expr::Matches(p, Box::new(re), want));
+            }
+        }
+        if self.keyword("in") {
+            if !self.symbol("[") {
+                return Err(self.error("expected `[` after `in`"));
+            }
+            let mut lits = vec![self.literal()?];
+            while self.symbol(",") {
+                lits.push(self.literal()?);
+            }
+            if !self.symbol("]") {
+                return Err(self.error("expected `,` or `]`"));
+            }
+            return Ok(Expr::In(p, lits));
+        }
+        Err(self.error("expected an operator: == != < <= > >= in ~ !~"))
+    }
+
+    /// A path: everything up to whitespace or an operator, outside quotes and brackets.
+    fn path(&mut self) -> Result<usize, FilterError> {
+        self.ws();
+        let start = self.pos;
+        let bytes = self.text.as_bytes();
+        let (mut quote, mut brackets) = (None::<u8>, 0usize);
+        let mut i = self.pos;
+        while i < bytes.len() {
+            let c = bytes[i];
+            match quote {
+                Some(q) => {
+                    if c == b'\\' {
+                        i += 1;
+                    } else if c == q {
+                        quote = None;
+                    }
+                }
+                None => match c {
+                    b'"' | b'\'' => quote = Some(c),
+                    b'[' => brackets += 1,
+                    b']' => brackets = brackets.saturating_sub(1),
+                    _ if brackets > 0 => {}
+                    b' ' | b'\t' | b'\n' | b'\r' | b'=' | b'!' | b'<' | b'>' | b'~' | b'(' | b')' | b',' | b'&' | b'|' => break,
+                    _ => {}
+                },
+            }
+            i += 1;
+        }
+        let text = &self.text[start..i.min(bytes.len())];
+        if text.is_empty() {
+            return Err(self.error("expected a path"));
+        }
+        let path = Path::parse(text).map_err(|e| FilterError { message: format!("bad path {text:?}: {e}"), column: start })?;
+        self.pos = i.min(bytes.len());
+        self.paths.push(path);
+        Ok(self.paths.len() - 1)
+    }
+
+    fn literal(&mut self) -> Result<Literal, FilterError> {
+        self.ws();
+        let text = self.text;
+        let rest = &text[self.pos..];
+        if let Some(q) = rest.chars().next().filter(|c| *c == '"' || *c == '\'') {
+            let mut out = String::new();
+            let mut chars = rest[1..].char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => match chars.next() {
+                        Some((_, 'n')) => out.push('\n'),
+                        Some((_, 't')) => out.push('\t'),
+                        Some((_, other)) => out.push(other),
+                        None => break,
+                    },
+                    c if c == q => {
+                        self.pos += 1 + i + 1;
+                        return Ok(Literal::Str(out));
+                    }
+                    c => out.push(c),
+                }
+            }
+            return Err(self.error("unterminated string"));
+        }
+        for (word, lit) in [("true", Literal::Bool(true)), ("false", Literal::Bool(false)), ("null", Literal::Null)] {
+            if self.keyword(word) {
+                return Ok(lit);
+            }
+        }
+        let len = rest
+            .find(|c: char| !(c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E')))
+            .unwrap_or(rest.len());
+        match rest[..len].parse::<f64>() {
+            Ok(n) if len > 0 && n.is_finite() => {
+                self.pos += len;
+                Ok(Literal::Number(n))
+            }
+            _ => Err(self.error("expected a literal: a number, a quoted string, true, false or null")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(json: &str) -> Value {
+        sereal::json::from_json_slice(json.as_bytes()).expect("json")
+    }
+
+    #[test]
+    fn comparisons_and_logic() {
+        let e = ev(r#"{"status":503,"code":"500","path":"/static/a.css","t":{"ms":1.5},"exp":[{"id":1},{"id":7}],"bot":false,"u":null}"#);
+        let yes = [
+            "status >= 500",
+            "status == 503 and t.ms < 2",
+            "status = 503",
+            "code == 500",
+            "code == '500'",
+            "path ~ '^/static/'",
+            "path !~ 'x'",
+            "exp[*].id == 7",
+            "exp[*].id in [3, 7]",
+            "exists t.ms",
+            "not exists t.nope",
+            "bot == false",
+            "u == null",
+            "status != 200",
+            "(status < 500 or path ~ 'css$') and !bot == true",
+            "exp[-1].id > 5",
+            "\"t\".ms == 1.5",
+        ];
+        for f in yes {
+            assert!(Filter::parse(f).unwrap_or_else(|e| panic!("{f}: {e}")).matches(&e), "{f}");
+        }
+        let no = ["status < 500", "missing == 1", "missing != 1 and false_path == 2", "exp[*].id == 2", "path ~ '^/api'", "status == 'abc'", "bot == true", "u != null", "not status >= 500"];
+        for f in no {
+            assert!(!Filter::parse(f).unwrap_or_else(|e| panic!("{f}: {e}")).matches(&e), "{f}");
+        }
+    }
+
+    #[test]
+    fn errors_name_the_column() {
+        for (f, col) in [("status >", 8), ("status 500", 7), ("(status > 1", 11), ("x ~ 5", 4), ("x ~ '('", 4), ("status > 1 extra", 11), ("", 0), ("a[ == 1", 0)] {
+            let e = Filter::parse(f).expect_err(f);
+            assert_eq!(e.column, col, "{f}: {e}");
+        }
+        let deep = format!("{}a == 1{}", "(".repeat(100), ")".repeat(100));
+        assert!(Filter::parse(&deep).is_err());
+        let nots = format!("{}a == 1", "not ".repeat(100));
+        assert!(Filter::parse(&nots).is_err());
+    }
+
+    #[test]
+    fn paths_are_listed_for_lazy_selection() {
+        let f = Filter::parse("a.b == 1 or c[*].d in [1,2] or exists e").expect("parse");
+        let paths: Vec<String> = f.paths().iter().map(|p| p.to_string()).collect();
+        assert_eq!(paths.len(), 3);
+        let selected = vec![vec![], vec![Value::Int(2)], vec![]];
+        assert!(f.matches_selected(&selected));
+        assert!(!f.matches_selected(&[vec![], vec![Value::Int(3)], vec![]]));
+    }
+}
