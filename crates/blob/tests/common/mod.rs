@@ -1,0 +1,116 @@
+//! Helpers shared by the blob crate's integration tests.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value as J;
+use sereal::Value;
+
+/// `n` generated WEB events (sluice-gen), as a vector.
+pub fn web_events(seed: u64, n: usize) -> Vec<Value> {
+    match sluice_gen::events_array(&sluice_gen::GenConfig::web(seed, n)) {
+        Value::Array(v) => v,
+        other => panic!("events_array gave {other:?}"),
+    }
+}
+
+/// `n` generated events of the default mix (WEB, CRON, LB).
+pub fn mixed_events(seed: u64, n: usize) -> Vec<Value> {
+    sluice_gen::Generator::new(sluice_gen::GenConfig::mixed(seed, n)).collect()
+}
+
+/// The JSON mapping of an events array.
+pub fn to_json(events: &[Value]) -> J {
+    J::Array(events.iter().map(sereal::json::to_json_value).collect())
+}
+
+/// Structural equality of two JSON values: objects compare as maps, numbers by value
+/// (integers exactly, floats to 1e-12 relative). Returns the path of the first difference.
+pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
+    match (a, b) {
+        (J::Number(x), J::Number(y)) => {
+            let same = match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
+                (Some(p), Some(q), _, _) => p == q,
+                (_, _, Some(p), Some(q)) => p == q,
+                _ => {
+                    let (p, q) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+                    p == q || (p - q).abs() <= 1e-12 * p.abs().max(q.abs())
+                }
+            };
+            (!same).then(|| format!("{path}: {x} != {y}"))
+        }
+        (J::Object(x), J::Object(y)) => {
+            if x.len() != y.len() {
+                let xs: Vec<_> = x.keys().collect();
+                let ys: Vec<_> = y.keys().collect();
+                return Some(format!("{path}: keys {xs:?} != {ys:?}"));
+            }
+            for (k, v) in x {
+                match y.get(k) {
+                    Some(w) => {
+                        if let Some(d) = json_diff(v, w, &format!("{path}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                    None => return Some(format!("{path}: key {k:?} missing on the right")),
+                }
+            }
+            None
+        }
+        (J::Array(x), J::Array(y)) => {
+            if x.len() != y.len() {
+                return Some(format!("{path}: array length {} != {}", x.len(), y.len()));
+            }
+            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
+        }
+        _ => (a != b).then(|| format!("{path}: {a} != {b}")),
+    }
+}
+
+/// The codec's Perl helpers (Render.pm: exact JSON rendering of decoded Perl data, and exact
+/// JSON decoding for feeding the encoder).
+pub fn perl_lib() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sereal/tests/reference")
+}
+
+/// Fails loudly when the Perl reference is missing (`make test` installs it).
+pub fn require_perl_sereal() {
+    let ok = Command::new("perl")
+        .args(["-MSereal::Encoder", "-MSereal::Decoder", "-MJSON::XS", "-MDigest::SHA", "-e", "1"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "the Perl Sereal reference is not installed: apt-get install libsereal-encoder-perl libsereal-decoder-perl libjson-xs-perl"
+    );
+}
+
+/// Run `perl -I<perl_lib> -e script args…`; panics with its stderr on failure; returns stdout.
+pub fn run_perl(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
+    let out = Command::new("perl")
+        .arg("-I")
+        .arg(perl_lib())
+        .arg("-e")
+        .arg(script)
+        .args(args)
+        .output()
+        .expect("run perl");
+    assert!(
+        out.status.success(),
+        "perl failed ({}):\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Panics (with the first difference, not a dump) unless `got` and `want` are the same events in
+/// the JSON mapping (ASCII strings come back as binary strings, which the mapping equates).
+pub fn assert_same_events(got: &[Value], want: &[Value], ctx: &str) {
+    if let Some(d) = json_diff(&to_json(got), &to_json(want), "$") {
+        panic!("{ctx}: events differ: {d}");
+    }
+}
