@@ -261,7 +261,7 @@ impl<'a, 'l> Parser<'a, 'l> {
     #[inline]
     fn charge_string(&mut self, len: usize, at: usize) -> Result<()> {
         if len > self.string_bytes_left {
-            return Err(self.err(ErrorCode::DecompressedSizeLimit(self.limits.max_total_string_bytes), at));
+            return Err(self.err(ErrorCode::TotalStringBytesLimit(self.limits.max_total_string_bytes), at));
         }
         self.string_bytes_left -= len;
         Ok(())

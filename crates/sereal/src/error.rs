@@ -55,6 +55,7 @@ pub(crate) enum ErrorCode {
     StringLengthLimit(usize),
     ElementCountLimit(usize),
     TotalValuesLimit(usize),
+    TotalStringBytesLimit(usize),
     ChunkTooSmall { element: usize, needed: usize, limit: usize },
 }
 
@@ -85,6 +86,7 @@ impl Error {
             | StringLengthLimit(_)
             | ElementCountLimit(_)
             | TotalValuesLimit(_)
+            | TotalStringBytesLimit(_)
             | ChunkTooSmall { .. } => Category::Limit,
             Compress(_) => Category::Encode,
             _ => Category::Invalid,
@@ -142,6 +144,7 @@ impl fmt::Display for ErrorCode {
             StringLengthLimit(n) => write!(f, "string longer than the limit of {n} bytes"),
             ElementCountLimit(n) => write!(f, "array or hash with more than the limit of {n} elements"),
             TotalValuesLimit(n) => write!(f, "document has more than the limit of {n} values"),
+            TotalStringBytesLimit(n) => write!(f, "document has more than the limit of {n} bytes of strings"),
             ChunkTooSmall { element, needed, limit } => write!(
                 f,
                 "element {element} alone needs {needed} bytes, more than the chunk limit of {limit}"
