@@ -1,0 +1,95 @@
+//! The error of the store layer.
+
+use std::io;
+use std::path::PathBuf;
+
+/// An error returned by a [`Store`](crate::Store) operation.
+///
+/// Every backend maps its own failures onto these variants, so callers (the collector's spool,
+/// the reader) can decide what to do without knowing the backend: retry later
+/// ([`Io`](StoreError::Io), [`Unavailable`](StoreError::Unavailable)), report and skip
+/// ([`Corrupted`](StoreError::Corrupted)), or treat as a bug in the caller
+/// ([`Exists`](StoreError::Exists), [`InvalidArgument`](StoreError::InvalidArgument)).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// Stored bytes failed their checksum or could not be parsed. `key` names what was read
+    /// (a blob key, or a file and offset for metadata records).
+    #[error("corrupted data at {key}: {reason}")]
+    Corrupted {
+        /// The blob key or location that is corrupt.
+        key: String,
+        /// What check failed.
+        reason: String,
+    },
+    /// An I/O error from the operating system, with the path it concerned.
+    #[error("I/O error on {}: {source}", path.display())]
+    Io {
+        /// The file or directory the operation was on.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: io::Error,
+    },
+    /// A blob with this key already exists with *different* bytes. Chunks are never
+    /// overwritten; a writer that gets this must choose another chunk key.
+    #[error("blob {key} already exists with different contents")]
+    Exists {
+        /// The key that was written twice.
+        key: String,
+    },
+    /// The requested item does not exist (used where an absent item is an error rather than
+    /// `None`, e.g. a data directory that must exist).
+    #[error("not found: {what}")]
+    NotFound {
+        /// What was looked for.
+        what: String,
+    },
+    /// An argument the store cannot accept: an empty or oversized key, a namespace name with a
+    /// forbidden byte, a blob larger than the record limit.
+    #[error("invalid argument: {reason}")]
+    InvalidArgument {
+        /// Why it was refused.
+        reason: String,
+    },
+    /// The store (or a wrapper injecting faults) cannot serve the request now; retrying later
+    /// may succeed. Network backends map timeouts and unavailable replicas here.
+    #[error("store unavailable: {reason}")]
+    Unavailable {
+        /// Why.
+        reason: String,
+    },
+}
+
+impl StoreError {
+    #[cold]
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    #[cold]
+    pub(crate) fn corrupted(key: impl Into<String>, reason: impl Into<String>) -> Self {
+        StoreError::Corrupted {
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+
+    #[cold]
+    pub(crate) fn invalid(reason: impl Into<String>) -> Self {
+        StoreError::InvalidArgument {
+            reason: reason.into(),
+        }
+    }
+
+    /// Whether retrying the same operation later may succeed (I/O and availability errors).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Io { .. } | StoreError::Unavailable { .. })
+    }
+}
+
+/// The result type of store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -1,0 +1,59 @@
+//! The store of Sluice: where blobs and their per-second metadata live.
+//!
+//! One trait, [`Store`], several backends:
+//!
+//! | type | what | for |
+//! |---|---|---|
+//! | [`EmbeddedStore`] | time-partitioned append-only logs under a data directory | the default, zero set-up |
+//! | [`InMemoryStore`] | maps in memory, same partitioning and retention | tests |
+//! | [`FaultyStore`] | wraps any store and fails operations on demand ([`Faults`]) | spool / replay tests |
+//!
+//! (The Cassandra/ScyllaDB backend will live in its own crate.)
+//!
+//! What a store holds (keys as in DESIGN.md; their format is the blob crate's business, the store
+//! treats them as opaque strings):
+//! - **blobs** in a [`Namespace`] (`events`, `substreams/<name>`) under a [`BlobKey`]
+//!   `(epoch, key)`, write-once ([`PutOutcome`], [`StoreError::Exists`]);
+//! - the **epoch index** of each `(epoch, dc)`: a set of `type:subtype:chunk` entries, merged by
+//!   union;
+//! - **completeness [`Counts`]** per `(epoch, dc, type, subtype)`, merged by addition;
+//! - a [`Retention`]: data is grouped in time partitions (an hour) and
+//!   [`expire`](Store::expire) drops whole partitions.
+//!
+//! Modules: `store` (the trait and its value types), `memory`, `embedded` (with `record`, the
+//! byte layout), `faulty`, `error`. The on-disk layout is in the crate's README.md.
+//!
+//! ```
+//! use sluice_store::{BlobKey, EmbeddedStore, Namespace, PutOutcome, Store};
+//!
+//! # fn main() -> Result<(), sluice_store::StoreError> {
+//! let dir = std::env::temp_dir().join(format!("sluice-store-doc-{}", std::process::id()));
+//! let store = EmbeddedStore::open(&dir)?;
+//! let key = BlobKey::new(1_700_000_000, "1700000000:ams:WEB::0");
+//! assert_eq!(store.put_blob(&Namespace::Events, key, b"blob bytes")?, PutOutcome::Written);
+//! store.add_to_epoch_index(1_700_000_000, "ams", &["WEB::0"])?;
+//! store.flush()?; // durable against power loss from here on
+//! assert_eq!(store.get_blob(&Namespace::Events, key)?.as_deref(), Some(&b"blob bytes"[..]));
+//! assert_eq!(store.list_epochs(None, 1_700_000_000, 1_700_000_001)?, vec![(1_700_000_000, "ams".to_string())]);
+//! # drop(store);
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! # Ok(())
+//! # }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod embedded;
+mod error;
+mod faulty;
+mod memory;
+mod store;
+
+pub use crate::embedded::{Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats};
+pub use crate::error::{Result, StoreError};
+pub use crate::faulty::{Faults, FaultyStore};
+pub use crate::memory::InMemoryStore;
+pub use crate::store::{
+    BlobKey, Counts, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
+    MAX_BLOB_LEN,
+};

@@ -1,0 +1,367 @@
+//! The [`Store`] trait and the small value types it speaks.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::error::{Result, StoreError};
+
+/// Which family of blobs a key belongs to. Each namespace is its own key space: the same key may
+/// exist in `Events` and in `Substream("x")` with different bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Namespace {
+    /// `events`: the full event blobs, keyed `<epoch>:<dc>:<type>:<subtype>:<chunk>`.
+    Events,
+    /// `substreams/<name>`: the output of a substream, keyed like the event blob it came from.
+    Substream(String),
+}
+
+impl Namespace {
+    /// The namespace's name as stored and as the Riak-style HTTP API shows it: `events` or
+    /// `substreams/<name>`.
+    pub fn as_str(&self) -> Cow<'_, str> {
+        match self {
+            Namespace::Events => Cow::Borrowed("events"),
+            Namespace::Substream(name) => Cow::Owned(format!("substreams/{name}")),
+        }
+    }
+
+    /// Parses the form produced by [`as_str`](Namespace::as_str).
+    pub fn parse(s: &str) -> Result<Namespace> {
+        let ns = if s == "events" {
+            Namespace::Events
+        } else if let Some(name) = s.strip_prefix("substreams/") {
+            Namespace::Substream(name.to_owned())
+        } else {
+            return Err(StoreError::invalid(format!("unknown namespace {s:?}")));
+        };
+        ns.validate()?;
+        Ok(ns)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if let Namespace::Substream(name) = self {
+            if name.is_empty() {
+                return Err(StoreError::invalid("empty substream name"));
+            }
+            check_text("substream name", name, MAX_SUBSTREAM_NAME_LEN)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+/// A blob's address inside a namespace: the epoch (second) it belongs to and its key.
+///
+/// The epoch is passed explicitly (not parsed out of the key) because it decides where the blob
+/// lives: the embedded store's time partition, a Cassandra partition and TTL. A blob's identity is
+/// `(namespace, epoch, key)`; a reader must give the same epoch the writer gave.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlobKey<'a> {
+    /// The second (UTC Unix time) the blob's events belong to.
+    pub epoch: i64,
+    /// The key, e.g. `1700000000:ams:WEB::0`; opaque to the store.
+    pub key: &'a str,
+}
+
+impl<'a> BlobKey<'a> {
+    /// A key for `epoch`.
+    pub fn new(epoch: i64, key: &'a str) -> Self {
+        BlobKey { epoch, key }
+    }
+}
+
+/// What [`Store::put_blob`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The blob was new and is now stored.
+    Written,
+    /// A blob with this key and *identical* bytes was already there; nothing was written. (Puts
+    /// are idempotent, so a replay from the spool after an unclear failure is harmless.)
+    AlreadyPresent,
+}
+
+/// Completeness counters of one (epoch, dc, type, subtype). Merged by addition
+/// ([`Counts::merge`]), so every collector adds what it saw without reading first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Events stored.
+    pub stored: u64,
+    /// Of those, events that arrived after their epoch had been flushed (stored as a further
+    /// chunk).
+    pub late: u64,
+    /// Events dropped, per reason (`malformed`, `oversized`, `shed`, ...).
+    pub dropped: BTreeMap<String, u64>,
+    /// UDP datagrams the kernel dropped before Sluice read them. They cannot be attributed to a
+    /// type: collectors record them under an empty type and subtype.
+    pub kernel_dropped: u64,
+}
+
+impl Counts {
+    /// Adds `other` into `self` (saturating).
+    pub fn merge(&mut self, other: &Counts) {
+        self.stored = self.stored.saturating_add(other.stored);
+        self.late = self.late.saturating_add(other.late);
+        self.kernel_dropped = self.kernel_dropped.saturating_add(other.kernel_dropped);
+        for (reason, n) in &other.dropped {
+            let slot = self.dropped.entry(reason.clone()).or_insert(0);
+            *slot = slot.saturating_add(*n);
+        }
+    }
+
+    /// Whether every counter is zero.
+    pub fn is_zero(&self) -> bool {
+        self.stored == 0
+            && self.late == 0
+            && self.kernel_dropped == 0
+            && self.dropped.values().all(|n| *n == 0)
+    }
+}
+
+/// `(type, subtype)`: the key of an epoch's counts.
+pub type TypeSubtype = (String, String);
+
+/// How long data is kept and how coarse expiry is.
+///
+/// Data is grouped in partitions of `partition_secs` seconds of epochs (aligned to multiples of
+/// it, UTC). A partition is dropped whole by [`Store::expire`] once *all* of its epochs are older
+/// than `period_secs`, so data lives between `period_secs` and `period_secs + partition_secs`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// How long data is kept, in seconds. Default: 10 days.
+    pub period_secs: i64,
+    /// The width of a time partition, in seconds. Default: one hour.
+    pub partition_secs: i64,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            period_secs: 10 * 86_400,
+            partition_secs: 3_600,
+        }
+    }
+}
+
+impl Retention {
+    /// A retention of `period_secs` with hourly partitions.
+    pub fn new(period_secs: i64) -> Self {
+        Retention {
+            period_secs,
+            ..Retention::default()
+        }
+    }
+
+    /// The start (first epoch) of the partition holding `epoch`.
+    pub fn partition_of(&self, epoch: i64) -> i64 {
+        epoch.div_euclid(self.partition_secs) * self.partition_secs
+    }
+
+    /// Whether the partition starting at `start` is wholly expired at time `now`.
+    pub fn is_expired(&self, start: i64, now: i64) -> bool {
+        start.saturating_add(self.partition_secs) <= now.saturating_sub(self.period_secs)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.partition_secs <= 0 || self.period_secs < 0 {
+            return Err(StoreError::invalid(format!(
+                "retention needs partition_secs > 0 and period_secs >= 0, got {self:?}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What [`Store::expire`] dropped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpireReport {
+    /// Time partitions removed.
+    pub partitions_dropped: usize,
+    /// Bytes of files removed (0 for backends that do not know, e.g. TTL-based ones).
+    pub bytes_freed: u64,
+}
+
+/// The storage interface of Sluice: namespaced, write-once blobs; per-epoch metadata that merges;
+/// range listing by epoch; expiry by time.
+///
+/// Object-safe (`Box<dyn Store>` / `Arc<dyn Store>`) and synchronous: callers run it from blocking
+/// threads. Implementations are internally synchronised; every method may be called concurrently.
+///
+/// # Contract (tested for every backend by `store_test!` in `tests/`)
+/// - Blobs are write-once: a second `put_blob` of the same `(namespace, epoch, key)` with identical
+///   bytes returns [`PutOutcome::AlreadyPresent`], with different bytes [`StoreError::Exists`]. A
+///   stored blob is never changed until it expires.
+/// - The epoch index of `(epoch, dc)` is a *set* of entry strings (`type:subtype:chunk`);
+///   [`add_to_epoch_index`](Store::add_to_epoch_index) is a set union, so concurrent writers never
+///   lose each other's entries. The pipe-separated form is built by the caller.
+/// - Counts are merged by addition.
+/// - Durability: when a write method returns `Ok`, the write survives a crash of the calling
+///   process. Whether it also survives a power loss before [`flush`](Store::flush) depends on the
+///   backend's configuration (see [`EmbeddedStore`](crate::EmbeddedStore)'s `Durability`).
+///   Callers write data before the metadata that lists it.
+pub trait Store: Send + Sync {
+    /// Stores `bytes` under `key` in `ns`. Never overwrites: see the contract above.
+    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome>;
+
+    /// Reads a blob; `Ok(None)` if there is none. A blob whose stored checksum fails gives
+    /// [`StoreError::Corrupted`], never wrong bytes.
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>>;
+
+    /// Reads many blobs, results in the order of `keys`. Backends may fetch in parallel; the
+    /// default fetches one after another.
+    fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get_blob(ns, *k)).collect()
+    }
+
+    /// Adds `entries` (each `type:subtype:chunk`, without `|`) to the index of `(epoch, dc)`.
+    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()>;
+
+    /// The entries of `(epoch, dc)`, sorted; empty if there are none.
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
+
+    /// Adds `counts` to the counters of `(epoch, dc, event_type, subtype)`.
+    fn add_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()>;
+
+    /// All counters of `(epoch, dc)`, by `(type, subtype)`; empty if there are none.
+    fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>>;
+
+    /// The `(epoch, dc)` pairs with a non-empty epoch index and `from <= epoch < to`, optionally
+    /// only those of one dc, ordered by epoch then dc.
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> Result<Vec<(i64, String)>>;
+
+    /// Drops every time partition that is wholly older than the retention period at `now`
+    /// (Unix seconds, passed in so tests can use a fake clock). See [`Retention`].
+    fn expire(&self, now: i64) -> Result<ExpireReport>;
+
+    /// Makes every write that returned before this call durable against power loss.
+    fn flush(&self) -> Result<()>;
+
+    /// The retention this store applies.
+    fn retention(&self) -> Retention;
+}
+
+/// Longest substream name, dc, or event type/subtype accepted.
+pub(crate) const MAX_NAME_LEN: usize = 255;
+/// Longest substream name accepted (`substreams/<name>` must fit in 255 bytes).
+pub(crate) const MAX_SUBSTREAM_NAME_LEN: usize = 200;
+/// Longest blob key or index entry accepted.
+pub(crate) const MAX_KEY_LEN: usize = 1024;
+/// Largest blob accepted (chunks are ~500 KB; this only guards the record format).
+pub const MAX_BLOB_LEN: usize = 256 << 20;
+
+pub(crate) fn check_text(what: &str, s: &str, max: usize) -> Result<()> {
+    if s.len() > max {
+        return Err(StoreError::invalid(format!(
+            "{what} longer than {max} bytes"
+        )));
+    }
+    if s.as_bytes().contains(&0) {
+        return Err(StoreError::invalid(format!("{what} contains a NUL byte")));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_put(ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<()> {
+    check_key(ns, key)?;
+    if bytes.len() > MAX_BLOB_LEN {
+        return Err(StoreError::invalid(format!(
+            "blob {} is {} bytes, more than {MAX_BLOB_LEN}",
+            key.key,
+            bytes.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_key(ns: &Namespace, key: BlobKey<'_>) -> Result<()> {
+    ns.validate()?;
+    if key.key.is_empty() {
+        return Err(StoreError::invalid("empty blob key"));
+    }
+    check_text("blob key", key.key, MAX_KEY_LEN)
+}
+
+pub(crate) fn check_entries(dc: &str, entries: &[&str]) -> Result<()> {
+    check_text("dc", dc, MAX_NAME_LEN)?;
+    for e in entries {
+        if e.is_empty() || e.contains('|') {
+            return Err(StoreError::invalid(format!(
+                "epoch index entry {e:?} is empty or has a '|'"
+            )));
+        }
+        check_text("epoch index entry", e, MAX_KEY_LEN)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn check_counts(
+    dc: &str,
+    event_type: &str,
+    subtype: &str,
+    counts: &Counts,
+) -> Result<()> {
+    check_text("dc", dc, MAX_NAME_LEN)?;
+    check_text("type", event_type, MAX_NAME_LEN)?;
+    check_text("subtype", subtype, MAX_NAME_LEN)?;
+    for reason in counts.dropped.keys() {
+        check_text("drop reason", reason, MAX_NAME_LEN)?;
+    }
+    Ok(())
+}
+
+/// A shared store is a store (so `Arc<dyn Store>` and `Arc<EmbeddedStore>` can be wrapped and
+/// passed where a `Store` is expected).
+impl<S: Store + ?Sized> Store for Arc<S> {
+    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome> {
+        (**self).put_blob(ns, key, bytes)
+    }
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
+        (**self).get_blob(ns, key)
+    }
+    fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
+        (**self).get_blobs(ns, keys)
+    }
+    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()> {
+        (**self).add_to_epoch_index(epoch, dc, entries)
+    }
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        (**self).get_epoch_index(epoch, dc)
+    }
+    fn add_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        (**self).add_counts(epoch, dc, event_type, subtype, counts)
+    }
+    fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {
+        (**self).get_counts(epoch, dc)
+    }
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
+        (**self).list_epochs(dc, from, to)
+    }
+    fn expire(&self, now: i64) -> Result<ExpireReport> {
+        (**self).expire(now)
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn retention(&self) -> Retention {
+        (**self).retention()
+    }
+}
