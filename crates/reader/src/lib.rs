@@ -1,10 +1,24 @@
-//! Reading events back. For now: [`filter`], the `--where` expression language evaluated on
-//! decoded events or on values selected lazily from a blob. Range reads over a store, `cat` and
-//! `tail` come with the pipeline.
+//! Reading events back.
+//!
+//! - [`range`]: range reads over a store ([`RangeReader`], an iterator of [`ReadItem`]s: events in
+//!   epoch order, and warnings for chunks that could not be read), with dc / type / subtype
+//!   filters, `--select` and `--where` through the codec's lazy reader, and NDJSON / Sereal output.
+//! - [`time`]: the `--from` / `--to` arguments (Unix seconds, RFC 3339, `now`, `-5m`).
+//! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
+//!   selected lazily from a blob.
+//!
+//! `tail` (following the live stream) comes with the pipeline.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod filter;
+pub mod range;
+pub mod time;
 
 pub use filter::{Filter, FilterError};
+pub use range::{
+    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem, ReadOptions, ReadRequest,
+    ReadStats, ReadWarning, WriteSummary,
+};
+pub use time::{parse_time, TimeError};

@@ -1,0 +1,571 @@
+//! Range reads: the events of a time range (and dc / type / subtype), out of a [`Store`].
+//!
+//! ```text
+//! list_epochs(dc, from, to) ──► get_epoch_index per (epoch, dc) ──► keep type/subtype
+//!   ──► get_blobs (a batch of keys; the store fetches in parallel) ──► Blob::parse (SHA-1)
+//!   ──► decode (all of it) or lazy select (--select / --where) ──► ReadItem per event
+//! ```
+//!
+//! [`RangeReader`] is an [`Iterator`] of [`ReadItem`]s: it reads lazily, one batch of chunks at a
+//! time, so a caller (the CLI's `cat`, an HTTP handler streaming NDJSON) holds at most one batch
+//! of chunk bytes ([`ReadOptions::fetch_batch`]) and one chunk's decoded events, never the range.
+//! Dropping the iterator stops the read.
+//!
+//! # Order (guaranteed)
+//! Events come by epoch (ascending), then dc (ascending, as [`Store::list_epochs`] orders them),
+//! then type, subtype and chunk as [`IndexEntry`] orders them (by string; chunk ids: plain numbers
+//! numerically, then `<collector>.<n>` by collector and number), then in their order inside the
+//! chunk. Every listed chunk is read exactly once; an event is returned as often as it is stored.
+//!
+//! # Errors do not stop a read
+//! Anything wrong with one chunk or one epoch's index — missing blob, store error, checksum
+//! mismatch, undecodable body, malformed index entry — becomes a [`ReadItem::Warning`] in the
+//! stream (at the position where the chunk's events would have been), and the read goes on. A
+//! chunk is all or nothing: a chunk that fails halfway through decoding contributes no events.
+//! Only a failure to list the range at all is an error ([`ReadError`]). The caller decides the
+//! exit code (the CLI: non-zero at the end if any warning).
+//!
+//! # Select and where
+//! With neither, each event is the fully decoded event. With `select` and/or `filter`, chunks
+//! are read with the codec's lazy reader: per event, one [`Selector`] pass picks the select paths
+//! and the filter's paths (nothing else is materialised), the filter is evaluated on those
+//! values, and a matching event becomes either the whole decoded event (no `select`) or a map
+//! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
+//! first match or `null`) — the shape of `sluice sereal decode --select`.
+//!
+//! # Output
+//! [`write_items`] writes a stream as NDJSON (one event per line, [`sereal::json`] mapping) or as
+//! Sereal: **one Sereal document per event** (protocol 5, uncompressed), concatenated. Each
+//! document is self-delimiting ([`sereal::Document::len`] / Perl's `decode_with_offset`), so a
+//! consumer reads them in sequence and a stream can be cut after any event (HTTP streaming,
+//! `head`); per-event documents lose the cross-event string de-duplication of a blob, which is
+//! the price of that.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Write};
+use std::ops::Deref;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use sereal::lazy::{Selector, Step};
+use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Path, Value};
+use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
+use sluice_store::{BlobKey, Namespace, Store, StoreError};
+
+use crate::filter::Filter;
+
+/// What to read: a half-open range of epochs and optional filters.
+#[derive(Debug, Clone, Default)]
+pub struct ReadRequest {
+    /// First epoch (Unix second) included.
+    pub from: i64,
+    /// First epoch *not* included (`to == from` reads nothing).
+    pub to: i64,
+    /// Only this data centre.
+    pub dc: Option<String>,
+    /// Only this event type.
+    pub type_: Option<String>,
+    /// Only this subtype (`Some("")` selects the empty subtype).
+    pub subtype: Option<String>,
+    /// Paths to output instead of whole events (empty: whole events).
+    pub select: Vec<Path>,
+    /// Keep only events this predicate accepts.
+    pub filter: Option<Filter>,
+}
+
+impl ReadRequest {
+    /// Every event of `from <= epoch < to`.
+    pub fn new(from: i64, to: i64) -> ReadRequest {
+        ReadRequest { from, to, ..ReadRequest::default() }
+    }
+
+    /// Whether the lazy reader is used (a `select` or a `filter` is given).
+    pub fn is_lazy(&self) -> bool {
+        !self.select.is_empty() || self.filter.is_some()
+    }
+}
+
+/// How to read.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// The namespace to read (`events`, or a substream: same keys, same blob format).
+    pub namespace: Namespace,
+    /// Limits of the Sereal decoder (per chunk).
+    pub limits: Limits,
+    /// Chunks fetched per [`Store::get_blobs`] call (at least 1; default 16). The store may fetch
+    /// them in parallel; the reader holds at most this many chunks' bytes at once.
+    pub fetch_batch: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { namespace: Namespace::Events, limits: Limits::default(), fetch_batch: 16 }
+    }
+}
+
+/// One event read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadEvent {
+    /// The key of the chunk it came from (epoch, dc, type, subtype, chunk); shared by the
+    /// chunk's events.
+    pub key: Arc<EventKey>,
+    /// The event (a map), or with a `select` the map of selected paths.
+    pub value: Value,
+}
+
+/// Something that went wrong with part of a range: the part is skipped, the read goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadWarning {
+    /// The event key of the chunk (`<epoch>:<dc>:<type>:<subtype>:<chunk>`), or the epochs key
+    /// (`<epoch>-<dc>`) when the epoch's index could not be read.
+    pub key: String,
+    /// What went wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for ReadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.key, self.reason)
+    }
+}
+
+/// What a [`RangeReader`] yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReadItem {
+    /// An event (or the selection of one).
+    Event(ReadEvent),
+    /// A chunk or an epoch index that could not be read (and is skipped).
+    Warning(ReadWarning),
+}
+
+/// Why a range cannot be read at all.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The request is invalid (e.g. `to` before `from`).
+    BadRequest(String),
+    /// The store could not list the range.
+    Store(StoreError),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::BadRequest(m) => write!(f, "bad read request: {m}"),
+            ReadError::Store(e) => write!(f, "listing the range: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Store(e) => Some(e),
+            ReadError::BadRequest(_) => None,
+        }
+    }
+}
+
+/// Counters of a read so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// `(epoch, dc)` pairs listed.
+    pub epochs: usize,
+    /// Chunks fetched (including ones that turned out bad).
+    pub chunks: usize,
+    /// Bytes of chunks fetched.
+    pub bytes: u64,
+    /// Events yielded (after the filter).
+    pub events: u64,
+    /// Warnings yielded.
+    pub warnings: u64,
+}
+
+/// Something queued for fetching, in output order.
+enum Pending {
+    Key(Arc<EventKey>),
+    Warning(ReadWarning),
+}
+
+/// Something fetched, in output order.
+enum Fetched {
+    Blob(Arc<EventKey>, Result<Option<Vec<u8>>, StoreError>),
+    Warning(ReadWarning),
+}
+
+/// Reads a range lazily; see the [module docs](self). `S` is anything that derefs to a store:
+/// `&EmbeddedStore`, `&dyn Store`, `Arc<dyn Store>`, `Box<dyn Store>`.
+pub struct RangeReader<S> {
+    store: S,
+    req: ReadRequest,
+    opts: ReadOptions,
+    epochs: VecDeque<(i64, String)>,
+    pending: VecDeque<Pending>,
+    fetched: VecDeque<Fetched>,
+    out: VecDeque<ReadItem>,
+    chunk: ChunkDecoder,
+    stats: ReadStats,
+}
+
+impl<S> fmt::Debug for RangeReader<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RangeReader").field("req", &self.req).field("stats", &self.stats).finish()
+    }
+}
+
+impl<S, T> RangeReader<S>
+where
+    S: Deref<Target = T>,
+    T: Store + ?Sized,
+{
+    /// Starts a read: validates the request and lists the epochs of the range (the only step
+    /// whose failure fails the whole read). Nothing else is fetched until the first `next()`.
+    pub fn new(store: S, req: ReadRequest, opts: ReadOptions) -> Result<RangeReader<S>, ReadError> {
+        if req.to < req.from {
+            return Err(ReadError::BadRequest(format!("`to` ({}) is before `from` ({})", req.to, req.from)));
+        }
+        let epochs = store.list_epochs(req.dc.as_deref(), req.from, req.to).map_err(ReadError::Store)?;
+        let chunk = ChunkDecoder::new(&req, &opts.limits);
+        let stats = ReadStats { epochs: epochs.len(), ..ReadStats::default() };
+        Ok(RangeReader {
+            store,
+            req,
+            opts,
+            epochs: epochs.into(),
+            pending: VecDeque::new(),
+            fetched: VecDeque::new(),
+            out: VecDeque::new(),
+            chunk,
+            stats,
+        })
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ReadStats {
+        self.stats
+    }
+
+    /// The request being read.
+    pub fn request(&self) -> &ReadRequest {
+        &self.req
+    }
+
+    /// Reads the index of the next (epoch, dc) into `pending`. False when there is none left.
+    fn next_epoch(&mut self) -> bool {
+        let Some((epoch, dc)) = self.epochs.pop_front() else { return false };
+        let warn = |reason: String| Pending::Warning(ReadWarning { key: format!("{epoch}-{dc}"), reason });
+        let epoch_key = match EpochKey::new(epoch, &dc) {
+            Ok(k) => k,
+            Err(e) => {
+                self.pending.push_back(warn(format!("bad epoch key: {e}")));
+                return true;
+            }
+        };
+        let raw = match self.store.get_epoch_index(epoch, &dc) {
+            Ok(raw) => raw,
+            Err(e) => {
+                self.pending.push_back(warn(format!("reading the epoch index: {e}")));
+                return true;
+            }
+        };
+        let mut entries = Vec::with_capacity(raw.len());
+        for text in &raw {
+            match IndexEntry::parse(text) {
+                Ok(entry) => {
+                    let keep = !matches!(self.req.type_.as_deref(), Some(t) if t != entry.type_())
+                        && !matches!(self.req.subtype.as_deref(), Some(s) if s != entry.subtype());
+                    if keep {
+                        entries.push(entry);
+                    }
+                }
+                Err(e) => self.pending.push_back(warn(format!("bad index entry {text:?}: {e}"))),
+            }
+        }
+        // The store sorts entries as strings; chunk ids must sort as IndexEntry does (`10` after `2`).
+        entries.sort();
+        entries.dedup();
+        for entry in &entries {
+            self.pending.push_back(Pending::Key(Arc::new(EventKey::from_parts(&epoch_key, entry))));
+        }
+        true
+    }
+
+    /// Fetches the next batch of pending keys into `fetched`.
+    fn fetch_batch(&mut self) {
+        let n = self.pending.len().min(self.opts.fetch_batch.max(1));
+        let batch: Vec<Pending> = self.pending.drain(..n).collect();
+        let keys: Vec<(i64, String)> = batch
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Key(k) => Some((k.epoch(), k.to_string())),
+                Pending::Warning(_) => None,
+            })
+            .collect();
+        let blob_keys: Vec<BlobKey<'_>> = keys.iter().map(|(e, k)| BlobKey::new(*e, k)).collect();
+        let mut results = if blob_keys.is_empty() {
+            Vec::new()
+        } else {
+            self.store.get_blobs(&self.opts.namespace, &blob_keys)
+        }
+        .into_iter();
+        for p in batch {
+            match p {
+                Pending::Warning(w) => self.fetched.push_back(Fetched::Warning(w)),
+                Pending::Key(k) => {
+                    let r = results.next().unwrap_or_else(|| {
+                        Err(StoreError::Unavailable { reason: "store returned fewer results than keys".into() })
+                    });
+                    self.fetched.push_back(Fetched::Blob(k, r));
+                }
+            }
+        }
+    }
+
+    /// Turns the next fetched chunk into items in `out`.
+    fn process_one(&mut self) {
+        let Some(f) = self.fetched.pop_front() else { return };
+        let (key, result) = match f {
+            Fetched::Warning(w) => {
+                self.out.push_back(ReadItem::Warning(w));
+                return;
+            }
+            Fetched::Blob(key, result) => (key, result),
+        };
+        self.stats.chunks += 1;
+        let warn = |reason: String| ReadItem::Warning(ReadWarning { key: key.to_string(), reason });
+        match result {
+            Err(e) => self.out.push_back(warn(format!("fetching: {e}"))),
+            Ok(None) => self.out.push_back(warn("missing: listed in the epoch index but not stored".into())),
+            Ok(Some(bytes)) => {
+                self.stats.bytes += bytes.len() as u64;
+                match self.chunk.decode(&bytes) {
+                    Ok(values) => self
+                        .out
+                        .extend(values.into_iter().map(|value| ReadItem::Event(ReadEvent { key: key.clone(), value }))),
+                    Err(reason) => self.out.push_back(warn(reason)),
+                }
+            }
+        }
+    }
+}
+
+impl<S, T> Iterator for RangeReader<S>
+where
+    S: Deref<Target = T>,
+    T: Store + ?Sized,
+{
+    type Item = ReadItem;
+
+    fn next(&mut self) -> Option<ReadItem> {
+        loop {
+            if let Some(item) = self.out.pop_front() {
+                match &item {
+                    ReadItem::Event(_) => self.stats.events += 1,
+                    ReadItem::Warning(_) => self.stats.warnings += 1,
+                }
+                return Some(item);
+            }
+            if !self.fetched.is_empty() {
+                self.process_one();
+            } else if !self.pending.is_empty() {
+                self.fetch_batch();
+            } else if !self.next_epoch() {
+                return None;
+            }
+        }
+    }
+}
+
+/// Decodes chunks for one request, reusing buffers across chunks.
+struct ChunkDecoder {
+    lazy: bool,
+    limits: Limits,
+    decoder: Decoder,
+    selector: Selector,
+    /// Number of select paths (the selector's first paths); the filter's follow.
+    n_select: usize,
+    /// Select path texts (output keys) and whether each has a `[*]`.
+    select_keys: Vec<(Key, bool)>,
+    filter: Option<Filter>,
+    scratch: Vec<u8>,
+    found: Vec<Vec<Value>>,
+}
+
+impl ChunkDecoder {
+    fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
+        let mut paths = req.select.clone();
+        if let Some(f) = &req.filter {
+            paths.extend(f.paths().iter().cloned());
+        }
+        let select_keys = req
+            .select
+            .iter()
+            .map(|p| {
+                let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
+                (Key::Utf8(Arc::from(p.to_string())), many)
+            })
+            .collect();
+        ChunkDecoder {
+            lazy: req.is_lazy(),
+            limits: limits.clone(),
+            decoder: Decoder::with_limits(limits.clone()),
+            selector: Selector::new(paths),
+            n_select: req.select.len(),
+            select_keys,
+            filter: req.filter.clone(),
+            scratch: Vec::new(),
+            found: Vec::new(),
+        }
+    }
+
+    /// The output values of one chunk (all or nothing), or why the chunk is unreadable.
+    fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
+        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+        if !self.lazy {
+            return blob.decode_with(&mut self.decoder).map_err(|e| e.to_string());
+        }
+        let doc = blob.lazy(&self.limits, &mut self.scratch).map_err(|e| e.to_string())?;
+        let items = doc.items().map_err(|e| format!("blob body: {e}"))?;
+        let mut out = Vec::new();
+        for (i, item) in items.enumerate() {
+            let item = item.map_err(|e| format!("event {i}: {e}"))?;
+            self.selector.select_into(&item, &mut self.found).map_err(|e| format!("event {i}: {e}"))?;
+            if let Some(f) = &self.filter {
+                if !f.matches_selected(&self.found[self.n_select..]) {
+                    continue;
+                }
+            }
+            if self.n_select == 0 {
+                out.push(item.decode().map_err(|e| format!("event {i}: {e}"))?);
+            } else {
+                let hash = self
+                    .select_keys
+                    .iter()
+                    .zip(self.found.iter_mut())
+                    .map(|((key, many), values)| {
+                        let v = if *many {
+                            Value::Array(std::mem::take(values))
+                        } else if values.is_empty() {
+                            Value::Undef
+                        } else {
+                            values.swap_remove(0)
+                        };
+                        (key.clone(), v)
+                    })
+                    .collect();
+                out.push(Value::Hash(hash));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Output format of [`write_items`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// NDJSON: one event per line.
+    #[default]
+    Json,
+    /// One Sereal document (protocol 5, uncompressed) per event, concatenated.
+    Sereal,
+}
+
+impl FromStr for OutputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<OutputFormat, String> {
+        match s {
+            "json" | "ndjson" => Ok(OutputFormat::Json),
+            "sereal" => Ok(OutputFormat::Sereal),
+            other => Err(format!("unknown format {other:?}: json or sereal")),
+        }
+    }
+}
+
+/// Writes events one at a time in an [`OutputFormat`].
+pub struct EventWriter<W: Write> {
+    out: W,
+    format: OutputFormat,
+    encoder: Option<Encoder>,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> fmt::Debug for EventWriter<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventWriter").field("format", &self.format).finish()
+    }
+}
+
+impl<W: Write> EventWriter<W> {
+    /// A writer of `format` into `out` (wrap `out` in a `BufWriter` if it is unbuffered).
+    pub fn new(out: W, format: OutputFormat) -> EventWriter<W> {
+        EventWriter { out, format, encoder: None, buf: Vec::new() }
+    }
+
+    /// Writes one event (a JSON line, or a Sereal document).
+    pub fn write(&mut self, value: &Value) -> io::Result<()> {
+        match self.format {
+            OutputFormat::Json => {
+                self.buf.clear();
+                sereal::json::to_writer(&mut self.buf, value)?;
+                self.buf.push(b'\n');
+                self.out.write_all(&self.buf)
+            }
+            OutputFormat::Sereal => {
+                if self.encoder.is_none() {
+                    self.encoder = Some(Encoder::new(EncoderOptions::default()).map_err(io::Error::other)?);
+                }
+                let enc = self.encoder.as_mut().expect("just set");
+                self.buf.clear();
+                enc.encode_into(value, &mut self.buf).map_err(io::Error::other)?;
+                self.out.write_all(&self.buf)
+            }
+        }
+    }
+
+    /// Flushes the underlying writer.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// The underlying writer.
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+}
+
+/// What [`write_items`] wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WriteSummary {
+    /// Events written.
+    pub events: u64,
+    /// Warnings met (each also given to the callback).
+    pub warnings: u64,
+}
+
+/// Writes the events of `items` to `out` in `format`, passing each warning to `on_warning` (e.g.
+/// print it on stderr) as it comes. Stops only on a write error (e.g. a closed pipe). The caller
+/// exits non-zero if the summary counts warnings.
+pub fn write_items<W: Write>(
+    items: impl IntoIterator<Item = ReadItem>,
+    format: OutputFormat,
+    out: W,
+    mut on_warning: impl FnMut(&ReadWarning),
+) -> io::Result<WriteSummary> {
+    let mut w = EventWriter::new(out, format);
+    let mut summary = WriteSummary::default();
+    for item in items {
+        match item {
+            ReadItem::Event(e) => {
+                w.write(&e.value)?;
+                summary.events += 1;
+            }
+            ReadItem::Warning(warning) => {
+                on_warning(&warning);
+                summary.warnings += 1;
+            }
+        }
+    }
+    w.flush()?;
+    Ok(summary)
+}
