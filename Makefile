@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test bench fuzz clean
+.PHONY: all deps build run test bench bench-store fuzz clean
 
 all: build
 
@@ -27,6 +27,10 @@ test: deps
 ## bench: throughput against the Perl reference, as a table (targets, not tests).
 bench: deps
 	$(CARGO) run --release -p sluice-bench
+
+## bench-store: the embedded-store engine comparison behind docs/decisions.md.
+bench-store:
+	$(CARGO) run --release -p sluice-store-bench
 
 ## fuzz: a short coverage-guided run of every fuzz target (needs the nightly toolchain).
 FUZZ_SECONDS ?= 30
