@@ -181,7 +181,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let mut decoder = Decoder::with_limits(limits);
     let mut rest = &doc[..];
     let mut index = 0usize;
-    while !rest.is_empty() {
+    // Trailing whitespace after the last document (a file saved with a final newline) is not
+    // another document.
+    while !rest.iter().all(u8::is_ascii_whitespace) || (index == 0 && !rest.is_empty()) {
         let at = doc.len() - rest.len();
         let d = decoder
             .decode_document(rest)

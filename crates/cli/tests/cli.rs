@@ -59,6 +59,16 @@ fn decode_prints_json_and_dump_prints_offsets() {
 
 #[test]
 fn decode_reads_streams_and_headers() {
+    // Every shared vector decodes from the command line, including one saved with a final newline.
+    for dir in std::fs::read_dir(vectors()).expect("vectors") {
+        for f in std::fs::read_dir(dir.expect("dir").path()).expect("subdir") {
+            let f = f.expect("file").path();
+            if f.extension().is_some_and(|e| e == "srl") {
+                let out = sluice(&["sereal", "decode", f.to_str().expect("path")], b"");
+                assert!(out.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+            }
+        }
+    }
     let out = sluice(&["sereal", "decode", vectors().join("ruby_test/example-stream-snappy-i.srl").to_str().expect("path")], b"");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 100);
