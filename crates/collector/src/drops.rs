@@ -1,0 +1,190 @@
+//! Why something was dropped, and counters of drops per reason.
+//!
+//! A [`Drop`] is either one event (`whole_payload == false`: the other events of the payload
+//! are unaffected) or the whole payload (`whole_payload == true`: nothing in it was accepted).
+//! [`DropReason::as_str`] gives a stable lower-case name for metrics labels and 4xx messages.
+
+use std::fmt;
+
+use crate::ingest::IngestOutcome;
+
+/// Why an event (or a whole payload) was dropped. The names returned by [`as_str`](Self::as_str)
+/// are stable: they are metric labels and appear in error replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// `payload_error`: the payload as a whole could not be parsed into events (empty, not a
+    /// known format, a syntax error in a JSON document or array, a corrupt or truncated Sereal
+    /// document). Always `whole_payload`.
+    PayloadError,
+    /// `malformed`: one NDJSON line is not valid JSON (only that line is lost).
+    Malformed,
+    /// `oversized`: the event is larger than `max_event_bytes`, or (whole payload) the payload
+    /// is larger than `max_payload_bytes`.
+    Oversized,
+    /// `too_deep`: the event nests containers deeper than `max_depth`, or (whole payload) the
+    /// nesting was too deep to even split the payload into events.
+    TooDeep,
+    /// `not_a_map`: the event's top level is not a map (object / hash).
+    NotAMap,
+    /// `missing_type`: the event has no `type` field.
+    MissingType,
+    /// `bad_tag`: `dc`, `type` or `subtype` is not a string, too long, empty (`dc`, `type`),
+    /// contains `:`, `|` or a control character, or appears twice at the top level.
+    BadTag,
+    /// `bad_epoch`: `epoch` is not an integer, or lies outside the accepted window around now.
+    BadEpoch,
+    /// `bad_utf8`: the text is not valid UTF-8 (the detail gives the byte offset).
+    BadUtf8,
+    /// `too_many`: the payload holds more than `max_events` events; the excess is dropped
+    /// (one [`Drop`] whose `count` says how many).
+    TooMany,
+}
+
+impl DropReason {
+    /// Every reason, in a fixed order (the order of [`DropCounters::iter`]).
+    pub const ALL: [DropReason; 10] = [
+        DropReason::PayloadError,
+        DropReason::Malformed,
+        DropReason::Oversized,
+        DropReason::TooDeep,
+        DropReason::NotAMap,
+        DropReason::MissingType,
+        DropReason::BadTag,
+        DropReason::BadEpoch,
+        DropReason::BadUtf8,
+        DropReason::TooMany,
+    ];
+
+    /// The stable snake_case name, for metric labels and error messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::PayloadError => "payload_error",
+            DropReason::Malformed => "malformed",
+            DropReason::Oversized => "oversized",
+            DropReason::TooDeep => "too_deep",
+            DropReason::NotAMap => "not_a_map",
+            DropReason::MissingType => "missing_type",
+            DropReason::BadTag => "bad_tag",
+            DropReason::BadEpoch => "bad_epoch",
+            DropReason::BadUtf8 => "bad_utf8",
+            DropReason::TooMany => "too_many",
+        }
+    }
+
+    fn slot(self) -> usize {
+        match self {
+            DropReason::PayloadError => 0,
+            DropReason::Malformed => 1,
+            DropReason::Oversized => 2,
+            DropReason::TooDeep => 3,
+            DropReason::NotAMap => 4,
+            DropReason::MissingType => 5,
+            DropReason::BadTag => 6,
+            DropReason::BadEpoch => 7,
+            DropReason::BadUtf8 => 8,
+            DropReason::TooMany => 9,
+        }
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One dropped event, or a dropped payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drop {
+    /// Ordinal of the (first) dropped event among the event candidates of the payload, counting
+    /// good and bad ones in payload order (array elements; NDJSON lines, or the elements of an
+    /// array on a line). 0 for a whole payload.
+    pub index: usize,
+    /// Byte offset in the payload (as received, BOM included) where the event, line or problem
+    /// starts. For `bad_utf8` it is the offset of the first invalid byte.
+    pub offset: usize,
+    /// Why.
+    pub reason: DropReason,
+    /// Human-readable detail, suitable for a 4xx reply body.
+    pub detail: String,
+    /// How many events this drop stands for: 1, except for `too_many` (the whole excess) and
+    /// whole payloads (1: the number of events in an unparseable payload is unknown).
+    pub count: u64,
+    /// True when nothing of the payload was accepted because of this problem.
+    pub whole_payload: bool,
+}
+
+impl fmt::Display for Drop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.whole_payload {
+            write!(f, "payload rejected ({}): {}", self.reason, self.detail)
+        } else {
+            write!(f, "event {} dropped ({}): {}", self.index, self.reason, self.detail)
+        }
+    }
+}
+
+/// Plain per-reason counters (no metrics library): add each [`IngestOutcome`], read them out
+/// with [`iter`](Self::iter) when rendering `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropCounters {
+    counts: [u64; DropReason::ALL.len()],
+    /// Events accepted so far.
+    pub accepted: u64,
+    /// Payloads seen so far.
+    pub payloads: u64,
+    /// Payloads rejected as a whole.
+    pub payloads_rejected: u64,
+}
+
+impl DropCounters {
+    /// All counters at zero.
+    pub fn new() -> DropCounters {
+        DropCounters::default()
+    }
+
+    /// Count one payload's outcome: its accepted events and every drop (by its `count`).
+    pub fn add(&mut self, outcome: &IngestOutcome) {
+        self.payloads += 1;
+        self.accepted += outcome.events.len() as u64;
+        if outcome.payload_rejected().is_some() {
+            self.payloads_rejected += 1;
+        }
+        for d in &outcome.dropped {
+            self.record(d.reason, d.count);
+        }
+    }
+
+    /// Add `n` drops of `reason` (e.g. for drops decided outside the ingest layer).
+    pub fn record(&mut self, reason: DropReason, n: u64) {
+        let slot = &mut self.counts[reason.slot()];
+        *slot = slot.saturating_add(n);
+    }
+
+    /// Drops counted for `reason`.
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.counts[reason.slot()]
+    }
+
+    /// Total drops over all reasons.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// Every reason with its count (zeros included, so metric series exist from the start), in
+    /// the order of [`DropReason::ALL`].
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(move |&r| (r, self.get(r)))
+    }
+
+    /// Add another set of counters into this one (e.g. per-thread counters into a total).
+    pub fn merge(&mut self, other: &DropCounters) {
+        for (r, n) in other.iter() {
+            self.record(r, n);
+        }
+        self.accepted = self.accepted.saturating_add(other.accepted);
+        self.payloads = self.payloads.saturating_add(other.payloads);
+        self.payloads_rejected = self.payloads_rejected.saturating_add(other.payloads_rejected);
+    }
+}

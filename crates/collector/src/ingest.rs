@@ -1,0 +1,684 @@
+//! One received payload in, validated and tagged events out.
+//!
+//! # Formats (auto-detected by [`detect`])
+//! - **Sereal**: the payload starts with `=srl` (protocol 1-2) or `=\xF3rl` (3+); it must be
+//!   exactly one document (compressed or not). Its body is one event (a hash) or an array of
+//!   events.
+//! - **JSON object**: one JSON value (normally an object: one event), possibly pretty-printed.
+//! - **JSON array**: one JSON array whose elements are events.
+//! - **NDJSON**: several JSON values separated by `\n` (`\r\n` fine); each line is one event
+//!   or an array of events; blank lines are skipped. A payload is NDJSON when it has at least two
+//!   non-blank lines and its first non-blank line, trimmed, looks like one complete value
+//!   (starts with `{` and ends with `}`, or `[` … `]`) — or does not start with `{`/`[` at all.
+//!   A pretty-printed document's first line (`{`, `[`, `{"a": 1,`) never looks complete.
+//!
+//! Whitespace around values is ignored and a leading UTF-8 byte order mark is skipped (JSON
+//! only; offsets reported in [`Drop`] still count from the first byte received).
+//!
+//! # What is lost when something is wrong
+//! Whole payload (one [`Drop`] with `whole_payload: true`, no events accepted):
+//! - the payload is larger than `max_payload_bytes` (`oversized`), or empty (`payload_error`);
+//! - a JSON object/array payload that is not valid UTF-8 (`bad_utf8`, offset of the first bad
+//!   byte) or has a syntax error anywhere (`payload_error`) — including inside one element of an
+//!   array: the array cannot be split reliably, so all of it is refused;
+//! - a JSON payload nested too deeply for the parser to even split it into events (more than
+//!   127 levels: `too_deep`);
+//! - a Sereal document that is corrupt, truncated, followed by trailing bytes
+//!   (`payload_error`) or exceeds the decoder limits (`too_deep` for depth, `oversized`
+//!   for sizes and counts).
+//!
+//! Only the bad event (one [`Drop`], the other events are accepted):
+//! - NDJSON: a line that is not valid JSON (`malformed`) or not UTF-8 (`bad_utf8`) loses only
+//!   that line (if the line was an array, all of that line);
+//! - any format: an event that is larger than `max_event_bytes` (`oversized`), nests deeper than
+//!   `max_depth` (`too_deep`), is not a map (`not_a_map`), has no `type` (`missing_type`), a bad
+//!   `dc`/`type`/`subtype` (`bad_tag`) or `epoch` (`bad_epoch`);
+//! - events beyond `max_events` (`too_many`, one drop counting all of them).
+//!
+//! # Tags
+//! `epoch` (integer Unix second), `dc`, `type`, `subtype` are top-level fields. Missing (or
+//! `null`) ones are filled: `epoch` = the arrival second passed as `now`, `dc` = the configured
+//! dc, `subtype` = `""`; `type` is required. Filled fields are appended to the event's hash (a
+//! `null` is replaced in place), so the stored event carries all four. `dc` and `type` must be
+//! strings of 1-64 bytes, `subtype` 0-64 bytes, none containing `:`, `|` or a control character
+//! (they become parts of the key `<epoch>:<dc>:<type>:<subtype>:<chunk>`); a tag key may appear
+//! only once at the top level. `epoch` must be an integer in
+//! `now - max_past_secs ..= now + max_future_secs`.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use sereal::{Decoder, Hash, Key, Limits, Value};
+
+use crate::drops::{Drop, DropReason};
+use crate::json::{self, Interner, ParseError};
+
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Longest `dc`, `type` or `subtype`, in bytes.
+pub const MAX_TAG_BYTES: usize = 64;
+
+/// Limits and defaults of the input layer. `Default` gives the documented defaults with
+/// `dc = "local"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IngestConfig {
+    /// The collector's data-centre id, filled into events without a `dc` (default `"local"`).
+    pub dc: String,
+    /// Largest payload accepted, in bytes (default 8 MiB). Transports may impose smaller limits
+    /// of their own (a UDP datagram is at most 64 KiB).
+    pub max_payload_bytes: usize,
+    /// Largest single event (default 64 KiB): the bytes of its JSON text (of the NDJSON line or
+    /// array element, whitespace included), or for Sereal input the length of its compact JSON
+    /// form.
+    pub max_event_bytes: usize,
+    /// Deepest nesting of containers in an event, its top-level map counting as 1 (default 32).
+    pub max_depth: usize,
+    /// Most events per payload (default 100,000); bad events count too. The excess is dropped
+    /// as `too_many`.
+    pub max_events: usize,
+    /// Oldest epoch accepted, in seconds before `now` (default 10 days: the default retention).
+    pub max_past_secs: i64,
+    /// Newest epoch accepted, in seconds after `now` (default 300).
+    pub max_future_secs: i64,
+    /// Largest decompressed Sereal body (default 64 MiB).
+    pub max_decompressed_bytes: usize,
+}
+
+impl Default for IngestConfig {
+    fn default() -> IngestConfig {
+        IngestConfig {
+            dc: "local".to_owned(),
+            max_payload_bytes: 8 << 20,
+            max_event_bytes: 64 << 10,
+            max_depth: 32,
+            max_events: 100_000,
+            max_past_secs: 10 * 86_400,
+            max_future_secs: 300,
+            max_decompressed_bytes: 64 << 20,
+        }
+    }
+}
+
+/// An [`IngestConfig`] that cannot work (bad `dc`, a zero limit, a negative window).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid collector input configuration: {}", self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl IngestConfig {
+    /// Check the configuration: `dc` obeys the tag rules, limits are positive, the window is not
+    /// negative.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check_tag("dc", &self.dc, false).map_err(ConfigError)?;
+        let positive = [
+            ("max_payload_bytes", self.max_payload_bytes),
+            ("max_event_bytes", self.max_event_bytes),
+            ("max_depth", self.max_depth),
+            ("max_events", self.max_events),
+            ("max_decompressed_bytes", self.max_decompressed_bytes),
+        ];
+        for (name, v) in positive {
+            if v == 0 {
+                return Err(ConfigError(format!("{name} must be positive")));
+            }
+        }
+        if self.max_past_secs < 0 || self.max_future_secs < 0 {
+            return Err(ConfigError("max_past_secs and max_future_secs must not be negative".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The payload formats [`detect`] tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Format {
+    /// Nothing but whitespace (and maybe a BOM).
+    Empty,
+    /// A Sereal document.
+    Sereal,
+    /// One JSON value that is not an array (normally an object: one event).
+    JsonObject,
+    /// One JSON array of events.
+    JsonArray,
+    /// Newline-delimited JSON: one event or one array of events per line.
+    Ndjson,
+}
+
+impl Format {
+    /// A stable lower-case name (`empty`, `sereal`, `json_object`, `json_array`, `ndjson`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Empty => "empty",
+            Format::Sereal => "sereal",
+            Format::JsonObject => "json_object",
+            Format::JsonArray => "json_array",
+            Format::Ndjson => "ndjson",
+        }
+    }
+}
+
+/// Guess the format of `payload` from its first bytes and lines, without parsing it (see the
+/// module documentation for the rules).
+pub fn detect(payload: &[u8]) -> Format {
+    if payload.starts_with(b"=srl") || payload.starts_with(b"=\xF3rl") {
+        return Format::Sereal;
+    }
+    let body = payload.strip_prefix(BOM).unwrap_or(payload);
+    let mut lines = NonBlankLines::new(body, 0);
+    let Some((_, first)) = lines.next() else {
+        return Format::Empty;
+    };
+    let more = lines.next().is_some();
+    let (head, tail) = (first[0], first[first.len() - 1]);
+    if more && (!matches!(head, b'{' | b'[') || (head == b'{' && tail == b'}') || (head == b'[' && tail == b']')) {
+        return Format::Ndjson;
+    }
+    if body.trim_ascii_start().first() == Some(&b'[') {
+        Format::JsonArray
+    } else {
+        Format::JsonObject
+    }
+}
+
+/// Non-blank lines of `bytes`, trimmed, each with its offset (`base` + offset in `bytes`).
+struct NonBlankLines<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    base: usize,
+}
+
+impl<'a> NonBlankLines<'a> {
+    fn new(bytes: &'a [u8], base: usize) -> Self {
+        NonBlankLines { bytes, pos: 0, base }
+    }
+}
+
+impl<'a> Iterator for NonBlankLines<'a> {
+    type Item = (usize, &'a [u8]);
+
+    fn next(&mut self) -> Option<(usize, &'a [u8])> {
+        while self.pos < self.bytes.len() {
+            let rest = &self.bytes[self.pos..];
+            let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let line = &rest[..len];
+            let start = self.pos;
+            self.pos += len + 1;
+            let lead = line.len() - line.trim_ascii_start().len();
+            let trimmed = line.trim_ascii();
+            if !trimmed.is_empty() {
+                return Some((self.base + start + lead, trimmed));
+            }
+        }
+        None
+    }
+}
+
+/// An accepted event with its four tags (also present in `event`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedEvent {
+    /// The event's second (UTC Unix time).
+    pub epoch: i64,
+    /// Data-centre id.
+    pub dc: String,
+    /// Event type, e.g. `WEB`.
+    pub type_: String,
+    /// Subtype, possibly empty.
+    pub subtype: String,
+    /// The whole event: a `Value::Hash` carrying `epoch`, `dc`, `type` and `subtype`.
+    pub event: Value,
+}
+
+/// What became of one payload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IngestOutcome {
+    /// The detected format.
+    pub format: Format,
+    /// Accepted events, in payload order.
+    pub events: Vec<ParsedEvent>,
+    /// What was dropped and why, in payload order.
+    pub dropped: Vec<Drop>,
+}
+
+impl IngestOutcome {
+    /// The drop that lost the whole payload, if that happened.
+    pub fn payload_rejected(&self) -> Option<&Drop> {
+        self.dropped.iter().find(|d| d.whole_payload)
+    }
+
+    /// Events dropped (sum of the drops' `count`).
+    pub fn dropped_count(&self) -> u64 {
+        self.dropped.iter().fold(0u64, |a, d| a.saturating_add(d.count))
+    }
+
+    /// True when nothing was dropped.
+    pub fn is_clean(&self) -> bool {
+        self.dropped.is_empty()
+    }
+}
+
+/// The reusable input stage: configuration, key interner and Sereal decoder are kept between
+/// payloads. One per receiving thread.
+#[derive(Debug)]
+pub struct Ingestor {
+    cfg: IngestConfig,
+    interner: Interner,
+    decoder: Decoder,
+    keys: TagKeys,
+}
+
+#[derive(Debug)]
+struct TagKeys {
+    epoch: Key,
+    dc: Key,
+    subtype: Key,
+}
+
+/// Accumulates the outcome of one payload.
+struct Sink {
+    out: IngestOutcome,
+    next_index: usize,
+    now: i64,
+}
+
+impl Sink {
+    fn drop_event(&mut self, index: usize, offset: usize, reason: DropReason, detail: String) {
+        self.out.dropped.push(Drop { index, offset, reason, detail, count: 1, whole_payload: false });
+    }
+
+    fn drop_payload(&mut self, offset: usize, reason: DropReason, detail: String) {
+        self.out.dropped.push(Drop { index: 0, offset, reason, detail, count: 1, whole_payload: true });
+    }
+
+    fn too_many(&mut self, offset: usize, count: usize, max: usize) {
+        let index = self.next_index;
+        self.next_index += count;
+        self.out.dropped.push(Drop {
+            index,
+            offset,
+            reason: DropReason::TooMany,
+            detail: format!("{count} events beyond the limit of {max} per payload"),
+            count: count as u64,
+            whole_payload: false,
+        });
+    }
+
+    fn take_index(&mut self) -> usize {
+        let i = self.next_index;
+        self.next_index += 1;
+        i
+    }
+}
+
+impl Ingestor {
+    /// An ingestor for `cfg` (checked with [`IngestConfig::validate`]).
+    pub fn new(cfg: IngestConfig) -> Result<Ingestor, ConfigError> {
+        cfg.validate()?;
+        let mut interner = Interner::default();
+        let keys = TagKeys { epoch: interner.key("epoch"), dc: interner.key("dc"), subtype: interner.key("subtype") };
+        // Sereal nesting counts references too, so give the decoder room and check our own
+        // container depth on the result.
+        let limits = Limits {
+            max_depth: cfg.max_depth.saturating_mul(2).saturating_add(4),
+            max_decompressed_bytes: cfg.max_decompressed_bytes,
+            ..Limits::default()
+        };
+        Ok(Ingestor { decoder: Decoder::with_limits(limits), interner, keys, cfg })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &IngestConfig {
+        &self.cfg
+    }
+
+    /// Turn one payload into events. `now` is the arrival second (UTC Unix time): the default
+    /// epoch and the centre of the accepted epoch window. Never panics.
+    pub fn ingest(&mut self, payload: &[u8], now: i64) -> IngestOutcome {
+        let format = detect(payload);
+        let mut sink = Sink { out: IngestOutcome { format, events: Vec::new(), dropped: Vec::new() }, next_index: 0, now };
+        if payload.len() > self.cfg.max_payload_bytes {
+            let detail = format!("payload of {} bytes exceeds the limit of {}", payload.len(), self.cfg.max_payload_bytes);
+            sink.drop_payload(0, DropReason::Oversized, detail);
+            return sink.out;
+        }
+        let bom = if payload.starts_with(BOM) && format != Format::Sereal { BOM.len() } else { 0 };
+        let body = &payload[bom..];
+        match format {
+            Format::Empty => sink.drop_payload(0, DropReason::PayloadError, "empty payload".into()),
+            Format::Sereal => self.ingest_sereal(&mut sink, payload),
+            Format::JsonObject | Format::JsonArray => match std::str::from_utf8(body) {
+                Err(e) => {
+                    let at = bom + e.valid_up_to();
+                    sink.drop_payload(at, DropReason::BadUtf8, format!("invalid UTF-8 at byte offset {at}"));
+                }
+                Ok(text) if format == Format::JsonArray => match json::split_array(text) {
+                    Ok(elems) => self.json_elements(&mut sink, text, bom, &elems),
+                    Err(ParseError::TooDeep(m)) => sink.drop_payload(0, DropReason::TooDeep, m),
+                    Err(ParseError::Syntax(m)) => {
+                        sink.drop_payload(0, DropReason::PayloadError, format!("malformed JSON array: {m}"))
+                    }
+                },
+                Ok(text) => {
+                    let lead = text.len() - text.trim_start().len();
+                    let index = sink.take_index();
+                    if text.trim().len() > self.cfg.max_event_bytes {
+                        let detail = self.oversized_detail(text.trim().len());
+                        sink.drop_event(index, bom + lead, DropReason::Oversized, detail);
+                        return sink.out;
+                    }
+                    match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
+                        Ok(v) => self.finish_event(&mut sink, index, bom + lead, v),
+                        Err(ParseError::TooDeep(m)) => sink.drop_event(index, bom + lead, DropReason::TooDeep, m),
+                        Err(ParseError::Syntax(m)) => {
+                            sink.drop_payload(0, DropReason::PayloadError, format!("malformed JSON: {m}"))
+                        }
+                    }
+                }
+            },
+            Format::Ndjson => self.ingest_ndjson(&mut sink, body, bom),
+        }
+        sink.out
+    }
+
+    fn oversized_detail(&self, len: usize) -> String {
+        format!("event of {len} bytes exceeds the limit of {}", self.cfg.max_event_bytes)
+    }
+
+    fn ingest_ndjson(&mut self, sink: &mut Sink, body: &[u8], base: usize) {
+        let mut lines = NonBlankLines::new(body, base);
+        while let Some((off, line)) = lines.next() {
+            if sink.next_index >= self.cfg.max_events {
+                let count = 1 + lines.count();
+                sink.too_many(off, count, self.cfg.max_events);
+                return;
+            }
+            let text = match std::str::from_utf8(line) {
+                Ok(t) => t,
+                Err(e) => {
+                    let at = off + e.valid_up_to();
+                    let index = sink.take_index();
+                    sink.drop_event(index, at, DropReason::BadUtf8, format!("invalid UTF-8 at byte offset {at}"));
+                    continue;
+                }
+            };
+            if line[0] == b'[' {
+                match json::split_array(text) {
+                    Ok(elems) => self.json_elements(sink, text, off, &elems),
+                    Err(e) => {
+                        let index = sink.take_index();
+                        let (reason, m) = match e {
+                            ParseError::TooDeep(m) => (DropReason::TooDeep, m),
+                            ParseError::Syntax(m) => (DropReason::Malformed, m),
+                        };
+                        sink.drop_event(index, off, reason, format!("line is not a valid JSON array: {m}"));
+                    }
+                }
+            } else {
+                self.json_event(sink, text, off, DropReason::Malformed);
+            }
+        }
+    }
+
+    fn json_elements(&mut self, sink: &mut Sink, text: &str, base: usize, elems: &[&serde_json::value::RawValue]) {
+        for (i, raw) in elems.iter().enumerate() {
+            let s = raw.get();
+            let off = base + (s.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+            if sink.next_index >= self.cfg.max_events {
+                sink.too_many(off, elems.len() - i, self.cfg.max_events);
+                return;
+            }
+            if !s.starts_with('{') {
+                // Syntax already checked by the splitter: no need to build a non-map.
+                let index = sink.take_index();
+                let what = match s.as_bytes().first() {
+                    Some(b'[') => "an array",
+                    Some(b'"') => "a string",
+                    Some(b'n') => "null",
+                    Some(b't' | b'f') => "a boolean",
+                    _ => "a number",
+                };
+                sink.drop_event(index, off, DropReason::NotAMap, format!("top level is {what}, not a map"));
+                continue;
+            }
+            self.json_event(sink, s, off, DropReason::Malformed);
+        }
+    }
+
+    /// One event's JSON text (an NDJSON line or a raw array element).
+    fn json_event(&mut self, sink: &mut Sink, text: &str, off: usize, syntax: DropReason) {
+        let index = sink.take_index();
+        if text.len() > self.cfg.max_event_bytes {
+            let detail = self.oversized_detail(text.len());
+            sink.drop_event(index, off, DropReason::Oversized, detail);
+            return;
+        }
+        match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
+            Ok(v) => self.finish_event(sink, index, off, v),
+            Err(ParseError::TooDeep(m)) => sink.drop_event(index, off, DropReason::TooDeep, m),
+            Err(ParseError::Syntax(m)) => sink.drop_event(index, off, syntax, format!("invalid JSON: {m}")),
+        }
+    }
+
+    fn ingest_sereal(&mut self, sink: &mut Sink, payload: &[u8]) {
+        let body = match self.decoder.decode(payload) {
+            Ok(v) => v,
+            Err(e) => {
+                let msg = format!("Sereal: {e}");
+                let reason = if !e.is_limit() {
+                    DropReason::PayloadError
+                } else if msg.contains("nesting") {
+                    DropReason::TooDeep
+                } else {
+                    DropReason::Oversized
+                };
+                sink.drop_payload(e.offset(), reason, msg);
+                return;
+            }
+        };
+        match unshare(body) {
+            Value::Array(items) => {
+                let n = items.len();
+                for (i, item) in items.into_iter().enumerate() {
+                    if sink.next_index >= self.cfg.max_events {
+                        sink.too_many(0, n - i, self.cfg.max_events);
+                        return;
+                    }
+                    self.sereal_event(sink, unshare(item));
+                }
+            }
+            other => self.sereal_event(sink, other),
+        }
+    }
+
+    fn sereal_event(&mut self, sink: &mut Sink, v: Value) {
+        let index = sink.take_index();
+        if !matches!(v, Value::Hash(_)) {
+            sink.drop_event(index, 0, DropReason::NotAMap, format!("top level is {}, not a map", kind(&v)));
+            return;
+        }
+        if depth_exceeds(&v, self.cfg.max_depth) {
+            sink.drop_event(index, 0, DropReason::TooDeep, format!("nesting deeper than {}", self.cfg.max_depth));
+            return;
+        }
+        let mut counter = ByteCounter { n: 0, limit: self.cfg.max_event_bytes };
+        if sereal::json::to_writer(&mut counter, &v).is_err() {
+            let detail = format!("event exceeds the limit of {} bytes (as JSON)", self.cfg.max_event_bytes);
+            sink.drop_event(index, 0, DropReason::Oversized, detail);
+            return;
+        }
+        self.finish_event(sink, index, 0, v);
+    }
+
+    /// Check the top level, fill and validate the tags, accept or drop.
+    fn finish_event(&mut self, sink: &mut Sink, index: usize, off: usize, v: Value) {
+        let hash = match v {
+            Value::Hash(h) => h,
+            other => {
+                sink.drop_event(index, off, DropReason::NotAMap, format!("top level is {}, not a map", kind(&other)));
+                return;
+            }
+        };
+        match self.tag(hash, sink.now) {
+            Ok(ev) => sink.out.events.push(ev),
+            Err((reason, detail)) => sink.drop_event(index, off, reason, detail),
+        }
+    }
+
+    fn tag(&self, mut hash: Hash, now: i64) -> Result<ParsedEvent, (DropReason, String)> {
+        const NAMES: [&str; 4] = ["epoch", "dc", "type", "subtype"];
+        let mut slots = [Slot::Missing; 4];
+        for (i, (k, v)) in hash.iter().enumerate() {
+            let Some(t) = NAMES.iter().position(|n| n.as_bytes() == k.as_bytes()) else {
+                continue;
+            };
+            if slots[t] != Slot::Missing {
+                let reason = if t == 0 { DropReason::BadEpoch } else { DropReason::BadTag };
+                return Err((reason, format!("duplicate top-level key {:?}", NAMES[t])));
+            }
+            // A null tag counts as missing; it is filled in place.
+            slots[t] = if matches!(v.resolve(), Value::Undef) { Slot::Null(i) } else { Slot::Present(i) };
+        }
+        let [epoch_s, dc_s, type_s, subtype_s] = slots;
+
+        let type_ = match type_s {
+            Slot::Missing => return Err((DropReason::MissingType, "no \"type\" field".into())),
+            Slot::Null(_) => return Err((DropReason::MissingType, "\"type\" is null".into())),
+            Slot::Present(i) => tag_str(&hash[i].1, "type", false)?,
+        };
+        let dc = match dc_s {
+            Slot::Present(i) => tag_str(&hash[i].1, "dc", false)?,
+            _ => self.cfg.dc.clone(),
+        };
+        let subtype = match subtype_s {
+            Slot::Present(i) => tag_str(&hash[i].1, "subtype", true)?,
+            _ => String::new(),
+        };
+        let epoch = match epoch_s {
+            Slot::Present(i) => {
+                let v = hash[i].1.resolve();
+                let e = match v {
+                    Value::Int(e) => *e,
+                    Value::UInt(u) => return Err((DropReason::BadEpoch, format!("epoch {u} out of range"))),
+                    _ => return Err((DropReason::BadEpoch, format!("epoch is {}, not an integer", kind(v)))),
+                };
+                let lo = now.saturating_sub(self.cfg.max_past_secs);
+                let hi = now.saturating_add(self.cfg.max_future_secs);
+                if e < lo || e > hi {
+                    return Err((DropReason::BadEpoch, format!("epoch {e} outside the accepted window {lo}..={hi}")));
+                }
+                e
+            }
+            _ => now,
+        };
+
+        let mut fill = |slot: Slot, key: &Key, value: Value| match slot {
+            Slot::Present(_) => {}
+            Slot::Null(i) => {
+                if let Some(entry) = hash.get_mut(i) {
+                    entry.1 = value;
+                }
+            }
+            Slot::Missing => hash.push((key.clone(), value)),
+        };
+        fill(epoch_s, &self.keys.epoch, Value::Int(epoch));
+        fill(dc_s, &self.keys.dc, Value::String(dc.clone()));
+        fill(subtype_s, &self.keys.subtype, Value::String(String::new()));
+        Ok(ParsedEvent { epoch, dc, type_, subtype, event: Value::Hash(hash) })
+    }
+}
+
+/// Where a tag is in the event's hash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Missing,
+    Null(usize),
+    Present(usize),
+}
+
+/// Validate one string tag and return it.
+fn tag_str(v: &Value, name: &str, allow_empty: bool) -> Result<String, (DropReason, String)> {
+    let Some(s) = v.as_str() else {
+        return Err((DropReason::BadTag, format!("{name} is {}, not a string", kind(v))));
+    };
+    check_tag(name, s, allow_empty).map_err(|m| (DropReason::BadTag, m))?;
+    Ok(s.to_owned())
+}
+
+fn check_tag(name: &str, s: &str, allow_empty: bool) -> Result<(), String> {
+    if s.is_empty() && !allow_empty {
+        return Err(format!("{name} is empty"));
+    }
+    if s.len() > MAX_TAG_BYTES {
+        return Err(format!("{name} is {} bytes long, more than {MAX_TAG_BYTES}", s.len()));
+    }
+    if let Some(c) = s.chars().find(|&c| c == ':' || c == '|' || c.is_control()) {
+        return Err(format!("{name} {s:?} contains the forbidden character {c:?}"));
+    }
+    Ok(())
+}
+
+/// Take a value out of `Shared` wrappers (cloning only if the `Arc` is still shared).
+fn unshare(mut v: Value) -> Value {
+    while let Value::Shared(a) = v {
+        v = Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone());
+    }
+    v
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v.resolve() {
+        Value::Undef => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Int(_) | Value::UInt(_) | Value::Float(_) => "a number",
+        Value::Binary(_) | Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Hash(_) => "a map",
+        Value::Ref(_) => "a reference",
+        Value::Object(_) => "a blessed object",
+        Value::Regexp(_) => "a regexp",
+        Value::Shared(_) => "a shared value",
+    }
+}
+
+/// True when `v` nests containers (arrays, hashes, objects) more than `max` deep (`v` itself
+/// counting as 1). Recursion is bounded by the decoder's depth limit.
+fn depth_exceeds(v: &Value, max: usize) -> bool {
+    fn walk(v: &Value, left: usize) -> bool {
+        match v {
+            Value::Array(items) => left == 0 || items.iter().any(|x| walk(x, left - 1)),
+            Value::Hash(entries) => left == 0 || entries.iter().any(|(_, x)| walk(x, left - 1)),
+            Value::Object(o) => left == 0 || walk(&o.value, left - 1),
+            Value::Ref(inner) => walk(inner, left),
+            Value::Shared(inner) => walk(inner, left),
+            _ => false,
+        }
+    }
+    walk(v, max)
+}
+
+/// Counts bytes written and fails once past `limit` (to stop sizing a huge event early).
+struct ByteCounter {
+    n: usize,
+    limit: usize,
+}
+
+impl io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.n += buf.len();
+        if self.n > self.limit {
+            return Err(io::Error::other("event too large"));
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,34 @@
+//! The Sluice collector. For now only its input layer, [`ingest`]: one received payload (a UDP
+//! datagram, an HTTP request body, a TCP NDJSON line or Sereal frame) in, validated and tagged
+//! events out, with an exact account of what was dropped and why. No sockets, threads or store
+//! live here yet.
+//!
+//! ```
+//! use sluice_collector::{IngestConfig, Ingestor, DropReason};
+//!
+//! let mut ingestor = Ingestor::new(IngestConfig { dc: "ams1".into(), ..Default::default() }).unwrap();
+//! let now = 1_700_000_000;
+//! let out = ingestor.ingest(b"{\"type\":\"WEB\",\"ms\":5}\n{\"ms\":7}\n", now);
+//! assert_eq!(out.events.len(), 1);
+//! assert_eq!(out.events[0].dc, "ams1");
+//! assert_eq!(out.events[0].epoch, now);
+//! assert_eq!(out.dropped[0].reason, DropReason::MissingType);
+//! assert_eq!(out.dropped[0].reason.as_str(), "missing_type");
+//! ```
+//!
+//! Modules:
+//! - [`ingest`]: format detection, parsing, tag filling and validation ([`Ingestor`]).
+//! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
+//!   counters for `/metrics` ([`DropCounters`]).
+//!
+//! The crate README lists the formats, the tag rules and the limits with their defaults.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod drops;
+pub mod ingest;
+mod json;
+
+pub use drops::{Drop, DropCounters, DropReason};
+pub use ingest::{detect, ConfigError, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent};

@@ -1,0 +1,466 @@
+//! Table-driven tests of the input layer: formats, whole-payload vs per-event drops, tags,
+//! limits, Sereal input, and a round trip of generated events.
+
+use sereal::{Compression, EncoderOptions, Key, Value};
+use sluice_collector::{detect, DropCounters, DropReason, Format, IngestConfig, IngestOutcome, Ingestor};
+
+const NOW: i64 = 1_700_000_000;
+
+fn ingestor() -> Ingestor {
+    Ingestor::new(IngestConfig { dc: "ams1".into(), ..Default::default() }).unwrap()
+}
+
+fn ingest(payload: &[u8]) -> IngestOutcome {
+    ingestor().ingest(payload, NOW)
+}
+
+/// (index, reason, whole_payload) of every drop.
+fn drops(out: &IngestOutcome) -> Vec<(usize, DropReason, bool)> {
+    out.dropped.iter().map(|d| (d.index, d.reason, d.whole_payload)).collect()
+}
+
+fn types(out: &IngestOutcome) -> Vec<&str> {
+    out.events.iter().map(|e| e.type_.as_str()).collect()
+}
+
+#[test]
+fn formats_and_drop_scopes() {
+    use DropReason::*;
+    let deep_ok = format!(r#"{{"type":"A","x":{}1{}}}"#, "[".repeat(31), "]".repeat(31));
+    let deep_bad = format!(r#"{{"type":"A","x":{}1{}}}"#, "[".repeat(32), "]".repeat(32));
+    let hostile = "[".repeat(10_000);
+    let balanced = format!("{hostile}{}", "]".repeat(10_000));
+    let ndjson_hostile = format!("{{\"type\":\"A\"}}\n{hostile}\n{{\"type\":\"B\"}}\n");
+    let ndjson_hostile_obj = format!("{{\"type\":\"A\"}}\n{{\"x\":{hostile}\n{{\"type\":\"B\"}}\n");
+    let deep_in_array = format!(r#"[{{"type":"A"}},{deep_bad},{{"type":"B"}}]"#);
+    type Case<'a> = (&'a str, Vec<u8>, Format, Vec<&'a str>, Vec<(usize, DropReason, bool)>);
+    let cases: Vec<Case> = vec![
+        ("object", br#"{"type":"A","n":1}"#.to_vec(), Format::JsonObject, vec!["A"], vec![]),
+        ("array", br#"[{"type":"A"},{"type":"B"}]"#.to_vec(), Format::JsonArray, vec!["A", "B"], vec![]),
+        ("empty array", b" [ ] ".to_vec(), Format::JsonArray, vec![], vec![]),
+        ("ndjson", b"{\"type\":\"A\"}\n{\"type\":\"B\"}\n".to_vec(), Format::Ndjson, vec!["A", "B"], vec![]),
+        ("ndjson crlf no final newline", b"{\"type\":\"A\"}\r\n{\"type\":\"B\"}".to_vec(), Format::Ndjson, vec!["A", "B"], vec![]),
+        (
+            "ndjson with array lines",
+            b"[{\"type\":\"A\"},{\"type\":\"B\"}]\n{\"type\":\"C\"}\n[]\n".to_vec(),
+            Format::Ndjson,
+            vec!["A", "B", "C"],
+            vec![],
+        ),
+        ("bom object", b"\xEF\xBB\xBF \n {\"type\":\"A\"} \n".to_vec(), Format::JsonObject, vec!["A"], vec![]),
+        ("bom ndjson", b"\xEF\xBB\xBF{\"type\":\"A\"}\n{\"type\":\"B\"}".to_vec(), Format::Ndjson, vec!["A", "B"], vec![]),
+        ("bom array", b"\xEF\xBB\xBF[{\"type\":\"A\"}]".to_vec(), Format::JsonArray, vec!["A"], vec![]),
+        (
+            "pretty object",
+            b"{\n  \"type\": \"A\",\n  \"x\": {\"y\": 1}\n}\n".to_vec(),
+            Format::JsonObject,
+            vec!["A"],
+            vec![],
+        ),
+        (
+            "pretty array",
+            b"[\n  {\"type\": \"A\"},\n  {\"type\": \"B\"}\n]\n".to_vec(),
+            Format::JsonArray,
+            vec!["A", "B"],
+            vec![],
+        ),
+        ("empty", b"".to_vec(), Format::Empty, vec![], vec![(0, PayloadError, true)]),
+        ("blank", b" \r\n\n\t ".to_vec(), Format::Empty, vec![], vec![(0, PayloadError, true)]),
+        ("bom only", b"\xEF\xBB\xBF".to_vec(), Format::Empty, vec![], vec![(0, PayloadError, true)]),
+        (
+            "ndjson blank lines, bad middle line",
+            b"\n{\"type\":\"A\"}\n\n{\"type\":\n  \r\n{\"type\":\"C\"}\n\n".to_vec(),
+            Format::Ndjson,
+            vec!["A", "C"],
+            vec![(1, Malformed, false)],
+        ),
+        (
+            "ndjson bad lines of every kind",
+            b"{\"type\":\"A\"}\n42\n{\"x\":1}\n[{\"type\":\"B\"},7]\n[{\"type\":\n{\"type\":\"C\",\"dc\":\"\"}\n{\"type\":\"D\"}".to_vec(),
+            Format::Ndjson,
+            vec!["A", "B", "D"],
+            vec![(1, NotAMap, false), (2, MissingType, false), (4, NotAMap, false), (5, Malformed, false), (6, BadTag, false)],
+        ),
+        (
+            "array with mixed elements",
+            br#"[{"type":"A"}, 42, {"x":1}, {"type":"B","dc":"a:b"}, {"type":"C","epoch":1.5}, [], null, {"type":"D"}]"#.to_vec(),
+            Format::JsonArray,
+            vec!["A", "D"],
+            vec![(1, NotAMap, false), (2, MissingType, false), (3, BadTag, false), (4, BadEpoch, false), (5, NotAMap, false), (6, NotAMap, false)],
+        ),
+        (
+            "array with a syntax error loses the whole array",
+            br#"[{"type":"A"}, {"type": }]"#.to_vec(),
+            Format::JsonArray,
+            vec![],
+            vec![(0, PayloadError, true)],
+        ),
+        ("truncated array", br#"[{"type":"A"}"#.to_vec(), Format::JsonArray, vec![], vec![(0, PayloadError, true)]),
+        ("malformed object", br#"{"type":"A""#.to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
+        ("trailing garbage", br#"{"type":"A"} x"#.to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
+        ("garbage", b"hello".to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
+        ("scalar", b"42".to_vec(), Format::JsonObject, vec![], vec![(0, NotAMap, false)]),
+        ("string", b"\"s\"".to_vec(), Format::JsonObject, vec![], vec![(0, NotAMap, false)]),
+        ("missing type", br#"{"dc":"x"}"#.to_vec(), Format::JsonObject, vec![], vec![(0, MissingType, false)]),
+        ("null type", br#"{"type":null}"#.to_vec(), Format::JsonObject, vec![], vec![(0, MissingType, false)]),
+        ("depth 32 ok", deep_ok.into_bytes(), Format::JsonObject, vec!["A"], vec![]),
+        ("depth 33 too deep", deep_bad.clone().into_bytes(), Format::JsonObject, vec![], vec![(0, TooDeep, false)]),
+        ("too deep element", deep_in_array.into_bytes(), Format::JsonArray, vec!["A", "B"], vec![(1, TooDeep, false)]),
+        // Unclosed: the splitter skips nesting without recursion and finds the end missing.
+        ("10k [", hostile.clone().into_bytes(), Format::JsonArray, vec![], vec![(0, PayloadError, true)]),
+        ("10k [ closed", balanced.clone().into_bytes(), Format::JsonArray, vec![], vec![(0, NotAMap, false)]),
+        (
+            "10k [ closed in an array element",
+            format!(r#"[{{"type":"A"}},{{"x":{balanced}}},{{"type":"B"}}]"#).into_bytes(),
+            Format::JsonArray,
+            vec!["A", "B"],
+            vec![(1, TooDeep, false)],
+        ),
+        ("10k [ in an object", format!("{{\"x\":{hostile}").into_bytes(), Format::JsonObject, vec![], vec![(0, TooDeep, false)]),
+        ("10k [ ndjson line", ndjson_hostile.into_bytes(), Format::Ndjson, vec!["A", "B"], vec![(1, Malformed, false)]),
+        ("10k [ ndjson object line", ndjson_hostile_obj.into_bytes(), Format::Ndjson, vec!["A", "B"], vec![(1, TooDeep, false)]),
+        (
+            "duplicate type",
+            br#"{"type":"A","type":"B"}"#.to_vec(),
+            Format::JsonObject,
+            vec![],
+            vec![(0, BadTag, false)],
+        ),
+        (
+            "duplicate keys below the top level are kept",
+            br#"{"type":"A","x":{"k":1,"k":2}}"#.to_vec(),
+            Format::JsonObject,
+            vec!["A"],
+            vec![],
+        ),
+    ];
+    for (name, payload, format, want_types, want_drops) in cases {
+        assert_eq!(detect(&payload), format, "{name}: detect");
+        let out = ingest(&payload);
+        assert_eq!(out.format, format, "{name}: format");
+        assert_eq!(types(&out), want_types, "{name}: accepted ({:?})", out.dropped);
+        assert_eq!(drops(&out), want_drops, "{name}: drops {:?}", out.dropped);
+        if out.payload_rejected().is_some() {
+            assert!(out.events.is_empty(), "{name}");
+        }
+    }
+}
+
+#[test]
+fn drop_offsets() {
+    let out = ingest(b"{\"type\":\"A\"}\n\n  {\"type\":\n{\"type\":\"C\"}");
+    assert_eq!(out.dropped[0].offset, 16);
+    let out = ingest(br#"[{"type":"A"}, 42]"#);
+    assert_eq!(out.dropped[0].offset, 15);
+    let out = ingest(b"\xEF\xBB\xBF[{\"type\":\"A\"}, 42]");
+    assert_eq!(out.dropped[0].offset, 18);
+}
+
+#[test]
+fn invalid_utf8_reports_the_offset() {
+    // A JSON document: the whole payload.
+    let out = ingest(b"{\"type\":\"A\",\"x\":\"\xff\"}");
+    assert_eq!(drops(&out), vec![(0, DropReason::BadUtf8, true)]);
+    assert_eq!(out.dropped[0].offset, 17);
+    assert!(out.dropped[0].detail.contains("17"), "{}", out.dropped[0].detail);
+    // Behind a BOM: offsets count from the first byte received.
+    let out = ingest(b"\xEF\xBB\xBF[{\"type\":\"A\",\"x\":\"ok\xc3\x28\"}]");
+    assert_eq!(drops(&out), vec![(0, DropReason::BadUtf8, true)]);
+    assert_eq!(out.dropped[0].offset, 3 + 20);
+    // NDJSON: only the line.
+    let out = ingest(b"{\"type\":\"A\"}\n{\"type\":\"\xfe\"}\n{\"type\":\"B\"}");
+    assert_eq!(types(&out), ["A", "B"]);
+    assert_eq!(drops(&out), vec![(1, DropReason::BadUtf8, false)]);
+    assert_eq!(out.dropped[0].offset, 13 + 9);
+    // A key with invalid UTF-8.
+    let out = ingest(b"{\"type\":\"A\",\"\xc0\":1}");
+    assert_eq!(drops(&out), vec![(0, DropReason::BadUtf8, true)]);
+}
+
+#[test]
+fn tags_are_filled_into_the_event() {
+    let out = ingest(br#"{"type":"WEB","x":1}"#);
+    let e = &out.events[0];
+    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW, "ams1", "WEB", ""));
+    assert_eq!(
+        sereal::json::to_string(&e.event),
+        format!(r#"{{"type":"WEB","x":1,"epoch":{NOW},"dc":"ams1","subtype":""}}"#)
+    );
+    // Given tags are kept where they are; nulls are filled in place.
+    let out = ingest(format!(r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":null}}"#, NOW - 5).as_bytes());
+    let e = &out.events[0];
+    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW - 5, "lhr2", "CRON", ""));
+    assert_eq!(
+        sereal::json::to_string(&e.event),
+        format!(r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":""}}"#, NOW - 5)
+    );
+    let out = ingest(br#"{"type":"LB","subtype":"health","dc":null,"epoch":null}"#);
+    let e = &out.events[0];
+    assert_eq!((e.epoch, e.dc.as_str(), e.subtype.as_str()), (NOW, "ams1", "health"));
+    assert_eq!(
+        sereal::json::to_string(&e.event),
+        format!(r#"{{"type":"LB","subtype":"health","dc":"ams1","epoch":{NOW}}}"#)
+    );
+}
+
+#[test]
+fn tag_validation() {
+    use DropReason::*;
+    let long = "x".repeat(64);
+    let too_long = "x".repeat(65);
+    let cases: Vec<(String, Option<DropReason>)> = vec![
+        (r#"{"type":"WEB"}"#.into(), None),
+        (format!(r#"{{"type":"{long}","dc":"{long}","subtype":"{long}"}}"#), None),
+        (format!(r#"{{"type":"{too_long}"}}"#), Some(BadTag)),
+        (format!(r#"{{"type":"A","dc":"{too_long}"}}"#), Some(BadTag)),
+        (format!(r#"{{"type":"A","subtype":"{too_long}"}}"#), Some(BadTag)),
+        (r#"{"type":"A","subtype":""}"#.into(), None),
+        (r#"{"type":""}"#.into(), Some(BadTag)),
+        (r#"{"type":"A","dc":""}"#.into(), Some(BadTag)),
+        (r#"{"type":5}"#.into(), Some(BadTag)),
+        (r#"{"type":["A"]}"#.into(), Some(BadTag)),
+        (r#"{"type":"A:B"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A|B"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A\nB"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A\u0000"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A","subtype":"a:b"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A","subtype":false}"#.into(), Some(BadTag)),
+        (r#"{"type":"é-ü"}"#.into(), None),
+        (r#"{"type":"A","dc":"x","dc":"y"}"#.into(), Some(BadTag)),
+        (r#"{"type":"A","epoch":1,"epoch":2}"#.into(), Some(BadEpoch)),
+        (r#"{"Type":"A"}"#.into(), Some(MissingType)),
+    ];
+    for (json, want) in cases {
+        let out = ingest(json.as_bytes());
+        let got = out.dropped.first().map(|d| d.reason);
+        assert_eq!(got, want, "{json}: {:?}", out.dropped);
+        assert_eq!(out.events.len(), usize::from(want.is_none()), "{json}");
+    }
+}
+
+#[test]
+fn epoch_window() {
+    let day = 86_400;
+    let cases: Vec<(String, Option<i64>)> = vec![
+        (NOW.to_string(), Some(NOW)),
+        ((NOW - 10 * day).to_string(), Some(NOW - 10 * day)),
+        ((NOW - 10 * day - 1).to_string(), None),
+        ((NOW + 300).to_string(), Some(NOW + 300)),
+        ((NOW + 301).to_string(), None),
+        ("0".into(), None),
+        ("-1".into(), None),
+        ("1.7e9".into(), None),
+        ("1700000000.0".into(), None),
+        (format!("\"{NOW}\""), None),
+        ("18446744073709551615".into(), None),
+        ("true".into(), None),
+        ("{}".into(), None),
+    ];
+    for (epoch, want) in &cases {
+        let out = ingest(format!(r#"{{"type":"A","epoch":{epoch}}}"#).as_bytes());
+        match want {
+            Some(e) => assert_eq!(out.events[0].epoch, *e, "{epoch}"),
+            None => assert_eq!(drops(&out), vec![(0, DropReason::BadEpoch, false)], "{epoch}"),
+        }
+    }
+    // A configured window.
+    let cfg = IngestConfig { max_past_secs: 60, max_future_secs: 0, ..Default::default() };
+    let mut ing = Ingestor::new(cfg).unwrap();
+    for (epoch, ok) in [(NOW, true), (NOW - 60, true), (NOW - 61, false), (NOW + 1, false)] {
+        let out = ing.ingest(format!(r#"{{"type":"A","epoch":{epoch}}}"#).as_bytes(), NOW);
+        assert_eq!(out.events.len() == 1, ok, "{epoch}");
+    }
+    // Near the ends of i64, nothing overflows.
+    let out = ing.ingest(br#"{"type":"A","epoch":-9223372036854775808}"#, i64::MIN);
+    assert_eq!(out.events.len(), 1);
+    let out = ing.ingest(br#"{"type":"A"}"#, i64::MAX);
+    assert_eq!(out.events[0].epoch, i64::MAX);
+}
+
+#[test]
+fn size_and_count_limits() {
+    // Oversized event: only it is dropped.
+    let big = "x".repeat(70_000);
+    let payload = format!("{{\"type\":\"A\"}}\n{{\"type\":\"B\",\"x\":\"{big}\"}}\n{{\"type\":\"C\"}}\n");
+    let out = ingest(payload.as_bytes());
+    assert_eq!(types(&out), ["A", "C"]);
+    assert_eq!(drops(&out), vec![(1, DropReason::Oversized, false)]);
+    let payload = format!("[{{\"type\":\"A\"}},{{\"type\":\"B\",\"x\":\"{big}\"}}]");
+    let out = ingest(payload.as_bytes());
+    assert_eq!(drops(&out), vec![(1, DropReason::Oversized, false)]);
+    let out = ingest(format!("{{\"type\":\"B\",\"x\":\"{big}\"}}").as_bytes());
+    assert_eq!(drops(&out), vec![(0, DropReason::Oversized, false)]);
+
+    // Oversized payload: the whole of it.
+    let cfg = IngestConfig { max_payload_bytes: 100, max_events: 3, ..Default::default() };
+    let mut ing = Ingestor::new(cfg).unwrap();
+    let out = ing.ingest(&[b' '; 101], NOW);
+    assert_eq!(drops(&out), vec![(0, DropReason::Oversized, true)]);
+
+    // Too many events: the excess as one drop with a count.
+    let out = ing.ingest(br#"[{"type":"A"},{"type":"B"},5,{"type":"D"},{"type":"E"}]"#, NOW);
+    assert_eq!(types(&out), ["A", "B"]);
+    assert_eq!(drops(&out), vec![(2, DropReason::NotAMap, false), (3, DropReason::TooMany, false)]);
+    assert_eq!(out.dropped[1].count, 2);
+    assert_eq!(out.dropped_count(), 3);
+    let out = ing.ingest(b"{\"type\":\"A\"}\n{\"type\":\"B\"}\n\n{\"type\":\"C\"}\n{\"type\":\"D\"}\n\n{}\n", NOW);
+    assert_eq!(types(&out), ["A", "B", "C"]);
+    assert_eq!(drops(&out), vec![(3, DropReason::TooMany, false)]);
+    assert_eq!(out.dropped[0].count, 2);
+    let out = ing.ingest(b"[{\"type\":\"A\"},{\"type\":\"B\"}]\n[{\"type\":\"C\"},{\"type\":\"D\"}]\n{}", NOW);
+    assert_eq!(types(&out), ["A", "B", "C"]);
+    assert_eq!(out.dropped_count(), 2);
+}
+
+#[test]
+fn config_is_validated() {
+    assert!(Ingestor::new(IngestConfig { dc: "a:b".into(), ..Default::default() }).is_err());
+    assert!(Ingestor::new(IngestConfig { dc: "".into(), ..Default::default() }).is_err());
+    assert!(Ingestor::new(IngestConfig { max_depth: 0, ..Default::default() }).is_err());
+    assert!(Ingestor::new(IngestConfig { max_past_secs: -1, ..Default::default() }).is_err());
+    assert!(Ingestor::new(IngestConfig::default()).is_ok());
+}
+
+fn hash(pairs: &[(&str, Value)]) -> Value {
+    Value::Hash(pairs.iter().map(|(k, v)| (Key::from(*k), v.clone())).collect())
+}
+
+fn s(x: &str) -> Value {
+    Value::String(x.into())
+}
+
+#[test]
+fn sereal_payloads() {
+    let ev = |t: &str| hash(&[("type", s(t)), ("ms", Value::Int(5)), ("path", s("/index/page/long/enough"))]);
+    let array = Value::Array((0..200).map(|i| ev(if i % 2 == 0 { "A" } else { "B" })).collect());
+    let option_sets = [
+        EncoderOptions::default(),
+        EncoderOptions { protocol: 3, ..Default::default() },
+        EncoderOptions::original_events(),
+        EncoderOptions { compression: Compression::Zstd { level: 3 }, compress_threshold: 0, ..Default::default() },
+        EncoderOptions { compression: Compression::Snappy, dedupe_strings: true, ..Default::default() },
+    ];
+    for opts in &option_sets {
+        let doc = sereal::to_vec(&array, opts).unwrap();
+        assert_eq!(detect(&doc), Format::Sereal);
+        let out = ingest(&doc);
+        assert!(out.is_clean(), "{opts:?}: {:?}", out.dropped);
+        assert_eq!(out.events.len(), 200);
+        assert_eq!(out.events[1].type_, "B");
+        assert_eq!(out.events[0].event.get("dc").and_then(Value::as_str), Some("ams1"));
+        assert_eq!(out.events[0].event.get("path").and_then(Value::as_str), Some("/index/page/long/enough"));
+    }
+    // A compressed document really is compressed.
+    let doc = sereal::to_vec(&array, &EncoderOptions::original_events()).unwrap();
+    assert_eq!(doc[4] >> 4, 3, "zlib document type");
+
+    // One event as the body; a scalar body; mixed elements.
+    let out = ingest(&sereal::to_vec(&ev("X"), &EncoderOptions::default()).unwrap());
+    assert_eq!(types(&out), ["X"]);
+    let out = ingest(&sereal::to_vec(&Value::Int(3), &EncoderOptions::default()).unwrap());
+    assert_eq!(drops(&out), vec![(0, DropReason::NotAMap, false)]);
+    let mixed = Value::Array(vec![ev("A"), Value::Int(1), hash(&[("x", Value::Int(1))]), hash(&[("type", Value::Int(1))]), ev("E")]);
+    let out = ingest(&sereal::to_vec(&mixed, &EncoderOptions::default()).unwrap());
+    assert_eq!(types(&out), ["A", "E"]);
+    assert_eq!(
+        drops(&out),
+        vec![(1, DropReason::NotAMap, false), (2, DropReason::MissingType, false), (3, DropReason::BadTag, false)]
+    );
+    // Binary strings (as Perl writes them) work as tags.
+    let perl = Value::Array(vec![Value::Hash(vec![
+        (Key::Binary(b"type"[..].into()), Value::Binary(b"WEB".to_vec())),
+        (Key::Binary(b"dc"[..].into()), Value::Binary(b"fra3".to_vec())),
+    ])]);
+    let out = ingest(&sereal::to_vec(&perl, &EncoderOptions::default()).unwrap());
+    assert_eq!((out.events[0].type_.as_str(), out.events[0].dc.as_str()), ("WEB", "fra3"));
+
+    // Too deep, oversized.
+    let mut deep = Value::Int(1);
+    for _ in 0..40 {
+        deep = Value::Array(vec![deep]);
+    }
+    let out = ingest(&sereal::to_vec(&Value::Array(vec![ev("A"), hash(&[("type", s("B")), ("d", deep)])]), &Default::default()).unwrap());
+    assert_eq!(types(&out), ["A"]);
+    assert_eq!(drops(&out)[0].1, DropReason::TooDeep);
+    let out = ingest(&sereal::to_vec(&Value::Array(vec![hash(&[("type", s("B")), ("x", s(&"y".repeat(70_000)))]), ev("A")]), &Default::default()).unwrap());
+    assert_eq!(types(&out), ["A"]);
+    assert_eq!(drops(&out), vec![(0, DropReason::Oversized, false)]);
+
+    // Corrupt documents: the whole payload.
+    for opts in &option_sets {
+        let doc = sereal::to_vec(&array, opts).unwrap();
+        for corrupt in [doc[..doc.len() / 2].to_vec(), [doc.as_slice(), b"xx"].concat(), doc[..6].to_vec()] {
+            let out = ingest(&corrupt);
+            assert_eq!(out.format, Format::Sereal);
+            assert!(out.events.is_empty());
+            assert_eq!(drops(&out), vec![(0, DropReason::PayloadError, true)], "{opts:?}");
+        }
+    }
+    let out = ingest(b"=srl");
+    assert_eq!(drops(&out), vec![(0, DropReason::PayloadError, true)]);
+}
+
+#[test]
+fn generated_events_round_trip() {
+    let mut buf = Vec::new();
+    sluice_gen::write_json_lines(&sluice_gen::GenConfig::web(1, 1000), &mut buf).unwrap();
+    let text = std::str::from_utf8(&buf).unwrap();
+    let mut ing = ingestor();
+    let out = ing.ingest(&buf, NOW);
+    assert_eq!(out.format, Format::Ndjson);
+    assert!(out.is_clean(), "{:?}", out.dropped.first());
+    assert_eq!(out.events.len(), 1000);
+    for (line, ev) in text.lines().zip(&out.events) {
+        let want: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(sereal::json::to_json_value(&ev.event), want);
+        // Same value as the codec's own JSON mapping.
+        assert_eq!(ev.event, sereal::json::from_json_slice(line.as_bytes()).unwrap());
+        assert_eq!(ev.type_, "WEB");
+        assert_eq!(Some(ev.dc.as_str()), want["dc"].as_str());
+        assert_eq!(Some(ev.epoch), want["epoch"].as_i64());
+    }
+    // Equal keys share one allocation, across events and payloads.
+    let key_of = |v: &Value, i: usize| match v {
+        Value::Hash(h) => h[i].0.clone(),
+        _ => panic!("not a hash"),
+    };
+    let again = ing.ingest(text.lines().next().unwrap().as_bytes(), NOW);
+    for (a, b) in [(&out.events[0].event, &out.events[999].event), (&out.events[0].event, &again.events[0].event)] {
+        match (key_of(a, 2), key_of(b, 2)) {
+            (Key::Utf8(x), Key::Utf8(y)) => assert!(std::sync::Arc::ptr_eq(&x, &y)),
+            other => panic!("{other:?}"),
+        }
+    }
+    // The same events as a JSON array and as a Sereal blob give the same result.
+    let array = format!("[{}]", text.trim_end().replace('\n', ","));
+    assert_eq!(ing.ingest(array.as_bytes(), NOW).events, out.events);
+    let blob = sereal::to_vec(&sluice_gen::events_array(&sluice_gen::GenConfig::web(1, 1000)), &EncoderOptions::original_events()).unwrap();
+    let from_blob = ing.ingest(&blob, NOW);
+    assert!(from_blob.is_clean());
+    for (a, b) in from_blob.events.iter().zip(&out.events) {
+        assert_eq!(sereal::json::to_json_value(&a.event), sereal::json::to_json_value(&b.event));
+    }
+}
+
+#[test]
+fn drop_counters() {
+    let mut c = DropCounters::new();
+    let mut ing = Ingestor::new(IngestConfig { max_events: 2, ..Default::default() }).unwrap();
+    c.add(&ing.ingest(b"{\"type\":\"A\"}\n{\"x\":1}\n{\"type\":\"C\"}\n{}", NOW));
+    c.add(&ing.ingest(b"", NOW));
+    c.add(&ing.ingest(b"[1]", NOW));
+    assert_eq!(c.get(DropReason::MissingType), 1);
+    assert_eq!(c.get(DropReason::TooMany), 2);
+    assert_eq!(c.get(DropReason::PayloadError), 1);
+    assert_eq!(c.get(DropReason::NotAMap), 1);
+    assert_eq!((c.accepted, c.payloads, c.payloads_rejected, c.total()), (1, 3, 1, 5));
+    let names: Vec<&str> = c.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        names,
+        ["payload_error", "malformed", "oversized", "too_deep", "not_a_map", "missing_type", "bad_tag", "bad_epoch", "bad_utf8", "too_many"]
+    );
+    let mut sum = DropCounters::new();
+    sum.merge(&c);
+    sum.merge(&c);
+    assert_eq!(sum.total(), 10);
+}
