@@ -18,6 +18,7 @@
 //!
 //! Modules:
 //! - [`ingest`]: format detection, parsing, tag filling and validation ([`Ingestor`]).
+//! - [`aggregate`]: per-second grouping and flushing to a store ([`aggregate::Aggregator`]).
 //! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
 //!   counters for `/metrics` ([`DropCounters`]).
 //!
@@ -26,6 +27,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod aggregate;
 pub mod drops;
 pub mod ingest;
 mod json;

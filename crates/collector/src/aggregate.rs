@@ -1,0 +1,515 @@
+//! Per-second aggregation: groups accepted events by (epoch, dc, type, subtype) and, once an
+//! epoch's grace period has passed, writes them to a [`Store`] as blobs (data first, then the
+//! epoch index, then the completeness counts).
+//!
+//! Synchronous and deterministic: time is passed in (`now`, UTC Unix seconds), groups are
+//! processed in (epoch, dc, type, subtype) order.
+//!
+//! - [`Aggregator::add`] files events into open groups. An event whose epoch's flush time has
+//!   passed (`epoch + grace_secs < now`, or its group was already written) is still accepted and marked *late*: it becomes a further chunk of that epoch and is counted
+//!   in [`Counts::late`].
+//! - [`Aggregator::flush_due`] closes every group with `epoch + grace_secs < now`, builds its
+//!   blob(s) with a [`BlobBuilder`] and writes them; [`Aggregator::flush_all`] closes every group
+//!   (shutdown).
+//! - Chunk numbers continue per (epoch, dc, type, subtype) across flushes: `n` or
+//!   `<collector_id>.n`. The first time a group is written the numbering starts after what the
+//!   store's epoch index already lists for this writer (so a restarted collector does not collide
+//!   with its own earlier chunks).
+//! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
+//!   that is retried on the next call from the step that failed (blobs, then index, then counts).
+//!   Index entries are written only once every blob of the batch is stored.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
+//! use sluice_collector::{IngestConfig, Ingestor};
+//! use sluice_store::{InMemoryStore, Store};
+//!
+//! let store = Arc::new(InMemoryStore::new());
+//! let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone()).unwrap();
+//! let mut ing = Ingestor::new(IngestConfig { dc: "ams1".into(), ..Default::default() }).unwrap();
+//! let now = 1_700_000_000;
+//! agg.add(ing.ingest(b"{\"type\":\"WEB\",\"ms\":5}", now).events, now);
+//! assert_eq!(agg.flush_due(now + 1).blobs, 0); // still within the grace period
+//! let report = agg.flush_due(now + 2);
+//! assert!(report.is_ok());
+//! assert_eq!((report.blobs, report.events), (1, 1));
+//! assert!(store.get_epoch_index(now, "ams1").unwrap().contains("WEB::0"));
+//! ```
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::sync::Arc;
+
+use sereal::Value;
+use sluice_blob::{BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry};
+use sluice_store::{BlobKey, Counts, Namespace, Store, StoreError};
+
+use crate::ingest::ParsedEvent;
+
+/// The drop reason under which events that cannot be encoded into a blob are counted (in
+/// [`Counts::dropped`]). Ingest validation makes this practically unreachable.
+pub const UNENCODABLE: &str = "unencodable";
+
+/// Settings of an [`Aggregator`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AggregatorConfig {
+    /// This collector's id; chunks are then named `<id>.<n>` so that several collectors writing
+    /// the same (epoch, dc, type, subtype) never overwrite each other. `None`: plain `<n>` (the
+    /// original form, for a sole writer).
+    pub collector_id: Option<String>,
+    /// Seconds to wait after an epoch ends before flushing it (default 1): epoch `e` is flushed
+    /// by `flush_due(now)` once `e + grace_secs < now`.
+    pub grace_secs: u64,
+    /// How blobs are built (profile, chunk limit).
+    pub blob: BlobOptions,
+    /// How long (seconds behind the last closed epoch) the next chunk number of a written group
+    /// is remembered (default 3600). Older late data re-reads the store's epoch index instead.
+    pub forget_after_secs: u64,
+}
+
+impl Default for AggregatorConfig {
+    fn default() -> AggregatorConfig {
+        AggregatorConfig {
+            collector_id: None,
+            grace_secs: 1,
+            blob: BlobOptions::default(),
+            forget_after_secs: 3600,
+        }
+    }
+}
+
+/// What went wrong in the aggregator.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AggregateError {
+    /// A bad [`AggregatorConfig`] (collector id, blob options).
+    Config(String),
+    /// A store operation failed; the work is kept and retried on the next flush.
+    Store {
+        /// What was being done, naming the group or key.
+        what: String,
+        /// The store's error.
+        source: StoreError,
+    },
+    /// Events could not be encoded or keyed (they are dropped and counted as
+    /// [`UNENCODABLE`]).
+    Blob {
+        /// What was being done, naming the group.
+        what: String,
+        /// The blob crate's error.
+        source: BlobError,
+    },
+}
+
+impl fmt::Display for AggregateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AggregateError::Config(reason) => write!(f, "aggregator config: {reason}"),
+            AggregateError::Store { what, source } => write!(f, "{what}: {source}"),
+            AggregateError::Blob { what, source } => write!(f, "{what}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for AggregateError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AggregateError::Config(_) => None,
+            AggregateError::Store { source, .. } => Some(source),
+            AggregateError::Blob { source, .. } => Some(source),
+        }
+    }
+}
+
+impl AggregateError {
+    /// Whether this is a store error that retrying later may fix.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, AggregateError::Store { source, .. } if source.is_transient())
+    }
+}
+
+/// What one [`Aggregator::flush_due`] / [`Aggregator::flush_all`] call did.
+#[derive(Debug, Default)]
+pub struct FlushReport {
+    /// Blobs (chunks) stored by this call.
+    pub blobs: usize,
+    /// Their total size in bytes.
+    pub bytes: u64,
+    /// Events made readable by this call (their blobs stored and listed in the epoch index).
+    pub events: u64,
+    /// Of those, events that arrived late.
+    pub late_events: u64,
+    /// Events dropped because they could not be encoded (see [`UNENCODABLE`]).
+    pub dropped_events: u64,
+    /// Errors met. Store errors leave the work pending for the next call; nothing is lost.
+    pub errors: Vec<AggregateError>,
+}
+
+impl FlushReport {
+    /// Whether the call met no error.
+    pub fn is_ok(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+/// (epoch, dc, type, subtype)
+type GroupKey = (i64, String, String, String);
+
+#[derive(Default)]
+struct Group {
+    events: Vec<Value>,
+    late: u64,
+}
+
+struct Chunk {
+    key: String,
+    entry: String,
+    bytes: Vec<u8>,
+}
+
+/// A closed group on its way to the store; `stored`, `indexed` and `counted` say how far it got.
+struct Batch {
+    key: GroupKey,
+    chunks: Vec<Chunk>,
+    stored: usize,
+    indexed: bool,
+    counted: bool,
+    events: u64,
+    counts: Counts,
+}
+
+/// Groups events per second and flushes them to a store. See the [module docs](self).
+pub struct Aggregator {
+    cfg: AggregatorConfig,
+    store: Arc<dyn Store>,
+    builder: BlobBuilder,
+    open: BTreeMap<GroupKey, Group>,
+    open_events: usize,
+    outbox: VecDeque<Batch>,
+    /// Next chunk number of groups already written (or being written).
+    next_chunk: BTreeMap<GroupKey, u32>,
+    /// Highest epoch closed by `flush_due`.
+    watermark: Option<i64>,
+}
+
+impl fmt::Debug for Aggregator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Aggregator")
+            .field("cfg", &self.cfg)
+            .field("open_groups", &self.open.len())
+            .field("open_events", &self.open_events)
+            .field("pending_batches", &self.outbox.len())
+            .field("watermark", &self.watermark)
+            .finish()
+    }
+}
+
+impl Aggregator {
+    /// An aggregator writing to `store`. Errors: an invalid collector id or blob options.
+    pub fn new(cfg: AggregatorConfig, store: Arc<dyn Store>) -> Result<Aggregator, AggregateError> {
+        if let Some(id) = &cfg.collector_id {
+            ChunkId::collector(id, 0).map_err(|e| AggregateError::Config(e.to_string()))?;
+        }
+        let builder = BlobBuilder::new(cfg.blob.clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
+        Ok(Aggregator {
+            cfg,
+            store,
+            builder,
+            open: BTreeMap::new(),
+            open_events: 0,
+            outbox: VecDeque::new(),
+            next_chunk: BTreeMap::new(),
+            watermark: None,
+        })
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &AggregatorConfig {
+        &self.cfg
+    }
+
+    /// Events held in memory: in open groups plus in batches not yet fully written.
+    pub fn pending_events(&self) -> u64 {
+        self.open_events as u64 + self.outbox.iter().filter(|b| !b.indexed).map(|b| b.events).sum::<u64>()
+    }
+
+    /// Closed groups whose writing is not finished (after store errors).
+    pub fn pending_batches(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Files `events` into their (epoch, dc, type, subtype) groups. An event is accepted and
+    /// marked late when its epoch's flush time has passed: `epoch + grace_secs < now`, or its
+    /// epoch was closed by an earlier `flush_due`, or its group was already written (e.g. by
+    /// `flush_all`).
+    pub fn add(&mut self, events: Vec<ParsedEvent>, now: i64) {
+        let due = now.saturating_sub(i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX)).saturating_sub(1);
+        let closed = self.watermark.map_or(due, |w| w.max(due));
+        for e in events {
+            let key = (e.epoch, e.dc, e.type_, e.subtype);
+            let late = key.0 <= closed || self.next_chunk.contains_key(&key);
+            let group = self.open.entry(key).or_default();
+            group.events.push(e.event);
+            group.late += u64::from(late);
+            self.open_events += 1;
+        }
+    }
+
+    /// Flushes every group whose grace period has passed (`epoch + grace_secs < now`), and
+    /// retries batches left by earlier store errors.
+    pub fn flush_due(&mut self, now: i64) -> FlushReport {
+        let grace = i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX);
+        let cutoff = now.saturating_sub(grace).saturating_sub(1);
+        self.watermark = Some(self.watermark.map_or(cutoff, |w| w.max(cutoff)));
+        let rest = match cutoff.checked_add(1) {
+            Some(first_open) => self.open.split_off(&(first_open, String::new(), String::new(), String::new())),
+            None => BTreeMap::new(),
+        };
+        let closed = std::mem::replace(&mut self.open, rest);
+        self.flush_groups(closed)
+    }
+
+    /// Flushes every group regardless of the grace period (for shutdown), and retries pending
+    /// batches. Events added afterwards for the same groups count as late.
+    pub fn flush_all(&mut self, now: i64) -> FlushReport {
+        let _ = now;
+        let closed = std::mem::take(&mut self.open);
+        self.flush_groups(closed)
+    }
+
+    fn flush_groups(&mut self, closed: BTreeMap<GroupKey, Group>) -> FlushReport {
+        let mut report = FlushReport::default();
+        let mut index_cache: HashMap<(i64, String), EpochIndex> = HashMap::new();
+        for (key, group) in closed {
+            self.open_events -= group.events.len();
+            if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report) {
+                // The store could not tell us where numbering starts: keep the group open.
+                self.open_events += group.events.len();
+                self.open.insert(key, group);
+            }
+        }
+        self.drain_outbox(&mut report);
+        self.forget_old();
+        report
+    }
+
+    /// Builds the batch of a closed group and queues it; gives the group back if its first chunk
+    /// number cannot be determined (store read error).
+    fn close_group(
+        &mut self,
+        key: GroupKey,
+        mut group: Group,
+        index_cache: &mut HashMap<(i64, String), EpochIndex>,
+        report: &mut FlushReport,
+    ) -> Option<Group> {
+        let start = match self.next_chunk.get(&key) {
+            Some(&n) => n,
+            None => match self.first_chunk_from_index(&key, index_cache) {
+                Ok(n) => n,
+                Err(e) => {
+                    report.errors.push(e);
+                    return Some(group);
+                }
+            },
+        };
+        let (events, late) = (std::mem::take(&mut group.events), group.late);
+        let total = events.len() as u64;
+        let what = || format!("building {}", group_name(&key));
+        let builder = &mut self.builder;
+        let (blobs, mut stored_events, late_stored) = match builder.build(&events) {
+            Ok(blobs) => (blobs, total, late),
+            Err(err) => {
+                // Isolate the events that cannot be encoded; keep the others.
+                report.errors.push(AggregateError::Blob { what: what(), source: err });
+                let good: Vec<Value> =
+                    events.into_iter().filter(|e| builder.build(std::slice::from_ref(e)).is_ok()).collect();
+                let n = good.len() as u64;
+                match if good.is_empty() { Ok(Vec::new()) } else { builder.build(&good) } {
+                    // Which events were late is not tracked per event: assume the late ones
+                    // were kept.
+                    Ok(blobs) => (blobs, n, late.min(n)),
+                    Err(err) => {
+                        report.errors.push(AggregateError::Blob { what: what(), source: err });
+                        (Vec::new(), 0, 0)
+                    }
+                }
+            }
+        };
+        let mut chunks = Vec::with_capacity(blobs.len());
+        let mut n = start;
+        for blob in blobs {
+            match make_chunk(&key, self.cfg.collector_id.as_deref(), n, blob.into_bytes()) {
+                Ok(c) => chunks.push(c),
+                Err(e) => {
+                    // Tags are validated at ingest; a group that cannot be keyed cannot be stored.
+                    report.errors.push(e);
+                    chunks.clear();
+                    stored_events = 0;
+                    break;
+                }
+            }
+            n = n.saturating_add(1);
+        }
+        let dropped = total - stored_events;
+        report.dropped_events += dropped;
+        let mut counts = Counts {
+            stored: stored_events,
+            late: if stored_events > 0 { late_stored } else { 0 },
+            ..Counts::default()
+        };
+        if dropped > 0 {
+            counts.dropped.insert(UNENCODABLE.to_owned(), dropped);
+        }
+        self.next_chunk.insert(key.clone(), n.max(start));
+        self.outbox.push_back(Batch { key, chunks, stored: 0, indexed: false, counted: false, events: stored_events, counts });
+        None
+    }
+}
+
+impl Aggregator {
+    /// The first unused chunk number of this writer for `key`, from the store's epoch index.
+    fn first_chunk_from_index(
+        &self,
+        key: &GroupKey,
+        index_cache: &mut HashMap<(i64, String), EpochIndex>,
+    ) -> Result<u32, AggregateError> {
+        let ek = (key.0, key.1.clone());
+        if !index_cache.contains_key(&ek) {
+            let index = self.read_index(key.0, &key.1)?;
+            index_cache.insert(ek.clone(), index);
+        }
+        let chunk = index_cache[&ek]
+            .next_chunk(&key.2, &key.3, self.cfg.collector_id.as_deref())
+            .map_err(|source| AggregateError::Blob { what: format!("numbering {}", group_name(key)), source })?;
+        Ok(chunk.n())
+    }
+
+    fn read_index(&self, epoch: i64, dc: &str) -> Result<EpochIndex, AggregateError> {
+        let entries = self.store.get_epoch_index(epoch, dc).map_err(|source| AggregateError::Store {
+            what: format!("reading the epoch index of {epoch}-{dc}"),
+            source,
+        })?;
+        let mut index = EpochIndex::new();
+        // Entries this crate cannot parse belong to some other writer: skip them.
+        for e in entries.iter().filter_map(|e| IndexEntry::parse(e).ok()) {
+            index.insert(e);
+        }
+        Ok(index)
+    }
+
+    /// Writes the queued batches in order. A transient store error stops the drain (the store is
+    /// down: the rest would fail too); other errors only hold back their own batch.
+    fn drain_outbox(&mut self, report: &mut FlushReport) {
+        let mut kept = VecDeque::new();
+        while let Some(mut batch) = self.outbox.pop_front() {
+            match self.write_batch(&mut batch, report) {
+                Ok(()) => {}
+                Err(e) => {
+                    let stop = e.is_transient();
+                    report.errors.push(e);
+                    kept.push_back(batch);
+                    if stop {
+                        break;
+                    }
+                }
+            }
+        }
+        kept.append(&mut self.outbox);
+        self.outbox = kept;
+    }
+
+    fn write_batch(&mut self, b: &mut Batch, report: &mut FlushReport) -> Result<(), AggregateError> {
+        let (epoch, dc) = (b.key.0, b.key.1.clone());
+        let mut renumbered = false;
+        while b.stored < b.chunks.len() {
+            let c = &b.chunks[b.stored];
+            match self.store.put_blob(&Namespace::Events, BlobKey::new(epoch, &c.key), &c.bytes) {
+                Ok(_) => {
+                    report.blobs += 1;
+                    report.bytes += c.bytes.len() as u64;
+                    b.stored += 1;
+                }
+                Err(StoreError::Exists { key }) if !renumbered => {
+                    // Another writer (or an earlier run) owns this number: move the chunks not yet
+                    // stored past everything listed, and say so.
+                    renumbered = true;
+                    report.errors.push(AggregateError::Store {
+                        what: format!("storing {key} (chunks renumbered)"),
+                        source: StoreError::Exists { key: key.clone() },
+                    });
+                    self.renumber(b)?;
+                }
+                Err(source) => {
+                    return Err(AggregateError::Store { what: format!("storing {}", c.key), source });
+                }
+            }
+        }
+        if !b.indexed {
+            let entries: Vec<&str> = b.chunks.iter().map(|c| c.entry.as_str()).collect();
+            if !entries.is_empty() {
+                self.store.add_to_epoch_index(epoch, &dc, &entries).map_err(|source| AggregateError::Store {
+                    what: format!("indexing {} in {epoch}-{dc}", entries.join("|")),
+                    source,
+                })?;
+            }
+            b.indexed = true;
+            report.events += b.events;
+            report.late_events += b.counts.late;
+        }
+        if !b.counted {
+            if !b.counts.is_zero() {
+                self.store.add_counts(epoch, &dc, &b.key.2, &b.key.3, &b.counts).map_err(|source| {
+                    AggregateError::Store { what: format!("adding the counts of {}", group_name(&b.key)), source }
+                })?;
+            }
+            b.counted = true;
+        }
+        Ok(())
+    }
+
+    /// Gives the unstored chunks of `b` numbers after both our counter and the store's index.
+    fn renumber(&mut self, b: &mut Batch) -> Result<(), AggregateError> {
+        let mut cache = HashMap::new();
+        let from_index = self.first_chunk_from_index(&b.key, &mut cache)?;
+        let ours = self.next_chunk.get(&b.key).copied().unwrap_or(0);
+        let mut n = from_index.max(ours);
+        let collector = self.cfg.collector_id.clone();
+        for c in &mut b.chunks[b.stored..] {
+            let bytes = std::mem::take(&mut c.bytes);
+            *c = make_chunk(&b.key, collector.as_deref(), n, bytes)?;
+            n = n.saturating_add(1);
+        }
+        self.next_chunk.insert(b.key.clone(), n);
+        Ok(())
+    }
+
+    /// Forgets the chunk counters of epochs long closed (and not waiting in the outbox).
+    fn forget_old(&mut self) {
+        let Some(w) = self.watermark else { return };
+        let horizon = w.saturating_sub(i64::try_from(self.cfg.forget_after_secs).unwrap_or(i64::MAX));
+        if self.next_chunk.first_key_value().is_some_and(|(k, _)| k.0 < horizon) {
+            let keep = self.next_chunk.split_off(&(horizon, String::new(), String::new(), String::new()));
+            let old = std::mem::replace(&mut self.next_chunk, keep);
+            for (k, n) in old {
+                if self.outbox.iter().any(|b| b.key == k) {
+                    self.next_chunk.insert(k, n);
+                }
+            }
+        }
+    }
+}
+
+fn make_chunk(key: &GroupKey, collector: Option<&str>, n: u32, bytes: Vec<u8>) -> Result<Chunk, AggregateError> {
+    let blob_err = |source| AggregateError::Blob { what: format!("keying {}", group_name(key)), source };
+    let id = match collector {
+        Some(c) => ChunkId::collector(c, n).map_err(blob_err)?,
+        None => ChunkId::plain(n),
+    };
+    let ek = EventKey::new(key.0, &key.1, &key.2, &key.3, id).map_err(blob_err)?;
+    Ok(Chunk { key: ek.to_string(), entry: ek.index_entry().to_string(), bytes })
+}
+
+fn group_name(key: &GroupKey) -> String {
+    format!("{}:{}:{}:{}", key.0, key.1, key.2, key.3)
+}

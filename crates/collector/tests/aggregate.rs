@@ -1,0 +1,378 @@
+//! The aggregator: group per second, flush after the grace period, read everything back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sereal::Limits;
+use sluice_blob::{Blob, BlobOptions, EpochKey, EventKey, IndexEntry};
+use sluice_collector::aggregate::{Aggregator, AggregatorConfig, FlushReport};
+use sluice_collector::{IngestConfig, Ingestor, ParsedEvent};
+use sluice_gen::GenConfig;
+use sluice_store::{
+    BlobKey, Counts, EmbeddedStore, ExpireReport, FaultyStore, InMemoryStore, Namespace, PutOutcome, Retention, Store,
+    StoreError, TypeSubtype,
+};
+
+const E0: i64 = 1_700_000_000;
+
+/// `count` generated events, `per_sec` per second from `E0`, as the ingest layer gives them.
+fn events(seed: u64, count: usize, per_sec: u32, web_only: bool) -> Vec<ParsedEvent> {
+    let base = if web_only { GenConfig::web(seed, count) } else { GenConfig::mixed(seed, count) };
+    let cfg = GenConfig { epoch_start: E0, events_per_second: per_sec, ..base };
+    let mut buf = Vec::new();
+    sluice_gen::write_json_lines(&cfg, &mut buf).unwrap();
+    let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
+    let out = ing.ingest(&buf, E0);
+    assert!(out.is_clean(), "{:?}", out.dropped.first());
+    assert_eq!(out.events.len(), count);
+    out.events
+}
+
+fn json(e: &ParsedEvent) -> String {
+    sereal::json::to_json_value(&e.event).to_string()
+}
+
+/// Multiset of events, as JSON text.
+fn bag<'a>(evs: impl IntoIterator<Item = &'a ParsedEvent>) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for e in evs {
+        *m.entry(json(e)).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Every event the store lists for epochs `[from, to)`, read through the index; also checks that
+/// every indexed blob exists and that the events carry the tags of their key.
+fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
+        let ek = EpochKey::new(epoch, &dc).unwrap();
+        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
+            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
+            let bytes = store
+                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                .unwrap()
+                .unwrap_or_else(|| panic!("{key} is indexed but not stored"));
+            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
+                let j = sereal::json::to_json_value(&v);
+                assert_eq!(j["epoch"].as_i64(), Some(epoch), "{key}");
+                assert_eq!(j["dc"].as_str(), Some(dc.as_str()), "{key}");
+                assert!(key.contains(&format!(":{}:", j["type"].as_str().unwrap())), "{key}");
+                *m.entry(j.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    m
+}
+
+fn total_counts(store: &dyn Store, from: i64, to: i64) -> Counts {
+    let mut total = Counts::default();
+    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
+        for c in store.get_counts(epoch, &dc).unwrap().values() {
+            total.merge(c);
+        }
+    }
+    total
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-agg-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn agg(store: Arc<dyn Store>, collector_id: Option<&str>, blob: BlobOptions) -> Aggregator {
+    let cfg = AggregatorConfig { collector_id: collector_id.map(str::to_owned), blob, ..Default::default() };
+    Aggregator::new(cfg, store).unwrap()
+}
+
+fn ok(r: FlushReport) -> FlushReport {
+    assert!(r.is_ok(), "{:?}", r.errors);
+    r
+}
+
+fn round_trip(store: Arc<dyn Store>) {
+    // 4 seconds x 4 dcs x several types.
+    let input = events(7, 2_000, 500, false);
+    let mut a = agg(store.clone(), None, BlobOptions::default());
+    a.add(input.clone(), E0);
+    // Within the grace period of E0 (E0 + 1 < now is false): nothing written.
+    let r = ok(a.flush_due(E0 + 1));
+    assert_eq!((r.blobs, r.events), (0, 0));
+    assert!(store.list_epochs(None, E0, E0 + 10).unwrap().is_empty());
+    // E0 is due at E0 + 2, the other seconds not yet.
+    let r = ok(a.flush_due(E0 + 2));
+    assert_eq!(r.events, 500);
+    assert_eq!(store.list_epochs(None, E0, E0 + 10).unwrap().iter().filter(|(e, _)| *e != E0).count(), 0);
+    assert_eq!(a.pending_events(), 1_500);
+    let r = ok(a.flush_due(E0 + 5));
+    assert_eq!((r.events, r.late_events), (1_500, 0));
+    assert_eq!(a.pending_events(), 0);
+    assert_eq!(read_back(&*store, E0, E0 + 10), bag(&input));
+    let c = total_counts(&*store, E0, E0 + 10);
+    assert_eq!((c.stored, c.late), (2_000, 0));
+    // Plain chunk numbers from 0.
+    for (epoch, dc) in store.list_epochs(None, E0, E0 + 10).unwrap() {
+        assert!(store.get_epoch_index(epoch, &dc).unwrap().iter().all(|e| e.ends_with(":0")));
+    }
+    // Nothing left: a further flush writes nothing.
+    let r = ok(a.flush_all(E0 + 6));
+    assert_eq!(r.blobs, 0);
+}
+
+#[test]
+fn round_trip_in_memory() {
+    round_trip(Arc::new(InMemoryStore::new()));
+}
+
+#[test]
+fn round_trip_embedded() {
+    let dir = temp_dir("round-trip");
+    {
+        let store = Arc::new(EmbeddedStore::open(&dir).unwrap());
+        round_trip(store.clone());
+        store.flush().unwrap();
+    }
+    // Reopened, everything is still there.
+    let store = EmbeddedStore::open(&dir).unwrap();
+    assert_eq!(read_back(&store, E0, E0 + 10), bag(&events(7, 2_000, 500, false)));
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn late_events_become_a_further_chunk() {
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let input = events(3, 300, 1_000, true);
+    let (dc, sub) = (input[0].dc.clone(), input[0].subtype.clone());
+    let first: Vec<ParsedEvent> = input.iter().filter(|e| e.dc == dc && e.subtype == sub).cloned().collect();
+    assert!(first.len() > 4);
+    let listed = |store: &Arc<dyn Store>| -> Vec<String> {
+        let prefix = format!("WEB:{sub}:");
+        let index = store.get_epoch_index(E0, &dc).unwrap();
+        index.into_iter().filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned)).collect()
+    };
+    let (on_time, late) = first.split_at(first.len() - 3);
+    let mut a = agg(store.clone(), None, BlobOptions::default());
+    a.add(on_time.to_vec(), E0);
+    ok(a.flush_due(E0 + 2));
+    assert_eq!(listed(&store), ["0"]);
+    // Arrive after the flush: accepted, late, written as chunk 1.
+    a.add(late.to_vec(), E0 + 2);
+    let r = ok(a.flush_due(E0 + 3));
+    assert_eq!((r.events, r.late_events, r.blobs), (3, 3, 1));
+    assert_eq!(listed(&store), ["0", "1"]);
+    let counts = &store.get_counts(E0, &dc).unwrap()[&("WEB".to_string(), sub.clone())];
+    assert_eq!((counts.stored, counts.late), (first.len() as u64, 3));
+    // Later still, one more: chunk 2. Then a restarted aggregator continues from the index.
+    a.add(late[..1].to_vec(), E0 + 9);
+    assert_eq!(ok(a.flush_due(E0 + 9)).late_events, 1);
+    let mut restarted = agg(store.clone(), None, BlobOptions::default());
+    restarted.add(late[1..2].to_vec(), E0 + 20);
+    assert_eq!(ok(restarted.flush_due(E0 + 20)).late_events, 1);
+    assert_eq!(listed(&store), ["0", "1", "2", "3"]);
+    let mut want: Vec<ParsedEvent> = first.clone();
+    want.extend(late[..2].iter().cloned());
+    assert_eq!(read_back(&*store, E0, E0 + 1), bag(&want));
+}
+
+#[test]
+fn small_chunk_limit_gives_several_chunks() {
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let input: Vec<ParsedEvent> = events(5, 2_000, 2_000, true);
+    let opts = BlobOptions { chunk_limit: 8 << 10, ..BlobOptions::default() };
+    let mut a = agg(store.clone(), Some("c1"), opts);
+    a.add(input.clone(), E0);
+    let r = ok(a.flush_all(E0));
+    assert_eq!(r.events, 2_000);
+    let mut max_chunks = 0;
+    for (epoch, dc) in store.list_epochs(None, E0, E0 + 1).unwrap() {
+        let mut per_group: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+        for e in store.get_epoch_index(epoch, &dc).unwrap() {
+            let entry = IndexEntry::parse(&e).unwrap();
+            assert_eq!(entry.chunk().collector_id(), Some("c1"));
+            per_group.entry(format!("{}:{}", entry.type_(), entry.subtype())).or_default().push(entry.chunk().n());
+        }
+        for (group, mut ns) in per_group {
+            ns.sort();
+            assert_eq!(ns, (0..ns.len() as u32).collect::<Vec<_>>(), "{dc} {group}");
+            max_chunks = max_chunks.max(ns.len());
+        }
+    }
+    assert!(max_chunks >= 3, "{max_chunks}");
+    assert_eq!(r.blobs, read_back_count(&*store));
+    assert_eq!(read_back(&*store, E0, E0 + 1), bag(&input));
+}
+
+fn read_back_count(store: &dyn Store) -> usize {
+    store
+        .list_epochs(None, E0, E0 + 100)
+        .unwrap()
+        .iter()
+        .map(|(e, dc)| store.get_epoch_index(*e, dc).unwrap().len())
+        .sum()
+}
+
+#[test]
+fn two_collectors_do_not_overwrite_each_other() {
+    let dir = temp_dir("two-collectors");
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir).unwrap());
+    let input = events(11, 400, 1_000, true);
+    let (x, y) = input.split_at(200);
+    let mut a = agg(store.clone(), Some("c1"), BlobOptions::default());
+    let mut b = agg(store.clone(), Some("c2"), BlobOptions::default());
+    a.add(x.to_vec(), E0);
+    b.add(y.to_vec(), E0);
+    ok(a.flush_due(E0 + 2));
+    ok(b.flush_due(E0 + 2));
+    // Late data for both: each continues its own numbering.
+    a.add(x[..1].to_vec(), E0 + 3);
+    b.add(y[..1].to_vec(), E0 + 3);
+    ok(b.flush_due(E0 + 3));
+    ok(a.flush_due(E0 + 3));
+    for (epoch, dc) in store.list_epochs(None, E0, E0 + 1).unwrap() {
+        let index: Vec<String> = store.get_epoch_index(epoch, &dc).unwrap().into_iter().collect();
+        let has = |s: &str| index.iter().any(|e| e.ends_with(s));
+        assert!(has(":c1.0") && has(":c2.0"), "{dc}: {index:?}");
+    }
+    let mut want = input.clone();
+    want.push(x[0].clone());
+    want.push(y[0].clone());
+    assert_eq!(read_back(&*store, E0, E0 + 1), bag(&want));
+    let c = total_counts(&*store, E0, E0 + 1);
+    assert_eq!((c.stored, c.late), (402, 2));
+    // Each late event became a further chunk of its own writer (number 1).
+    let late_chunks: Vec<String> = store
+        .list_epochs(None, E0, E0 + 1)
+        .unwrap()
+        .iter()
+        .flat_map(|(e, dc)| store.get_epoch_index(*e, dc).unwrap())
+        .filter(|e| e.ends_with(".1"))
+        .collect();
+    assert_eq!(late_chunks.len(), 2, "{late_chunks:?}");
+    drop(store);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A store whose writes number `from..from + n` (counting from 0) fail as unavailable.
+struct FailAt {
+    inner: InMemoryStore,
+    writes: AtomicU64,
+    from: u64,
+    n: u64,
+}
+
+impl FailAt {
+    fn check(&self) -> sluice_store::Result<()> {
+        let i = self.writes.fetch_add(1, Ordering::SeqCst);
+        if i >= self.from && i < self.from + self.n {
+            // A transient error, as a network backend would give.
+            return Err(StoreError::Io { path: "fail-at".into(), source: std::io::Error::other("injected") });
+        }
+        Ok(())
+    }
+}
+
+impl Store for FailAt {
+    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> sluice_store::Result<PutOutcome> {
+        self.check()?;
+        self.inner.put_blob(ns, key, bytes)
+    }
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
+        self.inner.get_blob(ns, key)
+    }
+    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> sluice_store::Result<()> {
+        self.check()?;
+        self.inner.add_to_epoch_index(epoch, dc, entries)
+    }
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
+        self.inner.get_epoch_index(epoch, dc)
+    }
+    fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
+        self.check()?;
+        self.inner.add_counts(epoch, dc, t, st, counts)
+    }
+    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+        self.inner.get_counts(epoch, dc)
+    }
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+        self.inner.list_epochs(dc, from, to)
+    }
+    fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
+        self.inner.expire(now)
+    }
+    fn flush(&self) -> sluice_store::Result<()> {
+        self.inner.flush()
+    }
+    fn retention(&self) -> Retention {
+        self.inner.retention()
+    }
+}
+
+/// Fails writes `k..k + n` of a flush, for every `k`: the flush reports errors, never indexes a
+/// blob that is not stored, and the next flush completes with nothing lost and nothing counted
+/// twice.
+#[test]
+fn store_errors_at_any_write_lose_nothing() {
+    let input = events(13, 600, 300, false);
+    let want = bag(&input);
+    let opts = BlobOptions { chunk_limit: 16 << 10, ..BlobOptions::default() };
+    let clean = Arc::new(FailAt { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from: 0, n: 0 });
+    let mut a = agg(clean.clone(), None, opts.clone());
+    a.add(input.clone(), E0);
+    let r = ok(a.flush_all(E0));
+    assert!(r.blobs > 8, "{}", r.blobs);
+    let writes = clean.writes.load(Ordering::SeqCst);
+    for from in 0..writes {
+        for n in [1, 3] {
+            let store = Arc::new(FailAt { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from, n });
+            let mut a = agg(store.clone(), None, opts.clone());
+            a.add(input.clone(), E0);
+            let r = a.flush_due(E0 + 10);
+            assert!(!r.is_ok(), "from {from}");
+            assert!(r.errors.iter().all(|e| e.is_transient()));
+            // Everything indexed is stored (read_back panics otherwise), nothing twice.
+            for (k, got) in &read_back(&store.inner, E0, E0 + 10) {
+                assert!(want.get(k).is_some_and(|w| w >= got), "from {from}: unexpected or duplicated event");
+            }
+            let mut rounds = 0;
+            while !a.flush_due(E0 + 11).is_ok() || a.pending_batches() > 0 {
+                rounds += 1;
+                assert!(rounds < 5, "from {from}");
+            }
+            assert_eq!(a.pending_events(), 0);
+            assert_eq!(read_back(&store.inner, E0, E0 + 10), want, "from {from} n {n}");
+            let c = total_counts(&store.inner, E0, E0 + 10);
+            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+        }
+    }
+}
+
+#[test]
+fn failed_blob_is_not_indexed_and_retry_succeeds() {
+    let (faulty, faults) = FaultyStore::new(InMemoryStore::new());
+    let store = Arc::new(faulty);
+    let input = events(17, 50, 1_000, true);
+    let dc = input[0].dc.clone();
+    let mut a = agg(store.clone(), Some("c7"), BlobOptions::default());
+    a.add(input.clone(), E0);
+    faults.fail_writes(true);
+    let r = a.flush_due(E0 + 2);
+    assert!(!r.is_ok());
+    assert!(r.errors[0].is_transient(), "{}", r.errors[0]);
+    assert!(r.errors[0].to_string().contains("storing"), "{}", r.errors[0]);
+    assert_eq!((r.blobs, r.events), (0, 0));
+    assert!(store.inner().get_epoch_index(E0, &dc).unwrap().is_empty());
+    assert!(store.inner().list_epochs(None, E0, E0 + 1).unwrap().is_empty());
+    assert_eq!(a.pending_events(), 50);
+    faults.fail_writes(false);
+    // Now retry the first aggregator: succeeds, nothing lost.
+    let r = ok(a.flush_due(E0 + 3));
+    assert_eq!(r.events, 50);
+    assert_eq!(a.pending_events(), 0);
+    assert_eq!(read_back(store.inner(), E0, E0 + 1), bag(&input));
+    let c = total_counts(store.inner(), E0, E0 + 1);
+    assert_eq!(c.stored, 50);
+}
