@@ -5,6 +5,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod cat_cmd;
 mod gen_cmd;
 mod sereal_cmd;
 
@@ -28,6 +29,8 @@ enum Command {
     Sereal(sereal_cmd::SerealCommand),
     /// Generate a realistic, deterministic stream of WEB / CRON / LB events.
     Gen(gen_cmd::GenArgs),
+    /// Print the events of a time range from a data directory.
+    Cat(cat_cmd::CatArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Sereal(cmd) => sereal_cmd::run(cmd),
         Command::Gen(args) => gen_cmd::run(args),
+        Command::Cat(args) => cat_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
