@@ -1,0 +1,458 @@
+//! The HTTP API (axum). See the crate README for the endpoints and their formats.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest};
+use sluice_store::{BlobKey, Namespace, Store};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::pipeline::{now_unix, IngestSummary, Msg, SharedMetrics};
+
+/// Most drops listed one by one in an ingest response (`dropped_total` counts them all).
+pub const MAX_LISTED_DROPS: usize = 1000;
+/// Bytes of NDJSON / Sereal gathered before a streamed chunk is sent.
+const STREAM_CHUNK: usize = 64 << 10;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub tx: mpsc::Sender<Msg>,
+    pub store: Arc<dyn Store>,
+    pub metrics: SharedMetrics,
+    pub timeout: Duration,
+}
+
+pub(crate) fn router(state: AppState, max_body: usize) -> Router {
+    let timeout = state.timeout;
+    Router::new()
+        .route("/v1/events", get(read_events).post(post_events))
+        .route("/buckets/{ns}/keys/{key}", get(get_blob))
+        .route(
+            "/buckets/substreams/{name}/keys/{key}",
+            get(get_substream_blob),
+        )
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(
+            move |req: Request, next: Next| async move {
+                match tokio::time::timeout(timeout, next.run(req)).await {
+                    Ok(resp) => resp,
+                    Err(_) => error(StatusCode::REQUEST_TIMEOUT, "request timed out"),
+                }
+            },
+        ))
+        .with_state(state)
+}
+
+fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "error": msg.into() });
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn json(status: StatusCode, value: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+async fn post_events(State(st): State<AppState>, body: Bytes) -> Response {
+    let (reply, rx) = oneshot::channel();
+    if st
+        .tx
+        .send(Msg::Ingest {
+            transport: "http",
+            payload: body,
+            reply,
+        })
+        .await
+        .is_err()
+    {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
+    }
+    let Ok(summary) = rx.await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
+    };
+    ingest_response(&summary)
+}
+
+fn ingest_response(s: &IngestSummary) -> Response {
+    let dropped: Vec<serde_json::Value> = s
+        .dropped
+        .iter()
+        .take(MAX_LISTED_DROPS)
+        .map(|d| {
+            let mut v = serde_json::json!({ "index": d.index, "reason": d.reason.as_str(), "detail": d.detail });
+            if d.count != 1 {
+                v["count"] = d.count.into();
+            }
+            if d.whole_payload {
+                v["whole_payload"] = true.into();
+            }
+            v
+        })
+        .collect();
+    let total: u64 = s.dropped.iter().map(|d| d.count).sum();
+    let status = if s.accepted == 0 && (s.rejected || total > 0) {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    json(
+        status,
+        serde_json::json!({ "accepted": s.accepted, "dropped_total": total, "dropped": dropped }),
+    )
+}
+
+/// Splits a raw query string into decoded `(key, value)` pairs (`+` is a space).
+pub(crate) fn parse_query(q: &str) -> Vec<(String, String)> {
+    fn decode(s: &str) -> String {
+        let b = s.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'+' => out.push(b' '),
+                b'%' if i + 2 < b.len() => {
+                    let hex = std::str::from_utf8(&b[i + 1..i + 3])
+                        .ok()
+                        .and_then(|h| u8::from_str_radix(h, 16).ok());
+                    match hex {
+                        Some(v) => {
+                            out.push(v);
+                            i += 2;
+                        }
+                        None => out.push(b'%'),
+                    }
+                }
+                c => out.push(c),
+            }
+            i += 1;
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('=') {
+            Some((k, v)) => (decode(k), decode(v)),
+            None => (decode(p), String::new()),
+        })
+        .collect()
+}
+
+/// Builds the read request of `GET /v1/events`.
+fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
+    let mut from = None;
+    let mut to = None;
+    let mut req = ReadRequest::default();
+    let mut format = OutputFormat::Json;
+    for (k, v) in parse_query(query) {
+        match k.as_str() {
+            "from" => {
+                from = Some(sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?)
+            }
+            "to" => to = Some(sluice_reader::parse_time(&v, now).map_err(|e| format!("to: {e}"))?),
+            "dc" => req.dc = Some(v),
+            "type" => req.type_ = Some(v),
+            "subtype" => req.subtype = Some(v),
+            "select" => req
+                .select
+                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
+            "where" => {
+                req.filter =
+                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
+            }
+            "format" => format = v.parse().map_err(|e| format!("format: {e}"))?,
+            other => return Err(format!("unknown parameter {other:?}")),
+        }
+    }
+    req.from =
+        from.ok_or("`from` is required (Unix seconds, RFC 3339, `now` or relative like -5m)")?;
+    req.to = to.unwrap_or(now + 1);
+    Ok((req, format))
+}
+
+async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let (req, format) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
+    let (tx, mut rx) = mpsc::channel::<Bytes>(4);
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || stream_range(store, req, format, start_tx, tx));
+    match start_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err((status, msg))) => return error(status, msg),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "reader failed"),
+    }
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>))
+    });
+    let ctype = match format {
+        OutputFormat::Json => "application/x-ndjson",
+        OutputFormat::Sereal => "application/x-sereal",
+    };
+    ([(header::CONTENT_TYPE, ctype)], Body::from_stream(stream)).into_response()
+}
+
+/// Runs on a blocking thread: reads the range and sends the output in chunks. Warnings are
+/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...]}}`.
+fn stream_range(
+    store: Arc<dyn Store>,
+    req: ReadRequest,
+    format: OutputFormat,
+    start: oneshot::Sender<Result<(), (StatusCode, String)>>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    let reader = match RangeReader::new(store, req, ReadOptions::default()) {
+        Ok(r) => r,
+        Err(e) => {
+            let status = match e {
+                sluice_reader::ReadError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            let _ = start.send(Err((status, e.to_string())));
+            return;
+        }
+    };
+    if start.send(Ok(())).is_err() {
+        return;
+    }
+    let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
+    let mut warnings = Vec::new();
+    for item in reader {
+        match item {
+            ReadItem::Event(e) => {
+                if let Err(err) = w.write(&e.value) {
+                    warnings.push(
+                        serde_json::json!({ "key": e.key.to_string(), "reason": err.to_string() }),
+                    );
+                }
+            }
+            ReadItem::Warning(wa) => {
+                eprintln!("sluice-server: read warning: {wa}");
+                warnings.push(serde_json::json!({ "key": wa.key, "reason": wa.reason }));
+            }
+        }
+        let buf = w.into_inner();
+        if buf.len() >= STREAM_CHUNK {
+            if tx.blocking_send(Bytes::from(buf)).is_err() {
+                return; // client gone
+            }
+            w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
+        } else {
+            w = sluice_reader::EventWriter::new(buf, format);
+        }
+    }
+    let mut buf = w.into_inner();
+    if !warnings.is_empty() && format == OutputFormat::Json {
+        buf.extend_from_slice(
+            serde_json::json!({ "_sluice": { "warnings": warnings } })
+                .to_string()
+                .as_bytes(),
+        );
+        buf.push(b'\n');
+    }
+    if !buf.is_empty() {
+        let _ = tx.blocking_send(Bytes::from(buf));
+    }
+}
+
+async fn get_blob(State(st): State<AppState>, Path((ns, key)): Path<(String, String)>) -> Response {
+    blob_response(st, ns, key).await
+}
+
+async fn get_substream_blob(
+    State(st): State<AppState>,
+    Path((name, key)): Path<(String, String)>,
+) -> Response {
+    blob_response(st, format!("substreams/{name}"), key).await
+}
+
+async fn blob_response(st: AppState, ns: String, key: String) -> Response {
+    let ns = match Namespace::parse(&ns) {
+        Ok(ns) => ns,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let digits = key.bytes().take_while(u8::is_ascii_digit).count();
+    let Some(epoch) = key[..digits]
+        .parse::<i64>()
+        .ok()
+        .filter(|_| key[digits..].starts_with(':'))
+    else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            format!("key {key:?} does not start with `<epoch>:`"),
+        );
+    };
+    let store = st.store.clone();
+    let res =
+        tokio::task::spawn_blocking(move || store.get_blob(&ns, BlobKey::new(epoch, &key))).await;
+    match res {
+        Ok(Ok(Some(bytes))) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+        }
+        Ok(Ok(None)) => error(StatusCode::NOT_FOUND, "not found"),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+async fn healthz(State(st): State<AppState>) -> Response {
+    if st.tx.is_closed() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline stopped");
+    }
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+fn label(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Renders the metrics in the Prometheus text format.
+pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
+    let mut o = String::new();
+    let counter = |o: &mut String, name: &str, help: &str, kind: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    counter(
+        &mut o,
+        "sluice_events_in_total",
+        "Events accepted, by transport and type.",
+        "counter",
+    );
+    for ((transport, type_), n) in &m.events_in {
+        let _ = writeln!(
+            o,
+            "sluice_events_in_total{{transport=\"{}\",type=\"{}\"}} {n}",
+            label(transport),
+            label(type_)
+        );
+    }
+    counter(
+        &mut o,
+        "sluice_events_dropped_total",
+        "Events (or payloads) dropped at ingest, by reason.",
+        "counter",
+    );
+    for (reason, n) in m.drops.iter() {
+        let _ = writeln!(
+            o,
+            "sluice_events_dropped_total{{reason=\"{}\"}} {n}",
+            reason.as_str()
+        );
+    }
+    let rows: [(&str, &str, &str, f64); 12] = [
+        (
+            "sluice_payloads_total",
+            "Payloads received.",
+            "counter",
+            m.drops.payloads as f64,
+        ),
+        (
+            "sluice_payloads_rejected_total",
+            "Payloads refused as a whole.",
+            "counter",
+            m.drops.payloads_rejected as f64,
+        ),
+        (
+            "sluice_events_flushed_total",
+            "Events written to the store and readable.",
+            "counter",
+            m.events_flushed as f64,
+        ),
+        (
+            "sluice_events_late_total",
+            "Events written after their epoch was first flushed.",
+            "counter",
+            m.late_events as f64,
+        ),
+        (
+            "sluice_events_unencodable_total",
+            "Events lost because they could not be encoded.",
+            "counter",
+            m.dropped_events as f64,
+        ),
+        (
+            "sluice_blobs_written_total",
+            "Blob chunks written.",
+            "counter",
+            m.blobs_written as f64,
+        ),
+        (
+            "sluice_blob_bytes_written_total",
+            "Bytes of blob chunks written.",
+            "counter",
+            m.blob_bytes_written as f64,
+        ),
+        (
+            "sluice_store_errors_total",
+            "Store errors while flushing, syncing or expiring (work is retried).",
+            "counter",
+            m.store_errors as f64,
+        ),
+        (
+            "sluice_pending_events",
+            "Events held in open epochs, not yet written.",
+            "gauge",
+            m.pending_events as f64,
+        ),
+        (
+            "sluice_flush_duration_seconds",
+            "Duration of the last flush (build, write, sync).",
+            "gauge",
+            m.last_flush_seconds,
+        ),
+        (
+            "sluice_flush_lag_seconds",
+            "Seconds since the last flush that wrote data (0 before any).",
+            "gauge",
+            if m.last_write_unix == 0 {
+                0.0
+            } else {
+                (now_unix() - m.last_write_unix) as f64
+            },
+        ),
+        (
+            "sluice_partitions_expired_total",
+            "Time partitions dropped by retention.",
+            "counter",
+            m.partitions_expired as f64,
+        ),
+    ];
+    for (name, help, kind, v) in rows {
+        counter(&mut o, name, help, kind);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    o
+}
+
+async fn metrics(State(st): State<AppState>) -> Response {
+    let m = st.metrics.lock().unwrap().clone();
+    let mut resp = render_metrics(&m).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}

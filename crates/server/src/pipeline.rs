@@ -1,0 +1,202 @@
+//! The pipeline: one thread owns the [`Ingestor`] and the [`Aggregator`]. Handlers send it
+//! payloads through a bounded channel and get an [`IngestSummary`] back; a ticker sends a
+//! [`Msg::Tick`] every second (flush due epochs, hourly expiry); [`Msg::Shutdown`] flushes every
+//! open epoch and ends the thread.
+//!
+//! The store API is synchronous, so the pipeline is a plain thread (not a tokio task): its
+//! store writes never block the async workers.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use sluice_collector::aggregate::{Aggregator, FlushReport};
+use sluice_collector::{Drop, DropCounters, Ingestor};
+use sluice_store::Store;
+use tokio::sync::{mpsc, oneshot};
+
+/// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
+pub const MAX_TYPE_LABELS: usize = 256;
+
+/// What one payload came to.
+#[derive(Debug, Clone, Default)]
+pub struct IngestSummary {
+    /// Events accepted (handed to the aggregator; not yet durable).
+    pub accepted: u64,
+    /// What was dropped, in payload order.
+    pub dropped: Vec<Drop>,
+    /// The whole payload was refused.
+    pub rejected: bool,
+}
+
+/// A message to the pipeline thread.
+pub enum Msg {
+    /// One payload from `transport` (`http`, …), answered with its summary.
+    Ingest {
+        /// Where it came from (`/metrics` label).
+        transport: &'static str,
+        /// The payload as received.
+        payload: axum::body::Bytes,
+        /// Where the summary goes.
+        reply: oneshot::Sender<IngestSummary>,
+    },
+    /// Flush due epochs; expire partitions when due.
+    Tick,
+    /// Flush everything and stop; answered once the store is flushed.
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// Counters shown by `/metrics`, updated by the pipeline thread.
+#[derive(Debug, Default, Clone)]
+pub struct Metrics {
+    /// Events accepted, per (transport, type).
+    pub events_in: BTreeMap<(String, String), u64>,
+    /// Payloads, accepted events and drops per reason.
+    pub drops: DropCounters,
+    /// Events written to the store.
+    pub events_flushed: u64,
+    /// Events that arrived after their epoch was flushed.
+    pub late_events: u64,
+    /// Events lost because they could not be encoded.
+    pub dropped_events: u64,
+    /// Blobs (chunks) written.
+    pub blobs_written: u64,
+    /// Bytes of blobs written.
+    pub blob_bytes_written: u64,
+    /// Store errors met while flushing, expiring or syncing (the work is retried).
+    pub store_errors: u64,
+    /// Events held by the aggregator, not yet written.
+    pub pending_events: u64,
+    /// How long the last flush took (build, write, sync), seconds.
+    pub last_flush_seconds: f64,
+    /// Unix time of the last flush that wrote something.
+    pub last_write_unix: i64,
+    /// Partitions dropped by retention.
+    pub partitions_expired: u64,
+}
+
+/// Shared handle to the metrics.
+pub type SharedMetrics = Arc<Mutex<Metrics>>;
+
+pub(crate) fn now_unix() -> i64 {
+    sluice_reader::time::now_unix()
+}
+
+/// The state the pipeline thread owns.
+pub(crate) struct Pipeline {
+    pub ingestor: Ingestor,
+    pub aggregator: Aggregator,
+    pub store: Arc<dyn Store>,
+    pub metrics: SharedMetrics,
+    pub expire_every: i64,
+}
+
+impl Pipeline {
+    /// Runs until [`Msg::Shutdown`] or until every sender is gone (then flushes too).
+    pub fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+        let mut next_expire = now_unix();
+        while let Some(msg) = rx.blocking_recv() {
+            match msg {
+                Msg::Ingest {
+                    transport,
+                    payload,
+                    reply,
+                } => {
+                    let summary = self.ingest(transport, &payload);
+                    let _ = reply.send(summary);
+                }
+                Msg::Tick => {
+                    let now = now_unix();
+                    let start = Instant::now();
+                    let report = self.aggregator.flush_due(now);
+                    self.account(report, start);
+                    if now >= next_expire {
+                        next_expire = now + self.expire_every;
+                        match self.store.expire(now) {
+                            Ok(r) => {
+                                self.metrics.lock().unwrap().partitions_expired +=
+                                    r.partitions_dropped as u64
+                            }
+                            Err(e) => {
+                                eprintln!("sluice-server: expiry failed: {e}");
+                                self.metrics.lock().unwrap().store_errors += 1;
+                            }
+                        }
+                    }
+                }
+                Msg::Shutdown(done) => {
+                    self.shutdown();
+                    let _ = done.send(());
+                    return;
+                }
+            }
+        }
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        let start = Instant::now();
+        let report = self.aggregator.flush_all(now_unix());
+        self.account(report, start);
+        if self.aggregator.pending_events() > 0 || self.aggregator.pending_batches() > 0 {
+            eprintln!(
+                "sluice-server: shutdown with {} events not written (store errors)",
+                self.aggregator.pending_events()
+            );
+        }
+    }
+
+    fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
+        let now = now_unix();
+        let out = self.ingestor.ingest(payload, now);
+        {
+            let mut m = self.metrics.lock().unwrap();
+            m.drops.add(&out);
+            for e in &out.events {
+                let known = m.events_in.len() < MAX_TYPE_LABELS
+                    || m.events_in
+                        .contains_key(&(transport.to_string(), e.type_.clone()));
+                let t = if known {
+                    e.type_.clone()
+                } else {
+                    "_other".to_string()
+                };
+                *m.events_in.entry((transport.to_string(), t)).or_default() += 1;
+            }
+        }
+        let summary = IngestSummary {
+            accepted: out.events.len() as u64,
+            rejected: out.payload_rejected().is_some(),
+            dropped: out.dropped,
+        };
+        self.aggregator.add(out.events, now);
+        self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
+        summary
+    }
+
+    /// Syncs the store after writes and records a flush report.
+    fn account(&mut self, report: FlushReport, start: Instant) {
+        let mut sync_error = false;
+        if report.blobs > 0 {
+            if let Err(e) = self.store.flush() {
+                eprintln!("sluice-server: store flush failed: {e}");
+                sync_error = true;
+            }
+        }
+        for e in &report.errors {
+            eprintln!("sluice-server: flush error (will retry): {e}");
+        }
+        let mut m = self.metrics.lock().unwrap();
+        m.events_flushed += report.events;
+        m.late_events += report.late_events;
+        m.dropped_events += report.dropped_events;
+        m.blobs_written += report.blobs as u64;
+        m.blob_bytes_written += report.bytes;
+        m.store_errors += report.errors.len() as u64 + u64::from(sync_error);
+        m.pending_events = self.aggregator.pending_events();
+        m.last_flush_seconds = start.elapsed().as_secs_f64();
+        if report.blobs > 0 {
+            m.last_write_unix = now_unix();
+        }
+    }
+}

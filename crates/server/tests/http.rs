@@ -1,0 +1,405 @@
+//! End to end on real sockets: spawn the server on 127.0.0.1:0, POST generated events, read
+//! them back over HTTP. The client is a minimal HTTP/1.1 client on a TcpStream.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sluice_gen::GenConfig;
+use sluice_server::{spawn, ServerConfig};
+
+struct Resp {
+    status: u16,
+    head: String,
+    body: Vec<u8>,
+}
+
+impl Resp {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.text()))
+    }
+}
+
+fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    let _ = s.write_all(body); // the server may answer (413) before reading it all
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no response head");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = dechunk(&body);
+    }
+    Resp { status, head, body }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = b
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap().trim(), 16).unwrap();
+        b = &b[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sluice-server-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+fn config(dir: &Path, grace: u64) -> ServerConfig {
+    ServerConfig {
+        data_dir: dir.to_path_buf(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        grace_secs: grace,
+        ..ServerConfig::default()
+    }
+}
+
+/// A JSON value with every map's keys sorted, as a string: an order-independent identity.
+fn canon(v: &Value) -> String {
+    fn sort(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<_> = m.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect())
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
+}
+
+fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn sorted_canon(vs: &[Value]) -> Vec<String> {
+    let mut c: Vec<String> = vs.iter().map(canon).collect();
+    c.sort();
+    c
+}
+
+/// The value of an unlabelled metric.
+fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let m = request(addr, "GET", "/metrics", b"").text();
+    m.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in {m}"))
+        .parse()
+        .unwrap()
+}
+
+fn wait_flushed(addr: SocketAddr, events: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(addr, "sluice_events_flushed_total") < events as f64
+        || metric(addr, "sluice_pending_events") > 0.0
+    {
+        assert!(
+            Instant::now() < deadline,
+            "not flushed in time:\n{}",
+            request(addr, "GET", "/metrics", b"").text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn gen_lines(seed: u64, count: usize, epoch_start: i64) -> (Vec<u8>, Vec<Value>) {
+    let mut buf = Vec::new();
+    sluice_gen::write_json_lines(
+        &GenConfig {
+            epoch_start,
+            ..GenConfig::web(seed, count)
+        },
+        &mut buf,
+    )
+    .unwrap();
+    let vals = lines(std::str::from_utf8(&buf).unwrap());
+    (buf, vals)
+}
+
+#[test]
+fn ingest_ndjson_and_array_then_read_back_exactly_once() {
+    let dir = temp_dir("roundtrip");
+    let server = spawn(config(&dir, 0)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let start = now() - 5;
+
+    let (nd, mut expected) = gen_lines(1, 2000, start);
+    let r = request(addr, "POST", "/v1/events", &nd);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["accepted"], 2000);
+    assert_eq!(r.json()["dropped"], serde_json::json!([]));
+
+    let (_, arr_events) = gen_lines(2, 700, start);
+    let array = serde_json::to_vec(&arr_events).unwrap();
+    let r = request(addr, "POST", "/v1/events", &array);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["accepted"], 700);
+    expected.extend(arr_events);
+
+    wait_flushed(addr, 2700);
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v1/events?from={}&to={}", start - 1, now() + 10),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(
+        r.head.to_ascii_lowercase().contains("application/x-ndjson"),
+        "{}",
+        r.head
+    );
+    let got = lines(&r.text());
+    assert_eq!(got.len(), 2700);
+    assert_eq!(sorted_canon(&got), sorted_canon(&expected));
+    // Epoch order.
+    let epochs: Vec<i64> = got.iter().map(|e| e["epoch"].as_i64().unwrap()).collect();
+    assert!(epochs.windows(2).all(|w| w[0] <= w[1]));
+
+    // dc filter, RFC 3339-free relative `from`, select + where.
+    let dc = expected[0]["dc"].as_str().unwrap().to_string();
+    let r = request(addr, "GET", &format!("/v1/events?from=-1h&dc={dc}"), b"");
+    let want = expected.iter().filter(|e| e["dc"] == dc.as_str()).count();
+    assert_eq!(lines(&r.text()).len(), want);
+
+    let q = format!(
+        "/v1/events?from={}&select=status&select=epoch&where=status%20%3E%3D%20500",
+        start - 1
+    );
+    let r = request(addr, "GET", &q, b"");
+    assert_eq!(r.status, 200, "{}", r.text());
+    let got = lines(&r.text());
+    let want: Vec<Value> = expected
+        .iter()
+        .filter(|e| e["status"].as_i64().unwrap() >= 500)
+        .map(|e| serde_json::json!({"status": e["status"], "epoch": e["epoch"]}))
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(sorted_canon(&got), sorted_canon(&want));
+
+    // Bad read requests.
+    assert_eq!(request(addr, "GET", "/v1/events", b"").status, 400);
+    assert_eq!(
+        request(addr, "GET", "/v1/events?from=yesterday-ish", b"").status,
+        400
+    );
+    assert_eq!(
+        request(
+            addr,
+            "GET",
+            "/v1/events?from=-1h&where=status%20%3E%3E",
+            b""
+        )
+        .status,
+        400
+    );
+    assert_eq!(
+        request(addr, "GET", "/v1/events?from=100&to=50", b"").status,
+        400
+    );
+
+    // Metrics.
+    let m = request(addr, "GET", "/metrics", b"").text();
+    assert!(
+        m.contains("sluice_events_in_total{transport=\"http\",type=\"WEB\"} 2700"),
+        "{m}"
+    );
+    assert!(
+        m.contains("sluice_events_dropped_total{reason=\"malformed\"} 0"),
+        "{m}"
+    );
+    assert!(metric(addr, "sluice_blobs_written_total") > 0.0);
+    assert!(metric(addr, "sluice_blob_bytes_written_total") > 0.0);
+    assert_eq!(metric(addr, "sluice_store_errors_total"), 0.0);
+
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn malformed_and_oversized_bodies_are_refused() {
+    let dir = temp_dir("malformed");
+    let server = spawn(ServerConfig {
+        max_body_bytes: 100_000,
+        ..config(&dir, 1)
+    })
+    .unwrap();
+    let addr = server.http_addr.unwrap();
+
+    let r = request(addr, "GET", "/healthz", b"");
+    assert_eq!((r.status, r.text().as_str()), (200, "ok\n"));
+
+    let r = request(addr, "POST", "/v1/events", b"[{\"type\":\"WEB\",");
+    assert_eq!(r.status, 400, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["accepted"], 0);
+    assert!(
+        !j["dropped"][0]["reason"].as_str().unwrap().is_empty(),
+        "{j}"
+    );
+    assert!(j["dropped"][0]["detail"].is_string(), "{j}");
+
+    // Partly good: 200 with the drop listed.
+    let body = format!("{{\"type\":\"WEB\",\"epoch\":{}}}\n{{\"ms\":1}}\n", now());
+    let r = request(addr, "POST", "/v1/events", body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let j = r.json();
+    assert_eq!(j["accepted"], 1);
+    assert_eq!(j["dropped"][0]["index"], 1);
+    assert_eq!(j["dropped"][0]["reason"], "missing_type");
+
+    // Every event bad: 400.
+    let r = request(addr, "POST", "/v1/events", b"{\"ms\":1}\n{\"ms\":2}\n");
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(r.json()["dropped"].as_array().unwrap().len(), 2);
+
+    let r = request(addr, "POST", "/v1/events", &vec![b' '; 200_000]);
+    assert_eq!(r.status, 413, "{}", r.text());
+
+    let m = request(addr, "GET", "/metrics", b"").text();
+    assert!(
+        m.contains("sluice_events_dropped_total{reason=\"missing_type\"} 3"),
+        "{m}"
+    );
+    assert!(metric(addr, "sluice_payloads_rejected_total") >= 1.0);
+
+    assert_eq!(
+        request(
+            addr,
+            "GET",
+            "/buckets/events/keys/1700000000:local:WEB::0",
+            b""
+        )
+        .status,
+        404
+    );
+    assert_eq!(
+        request(
+            addr,
+            "GET",
+            "/buckets/nope/keys/1700000000:local:WEB::0",
+            b""
+        )
+        .status,
+        400
+    );
+    assert_eq!(request(addr, "GET", "/nowhere", b"").status, 404);
+
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shutdown_flushes_open_epochs_and_restart_reads_them() {
+    let dir = temp_dir("shutdown");
+    // A long grace: nothing is written before the shutdown.
+    let server = spawn(config(&dir, 300)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let start = now() - 2;
+    let (nd, expected) = gen_lines(3, 1500, start);
+    let r = request(addr, "POST", "/v1/events", &nd);
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(metric(addr, "sluice_events_flushed_total"), 0.0);
+    server.shutdown().unwrap();
+
+    let server = spawn(config(&dir, 1)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v1/events?from={}&to={}", start, now() + 10),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let got = lines(&r.text());
+    assert_eq!(got.len(), 1500);
+    assert_eq!(sorted_canon(&got), sorted_canon(&expected));
+
+    // The raw blob of the first event's chunk, Riak-style.
+    let e = &expected[0];
+    let key = format!(
+        "{}:{}:{}:{}:0",
+        e["epoch"],
+        e["dc"].as_str().unwrap(),
+        "WEB",
+        e["subtype"].as_str().unwrap()
+    );
+    let r = request(addr, "GET", &format!("/buckets/events/keys/{key}"), b"");
+    assert_eq!(r.status, 200, "{key}: {}", r.text());
+    assert!(r.body.len() > 100);
+    assert!(r.head.contains("application/octet-stream"));
+
+    // Sereal output: concatenated documents (magic =\xF3rl at the start).
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v1/events?from={start}&format=sereal"),
+        b"",
+    );
+    assert_eq!(r.status, 200);
+    assert_eq!(&r.body[..4], b"=\xF3rl");
+
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn config_from_toml_has_defaults() {
+    let c = ServerConfig::from_toml("").unwrap();
+    assert_eq!(c, ServerConfig::default());
+    assert_eq!(c.http.unwrap().port(), sluice_server::DEFAULT_HTTP_PORT);
+    let c = ServerConfig::from_toml("http = \"off\"\ngrace_secs = 3\nprofile = \"original\"\n")
+        .unwrap();
+    assert_eq!((c.http, c.grace_secs), (None, 3));
+    c.validate().unwrap();
+    assert!(ServerConfig::from_toml("bogus = 1").is_err());
+    assert!(ServerConfig {
+        profile: "zip".into(),
+        ..ServerConfig::default()
+    }
+    .validate()
+    .is_err());
+}
