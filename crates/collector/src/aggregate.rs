@@ -15,6 +15,10 @@
 //!   `<collector_id>.n`. The first time a group is written the numbering starts after what the
 //!   store's epoch index already lists for this writer (so a restarted collector does not collide
 //!   with its own earlier chunks).
+//! - Write-ahead log bookkeeping: [`Aggregator::add_logged`] tags events with the WAL sequence
+//!   number of the payload they came from; [`Aggregator::min_pending_seq`] is the smallest such
+//!   number whose events are not all written yet (in an open group or an unfinished batch), so
+//!   everything below it may be checkpointed (see [`crate::wal`]).
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
 //!   Index entries are written only once every blob of the batch is stored.
@@ -160,6 +164,9 @@ type GroupKey = (i64, String, String, String);
 struct Group {
     events: Vec<Value>,
     late: u64,
+    /// WAL sequence numbers of the payloads these events came from (ascending, no repeats when
+    /// added in order).
+    seqs: Vec<u64>,
 }
 
 struct Chunk {
@@ -177,6 +184,8 @@ struct Batch {
     counted: bool,
     events: u64,
     counts: Counts,
+    /// WAL sequence numbers held until this batch is fully written.
+    seqs: Vec<u64>,
 }
 
 /// Groups events per second and flushes them to a store. See the [module docs](self).
@@ -191,6 +200,8 @@ pub struct Aggregator {
     next_chunk: BTreeMap<GroupKey, u32>,
     /// Highest epoch closed by `flush_due`.
     watermark: Option<i64>,
+    /// WAL sequence number -> how many groups/batches still hold events of it.
+    pending_seqs: BTreeMap<u64, u32>,
 }
 
 impl fmt::Debug for Aggregator {
@@ -221,6 +232,7 @@ impl Aggregator {
             outbox: VecDeque::new(),
             next_chunk: BTreeMap::new(),
             watermark: None,
+            pending_seqs: BTreeMap::new(),
         })
     }
 
@@ -244,6 +256,25 @@ impl Aggregator {
     /// epoch was closed by an earlier `flush_due`, or its group was already written (e.g. by
     /// `flush_all`).
     pub fn add(&mut self, events: Vec<ParsedEvent>, now: i64) {
+        self.add_inner(events, now, None);
+    }
+
+    /// [`add`](Self::add) for events of a payload logged in the write-ahead log under `wal_seq`:
+    /// the sequence number is then held (see [`min_pending_seq`](Self::min_pending_seq)) until
+    /// every one of these events has been written to the store.
+    pub fn add_logged(&mut self, events: Vec<ParsedEvent>, now: i64, wal_seq: u64) {
+        self.add_inner(events, now, Some(wal_seq));
+    }
+
+    /// The smallest WAL sequence number (given to [`add_logged`](Self::add_logged)) some of whose
+    /// events are not yet fully written to the store (blobs, index and counts), or `None`. Every
+    /// logged payload with a smaller number is stored, so a caller may checkpoint the log up to
+    /// `min_pending_seq() - 1` (or up to its last sequence number when `None`).
+    pub fn min_pending_seq(&self) -> Option<u64> {
+        self.pending_seqs.first_key_value().map(|(&s, _)| s)
+    }
+
+    fn add_inner(&mut self, events: Vec<ParsedEvent>, now: i64, wal_seq: Option<u64>) {
         let due = now.saturating_sub(i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX)).saturating_sub(1);
         let closed = self.watermark.map_or(due, |w| w.max(due));
         for e in events {
@@ -253,6 +284,12 @@ impl Aggregator {
             group.events.push(e.event);
             group.late += u64::from(late);
             self.open_events += 1;
+            if let Some(seq) = wal_seq {
+                if group.seqs.last() != Some(&seq) {
+                    group.seqs.push(seq);
+                    *self.pending_seqs.entry(seq).or_insert(0) += 1;
+                }
+            }
         }
     }
 
@@ -313,7 +350,7 @@ impl Aggregator {
                 }
             },
         };
-        let (events, late) = (std::mem::take(&mut group.events), group.late);
+        let (events, late, seqs) = (std::mem::take(&mut group.events), group.late, std::mem::take(&mut group.seqs));
         let total = events.len() as u64;
         let what = || format!("building {}", group_name(&key));
         let builder = &mut self.builder;
@@ -362,7 +399,16 @@ impl Aggregator {
             counts.dropped.insert(UNENCODABLE.to_owned(), dropped);
         }
         self.next_chunk.insert(key.clone(), n.max(start));
-        self.outbox.push_back(Batch { key, chunks, stored: 0, indexed: false, counted: false, events: stored_events, counts });
+        self.outbox.push_back(Batch {
+            key,
+            chunks,
+            stored: 0,
+            indexed: false,
+            counted: false,
+            events: stored_events,
+            counts,
+            seqs,
+        });
         None
     }
 }
@@ -404,7 +450,7 @@ impl Aggregator {
         let mut kept = VecDeque::new();
         while let Some(mut batch) = self.outbox.pop_front() {
             match self.write_batch(&mut batch, report) {
-                Ok(()) => {}
+                Ok(()) => self.release_seqs(&batch.seqs),
                 Err(e) => {
                     let stop = e.is_transient();
                     report.errors.push(e);
@@ -466,6 +512,18 @@ impl Aggregator {
             b.counted = true;
         }
         Ok(())
+    }
+
+    /// Drops one hold on each of `seqs` (their events in one batch are now written).
+    fn release_seqs(&mut self, seqs: &[u64]) {
+        for s in seqs {
+            if let Some(n) = self.pending_seqs.get_mut(s) {
+                *n -= 1;
+                if *n == 0 {
+                    self.pending_seqs.remove(s);
+                }
+            }
+        }
     }
 
     /// Gives the unstored chunks of `b` numbers after both our counter and the store's index.

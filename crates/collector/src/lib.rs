@@ -19,6 +19,8 @@
 //! Modules:
 //! - [`ingest`]: format detection, parsing, tag filling and validation ([`Ingestor`]).
 //! - [`aggregate`]: per-second grouping and flushing to a store ([`aggregate::Aggregator`]).
+//! - [`wal`]: the write-ahead log of accepted payloads ([`wal::Wal`]) that makes acknowledged
+//!   ingest durable before its events are stored; replayed through an [`Ingestor`] on restart.
 //! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
 //!   counters for `/metrics` ([`DropCounters`]).
 //!
@@ -31,6 +33,7 @@ pub mod aggregate;
 pub mod drops;
 pub mod ingest;
 mod json;
+pub mod wal;
 
 pub use drops::{Drop, DropCounters, DropReason};
 pub use ingest::{detect, ConfigError, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent};

@@ -1,0 +1,731 @@
+//! A write-ahead log of accepted payloads, so that an acknowledged payload survives a crash
+//! before its events reach the store.
+//!
+//! A record is `(seq, now, payload)`: the raw payload as received and its arrival second.
+//! [`Ingestor::ingest`](crate::Ingestor::ingest) is deterministic given `(payload, now)`, so
+//! replaying a record reproduces exactly the events it gave the first time. The caller logs only
+//! payloads it accepted (not wholly rejected).
+//!
+//! # On disk
+//!
+//! A directory holding:
+//! - segment files `wal-<first seq, 20 digits>.log`, each a sequence of records framed as
+//!   `len u32 | crc32 u32 | seq u64 | now i64 | payload` (little endian; `len` is the payload
+//!   length, the CRC-32 covers `seq | now | payload`). Sequence numbers start at 1 and increase by
+//!   one, across segments and restarts. A segment is closed (fsynced, unless
+//!   [`FsyncPolicy::Never`]) and a new one started once it reaches
+//!   [`WalConfig::segment_size`] bytes.
+//! - `checkpoint`: the highest sequence number whose events are in the store (8 bytes + CRC-32),
+//!   replaced atomically (temp file, fsync, rename, fsync of the directory).
+//!
+//! # Opening, replay, checkpoints
+//!
+//! [`Wal::open`] reads every segment and returns the records after the checkpoint, oldest first,
+//! for the caller to replay through an `Ingestor` and an
+//! [`Aggregator`](crate::aggregate::Aggregator) (with
+//! [`add_logged`](crate::aggregate::Aggregator::add_logged)). A *torn tail* — a record of the
+//! last segment cut short or failing its CRC (a crash in the middle of a write, or a tail of
+//! zeros) with no intact record anywhere after it — is truncated away. Any other bad record
+//! (in an older segment, or followed by an intact one, or out of sequence) is
+//! [`WalError::Corrupted`]: nothing is ever skipped silently.
+//!
+//! [`Wal::checkpoint`]`(upto)` records that everything `≤ upto` is stored and deletes the segments
+//! holding only such records. With the aggregator the caller does
+//! `wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))` after each flush.
+//!
+//! # Durability: what survives what
+//!
+//! | policy | [`append`](Wal::append) returns when | process crash / SIGKILL | OS crash / power loss |
+//! |---|---|---|---|
+//! | [`Always`](FsyncPolicy::Always) | the record is fsynced | every appended record | every appended record |
+//! | [`Batch`](FsyncPolicy::Batch) | the record is written to the OS | every appended record | records up to the last fsync: every record whose [`wait_durable`](Wal::wait_durable) (or [`sync`](Wal::sync)) returned, and every record older than about `max_delay` |
+//! | [`Never`](FsyncPolicy::Never) | the record is written to the OS | every appended record | anything may be lost; [`Wal::open`] may even report [`WalError::Corrupted`] (pages written back out of order) |
+//!
+//! "Written to the OS" means one `write(2)` of the whole record returned: the kernel's page cache
+//! holds it, which a killed process cannot undo. So on acknowledged transports a server
+//! acknowledges a request after [`append`](Wal::append) with `Always`, or after
+//! [`wait_durable`](Wal::wait_durable)`(seq)` with `Batch` (group commit: many requests, one
+//! fsync — while one fsync runs, the records appended meanwhile wait for the next one, which
+//! covers all of them). Under `Never` an acknowledgement only protects against a process crash.
+//!
+//! # Exactly once, at least once
+//!
+//! Replay never re-stores a payload whose events were all written before the checkpoint. The
+//! window of duplicates (at least once, never lost): a payload written to the store but not yet
+//! checkpointed when the process dies — in particular a payload whose events span several epochs
+//! when a crash comes after the earlier epoch was flushed and before the later one was — is
+//! replayed whole, and its already stored events are stored a second time.
+//!
+//! # Errors
+//!
+//! Any I/O error while appending or syncing *poisons* the log (after a failed fsync the state of
+//! the page cache is unknown): every later call returns [`WalError::Poisoned`] and the log must be
+//! reopened. Only one `Wal` may use a directory at a time (not enforced by a lock file).
+//!
+//! ```
+//! use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig};
+//!
+//! let dir = std::env::temp_dir().join(format!("sluice-wal-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let cfg = WalConfig { fsync: FsyncPolicy::Always, ..WalConfig::default() };
+//! let (wal, replay) = Wal::open(&dir, cfg.clone()).unwrap();
+//! assert!(replay.is_empty());
+//! let seq = wal.append(b"{\"type\":\"WEB\"}", 1_700_000_000).unwrap(); // durable now
+//! assert_eq!(seq, 1);
+//! drop(wal);
+//! let (wal, replay) = Wal::open(&dir, cfg.clone()).unwrap();
+//! assert_eq!((replay[0].seq, replay[0].now, &replay[0].payload[..]), (1, 1_700_000_000, &b"{\"type\":\"WEB\"}"[..]));
+//! wal.checkpoint(1).unwrap(); // its events are stored
+//! drop(wal);
+//! assert!(Wal::open(&dir, cfg).unwrap().1.is_empty());
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Bytes before the payload in a record: `len u32 | crc32 u32 | seq u64 | now i64`.
+pub const HEADER_LEN: usize = 24;
+
+const CHECKPOINT: &str = "checkpoint";
+const CHECKPOINT_TMP: &str = "checkpoint.tmp";
+
+/// When appended records are fsynced. See the [module docs](self) for what survives what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// fsync after every append: [`Wal::append`] returns only once the record is durable
+    /// (concurrent appends share fsyncs).
+    Always,
+    /// Group commit: [`Wal::append`] only writes; [`Wal::wait_durable`] / [`Wal::sync`] fsync
+    /// everything appended so far. A background thread also fsyncs pending records every
+    /// `max_delay`, bounding how long a record nobody waits for stays only in the page cache.
+    Batch {
+        /// Period of the background fsync.
+        max_delay: Duration,
+    },
+    /// Never fsync (except on explicit [`Wal::sync`] and for checkpoints): records live in the
+    /// OS page cache, surviving a process crash or SIGKILL but not an OS crash or power loss.
+    Never,
+}
+
+/// Settings of a [`Wal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalConfig {
+    /// When records are fsynced (default [`FsyncPolicy::Always`]).
+    pub fsync: FsyncPolicy,
+    /// A segment is closed and a new one started once it holds at least this many bytes
+    /// (default 64 MiB). One record is never split, so a segment may exceed it by one record.
+    pub segment_size: u64,
+}
+
+impl Default for WalConfig {
+    fn default() -> WalConfig {
+        WalConfig { fsync: FsyncPolicy::Always, segment_size: 64 << 20 }
+    }
+}
+
+/// One logged payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalRecord {
+    /// Its sequence number (from 1, increasing by one).
+    pub seq: u64,
+    /// Its arrival time (UTC Unix seconds), as given to `Ingestor::ingest`.
+    pub now: i64,
+    /// The payload as received.
+    pub payload: Vec<u8>,
+}
+
+/// What went wrong in the write-ahead log.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum WalError {
+    /// An I/O error.
+    Io {
+        /// What was being done, naming the file.
+        what: String,
+        /// The error.
+        source: io::Error,
+    },
+    /// A bad record that is not a torn tail (or a record out of sequence), or an unreadable
+    /// checkpoint file. Nothing is skipped: the operator must look.
+    Corrupted {
+        /// The file.
+        segment: PathBuf,
+        /// Byte offset of the bad record in it.
+        offset: u64,
+    },
+    /// An earlier I/O error left the log in an unknown state; reopen it.
+    Poisoned(String),
+    /// A payload larger than a record can hold (4 GiB).
+    TooLarge(usize),
+    /// [`Wal::checkpoint`] or [`Wal::wait_durable`] named a sequence number not appended yet.
+    BadSeq {
+        /// The number given.
+        seq: u64,
+        /// The last appended one.
+        last: u64,
+    },
+}
+
+impl fmt::Display for WalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WalError::Io { what, source } => write!(f, "wal: {what}: {source}"),
+            WalError::Corrupted { segment, offset } => {
+                write!(f, "wal: corrupted record in {} at byte {offset}", segment.display())
+            }
+            WalError::Poisoned(why) => write!(f, "wal: unusable after an earlier error ({why}); reopen it"),
+            WalError::TooLarge(n) => write!(f, "wal: payload of {n} bytes is too large for a record"),
+            WalError::BadSeq { seq, last } => write!(f, "wal: sequence number {seq} is beyond the last one ({last})"),
+        }
+    }
+}
+
+impl std::error::Error for WalError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            WalError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// Result of WAL operations.
+pub type Result<T, E = WalError> = std::result::Result<T, E>;
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> WalError {
+    let what = what.into();
+    move |source| WalError::Io { what, source }
+}
+
+fn segment_name(first: u64) -> String {
+    format!("wal-{first:020}.log")
+}
+
+fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+fn record_crc(seq: u64, now: i64, payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&seq.to_le_bytes());
+    h.update(&now.to_le_bytes());
+    h.update(payload);
+    h.finalize()
+}
+
+fn encode_record(seq: u64, now: i64, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    let len = u32::try_from(payload.len()).map_err(|_| WalError::TooLarge(payload.len()))?;
+    out.clear();
+    out.reserve(HEADER_LEN + payload.len());
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&record_crc(seq, now, payload).to_le_bytes());
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&now.to_le_bytes());
+    out.extend_from_slice(payload);
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err(format!("fsync of directory {}", dir.display())))
+}
+
+/// How one segment parsed.
+struct Parsed {
+    /// Its records after the checkpoint.
+    records: Vec<WalRecord>,
+    /// How many valid records it holds (those up to the checkpoint included).
+    count: u64,
+    /// Length of the valid prefix.
+    valid_len: u64,
+    /// Whether a torn tail follows the valid prefix.
+    torn: bool,
+}
+
+/// Parses a segment's bytes. `last`: the last segment, where a bad final record is a torn tail.
+/// `first`: the sequence number its first record must carry. Records `≤ keep_after` are counted
+/// but not returned.
+fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: u64) -> Result<Parsed> {
+    let mut p = Parsed { records: Vec::new(), count: 0, valid_len: 0, torn: false };
+    let mut off = 0usize;
+    while off < bytes.len() {
+        let rest = &bytes[off..];
+        let field = |at: usize| -> [u8; 8] {
+            let mut b = [0u8; 8];
+            let n = if at < 8 { 4 } else { 8 };
+            b[..n].copy_from_slice(&rest[at..at + n]);
+            b
+        };
+        // Whether the record here is complete, fits and checks: `None` if so, else whether the
+        // bad record may be a torn tail (nothing intact follows it).
+        let bad_is_torn = if rest.len() < HEADER_LEN {
+            Some(true) // cut short
+        } else {
+            let len = u64::from_le_bytes(field(0)) as usize;
+            let crc = u64::from_le_bytes(field(4)) as u32;
+            let seq = u64::from_le_bytes(field(8));
+            let now = i64::from_le_bytes(field(16));
+            match HEADER_LEN.checked_add(len).filter(|&e| e <= rest.len()) {
+                Some(end) if record_crc(seq, now, &rest[HEADER_LEN..end]) == crc => {
+                    if seq != first + p.count {
+                        Some(false)
+                    } else {
+                        if seq > keep_after {
+                            p.records.push(WalRecord { seq, now, payload: rest[HEADER_LEN..end].to_vec() });
+                        }
+                        p.count += 1;
+                        off += end;
+                        None
+                    }
+                }
+                // Cut short or failing its CRC: a torn write only if no intact record follows
+                // (truncating must never lose one).
+                _ => Some(!intact_record_after(rest, first + p.count)),
+            }
+        };
+        match bad_is_torn {
+            None => {}
+            Some(true) if last => {
+                p.torn = true;
+                break;
+            }
+            Some(_) => return Err(WalError::Corrupted { segment: path.to_owned(), offset: off as u64 }),
+        }
+    }
+    p.valid_len = off as u64;
+    Ok(p)
+}
+
+/// Whether an intact record with a sequence number `>= expect` starts anywhere in `rest[1..]`
+/// (cheap checks on the header first, then the CRC).
+fn intact_record_after(rest: &[u8], expect: u64) -> bool {
+    (1..rest.len().saturating_sub(HEADER_LEN - 1)).any(|at| {
+        let h = &rest[at..at + HEADER_LEN];
+        let word = |i: usize, n: usize| h[i..i + n].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
+        let (len, crc, seq, now) = (word(0, 4) as usize, word(4, 4) as u32, word(8, 8), word(16, 8) as i64);
+        seq >= expect
+            && seq - expect < 1 << 32
+            && len <= rest.len() - at - HEADER_LEN
+            && record_crc(seq, now, &rest[at + HEADER_LEN..at + HEADER_LEN + len]) == crc
+    })
+}
+
+fn read_checkpoint(dir: &Path) -> Result<u64> {
+    let path = dir.join(CHECKPOINT);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
+    };
+    let bad = || WalError::Corrupted { segment: path.clone(), offset: 0 };
+    if bytes.len() != 12 {
+        return Err(bad());
+    }
+    let upto = u64::from_le_bytes(bytes[0..8].try_into().map_err(|_| bad())?);
+    let crc = u32::from_le_bytes(bytes[8..12].try_into().map_err(|_| bad())?);
+    if crc32fast::hash(&bytes[0..8]) != crc {
+        return Err(bad());
+    }
+    Ok(upto)
+}
+
+struct Segment {
+    first: u64,
+    path: PathBuf,
+}
+
+struct State {
+    /// The segment being appended to (last of `segments`).
+    file: Arc<File>,
+    /// Its size in bytes.
+    file_len: u64,
+    /// Every segment on disk, oldest first.
+    segments: Vec<Segment>,
+    /// Last appended sequence number (0: none yet).
+    last_seq: u64,
+    /// Every record up to this one is fsynced.
+    durable_seq: u64,
+    /// A thread is fsyncing outside the lock.
+    syncing: bool,
+    /// fsyncs of records done so far.
+    fsyncs: u64,
+    /// When the oldest record not yet fsynced was appended.
+    dirty_since: Option<Instant>,
+    poisoned: Option<String>,
+    shutdown: bool,
+    buf: Vec<u8>,
+}
+
+struct Shared {
+    dir: PathBuf,
+    cfg: WalConfig,
+    state: Mutex<State>,
+    cv: Condvar,
+    /// Serialises checkpoints; holds the last checkpointed sequence number.
+    checkpoint: Mutex<u64>,
+}
+
+/// The write-ahead log. All methods take `&self`: share it (e.g. in an `Arc`) between the
+/// threads that append and wait. See the [module docs](self).
+pub struct Wal {
+    shared: Arc<Shared>,
+    flusher: Option<JoinHandle<()>>,
+}
+
+impl fmt::Debug for Wal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.shared.lock();
+        f.debug_struct("Wal")
+            .field("dir", &self.shared.dir)
+            .field("cfg", &self.shared.cfg)
+            .field("segments", &st.segments.len())
+            .field("last_seq", &st.last_seq)
+            .field("durable_seq", &st.durable_seq)
+            .finish()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn check(st: &State) -> Result<()> {
+        match &st.poisoned {
+            Some(why) => Err(WalError::Poisoned(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Fsyncs everything appended up to now (at least up to `seq`), sharing the fsync with
+    /// concurrent callers.
+    fn sync_upto<'a>(&'a self, mut st: MutexGuard<'a, State>, seq: u64) -> Result<MutexGuard<'a, State>> {
+        loop {
+            Shared::check(&st)?;
+            if st.durable_seq >= seq {
+                return Ok(st);
+            }
+            if st.syncing {
+                st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            st.syncing = true;
+            let target = st.last_seq;
+            let file = Arc::clone(&st.file);
+            st.dirty_since = None;
+            drop(st);
+            let r = file.sync_data();
+            st = self.lock();
+            st.syncing = false;
+            match r {
+                Ok(()) => {
+                    st.durable_seq = st.durable_seq.max(target);
+                    st.fsyncs += 1;
+                }
+                Err(e) => st.poisoned = Some(format!("fsync of {}: {e}", self.active_path(&st).display())),
+            }
+            self.cv.notify_all();
+        }
+    }
+
+    fn active_path<'s>(&self, st: &'s State) -> &'s Path {
+        st.segments.last().map_or(Path::new("?"), |s| s.path.as_path())
+    }
+
+    /// Closes the active segment (fsynced unless `Never`) and starts `wal-<last_seq+1>.log`.
+    fn rotate(&self, st: &mut State) -> Result<()> {
+        let fsync = self.cfg.fsync != FsyncPolicy::Never;
+        if fsync {
+            // Another thread may be fsyncing the old file outside the lock: harmless.
+            st.file.sync_data().map_err(io_err(format!("fsync of {}", self.active_path(st).display())))?;
+            st.durable_seq = st.last_seq;
+            st.fsyncs += 1;
+            st.dirty_since = None;
+        }
+        let first = st.last_seq + 1;
+        let path = self.dir.join(segment_name(first));
+        let file = create_segment(&path)?;
+        if fsync {
+            sync_dir(&self.dir)?;
+        }
+        st.file = Arc::new(file);
+        st.file_len = 0;
+        st.segments.push(Segment { first, path });
+        Ok(())
+    }
+}
+
+fn create_segment(path: &Path) -> Result<File> {
+    OpenOptions::new().create(true).truncate(true).write(true).open(path)
+        .map_err(io_err(format!("creating {}", path.display())))
+}
+
+impl Wal {
+    /// Opens (creating if needed) the log in `dir` and returns it with the records after the
+    /// last checkpoint, oldest first, to replay. A torn tail is truncated; any other bad record
+    /// is [`WalError::Corrupted`].
+    pub fn open(dir: impl AsRef<Path>, cfg: WalConfig) -> Result<(Wal, Vec<WalRecord>)> {
+        let dir = dir.as_ref().to_owned();
+        fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
+        let _ = fs::remove_file(dir.join(CHECKPOINT_TMP));
+        let checkpointed = read_checkpoint(&dir)?;
+        let mut segments = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(io_err(format!("listing {}", dir.display())))? {
+            let entry = entry.map_err(io_err(format!("listing {}", dir.display())))?;
+            if let Some(first) = entry.file_name().to_str().and_then(parse_segment_name) {
+                segments.push(Segment { first, path: entry.path() });
+            }
+        }
+        segments.sort_by_key(|s| s.first);
+
+        let mut records = Vec::new();
+        let mut last_seq = checkpointed;
+        let mut expect: Option<u64> = None;
+        let n = segments.len();
+        let mut active: Option<(File, u64)> = None;
+        for (i, seg) in segments.iter().enumerate() {
+            let last = i + 1 == n;
+            let mut bytes = Vec::new();
+            let mut f = OpenOptions::new()
+                .read(true)
+                .append(last) // writes go to the end, wherever reading left the cursor
+                .open(&seg.path)
+                .map_err(io_err(format!("opening {}", seg.path.display())))?;
+            f.read_to_end(&mut bytes).map_err(io_err(format!("reading {}", seg.path.display())))?;
+            // Segments follow each other without gaps; only checkpointed ones may be gone.
+            if expect.map_or(seg.first > checkpointed + 1, |e| e != seg.first) {
+                return Err(WalError::Corrupted { segment: seg.path.clone(), offset: 0 });
+            }
+            let parsed = parse_segment(&seg.path, &bytes, last, seg.first, checkpointed)?;
+            let count = parsed.count;
+            if parsed.torn {
+                f.set_len(parsed.valid_len).map_err(io_err(format!("truncating {}", seg.path.display())))?;
+                f.sync_all().map_err(io_err(format!("fsync of {}", seg.path.display())))?;
+            }
+            if count > 0 {
+                last_seq = last_seq.max(seg.first + count - 1);
+            }
+            expect = Some(seg.first + count);
+            records.extend(parsed.records);
+            if last {
+                active = Some((f, parsed.valid_len));
+            }
+        }
+        let next = last_seq + 1;
+        let (file, file_len) = match active {
+            // Append to the last segment, unless it is empty and misnamed.
+            Some((f, len)) if len > 0 || segments.last().is_some_and(|s| s.first == next) => (f, len),
+            other => {
+                if other.is_some() {
+                    if let Some(s) = segments.pop() {
+                        fs::remove_file(&s.path).map_err(io_err(format!("removing {}", s.path.display())))?;
+                    }
+                }
+                let path = dir.join(segment_name(next));
+                let f = create_segment(&path)?;
+                sync_dir(&dir)?;
+                segments.push(Segment { first: next, path });
+                (f, 0)
+            }
+        };
+        let state = State {
+            file: Arc::new(file),
+            file_len,
+            segments,
+            last_seq,
+            durable_seq: last_seq,
+            syncing: false,
+            fsyncs: 0,
+            dirty_since: None,
+            poisoned: None,
+            shutdown: false,
+            buf: Vec::new(),
+        };
+        let shared = Arc::new(Shared {
+            dir,
+            cfg: cfg.clone(),
+            state: Mutex::new(state),
+            cv: Condvar::new(),
+            checkpoint: Mutex::new(checkpointed),
+        });
+        let flusher = match cfg.fsync {
+            FsyncPolicy::Batch { max_delay } => {
+                let shared = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name("sluice-wal-sync".into())
+                    .spawn(move || flusher(&shared, max_delay.max(Duration::from_millis(1))))
+                    .map_err(io_err("starting the wal sync thread"))?;
+                Some(spawned)
+            }
+            _ => None,
+        };
+        Ok((Wal { shared, flusher }, records))
+    }
+
+    /// Appends a record and returns its sequence number. With [`FsyncPolicy::Always`] it is
+    /// durable on return; otherwise it is in the OS page cache (use
+    /// [`wait_durable`](Self::wait_durable) before acknowledging under `Batch`).
+    pub fn append(&self, payload: &[u8], now: i64) -> Result<u64> {
+        let sh = &*self.shared;
+        let mut st = sh.lock();
+        Shared::check(&st)?;
+        if st.file_len >= sh.cfg.segment_size && st.file_len > 0 {
+            if let Err(e) = sh.rotate(&mut st) {
+                st.poisoned = Some(e.to_string());
+                return Err(e);
+            }
+        }
+        let seq = st.last_seq + 1;
+        let mut buf = std::mem::take(&mut st.buf);
+        encode_record(seq, now, payload, &mut buf)?;
+        if let Err(e) = (&*st.file).write_all(&buf) {
+            let e = io_err(format!("appending to {}", sh.active_path(&st).display()))(e);
+            st.poisoned = Some(e.to_string());
+            return Err(e);
+        }
+        st.file_len += buf.len() as u64;
+        st.last_seq = seq;
+        st.dirty_since.get_or_insert_with(Instant::now);
+        st.buf = buf;
+        if sh.cfg.fsync == FsyncPolicy::Always {
+            drop(sh.sync_upto(st, seq)?);
+        }
+        Ok(seq)
+    }
+
+    /// Returns once record `seq` (and every earlier one) is durable as the policy promises: fsynced
+    /// under `Always` and `Batch` (this may do the fsync, shared with concurrent callers);
+    /// immediately under `Never`.
+    pub fn wait_durable(&self, seq: u64) -> Result<()> {
+        let st = self.shared.lock();
+        Shared::check(&st)?;
+        if seq > st.last_seq {
+            return Err(WalError::BadSeq { seq, last: st.last_seq });
+        }
+        if self.shared.cfg.fsync == FsyncPolicy::Never {
+            return Ok(());
+        }
+        self.shared.sync_upto(st, seq).map(drop)
+    }
+
+    /// Fsyncs every record appended so far, whatever the policy, and returns the last sequence
+    /// number (0 if none).
+    pub fn sync(&self) -> Result<u64> {
+        let st = self.shared.lock();
+        let last = st.last_seq;
+        self.shared.sync_upto(st, last).map(|_| last)
+    }
+
+    /// The last appended sequence number (0 if none ever).
+    pub fn last_seq(&self) -> u64 {
+        self.shared.lock().last_seq
+    }
+
+    /// Every record up to this sequence number is fsynced.
+    pub fn durable_seq(&self) -> u64 {
+        self.shared.lock().durable_seq
+    }
+
+    /// The last checkpointed sequence number (0 if none).
+    pub fn checkpointed(&self) -> u64 {
+        *self.shared.checkpoint.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How many fsyncs of records were done (group commit: fewer than appends).
+    pub fn fsyncs(&self) -> u64 {
+        self.shared.lock().fsyncs
+    }
+
+    /// The segment files on disk, oldest first.
+    pub fn segments(&self) -> Vec<PathBuf> {
+        self.shared.lock().segments.iter().map(|s| s.path.clone()).collect()
+    }
+
+    /// Records durably that every record `≤ upto` has been stored (it will not be replayed),
+    /// and deletes the segments holding only such records. A number at or below the current
+    /// checkpoint does nothing; one beyond [`last_seq`](Self::last_seq) is an error.
+    ///
+    /// The records must be durable themselves before they are checkpointed away only if the
+    /// caller cares about their sequence numbers: the checkpoint file alone keeps numbering
+    /// increasing across restarts.
+    pub fn checkpoint(&self, upto: u64) -> Result<()> {
+        let sh = &*self.shared;
+        let mut cp = sh.checkpoint.lock().unwrap_or_else(|e| e.into_inner());
+        let last = sh.lock().last_seq;
+        if upto > last {
+            return Err(WalError::BadSeq { seq: upto, last });
+        }
+        if upto <= *cp {
+            return Ok(());
+        }
+        let tmp = sh.dir.join(CHECKPOINT_TMP);
+        let path = sh.dir.join(CHECKPOINT);
+        let mut bytes = upto.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&crc32fast::hash(&upto.to_le_bytes()).to_le_bytes());
+        let mut f = create_segment(&tmp)?;
+        f.write_all(&bytes).map_err(io_err(format!("writing {}", tmp.display())))?;
+        f.sync_all().map_err(io_err(format!("fsync of {}", tmp.display())))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(io_err(format!("renaming {} to {}", tmp.display(), path.display())))?;
+        sync_dir(&sh.dir)?;
+        *cp = upto;
+        // Segment i holds [first_i, first_{i+1} - 1]; never delete the active (last) one.
+        let doomed: Vec<Segment> = {
+            let mut st = sh.lock();
+            let keep_from = st.segments.windows(2).take_while(|w| w[1].first <= upto + 1).count();
+            st.segments.drain(..keep_from).collect()
+        };
+        for s in &doomed {
+            match fs::remove_file(&s.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(format!("removing {}", s.path.display()))(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Background fsync under [`FsyncPolicy::Batch`]: every `period`, fsyncs what is pending.
+fn flusher(shared: &Shared, period: Duration) {
+    let mut st = shared.lock();
+    loop {
+        if st.shutdown {
+            return;
+        }
+        let wait = match st.dirty_since {
+            Some(t) => period.saturating_sub(t.elapsed()),
+            None => period,
+        };
+        if st.dirty_since.is_some() && wait.is_zero() && !st.syncing && st.poisoned.is_none() {
+            let last = st.last_seq;
+            st = match shared.sync_upto(st, last) {
+                Ok(st) => st,
+                Err(_) => shared.lock(), // poisoned: appenders see it
+            };
+            continue;
+        }
+        st = shared.cv.wait_timeout(st, wait.max(Duration::from_millis(1))).unwrap_or_else(|e| e.into_inner()).0;
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        if let Some(h) = self.flusher.take() {
+            self.shared.lock().shutdown = true;
+            self.shared.cv.notify_all();
+            let _ = h.join();
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! The write-ahead log: round trip, rotation, checkpoints, torn tails, corruption, group commit,
+//! replay through the ingest/aggregate path, and a real SIGKILL.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sereal::Limits;
+use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
+use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
+use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig, WalError, WalRecord, HEADER_LEN};
+use sluice_collector::{IngestConfig, Ingestor};
+use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
+
+const E0: i64 = 1_700_000_000;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("sluice-wal-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn cfg(fsync: FsyncPolicy, segment_size: u64) -> WalConfig {
+    WalConfig { fsync, segment_size }
+}
+
+/// A payload determined by `n`, of varying length (0 to a few hundred bytes).
+fn payload(n: u64) -> Vec<u8> {
+    if matches!(n % 17, 0) {
+        return Vec::new();
+    }
+    format!("{{\"type\":\"K\",\"n\":{n},\"pad\":\"{}\"}}", "x".repeat((n * 37 % 300) as usize)).into_bytes()
+}
+
+fn append_n(wal: &Wal, from: u64, to: u64) {
+    for n in from..=to {
+        assert_eq!(wal.append(&payload(n), E0 + n as i64).unwrap(), n);
+    }
+}
+
+fn check_records(records: &[WalRecord], from: u64, to: u64) {
+    let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (from..=to).collect::<Vec<_>>());
+    for r in records {
+        assert_eq!(r.payload, payload(r.seq), "seq {}", r.seq);
+        assert_eq!(r.now, E0 + r.seq as i64);
+    }
+}
+
+fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn append_and_replay_round_trip() {
+    for policy in [FsyncPolicy::Always, FsyncPolicy::Never, FsyncPolicy::Batch { max_delay: Duration::from_millis(5) }] {
+        let dir = temp_dir(&format!("round-trip-{policy:?}").replace([' ', '{', '}', ':'], ""));
+        let (wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
+        assert!(replay.is_empty());
+        assert_eq!(wal.last_seq(), 0);
+        append_n(&wal, 1, 100);
+        wal.wait_durable(100).unwrap();
+        assert!(matches!(wal.wait_durable(101), Err(WalError::BadSeq { seq: 101, last: 100 })));
+        drop(wal);
+        let (wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
+        check_records(&replay, 1, 100);
+        // Numbering continues after a restart.
+        append_n(&wal, 101, 110);
+        drop(wal);
+        let (_wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
+        check_records(&replay, 1, 110);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn rotation_across_segments() {
+    let dir = temp_dir("rotation");
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Never, 1000)).unwrap();
+    append_n(&wal, 1, 200);
+    let segs = wal.segments();
+    assert!(segs.len() > 10, "{}", segs.len());
+    assert_eq!(files(&dir, "wal-"), segs);
+    // Each segment is named after its first record and holds at least segment_size bytes (but
+    // the last).
+    for s in &segs[..segs.len() - 1] {
+        assert!(std::fs::metadata(s).unwrap().len() >= 1000);
+    }
+    drop(wal);
+    let (wal, replay) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1000)).unwrap();
+    check_records(&replay, 1, 200);
+    // Segments follow each other: each is named after its first record.
+    let mut expect_first = 1;
+    for s in &segs {
+        assert_eq!(s.file_name().unwrap().to_str().unwrap(), format!("wal-{expect_first:020}.log"));
+        expect_first += record_offsets(&std::fs::read(s).unwrap()).len() as u64;
+    }
+    assert_eq!(expect_first, 201);
+    append_n(&wal, 201, 210);
+    drop(wal);
+    check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1000)).unwrap().1, 1, 210);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn checkpoint_deletes_old_segments_and_limits_replay() {
+    let dir = temp_dir("checkpoint");
+    let c = cfg(FsyncPolicy::Always, 1000);
+    let (wal, _) = Wal::open(&dir, c.clone()).unwrap();
+    append_n(&wal, 1, 200);
+    let before = wal.segments();
+    assert!(matches!(wal.checkpoint(201), Err(WalError::BadSeq { .. })));
+    wal.checkpoint(120).unwrap();
+    assert_eq!(wal.checkpointed(), 120);
+    let after = wal.segments();
+    assert!(after.len() < before.len());
+    assert_eq!(files(&dir, "wal-"), after);
+    // The first kept segment still holds record 121; every deleted one held only records ≤ 120.
+    let first_kept: u64 = after[0].file_name().unwrap().to_str().unwrap()[4..24].parse().unwrap();
+    assert!(first_kept <= 121);
+    let deleted = before.len() - after.len();
+    let next_after_deleted: u64 = before[deleted].file_name().unwrap().to_str().unwrap()[4..24].parse().unwrap();
+    assert!(next_after_deleted <= 121);
+    // A lower checkpoint later is a no-op.
+    wal.checkpoint(50).unwrap();
+    assert_eq!(wal.checkpointed(), 120);
+    assert_eq!(files(&dir, "checkpoint"), vec![dir.join("checkpoint")]);
+    drop(wal);
+
+    let (wal, replay) = Wal::open(&dir, c.clone()).unwrap();
+    check_records(&replay, 121, 200);
+    assert_eq!(wal.checkpointed(), 120);
+    // Checkpoint everything: nothing to replay, numbering continues.
+    wal.checkpoint(200).unwrap();
+    assert_eq!(wal.segments().len(), 1);
+    drop(wal);
+    let (wal, replay) = Wal::open(&dir, c.clone()).unwrap();
+    assert!(replay.is_empty());
+    assert_eq!(wal.append(b"x", E0).unwrap(), 201);
+    // Even when every segment file is gone, the checkpoint keeps the numbering.
+    drop(wal);
+    for f in files(&dir, "wal-") {
+        std::fs::remove_file(f).unwrap();
+    }
+    let (wal, replay) = Wal::open(&dir, c).unwrap();
+    assert!(replay.is_empty());
+    assert_eq!(wal.append(b"y", E0).unwrap(), 201);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Offsets of the records in a segment.
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut off = 0;
+    while off < bytes.len() {
+        v.push(off);
+        off += HEADER_LEN + u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap()) as usize;
+    }
+    assert_eq!(off, bytes.len());
+    v
+}
+
+#[test]
+fn torn_tail_is_truncated_at_every_offset() {
+    let src = temp_dir("torn-src");
+    let (wal, _) = Wal::open(&src, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
+    append_n(&wal, 1, 3);
+    drop(wal);
+    let seg = files(&src, "wal-").pop().unwrap();
+    let bytes = std::fs::read(&seg).unwrap();
+    let offs = record_offsets(&bytes);
+    let last_start = offs[2];
+    assert!(bytes.len() - last_start > HEADER_LEN + 10);
+    let dir = temp_dir("torn");
+    for cut in last_start..bytes.len() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(seg.file_name().unwrap()), &bytes[..cut]).unwrap();
+        let (wal, replay) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
+        check_records(&replay, 1, 2);
+        // The tail is gone from disk and appending continues cleanly.
+        assert_eq!(std::fs::metadata(dir.join(seg.file_name().unwrap())).unwrap().len(), last_start as u64);
+        assert_eq!(wal.append(&payload(3), E0 + 3).unwrap(), 3);
+        drop(wal);
+        check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1, 1, 3);
+    }
+    // A damaged final record (bad CRC) and a tail of zeros are torn tails too.
+    for damage in ["flip-last", "zeros"] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut b = bytes.clone();
+        match damage {
+            "flip-last" => *b.last_mut().unwrap() ^= 0x40,
+            _ => b.extend_from_slice(&[0u8; 4096]),
+        }
+        std::fs::write(dir.join(seg.file_name().unwrap()), &b).unwrap();
+        let replay = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1;
+        check_records(&replay, 1, if damage == "zeros" { 3 } else { 2 });
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(&src).unwrap();
+}
+
+#[test]
+fn corrupted_middle_record_is_a_typed_error() {
+    let dir = temp_dir("corrupt");
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
+    append_n(&wal, 1, 5);
+    drop(wal);
+    let seg = files(&dir, "wal-").pop().unwrap();
+    let good = std::fs::read(&seg).unwrap();
+    let offs = record_offsets(&good);
+    // A flipped payload byte, a flipped length, a flipped sequence number in record 2 (of 5).
+    for at in [offs[2] + HEADER_LEN + 3, offs[2] + 8, offs[2] + 1] {
+        let mut b = good.clone();
+        b[at] ^= 0x01;
+        std::fs::write(&seg, &b).unwrap();
+        match Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)) {
+            Err(WalError::Corrupted { segment, offset }) => {
+                assert_eq!(segment, seg);
+                assert_eq!(offset, offs[2] as u64, "byte {at}");
+            }
+            other => panic!("byte {at}: {:?}", other.map(|(_, r)| r.len())),
+        }
+        // Nothing was truncated.
+        assert_eq!(std::fs::read(&seg).unwrap(), b);
+    }
+    std::fs::write(&seg, &good).unwrap();
+    check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1, 1, 5);
+
+    // A cut-short segment that is not the last one is corruption, not a torn tail.
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap();
+    append_n(&wal, 6, 40);
+    drop(wal);
+    let segs = files(&dir, "wal-");
+    assert!(segs.len() >= 3);
+    let mid = &segs[1];
+    let len = std::fs::metadata(mid).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(mid).unwrap().set_len(len - 5).unwrap();
+    let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
+    assert!(matches!(&err, WalError::Corrupted { segment, .. } if segment == mid), "{err}");
+    // A missing segment (not checkpointed) is reported, not skipped.
+    std::fs::remove_file(mid).unwrap();
+    let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
+    assert!(matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]), "{err}");
+    std::fs::remove_file(&segs[0]).unwrap();
+    let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
+    assert!(matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]), "{err}");
+    // A corrupt checkpoint file is reported too.
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap();
+    append_n(&wal, 1, 3);
+    wal.checkpoint(2).unwrap();
+    drop(wal);
+    let mut cp = std::fs::read(dir.join("checkpoint")).unwrap();
+    cp[0] ^= 1;
+    std::fs::write(dir.join("checkpoint"), cp).unwrap();
+    assert!(matches!(Wal::open(&dir, cfg(FsyncPolicy::Always, 300)), Err(WalError::Corrupted { .. })));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn batch_policy_group_commits() {
+    let dir = temp_dir("batch");
+    // A long max_delay: only explicit waits fsync here.
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Batch { max_delay: Duration::from_secs(3600) }, 1 << 20)).unwrap();
+    let wal = Arc::new(wal);
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let wal = Arc::clone(&wal);
+            std::thread::spawn(move || {
+                for i in 0..50u64 {
+                    let seq = wal.append(format!("{{\"type\":\"T\",\"t\":{t},\"i\":{i}}}").as_bytes(), E0).unwrap();
+                    wal.wait_durable(seq).unwrap();
+                    assert!(wal.durable_seq() >= seq);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(wal.last_seq(), 400);
+    assert_eq!(wal.durable_seq(), 400);
+    assert!(wal.fsyncs() <= 400, "{}", wal.fsyncs());
+    eprintln!("batch: 400 appends, {} fsyncs", wal.fsyncs());
+    // Appends alone are not fsynced under a long max_delay; sync() does it.
+    let seq = wal.append(b"x", E0).unwrap();
+    assert_eq!(wal.durable_seq(), 400);
+    assert_eq!(wal.sync().unwrap(), seq);
+    assert_eq!(wal.durable_seq(), seq);
+    drop(wal);
+
+    // The background thread fsyncs within about max_delay.
+    let (wal, replay) = Wal::open(&dir, cfg(FsyncPolicy::Batch { max_delay: Duration::from_millis(20) }, 1 << 20)).unwrap();
+    assert_eq!(replay.len(), 401);
+    let seq = wal.append(b"y", E0).unwrap();
+    let start = std::time::Instant::now();
+    while wal.durable_seq() < seq {
+        assert!(start.elapsed() < Duration::from_secs(10), "background fsync never came");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(wal);
+    // Never: wait_durable returns at once, sync() still fsyncs.
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Never, 1 << 20)).unwrap();
+    let seq = wal.append(b"z", E0).unwrap();
+    wal.wait_durable(seq).unwrap();
+    assert!(wal.durable_seq() < seq);
+    wal.sync().unwrap();
+    assert_eq!(wal.durable_seq(), seq);
+    drop(wal);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Every event the store lists for epochs `[from, to)`, as JSON text with multiplicities.
+fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
+    let mut m = BTreeMap::new();
+    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
+        let ek = EpochKey::new(epoch, &dc).unwrap();
+        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
+            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
+            let bytes = store.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap().unwrap();
+            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
+                *m.entry(sereal::json::to_json_value(&v).to_string()).or_insert(0) += 1;
+            }
+        }
+    }
+    m
+}
+
+/// Payloads of second `t`: several NDJSON payloads, each with events of that epoch only.
+fn second_payloads(t: i64) -> Vec<Vec<u8>> {
+    (0..5)
+        .map(|p| {
+            (0..4)
+                .map(|i| format!("{{\"epoch\":{t},\"type\":\"T{}\",\"subtype\":\"s{}\",\"p\":{p},\"i\":{i}}}\n", i % 3, p % 2))
+                .collect::<String>()
+                .into_bytes()
+        })
+        .collect()
+}
+
+/// The collector loop for seconds `[from, to)`: ingest, log, aggregate, flush, checkpoint.
+fn run_seconds(
+    wal: &Wal,
+    ing: &mut Ingestor,
+    agg: &mut Aggregator,
+    from: i64,
+    to: i64,
+    expected: &mut BTreeMap<String, usize>,
+) {
+    for t in from..to {
+        for p in second_payloads(t) {
+            let out = ing.ingest(&p, t);
+            assert!(out.is_clean());
+            for e in &out.events {
+                *expected.entry(sereal::json::to_json_value(&e.event).to_string()).or_insert(0) += 1;
+            }
+            let seq = wal.append(&p, t).unwrap();
+            agg.add_logged(out.events, t, seq);
+        }
+        let r = agg.flush_due(t);
+        assert!(r.is_ok(), "{:?}", r.errors);
+        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+    }
+}
+
+fn replay(records: &[WalRecord], ing: &mut Ingestor, agg: &mut Aggregator) {
+    for r in records {
+        agg.add_logged(ing.ingest(&r.payload, r.now).events, r.now, r.seq);
+    }
+}
+
+#[test]
+fn crash_and_replay_stores_every_event_exactly_once() {
+    let dir = temp_dir("e2e");
+    let (wal_dir, store_dir) = (dir.join("wal"), dir.join("store"));
+    let wcfg = cfg(FsyncPolicy::Always, 2000);
+    let mut expected = BTreeMap::new();
+    {
+        let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&store_dir).unwrap());
+        let (wal, replayed) = Wal::open(&wal_dir, wcfg.clone()).unwrap();
+        assert!(replayed.is_empty());
+        let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
+        let mut agg = Aggregator::new(AggregatorConfig::default(), store).unwrap();
+        run_seconds(&wal, &mut ing, &mut agg, E0, E0 + 8, &mut expected);
+        // Seconds E0+6 and E0+7 are still in their grace period: 10 payloads pending.
+        assert_eq!(agg.min_pending_seq(), Some(31));
+        assert_eq!(wal.checkpointed(), 30);
+        assert!(agg.pending_events() > 0);
+        // Crash: everything dropped without flush_all.
+    }
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&store_dir).unwrap());
+    let (wal, records) = Wal::open(&wal_dir, wcfg.clone()).unwrap();
+    assert_eq!(records.first().map(|r| r.seq), Some(31));
+    assert_eq!(records.len(), 10);
+    let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
+    let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone()).unwrap();
+    replay(&records, &mut ing, &mut agg);
+    run_seconds(&wal, &mut ing, &mut agg, E0 + 8, E0 + 12, &mut expected);
+    let r = agg.flush_all(E0 + 12);
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert_eq!(agg.min_pending_seq(), None);
+    wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+    assert_eq!(expected.len(), 12 * 5 * 4);
+    assert_eq!(read_back(&*store, E0, E0 + 20), expected);
+    drop(wal);
+    assert!(Wal::open(&wal_dir, wcfg).unwrap().1.is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn payload_spanning_epochs_is_replayed_at_least_once() {
+    // The documented window: a payload whose events are flushed at different times is held
+    // (not checkpointed) until all are stored; a crash in between replays it whole.
+    let dir = temp_dir("span");
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let wcfg = cfg(FsyncPolicy::Always, 1 << 20);
+    let payload = format!("{{\"epoch\":{E0},\"type\":\"A\"}}\n{{\"epoch\":{},\"type\":\"B\"}}\n", E0 + 5).into_bytes();
+    {
+        let (wal, _) = Wal::open(&dir, wcfg.clone()).unwrap();
+        let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
+        let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone()).unwrap();
+        let seq = wal.append(&payload, E0).unwrap();
+        agg.add_logged(ing.ingest(&payload, E0).events, E0, seq);
+        assert!(agg.flush_due(E0 + 2).is_ok()); // epoch E0 stored, E0+5 not
+        assert_eq!(agg.min_pending_seq(), Some(seq));
+        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+        assert_eq!(wal.checkpointed(), 0);
+    }
+    let (_wal, records) = Wal::open(&dir, wcfg).unwrap();
+    assert_eq!(records.len(), 1);
+    let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
+    let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone()).unwrap();
+    replay(&records, &mut ing, &mut agg);
+    assert!(agg.flush_all(E0 + 10).is_ok());
+    let got = read_back(&*store, E0, E0 + 10);
+    let counts: Vec<usize> = got.values().copied().collect();
+    assert_eq!(counts.len(), 2);
+    assert_eq!(counts.iter().sum::<usize>(), 3, "{got:?}"); // A twice, B once: none lost
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+const CHILD_ENV: &str = "SLUICE_WAL_SIGKILL_DIR";
+
+/// The child half of `sigkill_loses_no_acknowledged_record`: appends with `Always` and prints
+/// each sequence number once `append` returned. Does nothing in a normal test run.
+#[test]
+fn sigkill_child() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
+    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 4096)).unwrap();
+    let mut out = std::io::stdout().lock();
+    for _ in 0..1_000_000 {
+        let n = wal.last_seq() + 1;
+        let seq = wal.append(&payload(n), E0 + n as i64).unwrap();
+        assert_eq!(seq, n);
+        writeln!(out, "SEQ {seq}").unwrap();
+        out.flush().unwrap();
+    }
+    std::thread::sleep(Duration::from_secs(600));
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_record() {
+    let dir = temp_dir("sigkill");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "sigkill_child", "--nocapture", "--test-threads", "1"])
+        .env(CHILD_ENV, &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut acked = Vec::new();
+    while acked.len() < 300 {
+        let line = lines.next().expect("child ended early").unwrap();
+        // libtest's "test sigkill_child ... " may precede the first one on its line.
+        if let Some((_, s)) = line.split_once("SEQ ") {
+            acked.push(s.parse::<u64>().unwrap());
+        }
+    }
+    child.kill().unwrap(); // SIGKILL, mid-stream
+    let status = child.wait().unwrap();
+    assert!(!status.success());
+    // What the child printed before it died was acknowledged too.
+    for line in lines {
+        if let Some((_, s)) = line.unwrap().split_once("SEQ ") {
+            acked.push(s.parse().unwrap());
+        }
+    }
+    let (_wal, records) = Wal::open(&dir, cfg(FsyncPolicy::Always, 4096)).unwrap();
+    assert!(files(&dir, "wal-").len() > 1, "rotation happened");
+    let last = *acked.last().unwrap();
+    assert_eq!(acked, (1..=last).collect::<Vec<_>>());
+    assert!(records.len() as u64 >= last, "{} records, {last} acknowledged", records.len());
+    check_records(&records, 1, records.len() as u64);
+    eprintln!("sigkill: {last} acknowledged, {} in the log", records.len());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
