@@ -7,13 +7,15 @@
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
-//! `tail` (following the live stream) comes with the pipeline.
+//! - [`tail`]: following the live stream ([`Tail`]): history then new data with the same filters,
+//!   resumable from a printable [`Cursor`].
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod filter;
 pub mod range;
+pub mod tail;
 pub mod time;
 
 pub use filter::{Filter, FilterError};
@@ -21,4 +23,5 @@ pub use range::{
     write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem, ReadOptions, ReadRequest,
     ReadStats, ReadWarning, WriteSummary,
 };
+pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{parse_time, TimeError};
