@@ -52,6 +52,13 @@ pub enum StoreError {
         /// Why it was refused.
         reason: String,
     },
+    /// The data directory is in use by another process (a running server): one process owns
+    /// an embedded store at a time, enforced with a lock on `<dir>/LOCK`.
+    #[error("{dir} is in use by another process (is a server running on it? read through it with --server)")]
+    Locked {
+        /// The data directory.
+        dir: PathBuf,
+    },
     /// The store (or a wrapper injecting faults) cannot serve the request now; retrying later
     /// may succeed. Network backends map timeouts and unavailable replicas here.
     #[error("store unavailable: {reason}")]

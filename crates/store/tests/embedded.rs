@@ -216,3 +216,16 @@ fn immediate_durability_and_bytes_freed() {
     assert!(r.bytes_freed > 1000, "{r:?}");
     assert!(!partition_dir(dir.path()).exists());
 }
+
+#[test]
+fn a_second_open_of_the_same_directory_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let first = sluice_store::EmbeddedStore::open(dir.path()).expect("first open");
+    match sluice_store::EmbeddedStore::open(dir.path()) {
+        Err(sluice_store::StoreError::Locked { .. }) => {}
+        Err(e) => panic!("expected Locked, got {e}"),
+        Ok(_) => panic!("second open succeeded"),
+    }
+    drop(first);
+    sluice_store::EmbeddedStore::open(dir.path()).expect("open after the first is closed");
+}

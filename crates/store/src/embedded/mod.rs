@@ -83,6 +83,9 @@ pub struct EmbeddedStore {
     torn_tails: AtomicU64,
     bytes_dropped: AtomicU64,
     expired_seq: AtomicU64,
+    /// Held for the life of the store: an exclusive lock on `<dir>/LOCK`, because a second
+    /// process would cut what it takes for torn tails out of logs this one is appending to.
+    _lock: fs::File,
 }
 
 impl EmbeddedStore {
@@ -95,11 +98,23 @@ impl EmbeddedStore {
     ///
     /// Only the list of partitions is read here; each partition's logs are read (and a torn
     /// tail cut off) the first time it is used. Only one process may open a directory at a
-    /// time (not enforced).
+    /// time: a second open fails with [`StoreError::Locked`].
     pub fn open_with(dir: impl AsRef<Path>, opts: EmbeddedOptions) -> Result<Self> {
         opts.retention.validate()?;
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(StoreError::Locked { dir }),
+            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io(&lock_path, e)),
+        }
         check_format(&dir, &opts.retention)?;
         let mut partitions = BTreeMap::new();
         let entries = fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))?;
@@ -130,6 +145,7 @@ impl EmbeddedStore {
             torn_tails: AtomicU64::new(0),
             bytes_dropped: AtomicU64::new(0),
             expired_seq: AtomicU64::new(0),
+            _lock: lock,
         })
     }
 
