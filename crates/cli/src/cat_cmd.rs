@@ -33,9 +33,13 @@ pub struct CatArgs {
     /// Output format: `json` (NDJSON) or `sereal` (one document per event).
     #[arg(long, default_value = "json")]
     format: String,
-    /// The data directory of an embedded store (as `sluice serve --data` writes it).
-    #[arg(long, default_value = "./data")]
+    /// The data directory of an embedded store (as `sluice serve --data` writes it). Only
+    /// while no server is running on it: a live server is read with `--server`.
+    #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
+    /// Read from a running server instead (e.g. http://127.0.0.1:8180).
+    #[arg(long)]
+    server: Option<String>,
 }
 
 /// Run `sluice cat`.
@@ -51,6 +55,9 @@ pub fn run(a: CatArgs) -> Result<()> {
         .collect::<std::result::Result<Vec<_>, _>>()
         .context("--select")?;
     let filter = a.filter.as_deref().map(Filter::parse).transpose().context("--where")?;
+    if let Some(server) = &a.server {
+        return from_server(server, from, to, &a);
+    }
     if !a.data.is_dir() {
         bail!("{}: no such data directory", a.data.display());
     }
@@ -62,6 +69,51 @@ pub fn run(a: CatArgs) -> Result<()> {
     let summary = range::write_items(reader, format, out, |w| eprintln!("sluice: warning: {w}"))?;
     if summary.warnings > 0 {
         bail!("{} chunk(s) could not be read (see the warnings above); {} events printed", summary.warnings, summary.events);
+    }
+    Ok(())
+}
+
+/// `cat --server`: stream `GET /v1/events` to standard output; the server reports unreadable
+/// chunks in a final `{"_sluice":{"warnings":[...]}}` line, which goes to stderr instead.
+fn from_server(server: &str, from: i64, to: i64, a: &CatArgs) -> Result<()> {
+    use std::io::{BufRead, Write};
+    let url = format!("{}/v1/events", server.trim_end_matches('/'));
+    let agent = ureq::AgentBuilder::new().timeout_connect(std::time::Duration::from_secs(10)).build();
+    let mut req = agent.get(&url).query("from", &from.to_string()).query("to", &to.to_string()).query("format", &a.format);
+    for (k, v) in [("dc", &a.dc), ("type", &a.type_), ("subtype", &a.subtype), ("where", &a.filter)] {
+        if let Some(v) = v {
+            req = req.query(k, v);
+        }
+    }
+    for p in &a.select {
+        req = req.query("select", p);
+    }
+    let resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(code, r)) => bail!("{url}: {code}: {}", r.into_string().unwrap_or_default().trim()),
+        Err(e) => bail!("{url}: {e}"),
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if a.format != "json" {
+        std::io::copy(&mut resp.into_reader(), &mut out)?;
+        out.flush()?;
+        return Ok(());
+    }
+    let mut warnings = 0usize;
+    for line in std::io::BufReader::new(resp.into_reader()).lines() {
+        let line = line.context("reading the response")?;
+        if line.starts_with("{\"_sluice\"") {
+            eprintln!("sluice: {line}");
+            warnings += 1;
+            continue;
+        }
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    if warnings > 0 {
+        bail!("the server could not read part of the range (see above)");
     }
     Ok(())
 }

@@ -46,6 +46,21 @@ pub struct GenArgs {
     format: GenFormat,
     #[command(flatten)]
     encode: EncodeFlags,
+    /// Send to this UDP address instead of printing.
+    #[arg(long, conflicts_with_all = ["tcp", "http"])]
+    udp: Option<String>,
+    /// Send to this TCP address (acknowledged) instead of printing.
+    #[arg(long, conflicts_with_all = ["udp", "http"])]
+    tcp: Option<String>,
+    /// POST to this base URL (acknowledged) instead of printing, e.g. http://127.0.0.1:8180.
+    #[arg(long, conflicts_with_all = ["udp", "tcp"])]
+    http: Option<String>,
+    /// Live mode: events carry the current second and are paced at --rate events per second of
+    /// wall-clock time; --count 0 runs until interrupted.
+    #[arg(long)]
+    live: bool,
+    #[command(flatten)]
+    tuning: crate::emit_cmd::Tuning,
 }
 
 /// Run `sluice gen`.
@@ -81,6 +96,9 @@ pub fn run(a: GenArgs) -> Result<()> {
         web_json_bytes: a.size,
         ..GenConfig::default()
     };
+    if a.live || a.udp.is_some() || a.tcp.is_some() || a.http.is_some() {
+        return send(&a, cfg);
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match a.format {
@@ -91,5 +109,65 @@ pub fn run(a: GenArgs) -> Result<()> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// Generate and send (or print, paced) event by event: `--live` and the transport flags.
+fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
+    if matches!(a.format, GenFormat::Sereal) {
+        bail!("--format sereal writes a file; transports and --live send NDJSON");
+    }
+    let target = crate::emit_cmd::Target { udp: a.udp.clone(), tcp: a.tcp.clone(), http: a.http.clone() };
+    let mut sender = if target.udp.is_some() || target.tcp.is_some() || target.http.is_some() {
+        Some(crate::emit_cmd::Sender::connect(&target, &a.tuning)?)
+    } else {
+        None
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let forever = a.live && a.count == 0;
+    let mut gen = sluice_gen::Generator::new(GenConfig { count: if forever { usize::MAX } else { cfg.count }, ..cfg });
+    let started = std::time::Instant::now();
+    let mut line = Vec::with_capacity(1024);
+    let mut i: u64 = 0;
+    for mut event in gen.by_ref() {
+        if a.live {
+            // Pace to --rate per second of wall time, and stamp the current second.
+            let due = std::time::Duration::from_secs_f64(i as f64 / a.rate as f64);
+            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                if let Some(s) = sender.as_mut() {
+                    s.flush()?;
+                }
+                out.flush()?;
+                std::thread::sleep(wait);
+            }
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+            if let sereal::Value::Hash(entries) = &mut event {
+                for (k, v) in entries.iter_mut() {
+                    if k.as_bytes() == b"epoch" {
+                        *v = sereal::Value::Int(now);
+                    }
+                }
+            }
+        }
+        line.clear();
+        sereal::json::to_writer(&mut line, &event)?;
+        match sender.as_mut() {
+            Some(s) => s.send_line(&line)?,
+            None => {
+                out.write_all(&line)?;
+                out.write_all(b"\n")?;
+            }
+        }
+        i += 1;
+    }
+    out.flush()?;
+    if let Some(s) = sender {
+        let sent = s.finish()?;
+        eprintln!("sluice: sent {} events in {} messages ({} refused)", sent.events, sent.messages, sent.refused);
+        if sent.refused > 0 {
+            bail!("{} events were refused", sent.refused);
+        }
+    }
     Ok(())
 }

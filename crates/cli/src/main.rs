@@ -6,8 +6,10 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cat_cmd;
+mod emit_cmd;
 mod gen_cmd;
 mod sereal_cmd;
+mod serve_cmd;
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -31,6 +33,10 @@ enum Command {
     Gen(gen_cmd::GenArgs),
     /// Print the events of a time range from a data directory.
     Cat(cat_cmd::CatArgs),
+    /// Run the collector, store and HTTP API in one process.
+    Serve(serve_cmd::ServeArgs),
+    /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
+    Emit(emit_cmd::EmitArgs),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +45,8 @@ fn main() -> ExitCode {
         Command::Sereal(cmd) => sereal_cmd::run(cmd),
         Command::Gen(args) => gen_cmd::run(args),
         Command::Cat(args) => cat_cmd::run(args),
+        Command::Emit(args) => emit_cmd::run(args),
+        Command::Serve(args) => serve_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,76 @@
+//! `sluice serve`: collector + store + HTTP API in one process, zero configuration needed.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use sluice_server::ServerConfig;
+
+/// Flags of `sluice serve`. Flags override the config file; the file overrides the defaults.
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A TOML config file (every key optional; see crates/server/README.md).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory of the embedded store (default ./data).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// HTTP address (default 127.0.0.1:8180), or `off`.
+    #[arg(long)]
+    http: Option<String>,
+    /// This collector's data-centre id, filled into events that carry none (default `local`).
+    #[arg(long)]
+    dc: Option<String>,
+    /// Seconds to wait after a second ends before storing it (default 1).
+    #[arg(long)]
+    grace: Option<u64>,
+    /// Blob profile: `default` (protocol 5 + zstd) or `original` (protocol 3 + zlib).
+    #[arg(long)]
+    profile: Option<String>,
+}
+
+/// `ADDR` or `off`.
+pub fn parse_listen(flag: &str, value: &str) -> Result<Option<SocketAddr>> {
+    if value == "off" {
+        return Ok(None);
+    }
+    value.parse().map(Some).with_context(|| format!("--{flag} {value:?}: expected ADDR:PORT or off"))
+}
+
+/// Build the configuration from the file and the flags.
+pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
+    let mut c = match &a.config {
+        Some(path) => ServerConfig::load(path).with_context(|| path.display().to_string())?,
+        None => ServerConfig::default(),
+    };
+    if let Some(d) = &a.data {
+        c.data_dir = d.clone();
+    }
+    if let Some(h) = &a.http {
+        c.http = parse_listen("http", h)?;
+    }
+    if let Some(dc) = &a.dc {
+        c.dc = dc.clone();
+    }
+    if let Some(g) = a.grace {
+        c.grace_secs = g;
+    }
+    if let Some(p) = &a.profile {
+        c.profile = p.clone();
+    }
+    Ok(c)
+}
+
+/// Run `sluice serve` until SIGTERM or Ctrl-C; open seconds are stored before it exits.
+pub fn run(a: ServeArgs) -> Result<()> {
+    let config = config(&a)?;
+    eprintln!(
+        "sluice: serving from {} (http {})",
+        config.data_dir.display(),
+        config.http.map_or("off".to_owned(), |h| h.to_string())
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    runtime.block_on(sluice_server::run(config, sluice_server::shutdown_signal()))?;
+    Ok(())
+}
