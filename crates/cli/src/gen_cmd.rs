@@ -129,8 +129,7 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     let mut gen = sluice_gen::Generator::new(GenConfig { count: if forever { usize::MAX } else { cfg.count }, ..cfg });
     let started = std::time::Instant::now();
     let mut line = Vec::with_capacity(1024);
-    let mut i: u64 = 0;
-    for mut event in gen.by_ref() {
+    for (i, mut event) in (0_u64..).zip(gen.by_ref()) {
         if a.live {
             // Pace to --rate per second of wall time, and stamp the current second.
             let due = std::time::Duration::from_secs_f64(i as f64 / a.rate as f64);
@@ -159,7 +158,6 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
                 out.write_all(b"\n")?;
             }
         }
-        i += 1;
     }
     out.flush()?;
     if let Some(s) = sender {
