@@ -10,6 +10,7 @@ mod emit_cmd;
 mod gen_cmd;
 mod sereal_cmd;
 mod serve_cmd;
+mod tail_cmd;
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -35,6 +36,8 @@ enum Command {
     Cat(cat_cmd::CatArgs),
     /// Run the collector, store and HTTP API in one process.
     Serve(serve_cmd::ServeArgs),
+    /// Follow the live stream (history first), resumable from a cursor.
+    Tail(tail_cmd::TailArgs),
     /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
     Emit(emit_cmd::EmitArgs),
 }
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Cat(args) => cat_cmd::run(args),
         Command::Emit(args) => emit_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
+        Command::Tail(args) => tail_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
