@@ -1,49 +1,60 @@
 #!/usr/bin/env bash
-# `make run`: what a newcomer should see in the first minute. Until the pipeline lands this shows
-# the codec: events generated, packed the original way (protocol 3 + zlib + dedupe, what the
-# Booking.com system stored) and the new default way (protocol 5 + zstd), read back, dumped, and
-# the shared vectors from other implementations decoded.
+# `make run`: what a newcomer should see in the first minute. Starts `sluice serve` on a fresh
+# data directory, feeds it live events from `sluice gen` over HTTP, follows them with
+# `sluice tail`, reads a range back with `sluice cat`, shows the metrics, shuts down cleanly;
+# then a look at the blobs themselves (Sereal, read by the Perl reference too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 S=target/release/sluice
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+port=${SLUICE_DEMO_PORT:-18180}
+url=http://127.0.0.1:$port
+server=""
+cleanup() { [[ -n $server ]] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1000 generated events (sluice gen), first one:"
-$S gen --count 1000 --seed 7 > "$work/events.ndjson"
-head -1 "$work/events.ndjson"
-printf '%s bytes of NDJSON\n' "$(wc -c < "$work/events.ndjson")"
+step "sluice serve --data $work/data --http 127.0.0.1:$port"
+$S serve --data "$work/data" --http "127.0.0.1:$port" --grace 1 2> "$work/serve.log" &
+server=$!
+for _ in $(seq 100); do curl -fsS "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
+curl -fsS "$url/healthz"; echo
 
-step "One second of events as one blob, two ways:"
-$S gen --count 1000 --seed 7 --format sereal --protocol 3 --compress zlib --dedupe > "$work/original.srl"
-$S gen --count 1000 --seed 7 --format sereal --protocol 5 --compress zstd --level 19 --dedupe > "$work/default.srl"
-printf '  original (v3 + zlib + dedupe): %7d bytes\n' "$(wc -c < "$work/original.srl")"
-printf '  default  (v5 + zstd + dedupe): %7d bytes\n' "$(wc -c < "$work/default.srl")"
+step "sluice gen --live --rate 400 --http $url   (5 seconds of live WEB/CRON/LB events)"
+$S gen --live --rate 400 --count 2000 --http "$url" &
+gen=$!
 
-step "Read back (sluice sereal decode | jq-able JSON), event 0 of the zlib blob:"
-$S sereal decode "$work/original.srl" | head -c 400; echo " …"
+step "sluice tail --server $url --select type,dc,status,timings.total_ms   (first 8 events as they are stored)"
+$S tail --server "$url" --from -10s --select type,dc,status,timings.total_ms --limit 8 2>/dev/null | head -8 || true
+wait $gen
 
-if perl -MSereal::Decoder -e 1 2>/dev/null; then
-  step "The Perl reference reads our blob too (Sereal::Decoder):"
-  perl -MSereal::Decoder=decode_sereal -e 'local $/; my $d = decode_sereal(<STDIN>); my %n; $n{$_->{type}}++ for @$d;
-    printf "  %d events: %s\n", scalar @$d, join(", ", map { "$_ $n{$_}" } sort keys %n)' < "$work/original.srl"
-fi
+sleep 2.5   # the last second closes (grace 1 s) and is stored
+step "sluice cat --server $url --from -1m   (a range, back in epoch order)"
+total=$($S cat --server "$url" --from -1m | wc -l)
+echo "$total events stored and readable"
+echo "server errors, WEB only:  $S cat --server $url --from -1m --type WEB --where 'status >= 500' --select status,path"
+$S cat --server "$url" --from -1m --type WEB --where 'status >= 500' --select status,path | head -3
 
-step "Only some fields, read lazily (sluice sereal decode --select), first 5 events:"
-$S sereal decode --select 'type,dc,status,timings.total_ms,experiments[*].id' "$work/default.srl" | head -5
+step "curl $url/metrics"
+curl -fsS "$url/metrics" | grep -E '^sluice_(events_in|blobs_written|events_flushed|drops)' | head -8
 
-step "The tags of a small document (sluice sereal decode --dump):"
+step "SIGTERM: open seconds are stored, then the process exits"
+kill -TERM "$server"; wait "$server" || true; server=""
+echo "data directory: $(du -sh "$work/data" | cut -f1), $($S cat --data "$work/data" --from -2m | wc -l) events"
+
+step "A stored blob is a Sereal document (+ '=chk' + SHA-1); the tags of a small one:"
 echo '[{"cpu":5},{"cpu":99}]' | $S sereal encode --protocol 3 - | tee "$work/cpu.srl" | xxd -p
 $S sereal decode --dump "$work/cpu.srl"
 
-step "Documents written by other implementations (shared/sereal/vectors):"
-for f in ../shared/sereal/vectors/ruby_test/example-perl-object.srl ../shared/sereal/vectors/Erlang_Sereal_test_cases_maps_tuple/test4.srl; do
-  [[ -f $f ]] || continue
-  printf '  %s:\n    ' "${f#../shared/sereal/vectors/}"
-  $S sereal decode "$f" | head -c 300; echo
-done
+step "One second packed the original way (protocol 3 + zlib + dedupe) and the new default (protocol 5 + zstd):"
+$S gen --count 1000 --seed 7 --format sereal --protocol 3 --compress zlib --dedupe > "$work/original.srl"
+$S gen --count 1000 --seed 7 --format sereal --protocol 5 --compress zstd --dedupe > "$work/default.srl"
+printf '  original: %7d bytes   default: %7d bytes   (NDJSON: %d bytes)\n' "$(wc -c < "$work/original.srl")" "$(wc -c < "$work/default.srl")" "$($S gen --count 1000 --seed 7 | wc -c)"
+if perl -MSereal::Decoder -e 1 2>/dev/null; then
+  perl -MSereal::Decoder=decode_sereal -e 'local $/; my $d = decode_sereal(<STDIN>); my %n; $n{$_->{type}}++ for @$d;
+    printf "  the Perl reference reads it: %d events (%s)\n", scalar @$d, join(", ", map { "$_ $n{$_}" } sort keys %n)' < "$work/original.srl"
+fi
 
 step "Bad input gives one line and exit 1:"
 printf '=\xf3rl\x03\x00\x2b\x05\x01' | $S sereal decode - || echo "  (exit $?)"

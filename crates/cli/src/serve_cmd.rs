@@ -19,6 +19,12 @@ pub struct ServeArgs {
     /// HTTP address (default 127.0.0.1:8180), or `off`.
     #[arg(long)]
     http: Option<String>,
+    /// TCP address for acknowledged NDJSON / Sereal-frame ingest (default 127.0.0.1:8181), or `off`.
+    #[arg(long)]
+    tcp: Option<String>,
+    /// UDP address for fire-and-forget datagrams (default 127.0.0.1:8182), or `off`.
+    #[arg(long)]
+    udp: Option<String>,
     /// This collector's data-centre id, filled into events that carry none (default `local`).
     #[arg(long)]
     dc: Option<String>,
@@ -50,6 +56,12 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     if let Some(h) = &a.http {
         c.http = parse_listen("http", h)?;
     }
+    if let Some(t) = &a.tcp {
+        c.tcp = parse_listen("tcp", t)?;
+    }
+    if let Some(u) = &a.udp {
+        c.udp = parse_listen("udp", u)?;
+    }
     if let Some(dc) = &a.dc {
         c.dc = dc.clone();
     }
@@ -65,10 +77,13 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
 /// Run `sluice serve` until SIGTERM or Ctrl-C; open seconds are stored before it exits.
 pub fn run(a: ServeArgs) -> Result<()> {
     let config = config(&a)?;
+    let show = |a: Option<SocketAddr>| a.map_or("off".to_owned(), |a| a.to_string());
     eprintln!(
-        "sluice: serving from {} (http {})",
+        "sluice: serving from {} (http {}, tcp {}, udp {})",
         config.data_dir.display(),
-        config.http.map_or("off".to_owned(), |h| h.to_string())
+        show(config.http),
+        show(config.tcp),
+        show(config.udp)
     );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(sluice_server::run(config, sluice_server::shutdown_signal()))?;

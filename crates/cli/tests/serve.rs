@@ -41,9 +41,12 @@ fn serve_ingest_read_and_shutdown() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-data");
     let _ = std::fs::remove_dir_all(&dir);
     let port = free_port();
+    let tcp_port = free_port();
+    let udp_port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["serve", "--data", dir.to_str().expect("path"), "--http", &format!("127.0.0.1:{port}"), "--grace", "1"])
+        .args(["--tcp", &format!("127.0.0.1:{tcp_port}"), "--udp", &format!("127.0.0.1:{udp_port}")])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -83,6 +86,36 @@ fn serve_ingest_read_and_shutdown() {
     assert!(filtered.status.success());
     assert!(lines(&filtered).iter().all(|l| l.contains("\"status\":5")));
 
+    // The live tail through the server (SSE) starts with the same history, then resumes from
+    // its cursor with nothing new to print.
+    let tail = sluice(&["tail", "--server", &url, "--from", &from, "--limit", &expected.len().to_string()]);
+    assert!(tail.status.success(), "{}", String::from_utf8_lossy(&tail.stderr));
+    let mut t: Vec<String> = lines(&tail).iter().map(|l| canonical(l)).collect();
+    t.sort();
+    assert_eq!(t, b, "tail --server delivers the history exactly once");
+    let stderr = String::from_utf8_lossy(&tail.stderr);
+    let cursor = stderr.lines().find_map(|l| l.strip_prefix("sluice: cursor ")).expect("a cursor on stderr").to_owned();
+    let more = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["emit", "--tcp", &format!("127.0.0.1:{tcp_port}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("emit");
+    {
+        use std::io::Write;
+        let mut child = more;
+        let line = format!("{{\"type\":\"TAILTEST\",\"epoch\":{},\"n\":1}}\n", now);
+        child.stdin.take().expect("stdin").write_all(line.as_bytes()).expect("write");
+        let out = child.wait_with_output().expect("emit wait");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let resumed = sluice(&["tail", "--server", &url, "--cursor", &cursor, "--limit", "1"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let new_lines = lines(&resumed);
+    assert_eq!(new_lines.len(), 1, "only the new event: {new_lines:?}");
+    assert!(new_lines[0].contains("TAILTEST"));
+
     // SIGTERM: a clean shutdown, and the data directory reads back the same.
     let pid = server.0.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
@@ -90,7 +123,8 @@ fn serve_ingest_read_and_shutdown() {
     assert!(status.success(), "serve exited with {status:?}");
     let offline = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
     assert!(offline.status.success(), "{}", String::from_utf8_lossy(&offline.stderr));
-    let mut c: Vec<String> = lines(&offline).iter().map(|l| canonical(l)).collect();
+    let mut c: Vec<String> = lines(&offline).iter().filter(|l| !l.contains("TAILTEST")).map(|l| canonical(l)).collect();
     c.sort();
     assert_eq!(c, b);
+    assert_eq!(lines(&offline).iter().filter(|l| l.contains("TAILTEST")).count(), 1);
 }

@@ -7,15 +7,17 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer};
 use sluice_blob::{BlobOptions, Profile};
 use sluice_collector::aggregate::AggregatorConfig;
+use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
+use std::time::Duration;
 
 use crate::Error;
 
 /// Default HTTP port (ingest, read API, `/metrics`): `127.0.0.1:8180`.
 pub const DEFAULT_HTTP_PORT: u16 = 8180;
-/// Default TCP ingest port (NDJSON lines / Sereal frames), reserved: `8181` (not served yet).
+/// Default TCP ingest port (NDJSON lines / Sereal frames): `8181`.
 pub const DEFAULT_TCP_PORT: u16 = 8181;
-/// Default UDP ingest port (one payload per datagram), reserved: `8182` (not served yet).
+/// Default UDP ingest port (one payload per datagram): `8182`.
 pub const DEFAULT_UDP_PORT: u16 = 8182;
 
 /// Settings of the server. Every field has a default (`ServerConfig::default()`, or an empty
@@ -37,7 +39,21 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// request_timeout_secs = 30
 /// queue = 64                   # payloads waiting for the pipeline
 /// expire_interval_secs = 3600
+/// # wal_dir = "./data/wal"     # write-ahead log (default <data_dir>/wal)
+/// fsync = "batch"              # always | batch | batch:<ms> | never (see below)
+/// tcp = "127.0.0.1:8181"       # or "off"
+/// tcp_max_connections = 1024
+/// tcp_idle_timeout_secs = 300  # no new message for this long: connection closed
+/// udp = "127.0.0.1:8182"       # or "off"
+/// udp_recv_buffer_bytes = 33554432
 /// ```
+///
+/// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
+/// once their WAL record is durable under this policy. `always`: one fsync per payload, on the
+/// pipeline thread. `batch` (default; `batch:<ms>` sets the background period, default 5 ms):
+/// group commit — a payload is acknowledged after an fsync covering it, shared by every
+/// payload appended meanwhile. `never`: acknowledged once written to the OS: survives SIGKILL
+/// of the process, not an OS crash or power loss.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
@@ -74,6 +90,25 @@ pub struct ServerConfig {
     pub queue: usize,
     /// How often expired partitions are dropped (default 3600 s).
     pub expire_interval_secs: u64,
+    /// Directory of the write-ahead log (default `<data_dir>/wal`).
+    pub wal_dir: Option<PathBuf>,
+    /// WAL fsync policy: `always`, `batch` (default, 5 ms), `batch:<ms>` or `never`.
+    pub fsync: String,
+    /// TCP ingest address (default `127.0.0.1:8181`, [`DEFAULT_TCP_PORT`]); `None` (TOML:
+    /// `"off"`) disables it. Protocol: see the crate README.
+    #[serde(deserialize_with = "de_addr")]
+    pub tcp: Option<SocketAddr>,
+    /// Most simultaneous TCP connections (default 1024); more wait in the accept backlog.
+    pub tcp_max_connections: usize,
+    /// A TCP connection that sends no new message for this long is closed (default 300 s).
+    /// Once a message has begun, the rest of it must arrive within `request_timeout_secs`.
+    pub tcp_idle_timeout_secs: u64,
+    /// UDP ingest address (default `127.0.0.1:8182`, [`DEFAULT_UDP_PORT`]); `None` (TOML:
+    /// `"off"`) disables it.
+    #[serde(deserialize_with = "de_addr")]
+    pub udp: Option<SocketAddr>,
+    /// Requested UDP receive buffer (`SO_RCVBUF`), bytes (default 32 MiB).
+    pub udp_recv_buffer_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -97,6 +132,19 @@ impl Default for ServerConfig {
             request_timeout_secs: 30,
             queue: 64,
             expire_interval_secs: 3600,
+            wal_dir: None,
+            fsync: "batch".into(),
+            tcp: Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::LOCALHOST,
+                DEFAULT_TCP_PORT,
+            ))),
+            tcp_max_connections: 1024,
+            tcp_idle_timeout_secs: 300,
+            udp: Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::LOCALHOST,
+                DEFAULT_UDP_PORT,
+            ))),
+            udp_recv_buffer_bytes: 32 << 20,
         }
     }
 }
@@ -158,8 +206,49 @@ impl ServerConfig {
         })
     }
 
+    /// The WAL directory: `wal_dir`, or `<data_dir>/wal`.
+    pub fn wal_path(&self) -> PathBuf {
+        self.wal_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("wal"))
+    }
+
+    /// The WAL settings this configuration implies (`fsync` parsed).
+    pub fn wal_config(&self) -> Result<WalConfig, Error> {
+        let fsync = match self.fsync.as_str() {
+            "always" => FsyncPolicy::Always,
+            "never" => FsyncPolicy::Never,
+            "batch" => FsyncPolicy::Batch {
+                max_delay: Duration::from_millis(5),
+            },
+            other => match other
+                .strip_prefix("batch:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+            {
+                Some(ms) if ms > 0 => FsyncPolicy::Batch {
+                    max_delay: Duration::from_millis(ms),
+                },
+                _ => {
+                    return Err(Error::Config(format!(
+                        "fsync: {other:?} is not always, batch, batch:<ms> or never"
+                    )))
+                }
+            },
+        };
+        Ok(WalConfig {
+            fsync,
+            ..WalConfig::default()
+        })
+    }
+
     /// Checks the values that are not checked elsewhere.
     pub fn validate(&self) -> Result<(), Error> {
+        self.wal_config()?;
+        if self.tcp_max_connections == 0 || self.tcp_idle_timeout_secs == 0 {
+            return Err(Error::Config(
+                "tcp_max_connections and tcp_idle_timeout_secs must be positive".into(),
+            ));
+        }
         if self.queue == 0 || self.request_timeout_secs == 0 || self.expire_interval_secs == 0 {
             return Err(Error::Config(
                 "queue, request_timeout_secs and expire_interval_secs must be positive".into(),

@@ -29,6 +29,7 @@ pub(crate) struct AppState {
     pub store: Arc<dyn Store>,
     pub metrics: SharedMetrics,
     pub timeout: Duration,
+    pub wal: Arc<sluice_collector::wal::Wal>,
 }
 
 pub(crate) fn router(state: AppState, max_body: usize) -> Router {
@@ -40,6 +41,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
             "/buckets/substreams/{name}/keys/{key}",
             get(get_substream_blob),
         )
+        .route("/v1/tail", get(crate::tail::tail))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max_body))
@@ -54,7 +56,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         .with_state(state)
 }
 
-fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
     let body = serde_json::json!({ "error": msg.into() });
     (
         status,
@@ -73,24 +75,16 @@ fn json(status: StatusCode, value: serde_json::Value) -> Response {
         .into_response()
 }
 
+/// Answers once the payload's WAL record is durable (see [`crate::pipeline::durable`]).
 async fn post_events(State(st): State<AppState>, body: Bytes) -> Response {
-    let (reply, rx) = oneshot::channel();
-    if st
-        .tx
-        .send(Msg::Ingest {
-            transport: "http",
-            payload: body,
-            reply,
-        })
-        .await
-        .is_err()
-    {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
-    }
-    let Ok(summary) = rx.await else {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
+    let rx = match crate::pipeline::submit(&st.tx, "http", body).await {
+        Ok(rx) => rx,
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
     };
-    ingest_response(&summary)
+    match crate::pipeline::durable(rx, &st.wal).await {
+        Ok(summary) => ingest_response(&summary),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
 }
 
 fn ingest_response(s: &IngestSummary) -> Response {
@@ -362,7 +356,7 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             reason.as_str()
         );
     }
-    let rows: [(&str, &str, &str, f64); 12] = [
+    let rows: [(&str, &str, &str, f64); 24] = [
         (
             "sluice_payloads_total",
             "Payloads received.",
@@ -438,6 +432,78 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             "Time partitions dropped by retention.",
             "counter",
             m.partitions_expired as f64,
+        ),
+        (
+            "sluice_wal_replayed_records",
+            "WAL records replayed at start.",
+            "gauge",
+            m.wal_replayed_records as f64,
+        ),
+        (
+            "sluice_wal_appends_total",
+            "Payloads logged in the WAL.",
+            "counter",
+            m.wal_appends as f64,
+        ),
+        (
+            "sluice_wal_errors_total",
+            "WAL append or checkpoint errors.",
+            "counter",
+            m.wal_errors as f64,
+        ),
+        (
+            "sluice_wal_checkpointed_seq",
+            "Highest WAL record whose events are stored.",
+            "gauge",
+            m.wal_checkpointed_seq as f64,
+        ),
+        (
+            "sluice_tcp_connections_total",
+            "TCP connections accepted.",
+            "counter",
+            m.tcp_connections as f64,
+        ),
+        (
+            "sluice_tcp_connections_open",
+            "TCP connections open.",
+            "gauge",
+            m.tcp_connections_open as f64,
+        ),
+        (
+            "sluice_udp_datagrams_total",
+            "UDP datagrams received.",
+            "counter",
+            m.udp_datagrams as f64,
+        ),
+        (
+            "sluice_udp_bytes_total",
+            "UDP payload bytes received.",
+            "counter",
+            m.udp_bytes as f64,
+        ),
+        (
+            "sluice_udp_truncated_total",
+            "UDP datagrams over the largest size, dropped.",
+            "counter",
+            m.udp_truncated as f64,
+        ),
+        (
+            "sluice_udp_kernel_drops_total",
+            "UDP datagrams the kernel dropped before Sluice read them.",
+            "counter",
+            m.udp_kernel_drops as f64,
+        ),
+        (
+            "sluice_udp_payloads_total",
+            "UDP datagrams ingested (same as datagrams).",
+            "counter",
+            m.udp_datagrams as f64,
+        ),
+        (
+            "sluice_tcp_messages_total",
+            "TCP messages (lines or frames) received.",
+            "counter",
+            m.tcp_messages as f64,
         ),
     ];
     for (name, help, kind, v) in rows {

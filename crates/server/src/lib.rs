@@ -9,8 +9,11 @@
 //! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
 //! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
 //! ticker asks it to flush due epochs every second; reads run on blocking threads and stream.
-//! The crate README lists the endpoints, the formats and what is missing (notably: an ingest
-//! acknowledgement is not yet durable).
+//! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
+//! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
+//! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload
+//! per datagram, fire and forget. The crate README lists the endpoints, the protocols and what
+//! is missing.
 //!
 //! ```no_run
 //! let cfg = sluice_server::ServerConfig { http: Some("127.0.0.1:0".parse().unwrap()), ..Default::default() };
@@ -25,6 +28,9 @@
 pub mod config;
 pub mod http;
 pub mod pipeline;
+pub mod tail;
+pub mod tcp;
+pub mod udp;
 
 use std::fmt;
 use std::future::Future;
@@ -35,7 +41,10 @@ use std::time::Duration;
 use sluice_collector::aggregate::Aggregator;
 use sluice_collector::Ingestor;
 use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
-use tokio::sync::{mpsc, oneshot};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use sluice_collector::wal::Wal;
+use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
 pub use pipeline::{IngestSummary, Metrics};
@@ -79,28 +88,86 @@ pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
     Ok(Arc::new(store))
 }
 
+/// The sockets a server serves, bound before it starts.
+pub(crate) struct Sockets {
+    http: Option<tokio::net::TcpListener>,
+    tcp: Option<tokio::net::TcpListener>,
+    udp: Option<UdpHandle>,
+}
+
+/// The UDP thread, its socket bound, waiting for its context (the receiver is not `Send`, so
+/// it is bound on the thread that uses it).
+pub(crate) struct UdpHandle {
+    addr: SocketAddr,
+    ctx: std::sync::mpsc::Sender<udp::UdpContext>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn bind_udp(config: &ServerConfig) -> Result<Option<UdpHandle>> {
+    let Some(addr) = config.udp else {
+        return Ok(None);
+    };
+    let cfg = sluice_udp::UdpConfig {
+        recv_buffer_bytes: config.udp_recv_buffer_bytes,
+        ..sluice_udp::UdpConfig::default()
+    };
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+    let (ctx, ctx_rx) = std::sync::mpsc::channel::<udp::UdpContext>();
+    let thread = std::thread::Builder::new()
+        .name("sluice-udp".into())
+        .spawn(move || {
+            let receiver = match sluice_udp::UdpReceiver::bind(addr, cfg)
+                .and_then(|r| r.local_addr().map(|a| (r, a)))
+            {
+                Ok((r, a)) => {
+                    let _ = bound_tx.send(Ok(a));
+                    r
+                }
+                Err(e) => {
+                    let _ = bound_tx.send(Err(e));
+                    return;
+                }
+            };
+            if let Ok(ctx) = ctx_rx.recv() {
+                ctx.run(receiver);
+            }
+        })
+        .map_err(|e| Error::Io(format!("starting the UDP thread: {e}")))?;
+    match bound_rx.recv() {
+        Ok(Ok(addr)) => Ok(Some(UdpHandle { addr, ctx, thread })),
+        Ok(Err(e)) => Err(Error::Io(format!("binding UDP {addr}: {e}"))),
+        Err(_) => Err(Error::Internal("the UDP thread died".into())),
+    }
+}
+
 /// Runs the server until `shutdown` completes (e.g. `tokio::signal::ctrl_c()`), then stops
 /// accepting, finishes in-flight requests, flushes every open epoch and syncs the store.
-/// Binds `config.http` itself.
+/// Binds `config.http`, `config.tcp` and `config.udp` itself.
 pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    let listener = match config.http {
-        Some(addr) => {
-            let l = tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
-            Some(l)
-        }
-        None => None,
-    };
-    run_with(config, listener, shutdown).await
+    config.validate()?;
+    let mut tcp_listeners = Vec::new();
+    for addr in [config.http, config.tcp] {
+        tcp_listeners.push(match addr {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?,
+            ),
+            None => None,
+        });
+    }
+    let tcp = tcp_listeners.pop().flatten();
+    let http = tcp_listeners.pop().flatten();
+    let udp = bind_udp(&config)?;
+    run_with(config, Sockets { http, tcp, udp }, shutdown).await
 }
 
 async fn run_with(
     config: ServerConfig,
-    listener: Option<tokio::net::TcpListener>,
+    sockets: Sockets,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
@@ -110,6 +177,30 @@ async fn run_with(
     let aggregator = Aggregator::new(config.aggregator_config()?, store.clone())
         .map_err(|e| Error::Config(e.to_string()))?;
     let metrics = Arc::new(Mutex::new(Metrics::default()));
+
+    // Open the WAL and replay it into the aggregator before serving anything.
+    let (ingestor, aggregator, wal, replayed) = {
+        let dir = config.wal_path();
+        let wal_cfg = config.wal_config()?;
+        tokio::task::spawn_blocking(move || -> Result<_> {
+            let (wal, records) = Wal::open(&dir, wal_cfg).map_err(|e| Error::Io(e.to_string()))?;
+            let (mut ingestor, mut aggregator) = (ingestor, aggregator);
+            for r in &records {
+                let out = ingestor.ingest(&r.payload, r.now);
+                aggregator.add_logged(out.events, r.now, r.seq);
+            }
+            Ok((ingestor, aggregator, Arc::new(wal), records.len() as u64))
+        })
+        .await
+        .map_err(|e| Error::Internal(e.to_string()))??
+    };
+    {
+        let mut m = metrics.lock().unwrap();
+        m.wal_replayed_records = replayed;
+        m.pending_events = aggregator.pending_events();
+        m.wal_checkpointed_seq = wal.checkpointed();
+    }
+
     let (tx, rx) = mpsc::channel(config.queue);
     let pipe = pipeline::Pipeline {
         ingestor,
@@ -117,6 +208,7 @@ async fn run_with(
         store: store.clone(),
         metrics: metrics.clone(),
         expire_every: config.expire_interval_secs as i64,
+        wal: wal.clone(),
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())
@@ -137,26 +229,70 @@ async fn run_with(
         })
     };
 
-    let result = match listener {
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+
+    let tcp_task = sockets.tcp.map(|listener| {
+        let server = tcp::TcpServer {
+            tx: tx.clone(),
+            wal: wal.clone(),
+            metrics: metrics.clone(),
+            max_message: config.max_body_bytes,
+            idle_timeout: Duration::from_secs(config.tcp_idle_timeout_secs),
+            read_timeout: Duration::from_secs(config.request_timeout_secs),
+            max_connections: config.tcp_max_connections,
+        };
+        tokio::spawn(server.serve(listener, stop_rx.clone()))
+    });
+
+    let udp_stop = Arc::new(AtomicBool::new(false));
+    let udp_thread = match sockets.udp {
+        Some(handle) => {
+            let ctx = udp::UdpContext {
+                tx: tx.clone(),
+                store: store.clone(),
+                metrics: metrics.clone(),
+                ingest: config.ingest_config(),
+                dc: config.dc.clone(),
+                stop: udp_stop.clone(),
+            };
+            let _ = handle.ctx.send(ctx);
+            Some(handle.thread)
+        }
+        None => None,
+    };
+
+    let result = match sockets.http {
         Some(listener) => {
             let state = http::AppState {
                 tx: tx.clone(),
                 store,
                 metrics,
                 timeout: Duration::from_secs(config.request_timeout_secs),
+                wal,
             };
             let app = http::router(state, config.max_body_bytes);
             axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
+                .with_graceful_shutdown(wait_stop(stop_rx.clone()))
                 .await
                 .map_err(|e| Error::Io(format!("HTTP server: {e}")))
         }
         None => {
-            shutdown.await;
+            wait_stop(stop_rx.clone()).await;
             Ok(())
         }
     };
 
+    if let Some(t) = tcp_task {
+        let _ = t.await;
+    }
+    udp_stop.store(true, Ordering::Relaxed);
+    if let Some(t) = udp_thread {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
     ticker.abort();
     let (done_tx, done_rx) = oneshot::channel();
     let sent = tx.send(pipeline::Msg::Shutdown(done_tx)).await.is_ok();
@@ -169,6 +305,11 @@ async fn run_with(
         .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
     result
+}
+
+/// Completes once the shutdown flag is set (or its sender is gone).
+pub(crate) async fn wait_stop(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the `shutdown` future for [`run`] in
@@ -198,6 +339,10 @@ pub async fn shutdown_signal() {
 pub struct RunningServer {
     /// The address the HTTP API is bound to (the real port when `http` asked for port 0).
     pub http_addr: Option<SocketAddr>,
+    /// The TCP ingest address (the real port when `tcp` asked for port 0).
+    pub tcp_addr: Option<SocketAddr>,
+    /// The UDP ingest address (the real port when `udp` asked for port 0).
+    pub udp_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
@@ -233,20 +378,30 @@ impl Drop for RunningServer {
 /// validated here first.
 pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
     config.validate()?;
-    let listener = match config.http {
-        Some(addr) => {
-            let l = std::net::TcpListener::bind(addr)
-                .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
-            l.set_nonblocking(true)
-                .map_err(|e| Error::Io(e.to_string()))?;
-            Some(l)
+    let bind = |addr: Option<SocketAddr>| -> Result<Option<std::net::TcpListener>> {
+        match addr {
+            Some(addr) => {
+                let l = std::net::TcpListener::bind(addr)
+                    .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
+                l.set_nonblocking(true)
+                    .map_err(|e| Error::Io(e.to_string()))?;
+                Ok(Some(l))
+            }
+            None => Ok(None),
         }
-        None => None,
     };
-    let http_addr = match &listener {
-        Some(l) => Some(l.local_addr().map_err(|e| Error::Io(e.to_string()))?),
-        None => None,
+    let http = bind(config.http)?;
+    let tcp = bind(config.tcp)?;
+    let udp = bind_udp(&config)?;
+    let addr_of = |l: &Option<std::net::TcpListener>| -> Result<Option<SocketAddr>> {
+        match l {
+            Some(l) => Ok(Some(l.local_addr().map_err(|e| Error::Io(e.to_string()))?)),
+            None => Ok(None),
+        }
     };
+    let http_addr = addr_of(&http)?;
+    let tcp_addr = addr_of(&tcp)?;
+    let udp_addr = udp.as_ref().map(|u| u.addr);
     let (stop, stopped) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("sluice-server".into())
@@ -257,14 +412,21 @@ pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
                 .build()
                 .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
             rt.block_on(async move {
-                let listener = match listener {
-                    Some(l) => Some(
-                        tokio::net::TcpListener::from_std(l)
-                            .map_err(|e| Error::Io(e.to_string()))?,
-                    ),
-                    None => None,
+                let conv = |l: Option<std::net::TcpListener>| -> Result<_> {
+                    match l {
+                        Some(l) => Ok(Some(
+                            tokio::net::TcpListener::from_std(l)
+                                .map_err(|e| Error::Io(e.to_string()))?,
+                        )),
+                        None => Ok(None),
+                    }
                 };
-                run_with(config, listener, async move {
+                let sockets = Sockets {
+                    http: conv(http)?,
+                    tcp: conv(tcp)?,
+                    udp,
+                };
+                run_with(config, sockets, async move {
                     let _ = stopped.await;
                 })
                 .await
@@ -273,6 +435,8 @@ pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
         .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
     Ok(RunningServer {
         http_addr,
+        tcp_addr,
+        udp_addr,
         stop: Some(stop),
         thread: Some(thread),
     })

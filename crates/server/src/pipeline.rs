@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
-use sluice_collector::{Drop, DropCounters, Ingestor};
+use sluice_collector::wal::Wal;
+use sluice_collector::{Drop, DropCounters, Ingestor, ParsedEvent};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
@@ -21,12 +22,18 @@ pub const MAX_TYPE_LABELS: usize = 256;
 /// What one payload came to.
 #[derive(Debug, Clone, Default)]
 pub struct IngestSummary {
-    /// Events accepted (handed to the aggregator; not yet durable).
+    /// Events accepted (handed to the aggregator; durable once `wal_seq` is, see
+    /// [`Wal::wait_durable`]).
     pub accepted: u64,
     /// What was dropped, in payload order.
     pub dropped: Vec<Drop>,
     /// The whole payload was refused.
     pub rejected: bool,
+    /// The WAL record of the payload (when it had accepted events): acknowledge only after
+    /// `wal.wait_durable(seq)`.
+    pub wal_seq: Option<u64>,
+    /// The payload could not be logged (WAL error): nothing of it was accepted.
+    pub error: Option<String>,
 }
 
 /// A message to the pipeline thread.
@@ -39,6 +46,13 @@ pub enum Msg {
         payload: axum::body::Bytes,
         /// Where the summary goes.
         reply: oneshot::Sender<IngestSummary>,
+    },
+    /// Events parsed elsewhere (UDP: fire and forget, not logged in the WAL).
+    Events {
+        /// Parsed events.
+        events: Vec<ParsedEvent>,
+        /// Their arrival second.
+        now: i64,
     },
     /// Flush due epochs; expire partitions when due.
     Tick,
@@ -73,6 +87,28 @@ pub struct Metrics {
     pub last_write_unix: i64,
     /// Partitions dropped by retention.
     pub partitions_expired: u64,
+    /// WAL records replayed at start.
+    pub wal_replayed_records: u64,
+    /// WAL records appended.
+    pub wal_appends: u64,
+    /// WAL errors (append, checkpoint).
+    pub wal_errors: u64,
+    /// Highest WAL sequence number checkpointed (its events are in the store).
+    pub wal_checkpointed_seq: u64,
+    /// TCP connections accepted.
+    pub tcp_connections: u64,
+    /// TCP connections open now.
+    pub tcp_connections_open: u64,
+    /// TCP messages (lines, frames) received.
+    pub tcp_messages: u64,
+    /// UDP datagrams received (delivered to the ingestor).
+    pub udp_datagrams: u64,
+    /// UDP payload bytes received.
+    pub udp_bytes: u64,
+    /// UDP datagrams over the largest size, dropped.
+    pub udp_truncated: u64,
+    /// UDP datagrams the kernel dropped before Sluice read them.
+    pub udp_kernel_drops: u64,
 }
 
 /// Shared handle to the metrics.
@@ -89,6 +125,7 @@ pub(crate) struct Pipeline {
     pub store: Arc<dyn Store>,
     pub metrics: SharedMetrics,
     pub expire_every: i64,
+    pub wal: Arc<Wal>,
 }
 
 impl Pipeline {
@@ -104,6 +141,10 @@ impl Pipeline {
                 } => {
                     let summary = self.ingest(transport, &payload);
                     let _ = reply.send(summary);
+                }
+                Msg::Events { events, now } => {
+                    self.aggregator.add(events, now);
+                    self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
                 }
                 Msg::Tick => {
                     let now = now_unix();
@@ -149,6 +190,25 @@ impl Pipeline {
     fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
         let now = now_unix();
         let out = self.ingestor.ingest(payload, now);
+        // Log only payloads with accepted events (a wholly rejected one has none); replay
+        // reproduces the same events from (payload, now).
+        let mut wal_seq = None;
+        if !out.events.is_empty() {
+            match self.wal.append(payload, now) {
+                Ok(seq) => wal_seq = Some(seq),
+                Err(e) => {
+                    eprintln!("sluice-server: WAL append failed: {e}");
+                    self.metrics.lock().unwrap().wal_errors += 1;
+                    return IngestSummary {
+                        accepted: 0,
+                        dropped: Vec::new(),
+                        rejected: true,
+                        wal_seq: None,
+                        error: Some(e.to_string()),
+                    };
+                }
+            }
+        }
         {
             let mut m = self.metrics.lock().unwrap();
             m.drops.add(&out);
@@ -168,19 +228,39 @@ impl Pipeline {
             accepted: out.events.len() as u64,
             rejected: out.payload_rejected().is_some(),
             dropped: out.dropped,
+            wal_seq,
+            error: None,
         };
-        self.aggregator.add(out.events, now);
+        if let Some(seq) = wal_seq {
+            self.metrics.lock().unwrap().wal_appends += 1;
+            self.aggregator.add_logged(out.events, now, seq);
+        }
         self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
         summary
     }
 
-    /// Syncs the store after writes and records a flush report.
+    /// Syncs the store after writes, checkpoints the WAL up to what is stored, and records a
+    /// flush report.
     fn account(&mut self, report: FlushReport, start: Instant) {
         let mut sync_error = false;
-        if report.blobs > 0 {
+        let upto = self
+            .aggregator
+            .min_pending_seq()
+            .map_or(self.wal.last_seq(), |s| s - 1);
+        let advance = upto > self.wal.checkpointed();
+        if report.blobs > 0 || advance {
             if let Err(e) = self.store.flush() {
                 eprintln!("sluice-server: store flush failed: {e}");
                 sync_error = true;
+            }
+        }
+        if advance && !sync_error {
+            match self.wal.checkpoint(upto) {
+                Ok(()) => self.metrics.lock().unwrap().wal_checkpointed_seq = upto,
+                Err(e) => {
+                    eprintln!("sluice-server: WAL checkpoint failed: {e}");
+                    self.metrics.lock().unwrap().wal_errors += 1;
+                }
             }
         }
         for e in &report.errors {
@@ -199,4 +279,46 @@ impl Pipeline {
             m.last_write_unix = now_unix();
         }
     }
+}
+
+/// Hands `payload` to the pipeline; the receiver gets its summary (not yet durable).
+pub(crate) async fn submit(
+    tx: &mpsc::Sender<Msg>,
+    transport: &'static str,
+    payload: axum::body::Bytes,
+) -> Result<oneshot::Receiver<IngestSummary>, String> {
+    let (reply, rx) = oneshot::channel();
+    tx.send(Msg::Ingest {
+        transport,
+        payload,
+        reply,
+    })
+    .await
+    .map_err(|_| "pipeline is shutting down".to_string())?;
+    Ok(rx)
+}
+
+/// Waits for the summary of a [`submit`]ted payload, then for its WAL record to be durable:
+/// once this returns `Ok` the payload may be acknowledged. `Err`: nothing may be acknowledged
+/// (pipeline stopping, WAL error).
+pub(crate) async fn durable(
+    rx: oneshot::Receiver<IngestSummary>,
+    wal: &Arc<Wal>,
+) -> Result<IngestSummary, String> {
+    let summary = rx
+        .await
+        .map_err(|_| "pipeline is shutting down".to_string())?;
+    if let Some(e) = &summary.error {
+        return Err(e.clone());
+    }
+    if let Some(seq) = summary.wal_seq {
+        if wal.durable_seq() < seq {
+            let wal = wal.clone();
+            tokio::task::spawn_blocking(move || wal.wait_durable(seq))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(summary)
 }

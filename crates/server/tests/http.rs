@@ -87,6 +87,8 @@ fn config(dir: &Path, grace: u64) -> ServerConfig {
     ServerConfig {
         data_dir: dir.to_path_buf(),
         http: Some("127.0.0.1:0".parse().unwrap()),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        udp: Some("127.0.0.1:0".parse().unwrap()),
         grace_secs: grace,
         ..ServerConfig::default()
     }

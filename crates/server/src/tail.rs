@@ -1,0 +1,114 @@
+//! `GET /v1/tail`: the live stream as Server-Sent Events.
+//!
+//! Parameters: `from` (a time; default `now`) or `cursor` (a token from an earlier tail, to
+//! resume with no gap and no duplicate), and the filters of `GET /v1/events` (`dc`, `type`,
+//! `subtype`, `select` (repeated), `where`). The stream carries three kinds of event:
+//! - `event: event` — `data:` one event as JSON (or the object of selected paths);
+//! - `event: warning` — `data:` `{"key":…,"reason":…}` for a chunk that could not be read;
+//! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
+//!   reconnects with `cursor=<token>` continues exactly after it.
+//!
+//! The tail polls the store every 250 ms, so an event is sent at most ~0.25 s after its second
+//! is stored (the collector stores a second `grace_secs` after it ends).
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
+use sluice_store::Store;
+use tokio::sync::mpsc;
+
+use crate::http::{error, parse_query, AppState};
+
+/// Builds the tail request and starting cursor from the query string.
+fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
+    let mut req = TailRequest::default();
+    let mut start = None;
+    for (k, v) in parse_query(query) {
+        match k.as_str() {
+            "from" => start = Some(Cursor::at(sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?)),
+            "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
+            "dc" => req.dc = Some(v),
+            "type" => req.type_ = Some(v),
+            "subtype" => req.subtype = Some(v),
+            "select" => req.select.push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
+            "where" => req.filter = Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?),
+            other => return Err(format!("unknown parameter {other:?}")),
+        }
+    }
+    Ok((req, start.unwrap_or_else(|| Cursor::at(now))))
+}
+
+pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let now = sluice_reader::time::now_unix();
+    let (req, start) = match tail_request(q.as_deref().unwrap_or(""), now) {
+        Ok(r) => r,
+        Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
+    };
+    let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    let store = st.store.clone();
+    tokio::task::spawn_blocking(move || follow(store, req, start, tx));
+    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>)));
+    (
+        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Runs on a blocking thread until the client goes away.
+fn follow(store: Arc<dyn Store>, req: TailRequest, start: Cursor, tx: mpsc::Sender<Bytes>) {
+    let mut tail = Tail::new(store, req, start, TailOptions::default());
+    let interval = tail.options().poll_interval;
+    let mut last_cursor = String::new();
+    loop {
+        if tx.is_closed() {
+            return;
+        }
+        let now = sluice_reader::time::now_unix();
+        let items = match tail.poll(now) {
+            Ok(items) => items,
+            Err(e) => {
+                let msg = serde_json::json!({ "key": "tail", "reason": e.to_string() });
+                if send(&tx, "warning", &msg.to_string()).is_err() {
+                    return;
+                }
+                std::thread::sleep(interval);
+                continue;
+            }
+        };
+        let mut buf = Vec::new();
+        for item in items {
+            match item {
+                ReadItem::Event(e) => {
+                    buf.extend_from_slice(b"event: event\ndata: ");
+                    let _ = sereal::json::to_writer(&mut buf, &e.value);
+                    buf.extend_from_slice(b"\n\n");
+                }
+                ReadItem::Warning(w) => {
+                    let msg = serde_json::json!({ "key": w.key, "reason": w.reason });
+                    buf.extend_from_slice(format!("event: warning\ndata: {msg}\n\n").as_bytes());
+                }
+            }
+        }
+        let token = tail.cursor().to_token();
+        if token != last_cursor || !buf.is_empty() {
+            buf.extend_from_slice(format!("event: cursor\ndata: {token}\n\n").as_bytes());
+            last_cursor = token;
+        }
+        if !buf.is_empty() && tx.blocking_send(Bytes::from(buf)).is_err() {
+            return;
+        }
+        if tail.caught_up() {
+            std::thread::sleep(interval);
+        }
+    }
+}
+
+fn send(tx: &mpsc::Sender<Bytes>, event: &str, data: &str) -> Result<(), ()> {
+    tx.blocking_send(Bytes::from(format!("event: {event}\ndata: {data}\n\n"))).map_err(|_| ())
+}

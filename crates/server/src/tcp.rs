@@ -1,0 +1,284 @@
+//! The TCP ingest listener: NDJSON lines and length-prefixed Sereal frames on one connection,
+//! each acknowledged by one reply line once durable, in order. The protocol is described in the
+//! crate README ("TCP protocol").
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use sluice_collector::wal::Wal;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::time::{timeout_at, Instant};
+
+use crate::pipeline::{IngestSummary, Msg, SharedMetrics};
+
+/// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
+pub const FRAME_MARK: u8 = b'S';
+/// Replies queued on one connection before its reader waits (pipelining depth).
+const MAX_IN_FLIGHT: usize = 256;
+/// How long a shutdown waits for open connections to finish their in-flight messages.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings and handles of the TCP listener.
+pub(crate) struct TcpServer {
+    pub tx: mpsc::Sender<Msg>,
+    pub wal: Arc<Wal>,
+    pub metrics: SharedMetrics,
+    pub max_message: usize,
+    pub idle_timeout: Duration,
+    pub read_timeout: Duration,
+    pub max_connections: usize,
+}
+
+/// One message read from a connection.
+enum Read {
+    Payload(Bytes),
+    /// Over the size limit; skipped.
+    Oversized,
+    /// An empty (or whitespace-only) line: no reply.
+    Blank,
+    /// A line starting with the Sereal magic: refused, and the connection closed (the
+    /// document may contain newlines, so the next line boundary is unknown).
+    UnframedSereal,
+    /// End of stream, timeout or I/O error: close.
+    Close,
+}
+
+/// What the writer answers, in order.
+enum Ack {
+    Pending(oneshot::Receiver<IngestSummary>),
+    Line(String),
+}
+
+impl TcpServer {
+    /// Accepts connections until `stop`, then waits (bounded) for open connections to finish.
+    pub(crate) async fn serve(self, listener: TcpListener, stop: watch::Receiver<bool>) {
+        let me = Arc::new(self);
+        let max = u32::try_from(me.max_connections).unwrap_or(u32::MAX);
+        let sem = Arc::new(Semaphore::new(max as usize));
+        loop {
+            let permit = tokio::select! {
+                p = sem.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                _ = crate::wait_stop(stop.clone()) => break,
+            };
+            let sock = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((sock, _)) => sock,
+                    Err(e) => {
+                        eprintln!("sluice-server: TCP accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                _ = crate::wait_stop(stop.clone()) => break,
+            };
+            {
+                let mut m = me.metrics.lock().unwrap();
+                m.tcp_connections += 1;
+                m.tcp_connections_open += 1;
+            }
+            let me2 = me.clone();
+            let stop2 = stop.clone();
+            tokio::spawn(async move {
+                let metrics = me2.metrics.clone();
+                me2.connection(sock, stop2).await;
+                metrics.lock().unwrap().tcp_connections_open -= 1;
+                drop(permit);
+            });
+        }
+        drop(listener);
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, sem.acquire_many(max)).await;
+    }
+
+    async fn connection(self: Arc<Self>, sock: TcpStream, stop: watch::Receiver<bool>) {
+        let _ = sock.set_nodelay(true);
+        let (rd, wr) = sock.into_split();
+        let mut rd = BufReader::with_capacity(64 << 10, rd);
+        let (atx, arx) = mpsc::channel::<Ack>(MAX_IN_FLIGHT);
+        let writer = tokio::spawn(write_acks(wr, arx, self.wal.clone(), self.read_timeout));
+        loop {
+            // Wait for the start of the next message: idle timeout, or shutdown.
+            let first = tokio::select! {
+                r = tokio::time::timeout(self.idle_timeout, rd.fill_buf()) => match r {
+                    Ok(Ok(b)) if !b.is_empty() => b[0],
+                    _ => break,
+                },
+                _ = crate::wait_stop(stop.clone()) => break,
+            };
+            let deadline = Instant::now() + self.read_timeout;
+            let read = if first == FRAME_MARK {
+                self.read_frame(&mut rd, deadline).await
+            } else {
+                self.read_line(&mut rd, deadline).await
+            };
+            let ack = match read {
+                Read::Payload(p) => {
+                    self.metrics.lock().unwrap().tcp_messages += 1;
+                    match crate::pipeline::submit(&self.tx, "tcp", p).await {
+                        Ok(rx) => Ack::Pending(rx),
+                        Err(e) => {
+                            let _ = atx.send(Ack::Line(format!("error unavailable {e}"))).await;
+                            break;
+                        }
+                    }
+                }
+                Read::Oversized => {
+                    self.metrics.lock().unwrap().tcp_messages += 1;
+                    Ack::Line(format!(
+                        "error oversized message over {} bytes",
+                        self.max_message
+                    ))
+                }
+                Read::Blank => continue,
+                Read::UnframedSereal => {
+                    let _ = atx
+                        .send(Ack::Line(
+                            "error sereal_unframed a Sereal document must be sent as a frame: S, u32 big-endian length, document; closing".into(),
+                        ))
+                        .await;
+                    break;
+                }
+                Read::Close => break,
+            };
+            if atx.send(ack).await.is_err() {
+                break; // the writer failed: the client is gone
+            }
+        }
+        drop(atx);
+        let _ = writer.await;
+    }
+
+    /// Reads one `\n`-terminated line (a final unterminated line counts too).
+    async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+        &self,
+        rd: &mut R,
+        deadline: Instant,
+    ) -> Read {
+        let mut acc: Vec<u8> = Vec::new();
+        let mut oversized = false;
+        loop {
+            let buf = match timeout_at(deadline, rd.fill_buf()).await {
+                Ok(Ok(b)) => b,
+                _ => return Read::Close,
+            };
+            if buf.is_empty() {
+                if oversized {
+                    return Read::Oversized;
+                }
+                if acc.is_empty() {
+                    return Read::Close;
+                }
+                break;
+            }
+            let (take, done) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (i, true),
+                None => (buf.len(), false),
+            };
+            if !oversized {
+                if acc.len() + take > self.max_message {
+                    oversized = true;
+                    acc = Vec::new();
+                } else {
+                    acc.extend_from_slice(&buf[..take]);
+                }
+            }
+            rd.consume(take + usize::from(done));
+            if done {
+                break;
+            }
+        }
+        if oversized {
+            return Read::Oversized;
+        }
+        if acc.last() == Some(&b'\r') {
+            acc.pop();
+        }
+        if acc.iter().all(u8::is_ascii_whitespace) {
+            return Read::Blank;
+        }
+        if acc.starts_with(b"=srl") || acc.starts_with(b"=\xF3rl") {
+            return Read::UnframedSereal;
+        }
+        Read::Payload(Bytes::from(acc))
+    }
+
+    /// Reads one frame: `S`, `u32` big-endian length, that many bytes.
+    async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(
+        &self,
+        rd: &mut R,
+        deadline: Instant,
+    ) -> Read {
+        let mut head = [0u8; 5];
+        match timeout_at(deadline, rd.read_exact(&mut head)).await {
+            Ok(Ok(_)) => {}
+            _ => return Read::Close,
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as u64;
+        if len as usize > self.max_message {
+            let mut sink = tokio::io::sink();
+            let mut skip = rd.take(len);
+            return match timeout_at(deadline, tokio::io::copy(&mut skip, &mut sink)).await {
+                Ok(Ok(n)) if n == len => Read::Oversized,
+                _ => Read::Close,
+            };
+        }
+        let mut doc = vec![0u8; len as usize];
+        match timeout_at(deadline, rd.read_exact(&mut doc)).await {
+            Ok(Ok(_)) => Read::Payload(Bytes::from(doc)),
+            _ => Read::Close,
+        }
+    }
+}
+
+/// The reply line of a durable payload.
+pub(crate) fn ack_line(s: &IngestSummary) -> String {
+    let dropped: u64 = s.dropped.iter().map(|d| d.count).sum();
+    if s.accepted == 0 && (s.rejected || dropped > 0) {
+        let (reason, detail) = s
+            .dropped
+            .first()
+            .map_or(("rejected", ""), |d| (d.reason.as_str(), d.detail.as_str()));
+        let detail: String = detail
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        format!("error {reason} {detail}").trim_end().to_string()
+    } else {
+        format!("ok {} {}", s.accepted, dropped)
+    }
+}
+
+async fn write_acks(
+    wr: OwnedWriteHalf,
+    mut arx: mpsc::Receiver<Ack>,
+    wal: Arc<Wal>,
+    write_timeout: Duration,
+) {
+    let mut wr = BufWriter::new(wr);
+    while let Some(ack) = arx.recv().await {
+        let mut line = match ack {
+            Ack::Line(l) => l,
+            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal).await {
+                Ok(s) => ack_line(&s),
+                Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
+            },
+        };
+        line.push('\n');
+        let write = async {
+            wr.write_all(line.as_bytes()).await?;
+            if arx.is_empty() {
+                wr.flush().await?;
+            }
+            std::io::Result::Ok(())
+        };
+        match tokio::time::timeout(write_timeout, write).await {
+            Ok(Ok(())) => {}
+            _ => return,
+        }
+    }
+    let _ = wr.flush().await;
+    let _ = wr.into_inner().shutdown().await;
+}
