@@ -25,11 +25,16 @@ step "sluice gen --live --rate 400 --http $url   (5 seconds of live WEB/CRON/LB 
 $S gen --live --rate 400 --count 2000 --http "$url" &
 gen=$!
 
-step "sluice tail --server $url --select type,dc,status,timings.total_ms   (first 8 events as they are stored)"
-$S tail --server "$url" --from -10s --select type,dc,status,timings.total_ms --limit 8 2>/dev/null | head -8 || true
+step "sluice tail --server $url --type WEB --select epoch,dc,status,path   (live, as seconds are stored)"
+$S tail --server "$url" --from -10s --type WEB --select epoch,dc,status,path --limit 8 2>/dev/null | head -8 || true
 wait $gen
 
-sleep 2.5   # the last second closes (grace 1 s) and is stored
+# The last second closes (grace 1 s) and is stored within about two seconds.
+for _ in $(seq 50); do
+  flushed=$(curl -fsS "$url/metrics" | awk '$1 == "sluice_events_flushed_total" {print $2}')
+  [[ ${flushed:-0} -ge 2000 ]] && break
+  sleep 0.2
+done
 step "sluice cat --server $url --from -1m   (a range, back in epoch order)"
 total=$($S cat --server "$url" --from -1m | wc -l)
 echo "$total events stored and readable"

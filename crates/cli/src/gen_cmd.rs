@@ -128,16 +128,21 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     let forever = a.live && a.count == 0;
     let mut gen = sluice_gen::Generator::new(GenConfig { count: if forever { usize::MAX } else { cfg.count }, ..cfg });
     let started = std::time::Instant::now();
+    let mut last_flush = started;
     let mut line = Vec::with_capacity(1024);
     for (i, mut event) in (0_u64..).zip(gen.by_ref()) {
         if a.live {
             // Pace to --rate per second of wall time, and stamp the current second.
             let due = std::time::Duration::from_secs_f64(i as f64 / a.rate as f64);
             if let Some(wait) = due.checked_sub(started.elapsed()) {
-                if let Some(s) = sender.as_mut() {
-                    s.flush()?;
+                // Send what is batched every 200 ms: low latency without a request per event.
+                if last_flush.elapsed() >= std::time::Duration::from_millis(200) {
+                    if let Some(s) = sender.as_mut() {
+                        s.flush()?;
+                    }
+                    out.flush()?;
+                    last_flush = std::time::Instant::now();
                 }
-                out.flush()?;
                 std::thread::sleep(wait);
             }
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
