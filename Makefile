@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test bench bench-store fuzz clean
+.PHONY: all deps build run test bench bench-pipeline bench-store fuzz clean
 
 all: build
 
@@ -27,6 +27,10 @@ test: deps
 ## bench: throughput against the Perl reference, as a table (targets, not tests).
 bench: deps
 	$(CARGO) run --release -p sluice-bench
+
+## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
+bench-pipeline: deps
+	$(CARGO) run --release -p sluice-pipeline-bench
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:
