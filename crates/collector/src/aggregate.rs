@@ -22,6 +22,20 @@
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
 //!   Index entries are written only once every blob of the batch is stored.
+//! - Spool ([`AggregatorConfig::spool`], off by default): when a store write fails and more than
+//!   [`SpoolConfig::memory_batches`] batches are pending, the oldest pending batches are spilled
+//!   to a bounded on-disk [`Spool`] (see [`crate::spool`]). Every flush first replays the spool,
+//!   oldest first, before any newer batch, so batches reach the store in the order they were
+//!   closed (and, within a batch, data before index before counts). A spooled batch leaves the
+//!   spool only once the store confirmed it. Its WAL sequence numbers stay pending
+//!   ([`Aggregator::min_pending_seq`] includes spooled batches), so the WAL is never checkpointed
+//!   past unstored data. An aggregator opened on a spool directory left by a crashed one replays
+//!   what it holds (and holds its WAL sequence numbers).
+//! - **Backpressure**: when the spool refuses a batch (full: [`SpoolConfig::max_bytes`]), the
+//!   batch stays in memory, and while more than `memory_batches` batches are in memory
+//!   ([`Aggregator::is_backpressured`]) `flush_due`/`flush_all` only retry the pending work and
+//!   close no new group: due groups stay open (in memory, still accepting events) until the store
+//!   takes the backlog. A caller should then shed or stop acknowledging input. Nothing is dropped.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -50,6 +64,8 @@ use sluice_blob::{BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, Even
 use sluice_store::{BlobKey, Counts, Namespace, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
+pub use crate::spool::SpoolConfig;
+use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
 
 /// The drop reason under which events that cannot be encoded into a blob are counted (in
 /// [`Counts::dropped`]). Ingest validation makes this practically unreachable.
@@ -70,6 +86,9 @@ pub struct AggregatorConfig {
     /// How long (seconds behind the last closed epoch) the next chunk number of a written group
     /// is remembered (default 3600). Older late data re-reads the store's epoch index instead.
     pub forget_after_secs: u64,
+    /// Spill pending batches to disk while the store fails (see the [module docs](self)).
+    /// `None` (default): pending batches are only kept in memory.
+    pub spool: Option<SpoolConfig>,
 }
 
 impl Default for AggregatorConfig {
@@ -79,6 +98,7 @@ impl Default for AggregatorConfig {
             grace_secs: 1,
             blob: BlobOptions::default(),
             forget_after_secs: 3600,
+            spool: None,
         }
     }
 }
@@ -104,6 +124,21 @@ pub enum AggregateError {
         /// The blob crate's error.
         source: BlobError,
     },
+    /// A spool operation failed or was refused (full); the batch stays in memory.
+    Spool {
+        /// What was being done.
+        what: String,
+        /// The spool's error.
+        source: SpoolError,
+    },
+    /// Backpressure: the spool is full and too many batches are in memory, so no new group was
+    /// closed by this flush (due groups stay open).
+    Backpressure {
+        /// Batches held in memory.
+        memory_batches: usize,
+        /// Bytes in the spool.
+        spooled_bytes: u64,
+    },
 }
 
 impl fmt::Display for AggregateError {
@@ -112,6 +147,11 @@ impl fmt::Display for AggregateError {
             AggregateError::Config(reason) => write!(f, "aggregator config: {reason}"),
             AggregateError::Store { what, source } => write!(f, "{what}: {source}"),
             AggregateError::Blob { what, source } => write!(f, "{what}: {source}"),
+            AggregateError::Spool { what, source } => write!(f, "{what}: {source}"),
+            AggregateError::Backpressure { memory_batches, spooled_bytes } => write!(
+                f,
+                "backpressure: spool full ({spooled_bytes} bytes) and {memory_batches} batches in memory; no group closed"
+            ),
         }
     }
 }
@@ -122,6 +162,8 @@ impl std::error::Error for AggregateError {
             AggregateError::Config(_) => None,
             AggregateError::Store { source, .. } => Some(source),
             AggregateError::Blob { source, .. } => Some(source),
+            AggregateError::Spool { source, .. } => Some(source),
+            AggregateError::Backpressure { .. } => None,
         }
     }
 }
@@ -202,6 +244,10 @@ pub struct Aggregator {
     watermark: Option<i64>,
     /// WAL sequence number -> how many groups/batches still hold events of it.
     pending_seqs: BTreeMap<u64, u32>,
+    /// The on-disk spool, when configured. Holds batches older than every one in `outbox`.
+    spool: Option<Spool>,
+    /// The spool's oldest batch, decoded, while it is being written (keeps its progress).
+    spool_head: Option<Batch>,
 }
 
 impl fmt::Debug for Aggregator {
@@ -212,6 +258,7 @@ impl fmt::Debug for Aggregator {
             .field("open_events", &self.open_events)
             .field("pending_batches", &self.outbox.len())
             .field("watermark", &self.watermark)
+            .field("spool", &self.spool)
             .finish()
     }
 }
@@ -223,6 +270,20 @@ impl Aggregator {
             ChunkId::collector(id, 0).map_err(|e| AggregateError::Config(e.to_string()))?;
         }
         let builder = BlobBuilder::new(cfg.blob.clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
+        let spool = match &cfg.spool {
+            Some(sc) => Some(
+                Spool::open(&sc.dir, sc.max_bytes)
+                    .map_err(|e| AggregateError::Config(format!("opening the spool: {e}")))?,
+            ),
+            None => None,
+        };
+        let mut pending_seqs = BTreeMap::new();
+        // Batches left in the spool by an earlier run keep their WAL sequence numbers pending.
+        for seqs in spool.iter().flat_map(|s| s.seqs()) {
+            for &seq in seqs {
+                *pending_seqs.entry(seq).or_insert(0) += 1;
+            }
+        }
         Ok(Aggregator {
             cfg,
             store,
@@ -232,7 +293,9 @@ impl Aggregator {
             outbox: VecDeque::new(),
             next_chunk: BTreeMap::new(),
             watermark: None,
-            pending_seqs: BTreeMap::new(),
+            pending_seqs,
+            spool,
+            spool_head: None,
         })
     }
 
@@ -246,9 +309,36 @@ impl Aggregator {
         self.open_events as u64 + self.outbox.iter().filter(|b| !b.indexed).map(|b| b.events).sum::<u64>()
     }
 
-    /// Closed groups whose writing is not finished (after store errors).
+    /// Closed groups whose writing is not finished (after store errors): in memory plus spooled.
     pub fn pending_batches(&self) -> usize {
+        self.outbox.len() + self.spooled_batches()
+    }
+
+    /// Pending batches held in memory (not counting the spool).
+    pub fn memory_batches(&self) -> usize {
         self.outbox.len()
+    }
+
+    /// Batches waiting in the spool (0 without a spool).
+    pub fn spooled_batches(&self) -> usize {
+        self.spool.as_ref().map_or(0, Spool::batches)
+    }
+
+    /// Bytes of the batches waiting in the spool (0 without a spool).
+    pub fn spooled_bytes(&self) -> u64 {
+        self.spool.as_ref().map_or(0, Spool::bytes)
+    }
+
+    /// Events in the batches waiting in the spool (0 without a spool).
+    pub fn spooled_events(&self) -> u64 {
+        self.spool.as_ref().map_or(0, Spool::events)
+    }
+
+    /// Whether flushes close no new group because the spool is full and more than
+    /// `memory_batches` batches are in memory (see the [module docs](self)). Never true without a
+    /// spool.
+    pub fn is_backpressured(&self) -> bool {
+        self.cfg.spool.as_ref().is_some_and(|sc| self.outbox.len() > sc.memory_batches)
     }
 
     /// Files `events` into their (epoch, dc, type, subtype) groups. An event is accepted and
@@ -317,6 +407,19 @@ impl Aggregator {
 
     fn flush_groups(&mut self, closed: BTreeMap<GroupKey, Group>) -> FlushReport {
         let mut report = FlushReport::default();
+        if self.is_backpressured() {
+            self.drain_outbox(&mut report);
+            self.spill_excess(&mut report);
+            if self.is_backpressured() {
+                // Keep the due groups open until the backlog moves.
+                self.open.extend(closed);
+                report.errors.push(AggregateError::Backpressure {
+                    memory_batches: self.outbox.len(),
+                    spooled_bytes: self.spooled_bytes(),
+                });
+                return report;
+            }
+        }
         let mut index_cache: HashMap<(i64, String), EpochIndex> = HashMap::new();
         for (key, group) in closed {
             self.open_events -= group.events.len();
@@ -327,6 +430,7 @@ impl Aggregator {
             }
         }
         self.drain_outbox(&mut report);
+        self.spill_excess(&mut report);
         self.forget_old();
         report
     }
@@ -447,6 +551,9 @@ impl Aggregator {
     /// Writes the queued batches in order. A transient store error stops the drain (the store is
     /// down: the rest would fail too); other errors only hold back their own batch.
     fn drain_outbox(&mut self, report: &mut FlushReport) {
+        if !self.drain_spool(report) {
+            return;
+        }
         let mut kept = VecDeque::new();
         while let Some(mut batch) = self.outbox.pop_front() {
             match self.write_batch(&mut batch, report) {
@@ -463,6 +570,69 @@ impl Aggregator {
         }
         kept.append(&mut self.outbox);
         self.outbox = kept;
+    }
+
+    /// Writes the spooled batches, oldest first. Returns false if it had to stop (transient store
+    /// error, spool I/O error): newer batches must then wait too.
+    fn drain_spool(&mut self, report: &mut FlushReport) -> bool {
+        loop {
+            let Some(spool) = self.spool.as_mut() else { return true };
+            let mut batch = match self.spool_head.take() {
+                Some(b) => b,
+                None => match spool.front() {
+                    Ok(Some(sb)) => batch_from_spooled(sb),
+                    Ok(None) => return true,
+                    Err(source) => {
+                        report.errors.push(AggregateError::Spool { what: "reading the spool".into(), source });
+                        return false;
+                    }
+                },
+            };
+            let result = self.write_batch(&mut batch, report);
+            let transient = result.as_ref().err().is_some_and(AggregateError::is_transient);
+            if let Err(e) = result {
+                report.errors.push(e);
+                if transient {
+                    self.spool_head = Some(batch);
+                    return false;
+                }
+            }
+            // Stored, or failed for good (then it moves to memory, at the front, and holds back
+            // only itself, as for batches never spooled).
+            let spool = self.spool.as_mut().expect("spool");
+            if let Err(source) = spool.pop_front() {
+                report.errors.push(AggregateError::Spool { what: "removing a stored batch from the spool".into(), source });
+                self.spool_head = Some(batch);
+                return false;
+            }
+            if batch.counted {
+                self.release_seqs(&batch.seqs);
+            } else {
+                self.outbox.push_front(batch);
+            }
+        }
+    }
+
+    /// After store errors: moves the oldest in-memory batches to the spool until at most
+    /// `memory_batches` remain in memory, or the spool refuses (full: backpressure).
+    fn spill_excess(&mut self, report: &mut FlushReport) {
+        let Some(limit) = self.cfg.spool.as_ref().map(|sc| sc.memory_batches) else { return };
+        let Some(spool) = self.spool.as_mut() else { return };
+        while self.outbox.len() > limit {
+            let b = self.outbox.front().expect("non-empty");
+            match spool.push(&spooled_from_batch(b)) {
+                Ok(()) => {
+                    self.outbox.pop_front();
+                }
+                Err(source) => {
+                    report.errors.push(AggregateError::Spool {
+                        what: format!("spilling {} to the spool", group_name(&b.key)),
+                        source,
+                    });
+                    break;
+                }
+            }
+        }
     }
 
     fn write_batch(&mut self, b: &mut Batch, report: &mut FlushReport) -> Result<(), AggregateError> {
@@ -566,6 +736,38 @@ fn make_chunk(key: &GroupKey, collector: Option<&str>, n: u32, bytes: Vec<u8>) -
     };
     let ek = EventKey::new(key.0, &key.1, &key.2, &key.3, id).map_err(blob_err)?;
     Ok(Chunk { key: ek.to_string(), entry: ek.index_entry().to_string(), bytes })
+}
+
+fn spooled_from_batch(b: &Batch) -> SpooledBatch {
+    SpooledBatch {
+        epoch: b.key.0,
+        dc: b.key.1.clone(),
+        type_: b.key.2.clone(),
+        subtype: b.key.3.clone(),
+        chunks: b
+            .chunks
+            .iter()
+            .map(|c| SpooledChunk { key: c.key.clone(), entry: c.entry.clone(), bytes: c.bytes.clone() })
+            .collect(),
+        stored: b.stored,
+        indexed: b.indexed,
+        events: b.events,
+        counts: b.counts.clone(),
+        seqs: b.seqs.clone(),
+    }
+}
+
+fn batch_from_spooled(sb: SpooledBatch) -> Batch {
+    Batch {
+        key: (sb.epoch, sb.dc, sb.type_, sb.subtype),
+        stored: sb.stored.min(sb.chunks.len()),
+        chunks: sb.chunks.into_iter().map(|c| Chunk { key: c.key, entry: c.entry, bytes: c.bytes }).collect(),
+        indexed: sb.indexed,
+        counted: false,
+        events: sb.events,
+        counts: sb.counts,
+        seqs: sb.seqs,
+    }
 }
 
 fn group_name(key: &GroupKey) -> String {

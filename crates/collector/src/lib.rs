@@ -21,6 +21,7 @@
 //! - [`aggregate`]: per-second grouping and flushing to a store ([`aggregate::Aggregator`]).
 //! - [`wal`]: the write-ahead log of accepted payloads ([`wal::Wal`]) that makes acknowledged
 //!   ingest durable before its events are stored; replayed through an [`Ingestor`] on restart.
+//! - [`spool`]: the bounded on-disk queue of batches used while the store is unavailable.
 //! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
 //!   counters for `/metrics` ([`DropCounters`]).
 //!
@@ -32,6 +33,7 @@
 pub mod aggregate;
 pub mod drops;
 pub mod ingest;
+pub mod spool;
 mod json;
 pub mod wal;
 

@@ -30,6 +30,8 @@ pub(crate) struct AppState {
     pub metrics: SharedMetrics,
     pub timeout: Duration,
     pub wal: Arc<sluice_collector::wal::Wal>,
+    /// The configured dc (`/v1/counts` probes it for epochs that have counts but no index).
+    pub dc: String,
 }
 
 pub(crate) fn router(state: AppState, max_body: usize) -> Router {
@@ -42,6 +44,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
             get(get_substream_blob),
         )
         .route("/v1/tail", get(crate::tail::tail))
+        .route("/v1/counts", get(read_counts))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(max_body))
@@ -191,7 +194,18 @@ async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Respo
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let store = st.store.clone();
-    tokio::task::spawn_blocking(move || stream_range(store, req, format, start_tx, tx));
+    let metrics = st.metrics.clone();
+    tokio::task::spawn_blocking(move || {
+        let served = stream_range(store, req, format, start_tx, tx);
+        if served > 0 {
+            *metrics
+                .lock()
+                .unwrap()
+                .events_out
+                .entry("events".into())
+                .or_default() += served;
+        }
+    });
     match start_rx.await {
         Ok(Ok(())) => {}
         Ok(Err((status, msg))) => return error(status, msg),
@@ -209,13 +223,15 @@ async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Respo
 
 /// Runs on a blocking thread: reads the range and sends the output in chunks. Warnings are
 /// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...]}}`.
+/// Returns how many events were written out.
 fn stream_range(
     store: Arc<dyn Store>,
     req: ReadRequest,
     format: OutputFormat,
     start: oneshot::Sender<Result<(), (StatusCode, String)>>,
     tx: mpsc::Sender<Bytes>,
-) {
+) -> u64 {
+    let mut served = 0u64;
     let reader = match RangeReader::new(store, req, ReadOptions::default()) {
         Ok(r) => r,
         Err(e) => {
@@ -224,23 +240,22 @@ fn stream_range(
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             let _ = start.send(Err((status, e.to_string())));
-            return;
+            return 0;
         }
     };
     if start.send(Ok(())).is_err() {
-        return;
+        return 0;
     }
     let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
     let mut warnings = Vec::new();
     for item in reader {
         match item {
-            ReadItem::Event(e) => {
-                if let Err(err) = w.write(&e.value) {
-                    warnings.push(
-                        serde_json::json!({ "key": e.key.to_string(), "reason": err.to_string() }),
-                    );
-                }
-            }
+            ReadItem::Event(e) => match w.write(&e.value) {
+                Ok(_) => served += 1,
+                Err(err) => warnings.push(
+                    serde_json::json!({ "key": e.key.to_string(), "reason": err.to_string() }),
+                ),
+            },
             ReadItem::Warning(wa) => {
                 eprintln!("sluice-server: read warning: {wa}");
                 warnings.push(serde_json::json!({ "key": wa.key, "reason": wa.reason }));
@@ -249,7 +264,7 @@ fn stream_range(
         let buf = w.into_inner();
         if buf.len() >= STREAM_CHUNK {
             if tx.blocking_send(Bytes::from(buf)).is_err() {
-                return; // client gone
+                return served; // client gone
             }
             w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
         } else {
@@ -268,6 +283,103 @@ fn stream_range(
     if !buf.is_empty() {
         let _ = tx.blocking_send(Bytes::from(buf));
     }
+    served
+}
+
+/// Widest `to - from` for which `/v1/counts` probes every second of the configured (or asked)
+/// dc for counts without an epoch index (seconds whose events were all dropped).
+pub const MAX_COUNTS_PROBE_SECS: i64 = 3600;
+
+/// `GET /v1/counts?from&to&dc`: the completeness counts, one JSON line per
+/// (epoch, dc, type, subtype), in epoch order. See the crate README.
+async fn read_counts(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let now = now_unix();
+    let (mut from, mut to, mut dc) = (None, None, None);
+    for (k, v) in parse_query(q.as_deref().unwrap_or("")) {
+        match k.as_str() {
+            "from" => match sluice_reader::parse_time(&v, now) {
+                Ok(t) => from = Some(t),
+                Err(e) => return error(StatusCode::BAD_REQUEST, format!("from: {e}")),
+            },
+            "to" => match sluice_reader::parse_time(&v, now) {
+                Ok(t) => to = Some(t),
+                Err(e) => return error(StatusCode::BAD_REQUEST, format!("to: {e}")),
+            },
+            "dc" => dc = Some(v),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("unknown parameter {other:?}"),
+                )
+            }
+        }
+    }
+    let Some(from) = from else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "`from` is required (Unix seconds, RFC 3339, `now` or relative like -5m)",
+        );
+    };
+    let to = to.unwrap_or(now + 1);
+    let store = st.store.clone();
+    let probe_dc = dc.clone().unwrap_or_else(|| st.dc.clone());
+    let res = tokio::task::spawn_blocking(move || {
+        counts_lines(store.as_ref(), from, to, dc.as_deref(), &probe_dc)
+    })
+    .await;
+    match res {
+        Ok(Ok(body)) => ([(header::CONTENT_TYPE, "application/x-ndjson")], body).into_response(),
+        Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// The body of `/v1/counts`: the `(epoch, dc)` pairs listed by the epoch index, plus (for
+/// ranges up to [`MAX_COUNTS_PROBE_SECS`]) every second of `probe_dc` that has counts.
+fn counts_lines(
+    store: &dyn Store,
+    from: i64,
+    to: i64,
+    dc: Option<&str>,
+    probe_dc: &str,
+) -> sluice_store::Result<String> {
+    let mut pairs: std::collections::BTreeSet<(i64, String)> =
+        store.list_epochs(dc, from, to)?.into_iter().collect();
+    let mut fetched = std::collections::BTreeMap::new();
+    if to > from && to - from <= MAX_COUNTS_PROBE_SECS {
+        for epoch in from..to {
+            if pairs.contains(&(epoch, probe_dc.to_string())) {
+                continue;
+            }
+            let c = store.get_counts(epoch, probe_dc)?;
+            if !c.is_empty() {
+                pairs.insert((epoch, probe_dc.to_string()));
+                fetched.insert((epoch, probe_dc.to_string()), c);
+            }
+        }
+    }
+    let mut out = String::new();
+    for (epoch, d) in pairs {
+        let counts = match fetched.remove(&(epoch, d.clone())) {
+            Some(c) => c,
+            None => store.get_counts(epoch, &d)?,
+        };
+        for ((type_, subtype), c) in counts {
+            let line = serde_json::json!({
+                "epoch": epoch,
+                "dc": d,
+                "type": type_,
+                "subtype": subtype,
+                "stored": c.stored,
+                "late": c.late,
+                "dropped": c.dropped,
+                "kernel_dropped": c.kernel_dropped,
+            });
+            out.push_str(&line.to_string());
+            out.push('\n');
+        }
+    }
+    Ok(out)
 }
 
 async fn get_blob(State(st): State<AppState>, Path((ns, key)): Path<(String, String)>) -> Response {
@@ -510,6 +622,26 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
         counter(&mut o, name, help, kind);
         let _ = writeln!(o, "{name} {v}");
     }
+    counter(
+        &mut o,
+        "sluice_events_out_total",
+        "Events served by the read endpoints, by endpoint (events, tail).",
+        "counter",
+    );
+    for endpoint in ["events", "tail"] {
+        let n = m.events_out.get(endpoint).copied().unwrap_or(0);
+        let _ = writeln!(o, "sluice_events_out_total{{endpoint=\"{endpoint}\"}} {n}");
+    }
+    m.store_write_seconds.render(
+        &mut o,
+        "sluice_store_write_seconds",
+        "Duration of store writes (blob put, epoch index, counts, flush), seconds.",
+    );
+    m.blob_bytes.render(
+        &mut o,
+        "sluice_blob_bytes",
+        "Size of the blob chunks written, bytes.",
+    );
     o
 }
 

@@ -30,6 +30,7 @@ pub mod http;
 pub mod pipeline;
 pub mod tail;
 pub mod tcp;
+pub mod timing;
 pub mod udp;
 
 use std::fmt;
@@ -171,12 +172,16 @@ async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
-    let store = open_store(&config)?;
+    let metrics = Arc::new(Mutex::new(Metrics::default()));
+    // Every store write (the aggregator's, the pipeline's and the UDP thread's) is timed.
+    let store: Arc<dyn Store> = Arc::new(timing::TimedStore {
+        inner: open_store(&config)?,
+        metrics: metrics.clone(),
+    });
     let ingestor =
         Ingestor::new(config.ingest_config()).map_err(|e| Error::Config(e.to_string()))?;
     let aggregator = Aggregator::new(config.aggregator_config()?, store.clone())
         .map_err(|e| Error::Config(e.to_string()))?;
-    let metrics = Arc::new(Mutex::new(Metrics::default()));
 
     // Open the WAL and replay it into the aggregator before serving anything.
     let (ingestor, aggregator, wal, replayed) = {
@@ -209,6 +214,10 @@ async fn run_with(
         metrics: metrics.clone(),
         expire_every: config.expire_interval_secs as i64,
         wal: wal.clone(),
+        dc: config.dc.clone(),
+        max_past_secs: config.ingest_config().max_past_secs,
+        max_future_secs: config.ingest_config().max_future_secs,
+        pending_drops: Default::default(),
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())
@@ -273,6 +282,7 @@ async fn run_with(
                 metrics,
                 timeout: Duration::from_secs(config.request_timeout_secs),
                 wal,
+                dc: config.dc.clone(),
             };
             let app = http::router(state, config.max_body_bytes);
             axum::serve(listener, app)

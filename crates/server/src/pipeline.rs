@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
 use sluice_collector::wal::Wal;
-use sluice_collector::{Drop, DropCounters, Ingestor, ParsedEvent};
-use sluice_store::Store;
+use sluice_collector::{Drop, DropCounters, DropReason, Ingestor, ParsedEvent};
+use sluice_store::{Counts, Store};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
@@ -109,6 +109,12 @@ pub struct Metrics {
     pub udp_truncated: u64,
     /// UDP datagrams the kernel dropped before Sluice read them.
     pub udp_kernel_drops: u64,
+    /// Events served by the read endpoints, per endpoint (`events`, `tail`).
+    pub events_out: BTreeMap<String, u64>,
+    /// Durations of store writes (put, index, counts, flush).
+    pub store_write_seconds: crate::timing::StoreWriteSeconds,
+    /// Sizes of blobs written.
+    pub blob_bytes: crate::timing::BlobBytes,
 }
 
 /// Shared handle to the metrics.
@@ -126,6 +132,15 @@ pub(crate) struct Pipeline {
     pub metrics: SharedMetrics,
     pub expire_every: i64,
     pub wal: Arc<Wal>,
+    /// The configured dc (drops whose tags are unknown are counted under it).
+    pub dc: String,
+    /// The ingest epoch window (`now - max_past_secs ..= now + max_future_secs`): a dropped
+    /// event's own `epoch` is used for its count only inside it.
+    pub max_past_secs: i64,
+    pub max_future_secs: i64,
+    /// Ingest drops (HTTP, TCP) not yet added to the store's counts, per
+    /// (epoch, dc, type, subtype) and reason; written once a second (on each tick).
+    pub pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
 }
 
 impl Pipeline {
@@ -151,6 +166,7 @@ impl Pipeline {
                     let start = Instant::now();
                     let report = self.aggregator.flush_due(now);
                     self.account(report, start);
+                    self.write_drop_counts();
                     if now >= next_expire {
                         next_expire = now + self.expire_every;
                         match self.store.expire(now) {
@@ -179,6 +195,12 @@ impl Pipeline {
         let start = Instant::now();
         let report = self.aggregator.flush_all(now_unix());
         self.account(report, start);
+        self.write_drop_counts();
+        if !self.pending_drops.is_empty() {
+            eprintln!(
+                "sluice-server: shutdown with ingest drop counts not recorded (store errors)"
+            );
+        }
         if self.aggregator.pending_events() > 0 || self.aggregator.pending_batches() > 0 {
             eprintln!(
                 "sluice-server: shutdown with {} events not written (store errors)",
@@ -224,6 +246,9 @@ impl Pipeline {
                 *m.events_in.entry((transport.to_string(), t)).or_default() += 1;
             }
         }
+        for d in &out.dropped {
+            self.note_drop(payload, d, now);
+        }
         let summary = IngestSummary {
             accepted: out.events.len() as u64,
             rejected: out.payload_rejected().is_some(),
@@ -237,6 +262,61 @@ impl Pipeline {
         }
         self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
         summary
+    }
+
+    /// Adds one ingest drop to the pending counts, under the dropped event's own tags when they
+    /// can be read (see [`drop_tags`]), else under `(now, configured dc, "", "")`.
+    fn note_drop(&mut self, payload: &[u8], d: &Drop, now: i64) {
+        if d.count == 0 {
+            return;
+        }
+        let window = (now - self.max_past_secs)..=(now + self.max_future_secs);
+        let key = drop_tags(payload, d, &window).map_or_else(
+            || (now, self.dc.clone(), String::new(), String::new()),
+            |t| {
+                (
+                    t.epoch.unwrap_or(now),
+                    t.dc.unwrap_or_else(|| self.dc.clone()),
+                    t.type_,
+                    t.subtype,
+                )
+            },
+        );
+        *self
+            .pending_drops
+            .entry(key)
+            .or_default()
+            .entry(d.reason.as_str().to_string())
+            .or_default() += d.count;
+    }
+
+    /// Adds the pending ingest drops to the store's counts (one `add_counts` per
+    /// (epoch, dc, type, subtype)); what fails stays pending for the next tick.
+    fn write_drop_counts(&mut self) {
+        if self.pending_drops.is_empty() {
+            return;
+        }
+        let pending = std::mem::take(&mut self.pending_drops);
+        let mut errors = 0;
+        for (key, dropped) in pending {
+            let counts = Counts {
+                dropped,
+                ..Counts::default()
+            };
+            if let Err(e) = self
+                .store
+                .add_counts(key.0, &key.1, &key.2, &key.3, &counts)
+            {
+                errors += 1;
+                if errors == 1 {
+                    eprintln!("sluice-server: recording ingest drops (will retry): {e}");
+                }
+                self.pending_drops.insert(key, counts.dropped);
+            }
+        }
+        if errors > 0 {
+            self.metrics.lock().unwrap().store_errors += errors;
+        }
     }
 
     /// Syncs the store after writes, checkpoints the WAL up to what is stored, and records a
@@ -321,4 +401,134 @@ pub(crate) async fn durable(
         }
     }
     Ok(summary)
+}
+
+/// The tags of a dropped event, as far as they could be read.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct DropTags {
+    /// Its `epoch`, when an integer inside the ingest window.
+    pub epoch: Option<i64>,
+    /// Its `dc`, when a valid tag.
+    pub dc: Option<String>,
+    /// Its `type` (valid, non-empty).
+    pub type_: String,
+    /// Its `subtype` (valid, or `""`).
+    pub subtype: String,
+}
+
+/// Reads the tags of the event a [`Drop`] stands for, when that is possible: a single event
+/// (not a whole payload, not `too_many`, not `bad_utf8`) of a JSON payload (array element or
+/// NDJSON line) that is a map with a valid `type`. Only the tag fields are decoded; the rest is
+/// skipped. `None` when the event is not a map, is not JSON (Sereal payloads), does not parse,
+/// or has no valid `type` — its drop is then counted under the documented fallback.
+pub(crate) fn drop_tags(
+    payload: &[u8],
+    d: &Drop,
+    window: &std::ops::RangeInclusive<i64>,
+) -> Option<DropTags> {
+    if d.whole_payload
+        || matches!(
+            d.reason,
+            DropReason::TooMany | DropReason::BadUtf8 | DropReason::PayloadError
+        )
+    {
+        return None;
+    }
+    if payload.starts_with(b"=srl") || payload.starts_with(b"=\xF3rl") {
+        return None;
+    }
+    let rest = payload.get(d.offset..)?;
+    let first = rest.iter().position(|b| !b.is_ascii_whitespace())?;
+    if rest[first] != b'{' {
+        return None;
+    }
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        epoch: Option<serde_json::Value>,
+        dc: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        type_: Option<serde_json::Value>,
+        subtype: Option<serde_json::Value>,
+    }
+    let raw: Raw = serde_json::Deserializer::from_slice(&rest[first..])
+        .into_iter::<Raw>()
+        .next()?
+        .ok()?;
+    fn tag(v: &Option<serde_json::Value>) -> Option<String> {
+        match v {
+            Some(serde_json::Value::String(s))
+                if !s.is_empty()
+                    && s.len() <= 255
+                    && !s.chars().any(|c| c == ':' || c == '|' || c.is_control()) =>
+            {
+                Some(s.clone())
+            }
+            _ => None,
+        }
+    }
+    let type_ = tag(&raw.type_)?;
+    Some(DropTags {
+        epoch: raw
+            .epoch
+            .as_ref()
+            .and_then(serde_json::Value::as_i64)
+            .filter(|e| window.contains(e)),
+        dc: tag(&raw.dc),
+        type_,
+        subtype: tag(&raw.subtype).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drop_at(payload: &[u8], needle: &str, reason: DropReason) -> Drop {
+        let offset = payload
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .unwrap();
+        Drop {
+            index: 0,
+            offset,
+            reason,
+            detail: String::new(),
+            count: 1,
+            whole_payload: false,
+        }
+    }
+
+    #[test]
+    fn tags_of_dropped_events() {
+        let w = 900..=1100;
+        let p = br#"[{"epoch":1000,"dc":"x","type":"t","subtype":"s","big":[1,2]}, 42, {"epoch":5,"type":"a:b"}, {"epoch":999,"type":"u","dc":7}]"#;
+        let t = drop_tags(
+            p,
+            &drop_at(p, r#"{"epoch":1000"#, DropReason::Oversized),
+            &w,
+        )
+        .unwrap();
+        assert_eq!(
+            t,
+            DropTags {
+                epoch: Some(1000),
+                dc: Some("x".into()),
+                type_: "t".into(),
+                subtype: "s".into()
+            }
+        );
+        assert_eq!(
+            drop_tags(p, &drop_at(p, "42", DropReason::NotAMap), &w),
+            None
+        );
+        assert_eq!(
+            drop_tags(p, &drop_at(p, r#"{"epoch":5"#, DropReason::BadTag), &w),
+            None
+        );
+        let t = drop_tags(p, &drop_at(p, r#"{"epoch":999"#, DropReason::BadTag), &w).unwrap();
+        assert_eq!((t.epoch, t.dc, t.type_.as_str()), (Some(999), None, "u"));
+        let mut whole = drop_at(p, "[", DropReason::Oversized);
+        whole.whole_payload = true;
+        assert_eq!(drop_tags(p, &whole, &w), None);
+    }
 }

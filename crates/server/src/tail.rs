@@ -30,13 +30,22 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
     let mut start = None;
     for (k, v) in parse_query(query) {
         match k.as_str() {
-            "from" => start = Some(Cursor::at(sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?)),
+            "from" => {
+                start = Some(Cursor::at(
+                    sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?,
+                ))
+            }
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
             "dc" => req.dc = Some(v),
             "type" => req.type_ = Some(v),
             "subtype" => req.subtype = Some(v),
-            "select" => req.select.push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
-            "where" => req.filter = Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?),
+            "select" => req
+                .select
+                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
+            "where" => {
+                req.filter =
+                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
+            }
             other => return Err(format!("unknown parameter {other:?}")),
         }
     }
@@ -51,17 +60,29 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     };
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
     let store = st.store.clone();
-    tokio::task::spawn_blocking(move || follow(store, req, start, tx));
-    let stream = futures_util::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>)));
+    let metrics = st.metrics.clone();
+    tokio::task::spawn_blocking(move || follow(store, req, start, tx, metrics));
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>))
+    });
     (
-        [(header::CONTENT_TYPE, "text/event-stream"), (header::CACHE_CONTROL, "no-cache")],
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
         Body::from_stream(stream),
     )
         .into_response()
 }
 
 /// Runs on a blocking thread until the client goes away.
-fn follow(store: Arc<dyn Store>, req: TailRequest, start: Cursor, tx: mpsc::Sender<Bytes>) {
+fn follow(
+    store: Arc<dyn Store>,
+    req: TailRequest,
+    start: Cursor,
+    tx: mpsc::Sender<Bytes>,
+    metrics: crate::pipeline::SharedMetrics,
+) {
     let mut tail = Tail::new(store, req, start, TailOptions::default());
     let interval = tail.options().poll_interval;
     let mut last_cursor = String::new();
@@ -82,9 +103,11 @@ fn follow(store: Arc<dyn Store>, req: TailRequest, start: Cursor, tx: mpsc::Send
             }
         };
         let mut buf = Vec::new();
+        let mut served = 0u64;
         for item in items {
             match item {
                 ReadItem::Event(e) => {
+                    served += 1;
                     buf.extend_from_slice(b"event: event\ndata: ");
                     let _ = sereal::json::to_writer(&mut buf, &e.value);
                     buf.extend_from_slice(b"\n\n");
@@ -103,6 +126,14 @@ fn follow(store: Arc<dyn Store>, req: TailRequest, start: Cursor, tx: mpsc::Send
         if !buf.is_empty() && tx.blocking_send(Bytes::from(buf)).is_err() {
             return;
         }
+        if served > 0 {
+            *metrics
+                .lock()
+                .unwrap()
+                .events_out
+                .entry("tail".into())
+                .or_default() += served;
+        }
         if tail.caught_up() {
             std::thread::sleep(interval);
         }
@@ -110,5 +141,6 @@ fn follow(store: Arc<dyn Store>, req: TailRequest, start: Cursor, tx: mpsc::Send
 }
 
 fn send(tx: &mpsc::Sender<Bytes>, event: &str, data: &str) -> Result<(), ()> {
-    tx.blocking_send(Bytes::from(format!("event: {event}\ndata: {data}\n\n"))).map_err(|_| ())
+    tx.blocking_send(Bytes::from(format!("event: {event}\ndata: {data}\n\n")))
+        .map_err(|_| ())
 }
