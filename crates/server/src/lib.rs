@@ -8,7 +8,7 @@
 //!
 //! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
 //! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
-//! ticker asks it to flush due epochs every second; reads run on blocking threads and stream.
+//! ticker asks it to flush due epochs every 250 ms; reads run on blocking threads and stream.
 //! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
 //! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
 //! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload
@@ -227,7 +227,8 @@ async fn run_with(
     let ticker = {
         let tx = tx.clone();
         tokio::spawn(async move {
-            let mut iv = tokio::time::interval(Duration::from_secs(1));
+            // A second is stored within a quarter second of its grace period ending.
+            let mut iv = tokio::time::interval(Duration::from_millis(250));
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 iv.tick().await;
