@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_reader::{parse_time, range, Filter};
+use sluice_reader::{parse_time, range};
 
 /// Flags of `sluice cat`.
 #[derive(Args)]
@@ -15,21 +15,8 @@ pub struct CatArgs {
     /// End of the range (excluded); default `now`.
     #[arg(long, allow_hyphen_values = true, default_value = "now")]
     to: String,
-    /// Only this data centre.
-    #[arg(long)]
-    dc: Option<String>,
-    /// Only this event type.
-    #[arg(long = "type")]
-    type_: Option<String>,
-    /// Only this subtype (`--subtype ''` for the empty one).
-    #[arg(long)]
-    subtype: Option<String>,
-    /// Print only these paths (comma-separated), read lazily.
-    #[arg(long, value_delimiter = ',')]
-    select: Vec<String>,
-    /// Print only events for which this holds, e.g. `status >= 500`.
-    #[arg(long = "where")]
-    filter: Option<String>,
+    #[command(flatten)]
+    filters: crate::filters::Filters,
     /// Output format: `json` (NDJSON) or `sereal` (one document per event).
     #[arg(long, default_value = "json")]
     format: String,
@@ -48,13 +35,8 @@ pub fn run(a: CatArgs) -> Result<()> {
     let from = parse_time(&a.from, now).with_context(|| format!("--from {:?}", a.from))?;
     let to = parse_time(&a.to, now).with_context(|| format!("--to {:?}", a.to))?;
     let format: range::OutputFormat = a.format.parse().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let select = a
-        .select
-        .iter()
-        .map(|p| sereal::Path::parse(p))
-        .collect::<std::result::Result<Vec<_>, _>>()
-        .context("--select")?;
-    let filter = a.filter.as_deref().map(Filter::parse).transpose().context("--where")?;
+    let select = a.filters.paths()?;
+    let filter = a.filters.predicate()?;
     if let Some(server) = &a.server {
         return from_server(server, from, to, &a);
     }
@@ -62,7 +44,8 @@ pub fn run(a: CatArgs) -> Result<()> {
         bail!("{}: no such data directory", a.data.display());
     }
     let store = sluice_store::EmbeddedStore::open(&a.data).with_context(|| a.data.display().to_string())?;
-    let req = range::ReadRequest { from, to, dc: a.dc, type_: a.type_, subtype: a.subtype, select, filter };
+    let f = a.filters.clone();
+    let req = range::ReadRequest { from, to, dc: f.dc, type_: f.type_, subtype: f.subtype, select, filter };
     let reader = range::RangeReader::new(&store, req, range::ReadOptions::default())?;
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
@@ -79,15 +62,8 @@ fn from_server(server: &str, from: i64, to: i64, a: &CatArgs) -> Result<()> {
     use std::io::{BufRead, Write};
     let url = format!("{}/v1/events", server.trim_end_matches('/'));
     let agent = ureq::AgentBuilder::new().timeout_connect(std::time::Duration::from_secs(10)).build();
-    let mut req = agent.get(&url).query("from", &from.to_string()).query("to", &to.to_string()).query("format", &a.format);
-    for (k, v) in [("dc", &a.dc), ("type", &a.type_), ("subtype", &a.subtype), ("where", &a.filter)] {
-        if let Some(v) = v {
-            req = req.query(k, v);
-        }
-    }
-    for p in &a.select {
-        req = req.query("select", p);
-    }
+    let req = agent.get(&url).query("from", &from.to_string()).query("to", &to.to_string()).query("format", &a.format);
+    let req = a.filters.query(req);
     let resp = match req.call() {
         Ok(r) => r,
         Err(ureq::Error::Status(code, r)) => bail!("{url}: {code}: {}", r.into_string().unwrap_or_default().trim()),

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_reader::{parse_time, Cursor, Filter, ReadItem, Tail, TailOptions, TailRequest};
+use sluice_reader::{parse_time, Cursor, ReadItem, Tail, TailOptions, TailRequest};
 
 /// Flags of `sluice tail`.
 #[derive(Args)]
@@ -23,21 +23,8 @@ pub struct TailArgs {
     /// Write the cursor of what has been printed to this file as the tail goes.
     #[arg(long)]
     cursor_file: Option<PathBuf>,
-    /// Only this data centre.
-    #[arg(long)]
-    dc: Option<String>,
-    /// Only this event type.
-    #[arg(long = "type")]
-    type_: Option<String>,
-    /// Only this subtype.
-    #[arg(long)]
-    subtype: Option<String>,
-    /// Print only these paths (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    select: Vec<String>,
-    /// Print only events for which this holds.
-    #[arg(long = "where")]
-    filter: Option<String>,
+    #[command(flatten)]
+    filters: crate::filters::Filters,
     /// Follow a running server (e.g. http://127.0.0.1:8180).
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
@@ -78,12 +65,13 @@ pub fn run(a: TailArgs) -> Result<()> {
         (None, Some(from)) => Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?),
         (None, None) => Cursor::at(now),
     };
+    let f = &a.filters;
     let req = TailRequest {
-        dc: a.dc.clone(),
-        type_: a.type_.clone(),
-        subtype: a.subtype.clone(),
-        select: a.select.iter().map(|p| sereal::Path::parse(p)).collect::<std::result::Result<_, _>>().context("--select")?,
-        filter: a.filter.as_deref().map(Filter::parse).transpose().context("--where")?,
+        dc: f.dc.clone(),
+        type_: f.type_.clone(),
+        subtype: f.subtype.clone(),
+        select: f.paths()?,
+        filter: f.predicate()?,
     };
     let store = sluice_store::EmbeddedStore::open(dir).with_context(|| dir.display().to_string())?;
     let mut tail = Tail::new(&store, req, start, TailOptions::default());
@@ -130,14 +118,10 @@ fn from_server(server: &str, a: &TailArgs, sink: &CursorSink) -> Result<()> {
     if let Some(c) = &a.cursor {
         req = req.query("cursor", c);
     }
-    for (k, v) in [("from", &a.from), ("dc", &a.dc), ("type", &a.type_), ("subtype", &a.subtype), ("where", &a.filter)] {
-        if let Some(v) = v {
-            req = req.query(k, v);
-        }
+    if let Some(from) = &a.from {
+        req = req.query("from", from);
     }
-    for p in &a.select {
-        req = req.query("select", p);
-    }
+    let req = a.filters.query(req);
     let resp = match req.call() {
         Ok(r) => r,
         Err(ureq::Error::Status(code, r)) => bail!("{url}: {code}: {}", r.into_string().unwrap_or_default().trim()),
