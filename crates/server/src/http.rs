@@ -154,11 +154,41 @@ pub(crate) fn parse_query(q: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The event filters shared by `GET /v1/events` and `GET /v1/tail`.
+#[derive(Default)]
+pub(crate) struct FilterParams {
+    pub dc: Option<String>,
+    pub type_: Option<String>,
+    pub subtype: Option<String>,
+    pub select: Vec<sereal::Path>,
+    pub filter: Option<sluice_reader::Filter>,
+}
+
+impl FilterParams {
+    /// Takes `k=v` if it is a filter parameter (returns false for any other name).
+    pub(crate) fn accept(&mut self, k: &str, v: String) -> Result<bool, String> {
+        match k {
+            "dc" => self.dc = Some(v),
+            "type" => self.type_ = Some(v),
+            "subtype" => self.subtype = Some(v),
+            "select" => self
+                .select
+                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
+            "where" => {
+                self.filter =
+                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
 /// Builds the read request of `GET /v1/events`.
 fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
     let mut from = None;
     let mut to = None;
-    let mut req = ReadRequest::default();
+    let mut f = FilterParams::default();
     let mut format = OutputFormat::Json;
     for (k, v) in parse_query(query) {
         match k.as_str() {
@@ -166,20 +196,22 @@ fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), St
                 from = Some(sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?)
             }
             "to" => to = Some(sluice_reader::parse_time(&v, now).map_err(|e| format!("to: {e}"))?),
-            "dc" => req.dc = Some(v),
-            "type" => req.type_ = Some(v),
-            "subtype" => req.subtype = Some(v),
-            "select" => req
-                .select
-                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
-            "where" => {
-                req.filter =
-                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
-            }
             "format" => format = v.parse().map_err(|e| format!("format: {e}"))?,
-            other => return Err(format!("unknown parameter {other:?}")),
+            other => {
+                if !f.accept(other, v)? {
+                    return Err(format!("unknown parameter {other:?}"));
+                }
+            }
         }
     }
+    let mut req = ReadRequest {
+        dc: f.dc,
+        type_: f.type_,
+        subtype: f.subtype,
+        select: f.select,
+        filter: f.filter,
+        ..ReadRequest::default()
+    };
     req.from =
         from.ok_or("`from` is required (Unix seconds, RFC 3339, `now` or relative like -5m)")?;
     req.to = to.unwrap_or(now + 1);

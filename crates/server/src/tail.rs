@@ -22,11 +22,11 @@ use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::Store;
 use tokio::sync::mpsc;
 
-use crate::http::{error, parse_query, AppState};
+use crate::http::{error, parse_query, AppState, FilterParams};
 
 /// Builds the tail request and starting cursor from the query string.
 fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
-    let mut req = TailRequest::default();
+    let mut f = FilterParams::default();
     let mut start = None;
     for (k, v) in parse_query(query) {
         match k.as_str() {
@@ -36,19 +36,20 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
                 ))
             }
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
-            "dc" => req.dc = Some(v),
-            "type" => req.type_ = Some(v),
-            "subtype" => req.subtype = Some(v),
-            "select" => req
-                .select
-                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
-            "where" => {
-                req.filter =
-                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
+            other => {
+                if !f.accept(other, v)? {
+                    return Err(format!("unknown parameter {other:?}"));
+                }
             }
-            other => return Err(format!("unknown parameter {other:?}")),
         }
     }
+    let req = TailRequest {
+        dc: f.dc,
+        type_: f.type_,
+        subtype: f.subtype,
+        select: f.select,
+        filter: f.filter,
+    };
     Ok((req, start.unwrap_or_else(|| Cursor::at(now))))
 }
 
