@@ -28,12 +28,31 @@ pub struct ServeArgs {
     /// This collector's data-centre id, filled into events that carry none (default `local`).
     #[arg(long)]
     dc: Option<String>,
-    /// Seconds to wait after a second ends before storing it (default 1).
-    #[arg(long)]
-    grace: Option<u64>,
+    /// How long to wait after a second ends before storing it: seconds (`1`, `0.25`) or with a
+    /// unit (`1s`, `250ms`); default 1 s.
+    #[arg(long, value_parser = parse_grace)]
+    grace: Option<std::time::Duration>,
     /// Blob profile: `default` (protocol 5 + zstd) or `original` (protocol 3 + zlib).
     #[arg(long)]
     profile: Option<String>,
+}
+
+/// A grace period: `250ms`, `1s`, or plain seconds (`1`, `0.25`); at most one hour.
+fn parse_grace(value: &str) -> std::result::Result<std::time::Duration, String> {
+    let bad = || format!("{value:?}: expected seconds (1, 0.25) or a duration (250ms, 1s)");
+    let ms = if let Some(ms) = value.strip_suffix("ms") {
+        ms.trim().parse::<u64>().map_err(|_| bad())?
+    } else {
+        let secs: f64 = value.strip_suffix('s').unwrap_or(value).trim().parse().map_err(|_| bad())?;
+        if !secs.is_finite() || secs < 0.0 {
+            return Err(bad());
+        }
+        (secs * 1000.0).round() as u64
+    };
+    if ms > 3_600_000 {
+        return Err(format!("{value:?}: at most one hour"));
+    }
+    Ok(std::time::Duration::from_millis(ms))
 }
 
 /// `ADDR` or `off`.
@@ -66,7 +85,7 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
         c.dc = dc.clone();
     }
     if let Some(g) = a.grace {
-        c.grace_secs = g;
+        c.grace_ms = Some(g.as_millis() as u64);
     }
     if let Some(p) = &a.profile {
         c.profile = p.clone();
@@ -88,4 +107,22 @@ pub fn run(a: ServeArgs) -> Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(sluice_server::run(config, sluice_server::shutdown_signal()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_grace;
+    use std::time::Duration;
+
+    #[test]
+    fn grace_forms() {
+        assert_eq!(parse_grace("1"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_grace("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_grace("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_grace("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_grace("0"), Ok(Duration::ZERO));
+        for bad in ["", "-1", "fast", "1h", "nan", "3601"] {
+            assert!(parse_grace(bad).is_err(), "{bad}");
+        }
+    }
 }

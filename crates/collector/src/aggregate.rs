@@ -27,10 +27,12 @@
 //!   to a bounded on-disk [`Spool`] (see [`crate::spool`]). Every flush first replays the spool,
 //!   oldest first, before any newer batch, so batches reach the store in the order they were
 //!   closed (and, within a batch, data before index before counts). A spooled batch leaves the
-//!   spool only once the store confirmed it. Its WAL sequence numbers stay pending
-//!   ([`Aggregator::min_pending_seq`] includes spooled batches), so the WAL is never checkpointed
-//!   past unstored data. An aggregator opened on a spool directory left by a crashed one replays
-//!   what it holds (and holds its WAL sequence numbers).
+//!   spool only once the store confirmed it. The spool (fsynced) now holds it durably, so its WAL
+//!   sequence numbers are released (the WAL may be checkpointed past it and stays small while the
+//!   store is down) and a [`DoneNote`] is recorded for it, as for a stored batch: the caller
+//!   writes the notes ([`Aggregator::take_done`]) to the WAL so that a replay after a crash does
+//!   not add those events a second time (see [`crate::replay`]). An aggregator opened on a spool
+//!   directory left by a crashed one replays what it holds.
 //! - **Backpressure**: when the spool refuses a batch (full: [`SpoolConfig::max_bytes`]), the
 //!   batch stays in memory, and while more than `memory_batches` batches are in memory
 //!   ([`Aggregator::is_backpressured`]) `flush_due`/`flush_all` only retry the pending work and
@@ -64,6 +66,7 @@ use sluice_blob::{BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, Even
 use sluice_store::{BlobKey, Counts, Namespace, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
+use crate::replay::DoneNote;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
 
@@ -200,7 +203,7 @@ impl FlushReport {
 }
 
 /// (epoch, dc, type, subtype)
-type GroupKey = (i64, String, String, String);
+pub type GroupKey = (i64, String, String, String);
 
 #[derive(Default)]
 struct Group {
@@ -248,6 +251,9 @@ pub struct Aggregator {
     spool: Option<Spool>,
     /// The spool's oldest batch, decoded, while it is being written (keeps its progress).
     spool_head: Option<Batch>,
+    /// Groups of logged events that left memory (stored or spooled) since the last
+    /// [`Aggregator::take_done`].
+    done: Vec<DoneNote>,
 }
 
 impl fmt::Debug for Aggregator {
@@ -277,13 +283,9 @@ impl Aggregator {
             ),
             None => None,
         };
-        let mut pending_seqs = BTreeMap::new();
-        // Batches left in the spool by an earlier run keep their WAL sequence numbers pending.
-        for seqs in spool.iter().flat_map(|s| s.seqs()) {
-            for &seq in seqs {
-                *pending_seqs.entry(seq).or_insert(0) += 1;
-            }
-        }
+        // Batches left in the spool by an earlier run hold no WAL sequence numbers: their done
+        // notes keep the WAL replay from adding them again.
+        let pending_seqs = BTreeMap::new();
         Ok(Aggregator {
             cfg,
             store,
@@ -296,7 +298,14 @@ impl Aggregator {
             pending_seqs,
             spool,
             spool_head: None,
+            done: Vec::new(),
         })
+    }
+
+    /// The done notes recorded since the last call (see [`crate::replay`]): append them to the
+    /// WAL once the store writes they stand for are synced.
+    pub fn take_done(&mut self) -> Vec<DoneNote> {
+        std::mem::take(&mut self.done)
     }
 
     /// The settings in force.
@@ -557,7 +566,7 @@ impl Aggregator {
         let mut kept = VecDeque::new();
         while let Some(mut batch) = self.outbox.pop_front() {
             match self.write_batch(&mut batch, report) {
-                Ok(()) => self.release_seqs(&batch.seqs),
+                Ok(()) => self.batch_done(&mut batch),
                 Err(e) => {
                     let stop = e.is_transient();
                     report.errors.push(e);
@@ -606,7 +615,7 @@ impl Aggregator {
                 return false;
             }
             if batch.counted {
-                self.release_seqs(&batch.seqs);
+                self.batch_done(&mut batch);
             } else {
                 self.outbox.push_front(batch);
             }
@@ -617,12 +626,14 @@ impl Aggregator {
     /// `memory_batches` remain in memory, or the spool refuses (full: backpressure).
     fn spill_excess(&mut self, report: &mut FlushReport) {
         let Some(limit) = self.cfg.spool.as_ref().map(|sc| sc.memory_batches) else { return };
-        let Some(spool) = self.spool.as_mut() else { return };
         while self.outbox.len() > limit {
+            let Some(spool) = self.spool.as_mut() else { return };
             let b = self.outbox.front().expect("non-empty");
             match spool.push(&spooled_from_batch(b)) {
                 Ok(()) => {
-                    self.outbox.pop_front();
+                    if let Some(mut b) = self.outbox.pop_front() {
+                        self.batch_done(&mut b);
+                    }
                 }
                 Err(source) => {
                     report.errors.push(AggregateError::Spool {
@@ -682,6 +693,16 @@ impl Aggregator {
             b.counted = true;
         }
         Ok(())
+    }
+
+    /// A batch left memory for good (stored, or spooled): releases its WAL sequence numbers and
+    /// records its done note.
+    fn batch_done(&mut self, b: &mut Batch) {
+        let seqs = std::mem::take(&mut b.seqs);
+        if !seqs.is_empty() {
+            self.release_seqs(&seqs);
+            self.done.push(DoneNote { group: b.key.clone(), seqs });
+        }
     }
 
     /// Drops one hold on each of `seqs` (their events in one batch are now written).
@@ -766,7 +787,8 @@ fn batch_from_spooled(sb: SpooledBatch) -> Batch {
         counted: false,
         events: sb.events,
         counts: sb.counts,
-        seqs: sb.seqs,
+        // Released when it was spooled (its done note covers it).
+        seqs: Vec::new(),
     }
 }
 

@@ -39,11 +39,14 @@ pub enum DropReason {
     /// `too_many`: the payload holds more than `max_events` events; the excess is dropped
     /// (one [`Drop`] whose `count` says how many).
     TooMany,
+    /// `shed`: refused under backpressure (the store is down and the spool full). Acknowledged
+    /// transports get an error and may retry; UDP events are lost and counted.
+    Shed,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (the order of [`DropCounters::iter`]).
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::PayloadError,
         DropReason::Malformed,
         DropReason::Oversized,
@@ -54,6 +57,7 @@ impl DropReason {
         DropReason::BadEpoch,
         DropReason::BadUtf8,
         DropReason::TooMany,
+        DropReason::Shed,
     ];
 
     /// The stable snake_case name, for metric labels and error messages.
@@ -69,6 +73,7 @@ impl DropReason {
             DropReason::BadEpoch => "bad_epoch",
             DropReason::BadUtf8 => "bad_utf8",
             DropReason::TooMany => "too_many",
+            DropReason::Shed => "shed",
         }
     }
 
@@ -84,6 +89,7 @@ impl DropReason {
             DropReason::BadEpoch => 7,
             DropReason::BadUtf8 => 8,
             DropReason::TooMany => 9,
+            DropReason::Shed => 10,
         }
     }
 }

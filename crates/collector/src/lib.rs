@@ -33,6 +33,7 @@
 pub mod aggregate;
 pub mod drops;
 pub mod ingest;
+pub mod replay;
 pub mod spool;
 mod json;
 pub mod wal;

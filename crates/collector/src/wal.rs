@@ -11,7 +11,8 @@
 //! A directory holding:
 //! - segment files `wal-<first seq, 20 digits>.log`, each a sequence of records framed as
 //!   `len u32 | crc32 u32 | seq u64 | now i64 | payload` (little endian; `len` is the payload
-//!   length, the CRC-32 covers `seq | now | payload`). Sequence numbers start at 1 and increase by
+//!   length, its top bit set for a note; the CRC-32 covers `seq | now | payload`, preceded by
+//!   `note` for a note). Sequence numbers start at 1 and increase by
 //!   one, across segments and restarts. A segment is closed (fsynced, unless
 //!   [`FsyncPolicy::Never`]) and a new one started once it reaches
 //!   [`WalConfig::segment_size`] bytes.
@@ -50,11 +51,12 @@
 //!
 //! # Exactly once, at least once
 //!
-//! Replay never re-stores a payload whose events were all written before the checkpoint. The
-//! window of duplicates (at least once, never lost): a payload written to the store but not yet
-//! checkpointed when the process dies — in particular a payload whose events span several epochs
-//! when a crash comes after the earlier epoch was flushed and before the later one was — is
-//! replayed whole, and its already stored events are stored a second time.
+//! Replay never re-stores a payload whose events were all written before the checkpoint. A
+//! payload whose events span several groups (epochs, types…) is held until all of them are
+//! stored; the groups already stored (or spooled) are named by *done notes* the server appends
+//! after each flush, and [`crate::replay::replay`] skips them. What remains at least once
+//! (never lost): a crash between a store write becoming durable and its note being fsynced
+//! replays that group again; and a caller that writes no notes gets the whole payload again.
 //!
 //! # Errors
 //!
@@ -129,14 +131,26 @@ impl Default for WalConfig {
     }
 }
 
-/// One logged payload.
+/// What a record holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecordKind {
+    /// A payload as received ([`Wal::append`]).
+    Payload,
+    /// A note about earlier records ([`Wal::append_note`]), e.g. which of their events are
+    /// already stored; the log does not interpret it.
+    Note,
+}
+
+/// One logged payload or note.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalRecord {
-    /// Its sequence number (from 1, increasing by one).
+    /// Its sequence number (from 1, increasing by one; payloads and notes share the sequence).
     pub seq: u64,
     /// Its arrival time (UTC Unix seconds), as given to `Ingestor::ingest`.
     pub now: i64,
-    /// The payload as received.
+    /// Payload or note.
+    pub kind: RecordKind,
+    /// The payload as received (or the note's bytes).
     pub payload: Vec<u8>,
 }
 
@@ -161,7 +175,7 @@ pub enum WalError {
     },
     /// An earlier I/O error left the log in an unknown state; reopen it.
     Poisoned(String),
-    /// A payload larger than a record can hold (4 GiB).
+    /// A payload larger than a record can hold (2 GiB).
     TooLarge(usize),
     /// [`Wal::checkpoint`] or [`Wal::wait_durable`] named a sequence number not appended yet.
     BadSeq {
@@ -215,20 +229,32 @@ fn parse_segment_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn record_crc(seq: u64, now: i64, payload: &[u8]) -> u32 {
+/// The bit of the `len` field that marks a [`RecordKind::Note`].
+const NOTE_FLAG: u32 = 1 << 31;
+/// Largest payload or note of one record (the `len` field's other 31 bits).
+const MAX_RECORD: usize = (NOTE_FLAG - 1) as usize;
+
+fn record_crc(kind: RecordKind, seq: u64, now: i64, payload: &[u8]) -> u32 {
     let mut h = crc32fast::Hasher::new();
+    // Notes are checksummed differently so that a flipped kind bit fails the check.
+    if kind == RecordKind::Note {
+        h.update(b"note");
+    }
     h.update(&seq.to_le_bytes());
     h.update(&now.to_le_bytes());
     h.update(payload);
     h.finalize()
 }
 
-fn encode_record(seq: u64, now: i64, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    let len = u32::try_from(payload.len()).map_err(|_| WalError::TooLarge(payload.len()))?;
+fn encode_record(kind: RecordKind, seq: u64, now: i64, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+    if payload.len() > MAX_RECORD {
+        return Err(WalError::TooLarge(payload.len()));
+    }
+    let len = payload.len() as u32 | if kind == RecordKind::Note { NOTE_FLAG } else { 0 };
     out.clear();
     out.reserve(HEADER_LEN + payload.len());
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&record_crc(seq, now, payload).to_le_bytes());
+    out.extend_from_slice(&record_crc(kind, seq, now, payload).to_le_bytes());
     out.extend_from_slice(&seq.to_le_bytes());
     out.extend_from_slice(&now.to_le_bytes());
     out.extend_from_slice(payload);
@@ -272,17 +298,17 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
         let bad_is_torn = if rest.len() < HEADER_LEN {
             Some(true) // cut short
         } else {
-            let len = u64::from_le_bytes(field(0)) as usize;
+            let (kind, len) = split_len(u64::from_le_bytes(field(0)) as u32);
             let crc = u64::from_le_bytes(field(4)) as u32;
             let seq = u64::from_le_bytes(field(8));
             let now = i64::from_le_bytes(field(16));
             match HEADER_LEN.checked_add(len).filter(|&e| e <= rest.len()) {
-                Some(end) if record_crc(seq, now, &rest[HEADER_LEN..end]) == crc => {
+                Some(end) if record_crc(kind, seq, now, &rest[HEADER_LEN..end]) == crc => {
                     if seq != first + p.count {
                         Some(false)
                     } else {
                         if seq > keep_after {
-                            p.records.push(WalRecord { seq, now, payload: rest[HEADER_LEN..end].to_vec() });
+                            p.records.push(WalRecord { seq, now, kind, payload: rest[HEADER_LEN..end].to_vec() });
                         }
                         p.count += 1;
                         off += end;
@@ -313,12 +339,18 @@ fn intact_record_after(rest: &[u8], expect: u64) -> bool {
     (1..rest.len().saturating_sub(HEADER_LEN - 1)).any(|at| {
         let h = &rest[at..at + HEADER_LEN];
         let word = |i: usize, n: usize| h[i..i + n].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        let (len, crc, seq, now) = (word(0, 4) as usize, word(4, 4) as u32, word(8, 8), word(16, 8) as i64);
+        let ((kind, len), crc, seq, now) = (split_len(word(0, 4) as u32), word(4, 4) as u32, word(8, 8), word(16, 8) as i64);
         seq >= expect
             && seq - expect < 1 << 32
             && len <= rest.len() - at - HEADER_LEN
-            && record_crc(seq, now, &rest[at + HEADER_LEN..at + HEADER_LEN + len]) == crc
+            && record_crc(kind, seq, now, &rest[at + HEADER_LEN..at + HEADER_LEN + len]) == crc
     })
+}
+
+/// The kind and payload length held by a record's `len` field.
+fn split_len(field: u32) -> (RecordKind, usize) {
+    let kind = if field & NOTE_FLAG != 0 { RecordKind::Note } else { RecordKind::Payload };
+    (kind, (field & !NOTE_FLAG) as usize)
 }
 
 fn read_checkpoint(dir: &Path) -> Result<u64> {
@@ -577,6 +609,17 @@ impl Wal {
     /// durable on return; otherwise it is in the OS page cache (use
     /// [`wait_durable`](Self::wait_durable) before acknowledging under `Batch`).
     pub fn append(&self, payload: &[u8], now: i64) -> Result<u64> {
+        self.append_kind(RecordKind::Payload, payload, now)
+    }
+
+    /// Appends a [`RecordKind::Note`] (durable as [`append`](Self::append) says) and returns its
+    /// sequence number. [`Wal::open`] returns notes after the checkpoint like payloads; the
+    /// aggregator's done notes use this (see [`crate::replay`]).
+    pub fn append_note(&self, note: &[u8], now: i64) -> Result<u64> {
+        self.append_kind(RecordKind::Note, note, now)
+    }
+
+    fn append_kind(&self, kind: RecordKind, payload: &[u8], now: i64) -> Result<u64> {
         let sh = &*self.shared;
         let mut st = sh.lock();
         Shared::check(&st)?;
@@ -588,7 +631,7 @@ impl Wal {
         }
         let seq = st.last_seq + 1;
         let mut buf = std::mem::take(&mut st.buf);
-        encode_record(seq, now, payload, &mut buf)?;
+        encode_record(kind, seq, now, payload, &mut buf)?;
         if let Err(e) = (&*st.file).write_all(&buf) {
             let e = io_err(format!("appending to {}", sh.active_path(&st).display()))(e);
             st.poisoned = Some(e.to_string());

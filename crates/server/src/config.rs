@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer};
 use sluice_blob::{BlobOptions, Profile};
-use sluice_collector::aggregate::AggregatorConfig;
+use sluice_collector::aggregate::{AggregatorConfig, SpoolConfig};
 use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
 use std::time::Duration;
@@ -27,7 +27,8 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// data_dir = "./data"          # embedded store directory
 /// http = "127.0.0.1:8180"      # or "off"
 /// dc = "local"                 # dc filled into events without one
-/// grace_secs = 1               # an epoch is flushed once epoch + grace_secs < now
+/// grace_secs = 1               # an epoch is stored once its second ended grace_secs ago
+/// # grace_ms = 250             # the same in milliseconds (overrides grace_secs)
 /// profile = "default"          # blob profile: original | default | default:<zstd level>
 /// chunk_limit = 500000         # largest blob chunk, bytes
 /// retention_days = 10
@@ -46,6 +47,9 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// tcp_idle_timeout_secs = 300  # no new message for this long: connection closed
 /// udp = "127.0.0.1:8182"       # or "off"
 /// udp_recv_buffer_bytes = 33554432
+/// # spool_dir = "./data/spool" # batches the store could not take (default <data_dir>/spool)
+/// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
+/// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -67,6 +71,9 @@ pub struct ServerConfig {
     pub dc: String,
     /// Seconds to wait after an epoch ends before writing it (default 1).
     pub grace_secs: u64,
+    /// The grace period in milliseconds; overrides `grace_secs` when set (e.g. 250 for a
+    /// sub-second emit-to-readable lag).
+    pub grace_ms: Option<u64>,
     /// Blob profile: `original`, `default` or `default:<zstd level>` (default `default`).
     pub profile: String,
     /// Largest blob chunk in bytes (default 500,000).
@@ -109,6 +116,14 @@ pub struct ServerConfig {
     pub udp: Option<SocketAddr>,
     /// Requested UDP receive buffer (`SO_RCVBUF`), bytes (default 32 MiB).
     pub udp_recv_buffer_bytes: usize,
+    /// Directory of the spool, where batches wait while the store fails (default
+    /// `<data_dir>/spool`).
+    pub spool_dir: Option<PathBuf>,
+    /// Most bytes of batches in the spool (default 1 GiB). Beyond it the server applies
+    /// backpressure: acknowledged payloads get 503 / a TCP `error`, UDP events are shed (counted).
+    pub spool_max_bytes: u64,
+    /// Batches kept in memory after a store error before the oldest are spilled (default 16).
+    pub spool_memory_batches: usize,
 }
 
 impl Default for ServerConfig {
@@ -121,6 +136,7 @@ impl Default for ServerConfig {
             ))),
             dc: "local".into(),
             grace_secs: 1,
+            grace_ms: None,
             profile: "default".into(),
             chunk_limit: sluice_blob::DEFAULT_CHUNK_LIMIT,
             retention_days: 10,
@@ -145,6 +161,9 @@ impl Default for ServerConfig {
                 DEFAULT_UDP_PORT,
             ))),
             udp_recv_buffer_bytes: 32 << 20,
+            spool_dir: None,
+            spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
+            spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
         }
     }
 }
@@ -191,12 +210,34 @@ impl ServerConfig {
         }
     }
 
-    /// The aggregator settings this configuration implies.
+    /// The grace period: `grace_ms`, else `grace_secs`.
+    pub fn grace(&self) -> Duration {
+        match self.grace_ms {
+            Some(ms) => Duration::from_millis(ms),
+            None => Duration::from_secs(self.grace_secs),
+        }
+    }
+
+    /// The spool directory: `spool_dir`, or `<data_dir>/spool`.
+    pub fn spool_path(&self) -> PathBuf {
+        self.spool_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("spool"))
+    }
+
+    /// The aggregator settings this configuration implies. Its `grace_secs` is 0: the server
+    /// applies the (millisecond) grace itself by running the aggregator on a clock set back by
+    /// it (see `pipeline::FlushClock`).
     pub fn aggregator_config(&self) -> Result<AggregatorConfig, Error> {
         let profile = Profile::from_str(&self.profile).map_err(|e| Error::Config(e.to_string()))?;
         Ok(AggregatorConfig {
             collector_id: self.collector_id.clone(),
-            grace_secs: self.grace_secs,
+            grace_secs: 0,
+            spool: Some(SpoolConfig {
+                dir: self.spool_path(),
+                max_bytes: self.spool_max_bytes,
+                memory_batches: self.spool_memory_batches,
+            }),
             blob: BlobOptions {
                 profile,
                 chunk_limit: self.chunk_limit,
@@ -253,6 +294,12 @@ impl ServerConfig {
             return Err(Error::Config(
                 "queue, request_timeout_secs and expire_interval_secs must be positive".into(),
             ));
+        }
+        if self.grace() > Duration::from_secs(3600) {
+            return Err(Error::Config("grace_secs / grace_ms: at most one hour".into()));
+        }
+        if self.spool_max_bytes == 0 {
+            return Err(Error::Config("spool_max_bytes must be positive".into()));
         }
         if self.max_body_bytes == 0 {
             return Err(Error::Config("max_body_bytes must be positive".into()));

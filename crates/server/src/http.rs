@@ -500,7 +500,7 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             reason.as_str()
         );
     }
-    let rows: [(&str, &str, &str, f64); 24] = [
+    let rows: [(&str, &str, &str, f64); 33] = [
         (
             "sluice_payloads_total",
             "Payloads received.",
@@ -600,6 +600,60 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             "Highest WAL record whose events are stored.",
             "gauge",
             m.wal_checkpointed_seq as f64,
+        ),
+        (
+            "sluice_wal_notes_total",
+            "WAL done notes appended (groups stored or spooled; replay skips them).",
+            "counter",
+            m.wal_notes as f64,
+        ),
+        (
+            "sluice_wal_replay_skipped_events",
+            "Events the WAL replay at start skipped because a done note covered them.",
+            "gauge",
+            m.wal_replay_skipped_events as f64,
+        ),
+        (
+            "sluice_spool_batches",
+            "Batches waiting in the on-disk spool for the store (the backlog).",
+            "gauge",
+            m.spool_batches as f64,
+        ),
+        (
+            "sluice_spool_bytes",
+            "Bytes of batches waiting in the spool.",
+            "gauge",
+            m.spool_bytes as f64,
+        ),
+        (
+            "sluice_spool_events",
+            "Events in batches waiting in the spool.",
+            "gauge",
+            m.spool_events as f64,
+        ),
+        (
+            "sluice_spool_max_bytes",
+            "Spool bound; beyond it the server applies backpressure.",
+            "gauge",
+            m.spool_max_bytes as f64,
+        ),
+        (
+            "sluice_memory_batches",
+            "Closed batches held in memory, not yet stored or spooled.",
+            "gauge",
+            m.memory_batches as f64,
+        ),
+        (
+            "sluice_backpressure",
+            "1 while the spool is full: acknowledged payloads get 503, UDP events are shed.",
+            "gauge",
+            if m.backpressure { 1.0 } else { 0.0 },
+        ),
+        (
+            "sluice_payloads_shed_total",
+            "Acknowledged payloads refused under backpressure (the sender retries).",
+            "counter",
+            m.payloads_shed as f64,
         ),
         (
             "sluice_tcp_connections_total",

@@ -163,45 +163,64 @@ pub async fn run(
     let tcp = tcp_listeners.pop().flatten();
     let http = tcp_listeners.pop().flatten();
     let udp = bind_udp(&config)?;
-    run_with(config, Sockets { http, tcp, udp }, shutdown).await
+    run_with(config, Sockets { http, tcp, udp }, None, shutdown).await
 }
 
 async fn run_with(
     config: ServerConfig,
     sockets: Sockets,
+    store: Option<Arc<dyn Store>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
     let metrics = Arc::new(Mutex::new(Metrics::default()));
+    let inner = match store {
+        Some(s) => s,
+        None => open_store(&config)?,
+    };
     // Every store write (the aggregator's, the pipeline's and the UDP thread's) is timed.
     let store: Arc<dyn Store> = Arc::new(timing::TimedStore {
-        inner: open_store(&config)?,
+        inner,
         metrics: metrics.clone(),
     });
+    let clock = pipeline::FlushClock {
+        grace_ms: i64::try_from(config.grace().as_millis()).unwrap_or(i64::MAX),
+    };
     let ingestor =
         Ingestor::new(config.ingest_config()).map_err(|e| Error::Config(e.to_string()))?;
     let aggregator = Aggregator::new(config.aggregator_config()?, store.clone())
         .map_err(|e| Error::Config(e.to_string()))?;
 
-    // Open the WAL and replay it into the aggregator before serving anything.
+    // Open the WAL and replay it into the aggregator before serving anything (the spool, if
+    // an earlier run left one, is replayed by the aggregator's first flush).
     let (ingestor, aggregator, wal, replayed) = {
         let dir = config.wal_path();
         let wal_cfg = config.wal_config()?;
         tokio::task::spawn_blocking(move || -> Result<_> {
             let (wal, records) = Wal::open(&dir, wal_cfg).map_err(|e| Error::Io(e.to_string()))?;
             let (mut ingestor, mut aggregator) = (ingestor, aggregator);
-            for r in &records {
-                let out = ingestor.ingest(&r.payload, r.now);
-                aggregator.add_logged(out.events, r.now, r.seq);
+            let report = sluice_collector::replay::replay(
+                &records,
+                &mut ingestor,
+                &mut aggregator,
+                |now| clock.at_end_of(now),
+            );
+            for bad in &report.bad_notes {
+                eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
             }
-            Ok((ingestor, aggregator, Arc::new(wal), records.len() as u64))
+            Ok((ingestor, aggregator, Arc::new(wal), report))
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??
     };
     {
         let mut m = metrics.lock().unwrap();
-        m.wal_replayed_records = replayed;
+        m.wal_replayed_records = replayed.records;
+        m.wal_replay_skipped_events = replayed.skipped;
+        m.spool_max_bytes = config.spool_max_bytes;
+        m.spool_batches = aggregator.spooled_batches() as u64;
+        m.spool_bytes = aggregator.spooled_bytes();
+        m.spool_events = aggregator.spooled_events();
         m.pending_events = aggregator.pending_events();
         m.wal_checkpointed_seq = wal.checkpointed();
     }
@@ -218,6 +237,8 @@ async fn run_with(
         max_past_secs: config.ingest_config().max_past_secs,
         max_future_secs: config.ingest_config().max_future_secs,
         pending_drops: Default::default(),
+        clock,
+        pending_notes: Vec::new(),
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())
@@ -388,6 +409,17 @@ impl Drop for RunningServer {
 /// errors found after binding are returned by [`RunningServer::shutdown`]; the config is
 /// validated here first.
 pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
+    spawn_inner(config, None)
+}
+
+/// [`spawn`] on a store of the caller's (instead of the embedded store in `data_dir`): another
+/// backend, or a wrapper such as `sluice_store::FaultyStore` for outage tests. The WAL and the
+/// spool still live under `data_dir` unless `wal_dir` / `spool_dir` say otherwise.
+pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<RunningServer> {
+    spawn_inner(config, Some(store))
+}
+
+fn spawn_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<RunningServer> {
     config.validate()?;
     let bind = |addr: Option<SocketAddr>| -> Result<Option<std::net::TcpListener>> {
         match addr {
@@ -437,7 +469,7 @@ pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
                     tcp: conv(tcp)?,
                     udp,
                 };
-                run_with(config, sockets, async move {
+                run_with(config, sockets, store, async move {
                     let _ = stopped.await;
                 })
                 .await

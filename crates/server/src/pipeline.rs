@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
+use sluice_collector::replay::DoneNote;
 use sluice_collector::wal::Wal;
 use sluice_collector::{Drop, DropCounters, DropReason, Ingestor, ParsedEvent};
 use sluice_store::{Counts, Store};
@@ -95,6 +96,24 @@ pub struct Metrics {
     pub wal_errors: u64,
     /// Highest WAL sequence number checkpointed (its events are in the store).
     pub wal_checkpointed_seq: u64,
+    /// WAL done notes appended (groups stored or spooled, see `sluice_collector::replay`).
+    pub wal_notes: u64,
+    /// Events skipped by the WAL replay at start because notes said they were stored/spooled.
+    pub wal_replay_skipped_events: u64,
+    /// Batches waiting in the spool (the store failed to take them).
+    pub spool_batches: u64,
+    /// Bytes of batches waiting in the spool.
+    pub spool_bytes: u64,
+    /// Events in batches waiting in the spool.
+    pub spool_events: u64,
+    /// Batches written to neither store nor spool yet, in memory.
+    pub memory_batches: u64,
+    /// The spool's bound (`spool_max_bytes`).
+    pub spool_max_bytes: u64,
+    /// Backpressure is on: the spool is full; acknowledged payloads get 503, UDP is shed.
+    pub backpressure: bool,
+    /// Acknowledged payloads refused under backpressure.
+    pub payloads_shed: u64,
     /// TCP connections accepted.
     pub tcp_connections: u64,
     /// TCP connections open now.
@@ -124,6 +143,36 @@ pub(crate) fn now_unix() -> i64 {
     sluice_reader::time::now_unix()
 }
 
+/// The aggregator's clock: wall time set back by the grace period, in whole seconds. The
+/// aggregator runs with a grace of 0 on this clock, so it stores epoch `e` once `e`'s second
+/// ended `grace` ago — which allows a grace below one second (`grace_ms`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FlushClock {
+    /// The grace period, milliseconds.
+    pub grace_ms: i64,
+}
+
+impl FlushClock {
+    /// The clock now.
+    pub fn now(&self) -> i64 {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        self.at_ms(ms)
+    }
+
+    /// The clock at Unix time `ms` (milliseconds).
+    pub fn at_ms(&self, ms: i64) -> i64 {
+        ms.saturating_sub(self.grace_ms).div_euclid(1000)
+    }
+
+    /// The clock at the end of arrival second `now` (for WAL replay, which knows only the
+    /// second a payload arrived in).
+    pub fn at_end_of(&self, now: i64) -> i64 {
+        self.at_ms(now.saturating_mul(1000).saturating_add(999))
+    }
+}
+
 /// The state the pipeline thread owns.
 pub(crate) struct Pipeline {
     pub ingestor: Ingestor,
@@ -141,6 +190,11 @@ pub(crate) struct Pipeline {
     /// Ingest drops (HTTP, TCP) not yet added to the store's counts, per
     /// (epoch, dc, type, subtype) and reason; written once a second (on each tick).
     pub pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
+    /// The aggregator's clock (wall time set back by the grace period).
+    pub clock: FlushClock,
+    /// Done notes waiting for a store sync before they go to the WAL (see
+    /// [`sluice_collector::replay`]).
+    pub pending_notes: Vec<DoneNote>,
 }
 
 impl Pipeline {
@@ -158,13 +212,17 @@ impl Pipeline {
                     let _ = reply.send(summary);
                 }
                 Msg::Events { events, now } => {
-                    self.aggregator.add(events, now);
+                    if self.aggregator.is_backpressured() {
+                        self.shed(events, now);
+                    } else {
+                        self.aggregator.add(events, self.clock.now());
+                    }
                     self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
                 }
                 Msg::Tick => {
                     let now = now_unix();
                     let start = Instant::now();
-                    let report = self.aggregator.flush_due(now);
+                    let report = self.aggregator.flush_due(self.clock.now());
                     self.account(report, start);
                     self.write_drop_counts();
                     if now >= next_expire {
@@ -209,8 +267,42 @@ impl Pipeline {
         }
     }
 
+    /// Under backpressure, UDP events are dropped: counted per reason `shed` in `/metrics` and
+    /// in their second's completeness counts.
+    fn shed(&mut self, events: Vec<sluice_collector::ParsedEvent>, now: i64) {
+        let _ = now;
+        self.metrics
+            .lock()
+            .unwrap()
+            .drops
+            .record(DropReason::Shed, events.len() as u64);
+        for e in events {
+            *self
+                .pending_drops
+                .entry((e.epoch, e.dc, e.type_, e.subtype))
+                .or_default()
+                .entry(DropReason::Shed.as_str().to_string())
+                .or_default() += 1;
+        }
+    }
+
     fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
         let now = now_unix();
+        if self.aggregator.is_backpressured() {
+            // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
+            // payload to retry; nothing of it is logged or counted as stored.
+            self.metrics.lock().unwrap().payloads_shed += 1;
+            return IngestSummary {
+                accepted: 0,
+                dropped: Vec::new(),
+                rejected: true,
+                wal_seq: None,
+                error: Some(format!(
+                    "backpressure: the store is failing and the spool is full ({} bytes); retry later",
+                    self.aggregator.spooled_bytes()
+                )),
+            };
+        }
         let out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
@@ -258,7 +350,8 @@ impl Pipeline {
         };
         if let Some(seq) = wal_seq {
             self.metrics.lock().unwrap().wal_appends += 1;
-            self.aggregator.add_logged(out.events, now, seq);
+            self.aggregator
+                .add_logged(out.events, self.clock.now(), seq);
         }
         self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
         summary
@@ -319,21 +412,33 @@ impl Pipeline {
         }
     }
 
-    /// Syncs the store after writes, checkpoints the WAL up to what is stored, and records a
-    /// flush report.
+    /// Syncs the store after writes, appends the done notes of what left memory to the WAL
+    /// (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a flush
+    /// report. The order is what makes a replay exactly once: a note never reaches the WAL
+    /// before the data it stands for is durable.
     fn account(&mut self, report: FlushReport, start: Instant) {
         let mut sync_error = false;
+        self.pending_notes.extend(self.aggregator.take_done());
         let upto = self
             .aggregator
             .min_pending_seq()
             .map_or(self.wal.last_seq(), |s| s - 1);
         let advance = upto > self.wal.checkpointed();
-        if report.blobs > 0 || advance {
+        if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
             if let Err(e) = self.store.flush() {
                 eprintln!("sluice-server: store flush failed: {e}");
                 sync_error = true;
             }
         }
+        if !sync_error && !self.pending_notes.is_empty() {
+            sync_error = !self.write_notes();
+        }
+        // Notes appended just now are covered too when nothing is pending.
+        let upto = self
+            .aggregator
+            .min_pending_seq()
+            .map_or(self.wal.last_seq(), |s| s - 1);
+        let advance = upto > self.wal.checkpointed();
         if advance && !sync_error {
             match self.wal.checkpoint(upto) {
                 Ok(()) => self.metrics.lock().unwrap().wal_checkpointed_seq = upto,
@@ -347,6 +452,11 @@ impl Pipeline {
             eprintln!("sluice-server: flush error (will retry): {e}");
         }
         let mut m = self.metrics.lock().unwrap();
+        m.spool_batches = self.aggregator.spooled_batches() as u64;
+        m.spool_bytes = self.aggregator.spooled_bytes();
+        m.spool_events = self.aggregator.spooled_events();
+        m.memory_batches = self.aggregator.memory_batches() as u64;
+        m.backpressure = self.aggregator.is_backpressured();
         m.events_flushed += report.events;
         m.late_events += report.late_events;
         m.dropped_events += report.dropped_events;
@@ -358,6 +468,29 @@ impl Pipeline {
         if report.blobs > 0 {
             m.last_write_unix = now_unix();
         }
+    }
+}
+
+impl Pipeline {
+    /// Appends the pending done notes to the WAL and syncs it. False (notes kept for the next
+    /// flush, checkpoint held back) on a WAL error.
+    fn write_notes(&mut self) -> bool {
+        let now = now_unix();
+        while let Some(note) = self.pending_notes.first() {
+            if let Err(e) = self.wal.append_note(&note.encode(), now) {
+                eprintln!("sluice-server: WAL note append failed: {e}");
+                self.metrics.lock().unwrap().wal_errors += 1;
+                return false;
+            }
+            self.pending_notes.remove(0);
+            self.metrics.lock().unwrap().wal_notes += 1;
+        }
+        if let Err(e) = self.wal.sync() {
+            eprintln!("sluice-server: WAL sync failed: {e}");
+            self.metrics.lock().unwrap().wal_errors += 1;
+            return false;
+        }
+        true
     }
 }
 

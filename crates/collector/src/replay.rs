@@ -1,0 +1,228 @@
+//! Exactly-once replay of the write-ahead log: *done notes* say which groups of which payloads
+//! already left memory (stored, or spooled to disk), so replaying a payload after a crash
+//! re-adds only its events that are nowhere else.
+//!
+//! Why: one payload often holds events of several (epoch, dc, type, subtype) groups, flushed at
+//! different times. The WAL can be checkpointed past a payload only once all of its groups are
+//! stored; until then a crash replays the whole payload. Without notes its already stored groups
+//! would be stored twice, and a group spooled while the store was down would come back twice
+//! (from the spool and from the WAL).
+//!
+//! The protocol, driven by the server's pipeline:
+//! 1. The [`Aggregator`] records a [`DoneNote`] (group + the WAL sequence numbers of its events)
+//!    when a batch is fully written to the store, or pushed (fsynced) to the spool.
+//! 2. After the store is synced, the caller appends the notes from
+//!    [`Aggregator::take_done`] to the WAL ([`Wal::append_note`]), syncs the WAL, then checkpoints.
+//! 3. At start, [`replay`] feeds every payload record after the checkpoint to the ingestor and
+//!    drops the events whose (record, group) a note names.
+//!
+//! What remains at least once: a crash after the store write is durable and before its note is
+//! (a few milliseconds per flush) replays that group once more.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::aggregate::{Aggregator, GroupKey};
+use crate::ingest::Ingestor;
+use crate::wal::{RecordKind, WalRecord};
+
+const MAGIC: &[u8; 2] = b"D1";
+/// Largest tag (dc, type, subtype) a note may hold, bytes; ingest allows at most 255.
+const MAX_TAG: usize = 1 << 16;
+/// Most sequence numbers one note may name (a group holds at most one per payload record).
+const MAX_SEQS: u64 = 1 << 24;
+
+/// "The events of WAL records `seqs` that belong to `group` are stored or spooled."
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DoneNote {
+    /// (epoch, dc, type, subtype).
+    pub group: GroupKey,
+    /// WAL sequence numbers, ascending.
+    pub seqs: Vec<u64>,
+}
+
+/// A note that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadNote(pub String);
+
+impl fmt::Display for BadNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad done note: {}", self.0)
+    }
+}
+
+impl std::error::Error for BadNote {}
+
+impl DoneNote {
+    /// Bytes of the note: `D1`, epoch (i64 LE), three tags (u16 LE length + bytes), then the
+    /// sequence numbers as runs `(start - previous end) varint, length varint`: a group's records
+    /// are mostly consecutive, so a second of many payloads is a few bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let (epoch, dc, type_, subtype) = &self.group;
+        let mut out = Vec::with_capacity(16 + dc.len() + type_.len() + subtype.len());
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&epoch.to_le_bytes());
+        for tag in [dc, type_, subtype] {
+            // Tags are validated at ingest (≤ 255 bytes); clamp rather than panic.
+            let t = &tag.as_bytes()[..tag.len().min(MAX_TAG - 1)];
+            out.extend_from_slice(&(t.len() as u16).to_le_bytes());
+            out.extend_from_slice(t);
+        }
+        let mut prev_end = 0u64;
+        let mut i = 0;
+        while i < self.seqs.len() {
+            let start = self.seqs[i];
+            let mut len = 1u64;
+            while i + (len as usize) < self.seqs.len() && self.seqs[i + len as usize] == start + len {
+                len += 1;
+            }
+            put_varint(&mut out, start.saturating_sub(prev_end));
+            put_varint(&mut out, len);
+            prev_end = start + len;
+            i += len as usize;
+        }
+        out
+    }
+
+    /// Parses [`encode`](Self::encode)'s bytes.
+    pub fn decode(bytes: &[u8]) -> Result<DoneNote, BadNote> {
+        let bad = |why: &str| BadNote(why.to_string());
+        let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| bad("no D1 prefix"))?;
+        let (epoch, mut rest) = rest.split_at_checked(8).ok_or_else(|| bad("short epoch"))?;
+        let epoch = i64::from_le_bytes(epoch.try_into().map_err(|_| bad("short epoch"))?);
+        let mut tags = Vec::with_capacity(3);
+        for _ in 0..3 {
+            let (len, r) = rest.split_at_checked(2).ok_or_else(|| bad("short tag length"))?;
+            let len = u16::from_le_bytes([len[0], len[1]]) as usize;
+            let (tag, r) = r.split_at_checked(len).ok_or_else(|| bad("short tag"))?;
+            tags.push(String::from_utf8(tag.to_vec()).map_err(|_| bad("tag is not UTF-8"))?);
+            rest = r;
+        }
+        let mut seqs = Vec::new();
+        let mut prev_end = 0u64;
+        while !rest.is_empty() {
+            let (gap, r) = get_varint(rest).ok_or_else(|| bad("bad run start"))?;
+            let (len, r) = get_varint(r).ok_or_else(|| bad("bad run length"))?;
+            let start = prev_end.checked_add(gap).ok_or_else(|| bad("run start overflows"))?;
+            let end = start.checked_add(len).ok_or_else(|| bad("run end overflows"))?;
+            if len == 0 || seqs.len() as u64 + len > MAX_SEQS {
+                return Err(bad("bad run length"));
+            }
+            seqs.extend(start..end);
+            prev_end = end;
+            rest = r;
+        }
+        let subtype = tags.pop().unwrap_or_default();
+        let type_ = tags.pop().unwrap_or_default();
+        let dc = tags.pop().unwrap_or_default();
+        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs })
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let mut v = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(10) {
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return Some((v, &bytes[i + 1..]));
+        }
+    }
+    None
+}
+
+/// What [`replay`] did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ReplayReport {
+    /// Payload records replayed.
+    pub records: u64,
+    /// Events given back to the aggregator.
+    pub events: u64,
+    /// Events skipped because a done note says they are stored or spooled.
+    pub skipped: u64,
+    /// Notes read.
+    pub notes: u64,
+    /// Notes that did not parse (their events are replayed: at least once, never lost).
+    pub bad_notes: Vec<String>,
+}
+
+/// Replays WAL records (as returned by [`Wal::open`](crate::wal::Wal::open)) into `aggregator`
+/// through `ingestor`, skipping the events that done notes name. `aggregator_now` maps a
+/// record's arrival second to the `now` given to [`Aggregator::add_logged`] (the identity, or
+/// the server's clock set back by its grace period). See the [module docs](self).
+pub fn replay(
+    records: &[WalRecord],
+    ingestor: &mut Ingestor,
+    aggregator: &mut Aggregator,
+    aggregator_now: impl Fn(i64) -> i64,
+) -> ReplayReport {
+    let mut report = ReplayReport::default();
+    let mut done: HashMap<u64, HashSet<GroupKey>> = HashMap::new();
+    for r in records.iter().filter(|r| r.kind == RecordKind::Note) {
+        report.notes += 1;
+        match DoneNote::decode(&r.payload) {
+            Ok(note) => {
+                for s in note.seqs {
+                    done.entry(s).or_default().insert(note.group.clone());
+                }
+            }
+            Err(e) => report.bad_notes.push(format!("record {}: {e}", r.seq)),
+        }
+    }
+    for r in records.iter().filter(|r| r.kind == RecordKind::Payload) {
+        report.records += 1;
+        let mut events = ingestor.ingest(&r.payload, r.now).events;
+        if let Some(groups) = done.get(&r.seq) {
+            let before = events.len();
+            // The key is built per event only for records that have notes (rare: crash replay).
+            events.retain(|e| !groups.contains(&(e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone())));
+            report.skipped += (before - events.len()) as u64;
+        }
+        report.events += events.len() as u64;
+        aggregator.add_logged(events, aggregator_now(r.now), r.seq);
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_round_trip_and_compress_runs() {
+        let note = DoneNote {
+            group: (1_700_000_000, "ams1".into(), "WEB".into(), "".into()),
+            seqs: vec![5, 6, 7, 8, 20, 21, 1000],
+        };
+        let bytes = note.encode();
+        assert_eq!(DoneNote::decode(&bytes).unwrap(), note);
+        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect() };
+        assert!(many.encode().len() < 40, "consecutive records are one run");
+        assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
+    }
+
+    #[test]
+    fn bad_notes_are_errors() {
+        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3] }.encode();
+        for cut in 0..bytes.len() - 1 {
+            // Every strict prefix that cuts a field is refused (cuts between runs are valid).
+            let r = DoneNote::decode(&bytes[..cut]);
+            assert!(r.is_err() || cut == bytes.len() - 2, "prefix {cut}: {r:?}");
+        }
+        assert!(DoneNote::decode(b"D1\x01\x02").is_err());
+        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![] }.encode();
+        zero_run.extend_from_slice(&[1, 0]);
+        assert!(DoneNote::decode(&zero_run).is_err());
+        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![] }.encode();
+        huge.push(0);
+        put_varint(&mut huge, 1 << 41);
+        assert!(DoneNote::decode(&huge).is_err(), "a run longer than any group is refused, not allocated");
+    }
+}
