@@ -566,7 +566,7 @@ impl Aggregator {
         let mut kept = VecDeque::new();
         while let Some(mut batch) = self.outbox.pop_front() {
             match self.write_batch(&mut batch, report) {
-                Ok(()) => self.batch_done(&mut batch),
+                Ok(()) => self.batch_done(&mut batch, false),
                 Err(e) => {
                     let stop = e.is_transient();
                     report.errors.push(e);
@@ -615,7 +615,7 @@ impl Aggregator {
                 return false;
             }
             if batch.counted {
-                self.batch_done(&mut batch);
+                self.batch_done(&mut batch, false);
             } else {
                 self.outbox.push_front(batch);
             }
@@ -632,7 +632,7 @@ impl Aggregator {
             match spool.push(&spooled_from_batch(b)) {
                 Ok(()) => {
                     if let Some(mut b) = self.outbox.pop_front() {
-                        self.batch_done(&mut b);
+                        self.batch_done(&mut b, true);
                     }
                 }
                 Err(source) => {
@@ -697,11 +697,11 @@ impl Aggregator {
 
     /// A batch left memory for good (stored, or spooled): releases its WAL sequence numbers and
     /// records its done note.
-    fn batch_done(&mut self, b: &mut Batch) {
+    fn batch_done(&mut self, b: &mut Batch, spooled: bool) {
         let seqs = std::mem::take(&mut b.seqs);
         if !seqs.is_empty() {
             self.release_seqs(&seqs);
-            self.done.push(DoneNote { group: b.key.clone(), seqs });
+            self.done.push(DoneNote { group: b.key.clone(), seqs, spooled });
         }
     }
 

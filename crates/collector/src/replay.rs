@@ -11,8 +11,9 @@
 //! The protocol, driven by the server's pipeline:
 //! 1. The [`Aggregator`] records a [`DoneNote`] (group + the WAL sequence numbers of its events)
 //!    when a batch is fully written to the store, or pushed (fsynced) to the spool.
-//! 2. After the store is synced, the caller appends the notes from
-//!    [`Aggregator::take_done`] to the WAL ([`Wal::append_note`]), syncs the WAL, then checkpoints.
+//! 2. The caller appends the notes from [`Aggregator::take_done`] to the WAL
+//!    ([`Wal::append_note`]) — those of stored batches only after the store is synced, those of
+//!    spooled ones at once — syncs the WAL, then checkpoints.
 //! 3. At start, [`replay`] feeds every payload record after the checkpoint to the ingestor and
 //!    drops the events whose (record, group) a note names.
 //!
@@ -39,6 +40,9 @@ pub struct DoneNote {
     pub group: GroupKey,
     /// WAL sequence numbers, ascending.
     pub seqs: Vec<u64>,
+    /// The batch went to the spool (already durable: the note need not wait for a store sync).
+    /// Not encoded; [`decode`](Self::decode) gives `false`.
+    pub spooled: bool,
 }
 
 /// A note that does not parse.
@@ -115,7 +119,7 @@ impl DoneNote {
         let subtype = tags.pop().unwrap_or_default();
         let type_ = tags.pop().unwrap_or_default();
         let dc = tags.pop().unwrap_or_default();
-        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs })
+        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs, spooled: false })
     }
 }
 
@@ -200,27 +204,28 @@ mod tests {
         let note = DoneNote {
             group: (1_700_000_000, "ams1".into(), "WEB".into(), "".into()),
             seqs: vec![5, 6, 7, 8, 20, 21, 1000],
+            spooled: false,
         };
         let bytes = note.encode();
         assert_eq!(DoneNote::decode(&bytes).unwrap(), note);
-        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect() };
+        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect(), spooled: false };
         assert!(many.encode().len() < 40, "consecutive records are one run");
         assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
     }
 
     #[test]
     fn bad_notes_are_errors() {
-        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3] }.encode();
+        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3], spooled: false }.encode();
         for cut in 0..bytes.len() - 1 {
             // Every strict prefix that cuts a field is refused (cuts between runs are valid).
             let r = DoneNote::decode(&bytes[..cut]);
             assert!(r.is_err() || cut == bytes.len() - 2, "prefix {cut}: {r:?}");
         }
         assert!(DoneNote::decode(b"D1\x01\x02").is_err());
-        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![] }.encode();
+        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false }.encode();
         zero_run.extend_from_slice(&[1, 0]);
         assert!(DoneNote::decode(&zero_run).is_err());
-        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![] }.encode();
+        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false }.encode();
         huge.push(0);
         put_varint(&mut huge, 1 << 41);
         assert!(DoneNote::decode(&huge).is_err(), "a run longer than any group is refused, not allocated");

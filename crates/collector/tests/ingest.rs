@@ -457,7 +457,7 @@ fn drop_counters() {
     let names: Vec<&str> = c.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         names,
-        ["payload_error", "malformed", "oversized", "too_deep", "not_a_map", "missing_type", "bad_tag", "bad_epoch", "bad_utf8", "too_many"]
+        ["payload_error", "malformed", "oversized", "too_deep", "not_a_map", "missing_type", "bad_tag", "bad_epoch", "bad_utf8", "too_many", "shed"]
     );
     let mut sum = DropCounters::new();
     sum.merge(&c);

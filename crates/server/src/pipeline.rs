@@ -430,8 +430,16 @@ impl Pipeline {
                 sync_error = true;
             }
         }
-        if !sync_error && !self.pending_notes.is_empty() {
-            sync_error = !self.write_notes();
+        // Notes of spooled batches are durable facts already; those of stored batches wait for
+        // the store sync above.
+        if sync_error {
+            self.pending_notes.sort_by_key(|n| !n.spooled);
+            let spooled = self.pending_notes.iter().take_while(|n| n.spooled).count();
+            if spooled > 0 {
+                self.write_notes(spooled);
+            }
+        } else if !self.pending_notes.is_empty() {
+            sync_error = !self.write_notes(self.pending_notes.len());
         }
         // Notes appended just now are covered too when nothing is pending.
         let upto = self
@@ -472,11 +480,12 @@ impl Pipeline {
 }
 
 impl Pipeline {
-    /// Appends the pending done notes to the WAL and syncs it. False (notes kept for the next
+    /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
     /// flush, checkpoint held back) on a WAL error.
-    fn write_notes(&mut self) -> bool {
+    fn write_notes(&mut self, n: usize) -> bool {
         let now = now_unix();
-        while let Some(note) = self.pending_notes.first() {
+        for _ in 0..n {
+            let Some(note) = self.pending_notes.first() else { break };
             if let Err(e) = self.wal.append_note(&note.encode(), now) {
                 eprintln!("sluice-server: WAL note append failed: {e}");
                 self.metrics.lock().unwrap().wal_errors += 1;
