@@ -20,8 +20,9 @@ pub struct CatArgs {
     /// Output format: `json` (NDJSON) or `sereal` (one document per event).
     #[arg(long, default_value = "json")]
     format: String,
-    /// The data directory of an embedded store (as `sluice serve --data` writes it). Only
-    /// while no server is running on it: a live server is read with `--server`.
+    /// The data directory of an embedded store (as `sluice serve --data` writes it), read
+    /// directly or, while `sluice serve` runs on it, through that server (its address is in
+    /// DIR/SERVER).
     #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
     /// Read from a running server instead (e.g. http://127.0.0.1:8180).
@@ -43,7 +44,10 @@ pub fn run(a: CatArgs) -> Result<()> {
     if !a.data.is_dir() {
         bail!("{}: no such data directory", a.data.display());
     }
-    let store = sluice_store::EmbeddedStore::open(&a.data).with_context(|| a.data.display().to_string())?;
+    let store = match open_data_dir(&a.data)? {
+        DataDir::Store(s) => s,
+        DataDir::Server(url) => return from_server(&url, from, to, &a),
+    };
     let f = a.filters.clone();
     let req = range::ReadRequest { from, to, dc: f.dc, type_: f.type_, subtype: f.subtype, select, filter };
     let reader = range::RangeReader::new(&store, req, range::ReadOptions::default())?;
@@ -54,6 +58,38 @@ pub fn run(a: CatArgs) -> Result<()> {
         bail!("{} chunk(s) could not be read (see the warnings above); {} events printed", summary.warnings, summary.events);
     }
     Ok(())
+}
+
+/// A data directory opened for reading: its store, or the running server that holds it.
+pub(crate) enum DataDir {
+    /// No server runs on it: read the files.
+    Store(sluice_store::EmbeddedStore),
+    /// A server holds its lock: read through that server's HTTP API (`http://ADDR`).
+    Server(String),
+}
+
+/// Opens `dir`'s store; when a running `sluice serve` holds it, finds that server's address in
+/// `<dir>/SERVER` and says so on stderr.
+pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
+    match sluice_store::EmbeddedStore::open(dir) {
+        Ok(s) => Ok(DataDir::Store(s)),
+        Err(sluice_store::StoreError::Locked { .. }) => {
+            let file = dir.join(sluice_server::SERVER_FILE);
+            let url = std::fs::read_to_string(&file).ok().map(|t| t.trim().to_string());
+            match url.filter(|u| u.starts_with("http://")) {
+                Some(url) => {
+                    eprintln!("sluice: {} is in use by a running server; reading through {url}", dir.display());
+                    Ok(DataDir::Server(url))
+                }
+                None => bail!(
+                    "{}: in use by another process (no HTTP address in {}); use --server URL",
+                    dir.display(),
+                    file.display()
+                ),
+            }
+        }
+        Err(e) => Err(e).with_context(|| dir.display().to_string()),
+    }
 }
 
 /// `cat --server`: stream `GET /v1/events` to standard output; the server reports unreadable

@@ -28,7 +28,8 @@ pub struct TailArgs {
     /// Follow a running server (e.g. http://127.0.0.1:8180).
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
-    /// Follow a data directory directly (only while no server runs on it).
+    /// Follow a data directory directly (or, while `sluice serve` runs on it, through that
+    /// server: its address is in DIR/SERVER).
     #[arg(long)]
     data: Option<PathBuf>,
     /// Stop once at least this many events are printed, at the end of a batch so the cursor
@@ -73,7 +74,10 @@ pub fn run(a: TailArgs) -> Result<()> {
         select: f.paths()?,
         filter: f.predicate()?,
     };
-    let store = sluice_store::EmbeddedStore::open(dir).with_context(|| dir.display().to_string())?;
+    let store = match crate::cat_cmd::open_data_dir(dir)? {
+        crate::cat_cmd::DataDir::Store(s) => s,
+        crate::cat_cmd::DataDir::Server(url) => return from_server(&url, &a, &sink),
+    };
     let mut tail = Tail::new(&store, req, start, TailOptions::default());
     let stdout = std::io::stdout();
     let mut out = std::io::LineWriter::new(stdout.lock());

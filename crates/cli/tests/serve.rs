@@ -82,6 +82,14 @@ fn serve_ingest_read_and_shutdown() {
     b.sort();
     assert_eq!(a, b, "every event exactly once, content identical");
 
+    // `cat --data` on the live directory reads through the server that holds it.
+    let live = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
+    assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stderr));
+    assert!(String::from_utf8_lossy(&live.stderr).contains("in use by a running server"));
+    let mut l: Vec<String> = lines(&live).iter().map(|l| canonical(l)).collect();
+    l.sort();
+    assert_eq!(l, b, "cat --data on a live directory");
+
     let filtered = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to, "--type", "WEB", "--where", "status >= 500", "--select", "status"]);
     assert!(filtered.status.success());
     assert!(lines(&filtered).iter().all(|l| l.contains("\"status\":5")));
@@ -121,6 +129,7 @@ fn serve_ingest_read_and_shutdown() {
     assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "serve exited with {status:?}");
+    assert!(!dir.join("SERVER").exists(), "a clean shutdown removes the address file");
     let offline = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
     assert!(offline.status.success(), "{}", String::from_utf8_lossy(&offline.stderr));
     let mut c: Vec<String> = lines(&offline).iter().filter(|l| !l.contains("TAILTEST")).map(|l| canonical(l)).collect();

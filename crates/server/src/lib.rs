@@ -8,7 +8,7 @@
 //!
 //! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
 //! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
-//! ticker asks it to flush due epochs every 250 ms; reads run on blocking threads and stream.
+//! ticker asks it to flush due epochs every 100 ms; reads run on blocking threads and stream.
 //! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
 //! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
 //! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload
@@ -78,6 +78,12 @@ impl std::error::Error for Error {}
 
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The file in the data directory naming the running server's HTTP address (`http://ADDR`),
+/// so that `sluice cat --data DIR` / `tail --data DIR` can read through it while the server holds
+/// the store's lock. Written at start, removed at shutdown (a stale one is harmless: it is read
+/// only when the lock is held).
+pub const SERVER_FILE: &str = "SERVER";
 
 /// Opens the embedded store of `config`.
 pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
@@ -248,8 +254,9 @@ async fn run_with(
     let ticker = {
         let tx = tx.clone();
         tokio::spawn(async move {
-            // A second is stored within a quarter second of its grace period ending.
-            let mut iv = tokio::time::interval(Duration::from_millis(250));
+            // A second is stored within a tenth of a second of its grace period ending (a tick
+            // with nothing due costs a map lookup).
+            let mut iv = tokio::time::interval(Duration::from_millis(100));
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 iv.tick().await;
@@ -296,6 +303,12 @@ async fn run_with(
         None => None,
     };
 
+    let server_file = config.data_dir.join(SERVER_FILE);
+    if let Some(addr) = sockets.http.as_ref().and_then(|l| l.local_addr().ok()) {
+        if let Err(e) = std::fs::write(&server_file, format!("http://{addr}\n")) {
+            eprintln!("sluice-server: writing {}: {e}", server_file.display());
+        }
+    }
     let result = match sockets.http {
         Some(listener) => {
             let state = http::AppState {
@@ -336,6 +349,7 @@ async fn run_with(
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
+    let _ = std::fs::remove_file(&server_file);
     result
 }
 

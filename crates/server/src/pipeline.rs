@@ -1,6 +1,6 @@
 //! The pipeline: one thread owns the [`Ingestor`] and the [`Aggregator`]. Handlers send it
 //! payloads through a bounded channel and get an [`IngestSummary`] back; a ticker sends a
-//! [`Msg::Tick`] every 250 ms (flush due epochs, hourly expiry); [`Msg::Shutdown`] flushes every
+//! [`Msg::Tick`] every 100 ms (flush due epochs, hourly expiry); [`Msg::Shutdown`] flushes every
 //! open epoch and ends the thread.
 //!
 //! The store API is synchronous, so the pipeline is a plain thread (not a tokio task): its

@@ -8,8 +8,8 @@
 //! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
 //!   reconnects with `cursor=<token>` continues exactly after it.
 //!
-//! The tail polls the store every 250 ms, so an event is sent at most ~0.25 s after its second
-//! is stored (the collector stores a second `grace_secs` after it ends).
+//! The tail polls the store every 100 ms, so an event is sent at most ~0.1 s after its second
+//! is stored (the collector stores a second its grace period after it ends).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -84,7 +84,12 @@ fn follow(
     tx: mpsc::Sender<Bytes>,
     metrics: crate::pipeline::SharedMetrics,
 ) {
-    let mut tail = Tail::new(store, req, start, TailOptions::default());
+    // Poll as often as the pipeline flushes: a stored second goes out within ~0.1 s.
+    let opts = TailOptions {
+        poll_interval: std::time::Duration::from_millis(100),
+        ..TailOptions::default()
+    };
+    let mut tail = Tail::new(store, req, start, opts);
     let interval = tail.options().poll_interval;
     let mut last_cursor = String::new();
     loop {
