@@ -164,6 +164,7 @@ fn full_spool_means_backpressure_not_memory() {
     let cfg = ServerConfig {
         // Every spill is refused: the spool is "full" from the start.
         spool_max_bytes: 1,
+        udp: Some("127.0.0.1:0".parse().unwrap()),
         ..outage_config(&dir)
     };
     let (server, faults) = start(&dir, cfg);
@@ -186,11 +187,31 @@ fn full_spool_means_backpressure_not_memory() {
     assert!(r.text().contains("backpressure"), "{}", r.text());
     assert!(metric(addr, "sluice_payloads_shed_total") >= 1.0);
     assert_eq!(metric(addr, "sluice_spool_batches"), 0.0);
+    // UDP cannot be told to retry: its events are shed and counted, in /metrics and in the
+    // second's completeness counts.
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let shed_epoch = t0 - 2;
+    for i in 0..3 {
+        let d = format!("{{\"epoch\":{shed_epoch},\"type\":\"UDPSHED\",\"i\":{i}}}");
+        udp.send_to(d.as_bytes(), server.udp_addr.unwrap()).unwrap();
+    }
+    let shed = "sluice_events_dropped_total{reason=\"shed\"}";
+    wait_metric(addr, shed, |v| v >= 3.0);
 
     faults.fail_writes(false);
     wait_metric(addr, "sluice_backpressure", |v| v == 0.0);
     let got = wait_events(addr, t0 - 10, t0, past.len());
     assert_eq!(sorted_canon(&got), sorted_canon(&past));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = request(addr, "GET", &format!("/v1/counts?from={shed_epoch}&to={}", shed_epoch + 1), b"");
+        assert_eq!(r.status, 200, "{}", r.text());
+        if r.text().lines().any(|l| l.contains("UDPSHED") && l.contains("\"shed\":3")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no shed count: {}", r.text());
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Accepting again once the backlog moved.
     let _ = more_past;
     let r = request(addr, "POST", "/v1/events", &more);
