@@ -37,7 +37,7 @@ OPTIONS:
   --ingest-events N    WEB events for the ingest row (default 100000)
   --ingest-eps N       events per simulated second in the ingest row (default 10000)
   --read-events N      events in the one second read back (default 300000; design: 1.5 M)
-  --udp-count N        datagrams per UDP blast (default 1000000)
+  --udp-count N        datagrams per UDP blast (default 5000000, as the issue)
   --udp-pace N         datagrams/s of the paced UDP run (default 300000; 0 skips it)
   --size-events N      WEB events for the bytes-per-event row (default 100000)
   --size-eps N         events per second in the bytes-per-event row (default 10000)
@@ -72,7 +72,7 @@ fn parse_args() -> Result<Args> {
         ingest_events: 100_000,
         ingest_eps: 10_000,
         read_events: 300_000,
-        udp_count: 1_000_000,
+        udp_count: 5_000_000,
         udp_pace: 300_000,
         size_events: 100_000,
         size_eps: 10_000,
