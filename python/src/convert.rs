@@ -95,7 +95,7 @@ impl<'py> ToValue<'py> {
     pub fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
         // Exact-type checks first (the common event shapes), subclasses after.
         if let Ok(s) = obj.downcast_exact::<PyString>() {
-            return Ok(Value::String(s.to_str()?.to_owned()));
+            return Ok(Value::String(self.text(s)?.to_owned()));
         }
         if obj.is_exact_instance_of::<pyo3::types::PyInt>() {
             return self.int(obj);
@@ -152,7 +152,7 @@ impl<'py> ToValue<'py> {
             return Ok(Value::Bool(b.is_true()));
         }
         if let Ok(s) = obj.downcast::<PyString>() {
-            return Ok(Value::String(s.to_str()?.to_owned()));
+            return Ok(Value::String(self.text(s)?.to_owned()));
         }
         if obj.downcast::<pyo3::types::PyInt>().is_ok() {
             return self.int(obj);
@@ -190,6 +190,11 @@ impl<'py> ToValue<'py> {
         Err(encode_error(py, format!("cannot encode an object of type {name} as Sereal")))
     }
 
+    /// The UTF-8 of a `str` (a lone surrogate has none: an encode error, not a UnicodeError).
+    fn text<'a>(&self, s: &'a Bound<'py, PyString>) -> PyResult<&'a str> {
+        s.to_str().map_err(|e| encode_error(self.py, format!("string is not encodable as UTF-8: {e}")))
+    }
+
     fn enter(&mut self) -> PyResult<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
@@ -219,12 +224,12 @@ impl<'py> ToValue<'py> {
             if let Some(key) = self.keys.get(&ptr) {
                 return Ok(key.clone());
             }
-            let key = Key::Utf8(Arc::from(s.to_str()?));
+            let key = Key::Utf8(Arc::from(self.text(s)?));
             self.keys.insert(ptr, key.clone());
             return Ok(key);
         }
         if let Ok(s) = k.downcast::<PyString>() {
-            return Ok(Key::Utf8(Arc::from(s.to_str()?)));
+            return Ok(Key::Utf8(Arc::from(self.text(s)?)));
         }
         if let Ok(b) = k.downcast::<PyBytes>() {
             return Ok(Key::Binary(Arc::from(b.as_bytes())));
