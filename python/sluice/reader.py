@@ -134,9 +134,11 @@ class Tail:
 
     Attributes:
         cursor: the resume token (``None`` until the first one is known): pass it as
-            ``Reader.tail(cursor=...)`` to continue with no gap. It moves after each poll's
-            batch of events, so taken between two batches it also repeats nothing; taken in the
-            middle of a batch, the resumed tail repeats that batch's events already yielded.
+            ``Reader.tail(cursor=...)`` to continue with no gap. Events come in batches (one
+            per poll); the cursor moves to the end of a batch as its last event is yielded. So
+            read after an event, it covers that event and everything before: resuming repeats
+            nothing, except when taken in the middle of a batch, where the resumed tail repeats
+            that batch's events already yielded (never a gap).
         warnings: the :class:`ReadWarning` s met so far.
     """
 
@@ -166,6 +168,16 @@ class Tail:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _with_cursor(t: Tail, events: List[Dict[str, Any]], cursor: Optional[str]) -> Iterator[Dict[str, Any]]:
+    """Yields a poll's events; the tail's cursor moves to `cursor` just before the last one is
+    handed out (a consumer that stops after any event then resumes without a gap)."""
+    last = len(events) - 1
+    for i, ev in enumerate(events):
+        if i == last:
+            t.cursor = cursor
+        yield ev
 
 
 class Reader:
@@ -370,11 +382,12 @@ class Reader:
                 events, warnings, caught_up = native.poll(int(time.time()))
                 for key, reason in warnings:
                     t._warn(key, reason)
-                t.cursor = native.cursor()
+                cursor = native.cursor()
                 if events:
                     last = time.monotonic()
-                    yield from events
+                    yield from _with_cursor(t, events, cursor)
                     continue
+                t.cursor = cursor
                 if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
                     return
                 if caught_up:
@@ -415,6 +428,7 @@ class Reader:
             backoff = 0.1
             try:
                 kind, data = "message", []
+                pending: List[Dict[str, Any]] = []  # this poll's events, until its cursor comes
                 while True:
                     if idle_timeout is not None:
                         left = idle_timeout - (time.monotonic() - last)
@@ -437,10 +451,14 @@ class Reader:
                         if data:
                             text = "\n".join(data)
                             if kind == "event":
-                                last = time.monotonic()
-                                yield _parse_json(text)
+                                pending.append(_parse_json(text))
                             elif kind == "cursor":
-                                t.cursor = text
+                                if pending:
+                                    last = time.monotonic()
+                                    batch, pending = pending, []
+                                    yield from _with_cursor(t, batch, text)
+                                else:
+                                    t.cursor = text
                             elif kind == "warning":
                                 w = _parse_json(text)
                                 t._warn(str(w.get("key")), str(w.get("reason")))
