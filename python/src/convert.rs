@@ -75,21 +75,33 @@ fn encode_error(py: Python<'_>, msg: String) -> PyErr {
     sereal_error(py, msg, None, "encode")
 }
 
+/// Slots of the direct-mapped cache of key objects (a power of two).
+const KEY_SLOTS: usize = 256;
+
 /// Python → `Value`, one call's state.
 pub struct ToValue<'py> {
     py: Python<'py>,
-    /// Keys by the address of their `str` object: event dicts repeat the same (usually interned)
-    /// key objects, so a repeated key becomes an `Arc` clone, and the encoder then recognises it
-    /// by pointer (its fast path for repeated keys). Sound because every key object is kept alive
-    /// by the dict holding it for the whole call.
-    keys: FxHashMap<usize, Key>,
+    /// Recently seen key objects by address: event dicts usually repeat the same (interned) key
+    /// objects, and a hit costs one compare. Sound because every key object is kept alive by the
+    /// dict holding it for the whole call, so an address cannot be reused meanwhile.
+    recent: Box<[(usize, Option<Key>); KEY_SLOTS]>,
+    /// Keys by text: equal keys share one `Arc` even when they are distinct objects (as
+    /// `json.loads` makes them), which is what lets the encoder recognise a repeated key by
+    /// pointer (its fast path). Small: as many entries as distinct key texts.
+    by_text: FxHashMap<Box<str>, Key>,
     depth: usize,
     max_depth: usize,
 }
 
 impl<'py> ToValue<'py> {
     pub fn new(py: Python<'py>, max_depth: usize) -> Self {
-        ToValue { py, keys: FxHashMap::default(), depth: 0, max_depth }
+        ToValue {
+            py,
+            recent: Box::new(std::array::from_fn(|_| (0, None))),
+            by_text: FxHashMap::default(),
+            depth: 0,
+            max_depth,
+        }
     }
 
     pub fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
@@ -221,11 +233,22 @@ impl<'py> ToValue<'py> {
     pub fn key(&mut self, k: &Bound<'py, PyAny>) -> PyResult<Key> {
         if let Ok(s) = k.downcast_exact::<PyString>() {
             let ptr = s.as_ptr() as usize;
-            if let Some(key) = self.keys.get(&ptr) {
-                return Ok(key.clone());
+            let slot = &self.recent[(ptr >> 4) & (KEY_SLOTS - 1)];
+            if slot.0 == ptr {
+                if let Some(key) = &slot.1 {
+                    return Ok(key.clone());
+                }
             }
-            let key = Key::Utf8(Arc::from(self.text(s)?));
-            self.keys.insert(ptr, key.clone());
+            let text = self.text(s)?;
+            let key = match self.by_text.get(text) {
+                Some(key) => key.clone(),
+                None => {
+                    let key = Key::Utf8(Arc::from(text));
+                    self.by_text.insert(Box::from(text), key.clone());
+                    key
+                }
+            };
+            self.recent[(ptr >> 4) & (KEY_SLOTS - 1)] = (ptr, Some(key.clone()));
             return Ok(key);
         }
         if let Ok(s) = k.downcast::<PyString>() {
