@@ -255,6 +255,7 @@ def test_perl_special_values(perl, protocol):
     again = dumps(v, protocol=int(protocol))
     check = r'''
 use strict; use Sereal::Decoder; local $/; my $v = Sereal::Decoder->new->decode(<STDIN>);
-print((grep { $_ ne "HASH" } ref($v->{obj}), ref($v->{again}))[0]), " ", $v->{obj}{id}, " ", ref($v->{re}), " ", ($v->{bin} eq "\xff\xfe" ? "bin-ok" : "bin-bad"), " ", $v->{big};
+my ($class) = grep { $_ ne "HASH" } ref($v->{obj}), ref($v->{again});
+print $class, " ", $v->{obj}{id}, " ", ref($v->{re}), " ", ($v->{bin} eq "\xff\xfe" ? "bin-ok" : "bin-bad"), " ", $v->{big};
 '''
     assert perl_run(perl, check, stdin=again).decode() == "My::Class 7 Regexp bin-ok 18446744073709551615"
