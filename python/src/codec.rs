@@ -6,7 +6,35 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use sereal::{Compression, Decoder, Encoder, EncoderOptions, Key, Limits, Value};
 
-use crate::convert::{codec_error, sereal_error, BinaryMode, ToPy, ToValue};
+use crate::convert::{codec_error, sereal_error, with_key_cache, BinaryMode, ToPy, ToValue};
+
+/// Output documents larger than this are not kept in the thread's cached encoder (it would
+/// hold a buffer that large for the life of the thread).
+const MAX_CACHED_ENCODER_BYTES: usize = 1 << 20;
+
+thread_local! {
+    static ENCODER: std::cell::RefCell<Option<Encoder>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with an encoder for `opts`: this thread's cached one when its options match (its
+/// buffers and tables are reused: a call per small event is then mostly encoding), else a new
+/// one, which is cached for the next call.
+fn with_encoder(opts: &EncoderOptions, f: impl FnOnce(&mut Encoder) -> sereal::Result<Vec<u8>>) -> sereal::Result<Vec<u8>> {
+    ENCODER.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return f(&mut Encoder::new(opts.clone())?);
+        };
+        let mut enc = match slot.take() {
+            Some(e) if e.options() == opts => e,
+            _ => Encoder::new(opts.clone())?,
+        };
+        let out = f(&mut enc);
+        if matches!(&out, Ok(doc) if doc.len() <= MAX_CACHED_ENCODER_BYTES) {
+            *slot = Some(enc);
+        }
+        out
+    })
+}
 
 /// Inputs at least this large are encoded / decoded with the GIL released: below it, releasing
 /// and re-taking the GIL costs a noticeable share of the work.
@@ -80,16 +108,20 @@ pub fn dumps<'py>(
 ) -> PyResult<Bound<'py, PyBytes>> {
     let mut opts = encoder_options(py, protocol, compress, level, dedupe, canonical, compress_threshold)?;
     opts.max_depth = max_depth;
-    let value = ToValue::new(py, max_depth).value(obj)?;
-    let mut enc = Encoder::new(opts.clone()).map_err(|e| codec_error(py, &e))?;
-    let big = opts.compression != Compression::None;
-    let doc = if big {
-        py.allow_threads(|| enc.encode(&value))
-    } else {
-        enc.encode(&value)
-    }
+    let value = with_key_cache(|cache| ToValue::new(py, cache, max_depth).value(obj))?;
+    let compressed = opts.compression != Compression::None;
+    let doc = with_encoder(&opts, |enc| {
+        if compressed {
+            py.allow_threads(|| enc.encode(&value))
+        } else {
+            enc.encode(&value)
+        }
+    })
     .map_err(|e| codec_error(py, &e))?;
-    Ok(PyBytes::new(py, &doc))
+    let out = PyBytes::new(py, &doc);
+    // The tree is freed after the bytes object exists; large trees take a while to free.
+    drop(value);
+    Ok(out)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -233,13 +265,25 @@ pub fn pack_events<'py>(
     level: Option<i32>,
 ) -> PyResult<Packed> {
     let opts = encoder_options(py, protocol, compress, level, false, false, None)?;
+    with_key_cache(|cache| pack_with(py, items, dc, max_bytes, opts, cache))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pack_with(
+    py: Python<'_>,
+    items: &Bound<'_, PyList>,
+    dc: Option<&str>,
+    max_bytes: Option<usize>,
+    opts: EncoderOptions,
+    cache: &mut crate::convert::KeyCache,
+) -> PyResult<Packed> {
     let dc_ok = dc.is_none_or(|d| valid_tag(d, false));
     let k_epoch = Key::Binary(Arc::from(&b"epoch"[..]));
     let k_dc = Key::Binary(Arc::from(&b"dc"[..]));
     let k_type = Key::Binary(Arc::from(&b"type"[..]));
     let k_sub = Key::Binary(Arc::from(&b"subtype"[..]));
     let dc_value = dc.map(|d| Value::String(d.to_owned()));
-    let mut conv = ToValue::new(py, opts.max_depth);
+    let mut conv = ToValue::new(py, cache, opts.max_depth);
     let mut values = Vec::with_capacity(items.len());
     let mut invalid = 0usize;
     let mut first_error: Option<String> = None;

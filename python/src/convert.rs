@@ -77,31 +77,61 @@ fn encode_error(py: Python<'_>, msg: String) -> PyErr {
 
 /// Slots of the direct-mapped cache of key objects (a power of two).
 const KEY_SLOTS: usize = 256;
+/// Distinct key texts remembered between calls; past this the map starts over (programs with
+/// ever-new keys must not grow it without bound).
+const MAX_KEY_TEXTS: usize = 4096;
 
-/// Python → `Value`, one call's state.
-pub struct ToValue<'py> {
-    py: Python<'py>,
-    /// Recently seen key objects by address: event dicts usually repeat the same (interned) key
-    /// objects, and a hit costs one compare. Sound because every key object is kept alive by the
-    /// dict holding it for the whole call, so an address cannot be reused meanwhile.
-    recent: Box<[(usize, Option<Key>); KEY_SLOTS]>,
+/// Key conversions remembered by a thread between calls (see [`with_key_cache`]).
+pub struct KeyCache {
+    /// Incremented per call: a slot filled in an earlier call is stale (its object may be gone
+    /// and its address reused), without clearing the slots.
+    generation: u64,
+    /// Recently seen key objects: `(address, generation, key)`. Event dicts usually repeat the
+    /// same (interned) key objects, and a hit costs two compares. Sound within a call because
+    /// every key object is kept alive by the dict holding it, so an address cannot be reused.
+    recent: Box<[(usize, u64, Option<Key>); KEY_SLOTS]>,
     /// Keys by text: equal keys share one `Arc` even when they are distinct objects (as
     /// `json.loads` makes them), which is what lets the encoder recognise a repeated key by
-    /// pointer (its fast path). Small: as many entries as distinct key texts.
+    /// pointer (its fast path).
     by_text: FxHashMap<Box<str>, Key>,
+}
+
+impl KeyCache {
+    fn new() -> KeyCache {
+        KeyCache { generation: 0, recent: Box::new(std::array::from_fn(|_| (0, 0, None))), by_text: FxHashMap::default() }
+    }
+}
+
+thread_local! {
+    static KEY_CACHE: std::cell::RefCell<KeyCache> = std::cell::RefCell::new(KeyCache::new());
+}
+
+/// Runs `f` with this thread's key cache (a fresh one if it is in use: a conversion can call
+/// Python code, e.g. a `PerlObject` subclass's property, that calls `dumps` again).
+pub fn with_key_cache<R>(f: impl FnOnce(&mut KeyCache) -> R) -> R {
+    KEY_CACHE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut cache) => {
+            cache.generation += 1;
+            if cache.by_text.len() > MAX_KEY_TEXTS {
+                cache.by_text.clear();
+            }
+            f(&mut cache)
+        }
+        Err(_) => f(&mut KeyCache::new()),
+    })
+}
+
+/// Python → `Value`, one call's state.
+pub struct ToValue<'py, 'c> {
+    py: Python<'py>,
+    cache: &'c mut KeyCache,
     depth: usize,
     max_depth: usize,
 }
 
-impl<'py> ToValue<'py> {
-    pub fn new(py: Python<'py>, max_depth: usize) -> Self {
-        ToValue {
-            py,
-            recent: Box::new(std::array::from_fn(|_| (0, None))),
-            by_text: FxHashMap::default(),
-            depth: 0,
-            max_depth,
-        }
+impl<'py, 'c> ToValue<'py, 'c> {
+    pub fn new(py: Python<'py>, cache: &'c mut KeyCache, max_depth: usize) -> Self {
+        ToValue { py, cache, depth: 0, max_depth }
     }
 
     pub fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
@@ -233,22 +263,23 @@ impl<'py> ToValue<'py> {
     pub fn key(&mut self, k: &Bound<'py, PyAny>) -> PyResult<Key> {
         if let Ok(s) = k.downcast_exact::<PyString>() {
             let ptr = s.as_ptr() as usize;
-            let slot = &self.recent[(ptr >> 4) & (KEY_SLOTS - 1)];
-            if slot.0 == ptr {
-                if let Some(key) = &slot.1 {
+            let gen = self.cache.generation;
+            let i = (ptr >> 4) & (KEY_SLOTS - 1);
+            if let (p, g, Some(key)) = &self.cache.recent[i] {
+                if *p == ptr && *g == gen {
                     return Ok(key.clone());
                 }
             }
             let text = self.text(s)?;
-            let key = match self.by_text.get(text) {
+            let key = match self.cache.by_text.get(text) {
                 Some(key) => key.clone(),
                 None => {
                     let key = Key::Utf8(Arc::from(text));
-                    self.by_text.insert(Box::from(text), key.clone());
+                    self.cache.by_text.insert(Box::from(text), key.clone());
                     key
                 }
             };
-            self.recent[(ptr >> 4) & (KEY_SLOTS - 1)] = (ptr, Some(key.clone()));
+            self.cache.recent[i] = (ptr, gen, Some(key.clone()));
             return Ok(key);
         }
         if let Ok(s) = k.downcast::<PyString>() {

@@ -203,3 +203,14 @@ def test_constructor_validates():
         sluice.Emitter(udp="127.0.0.1:1", dc="a:b")
     with pytest.raises(ValueError):
         sluice.Emitter(udp="127.0.0.1:1", compress="lz4")
+
+
+@pytest.mark.parametrize("compress", ["zstd", "zlib", "snappy"])
+def test_compressed_payloads(shared_server: Server, compress: str):
+    type_ = f"Z{compress.upper()}"
+    with sluice.Emitter(tcp=shared_server.tcp, compress=compress) as em:
+        for i in range(500):
+            em.emit(type_, {"i": i, "text": "the same words again " * 5})
+        assert em.flush(30)
+        assert em.stats()["sent"] == 500
+    assert len(_read_back(shared_server, type_, 500)) == 500
