@@ -351,19 +351,22 @@ impl BinaryMode {
     }
 }
 
+thread_local! {
+    /// Python `str` hash keys by their UTF-8, kept between calls: events repeat the same few
+    /// dozen keys, and reusing one `str` object (already hashed) saves creating, decoding and
+    /// hashing it again for every event. Bounded by [`MAX_KEY_TEXTS`].
+    static KEY_STRS: std::cell::RefCell<FxHashMap<Box<[u8]>, Py<PyString>>> = std::cell::RefCell::new(FxHashMap::default());
+}
+
 /// `Value` → Python, one call's state.
 pub struct ToPy<'py> {
     py: Python<'py>,
-    /// Python `str` keys by the address of the decoder's shared key bytes (the decoder hands out
-    /// one `Arc` per distinct key of a document), so each distinct key is made once. Sound while
-    /// the value tree being converted is alive, which it is for the whole conversion.
-    keys: FxHashMap<usize, Py<PyAny>>,
     binary: BinaryMode,
 }
 
 impl<'py> ToPy<'py> {
     pub fn new(py: Python<'py>, binary: BinaryMode) -> Self {
-        ToPy { py, keys: FxHashMap::default(), binary }
+        ToPy { py, binary }
     }
 
     pub fn value(&mut self, v: &Value) -> PyResult<Bound<'py, PyAny>> {
@@ -423,36 +426,26 @@ impl<'py> ToPy<'py> {
 
     fn key(&mut self, k: &Key) -> Bound<'py, PyAny> {
         let py = self.py;
-        let ptr = k.ptr_addr();
-        if let Some(obj) = self.keys.get(&ptr) {
-            return obj.bind(py).clone();
+        let bytes = k.as_bytes();
+        if self.binary == BinaryMode::Latin1 && matches!(k, Key::Binary(_)) {
+            let s: String = bytes.iter().map(|&c| c as char).collect();
+            return PyString::new(py, &s).into_any();
         }
-        let obj = match k {
-            Key::Utf8(s) => PyString::new(py, s).into_any(),
-            Key::Binary(b) => match (self.binary, std::str::from_utf8(b)) {
-                (BinaryMode::Latin1, _) => {
-                    let s: String = b.iter().map(|&c| c as char).collect();
-                    PyString::new(py, &s).into_any()
-                }
-                (_, Ok(s)) => PyString::new(py, s).into_any(),
-                (_, Err(_)) => PyBytes::new(py, b).into_any(),
-            },
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            return PyBytes::new(py, bytes).into_any();
         };
-        self.keys.insert(ptr, obj.clone().unbind());
-        obj
-    }
-}
-
-/// The address of a key's shared bytes (`Key::ptr` is crate-private in `sereal`).
-trait KeyAddr {
-    fn ptr_addr(&self) -> usize;
-}
-
-impl KeyAddr for Key {
-    fn ptr_addr(&self) -> usize {
-        match self {
-            Key::Binary(b) => b.as_ptr() as usize,
-            Key::Utf8(s) => s.as_ptr() as usize,
-        }
+        // No Python code runs while the cache is borrowed, so the borrow cannot be re-entered.
+        KEY_STRS.with(|cell| {
+            let Ok(mut cache) = cell.try_borrow_mut() else { return PyString::new(py, text).into_any() };
+            if let Some(s) = cache.get(bytes) {
+                return s.bind(py).clone().into_any();
+            }
+            if cache.len() >= MAX_KEY_TEXTS {
+                cache.clear();
+            }
+            let s = PyString::new(py, text);
+            cache.insert(Box::from(bytes), s.clone().unbind());
+            s.into_any()
+        })
     }
 }
