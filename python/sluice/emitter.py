@@ -17,7 +17,8 @@ Transports:
 Acknowledged transports retry a failed batch (connection refused or lost, timeout, 5xx, the
 collector ``unavailable``) with exponential backoff, ``retries`` times; then its events count as
 ``undelivered`` and ``on_error`` is told. Events the collector refuses (bad tags, too big) count as
-``rejected``; they are not retried.
+``rejected``; they are not retried. A batch whose acknowledgement was lost (a timeout after the
+collector stored it) is sent again: delivery is at least once.
 
 Fork safety: after ``os.fork()`` the child gets an empty queue and starts its own sender thread
 (lazily, at its first ``emit``); what the parent had queued is sent by the parent only. Pre-fork
@@ -353,10 +354,13 @@ class Emitter:
         for p in payloads:
             try:
                 if self._sock is None:
-                    fam = socket.AF_INET6 if ":" in self._addr[0] else socket.AF_INET
+                    # Resolved once per socket, not per datagram (a host name would otherwise
+                    # cost a lookup for every send).
+                    fam, _, _, _, sockaddr = socket.getaddrinfo(*self._addr, type=socket.SOCK_DGRAM)[0]
                     self._sock = socket.socket(fam, socket.SOCK_DGRAM)
                     self._sock.settimeout(self._timeout)
-                self._sock.sendto(p, self._addr)
+                    self._sockaddr = sockaddr
+                self._sock.sendto(p, self._sockaddr)
                 self._stats["payloads"] += 1
             except OSError as e:
                 failed += 1
