@@ -124,7 +124,7 @@ def test_server_down_emit_stays_non_blocking(transport: str):
 def test_server_down_then_up_tcp_delivers_after_retry(tmp_path):
     """An acknowledged transport retries until the collector comes back."""
     http_port, tcp_port = free_port(), free_port()
-    em = sluice.Emitter(tcp=f"127.0.0.1:{tcp_port}", retries=100, backoff=0.05, max_backoff=0.2, timeout=2)
+    em = sluice.Emitter(tcp=f"127.0.0.1:{tcp_port}", retries=10_000, backoff=0.05, max_backoff=0.2, timeout=2)
     em.emit("LATE", {"i": 1})
     em.emit("LATE", {"i": 2})
     wait_for(lambda: em.stats()["retries"] > 0, 30, "a failed first attempt")
