@@ -60,6 +60,10 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+# Events packed per call for UDP (see `_send_batch`).
+_UDP_SLICE = 256
+
+
 class _Retryable(Exception):
     """A batch failed in a way that resending may fix."""
 
@@ -335,19 +339,25 @@ class Emitter:
 
     def _send_batch(self, batch: List[_Item]) -> None:
         self._stats["emitted"] += len(batch)
-        max_bytes = self._max_datagram if self.transport == "udp" else self._max_payload
-        packed = _native.pack_events(batch, self.dc, max_bytes=max_bytes, compress=self._compress)
+        if self.transport == "udp":
+            # Packing converts events with the GIL held: in slices, the calling threads get the
+            # GIL back between them (a datagram per slice may be left part-full: no matter).
+            for i in range(0, len(batch), _UDP_SLICE):
+                packed = self._pack(batch[i : i + _UDP_SLICE], self._max_datagram)
+                self._send_udp(packed.payloads, packed.events)
+        else:
+            # One request / frame per payload; acknowledgements say how many were accepted.
+            for payload in self._pack(batch, self._max_payload).payloads:
+                self._send_acked(payload)
+
+    def _pack(self, items: List[_Item], max_bytes: int) -> Any:
+        packed = _native.pack_events(items, self.dc, max_bytes=max_bytes, compress=self._compress)
         lost = packed.invalid + packed.oversized
         if lost:
             self._stats["invalid"] += packed.invalid
             self._stats["oversized"] += packed.oversized
             self._report(f"dropped {lost} event(s): {packed.first_error}", lost)
-        if self.transport == "udp":
-            self._send_udp(packed.payloads, packed.events)
-        else:
-            # Each payload holds part of the batch; acknowledgements say how many were accepted.
-            for payload in packed.payloads:
-                self._send_acked(payload)
+        return packed
 
     def _send_udp(self, payloads: List[bytes], events: int) -> None:
         failed = 0

@@ -151,6 +151,10 @@ pub fn open_range(
     Ok(RangeIter { reader: Some(reader), warnings: Vec::new(), binary })
 }
 
+/// What one poll of a tail gives: the events, the `(key, reason)` warnings, and whether it
+/// caught up with now.
+type Polled<'py> = (Bound<'py, PyList>, Vec<(String, String)>, bool);
+
 /// A tail of a data directory (see `sluice/reader.py`).
 #[pyclass(module = "sluice._native")]
 pub struct TailHandle {
@@ -165,7 +169,7 @@ impl TailHandle {
         &mut self,
         py: Python<'py>,
         now: i64,
-    ) -> PyResult<(Bound<'py, PyList>, Vec<(String, String)>, bool)> {
+    ) -> PyResult<Polled<'py>> {
         let Some(tail) = self.tail.as_mut() else { return Err(read_error(py, "the tail is closed".into())) };
         let (result, caught_up) = py.allow_threads(|| {
             let r = tail.poll(now);
