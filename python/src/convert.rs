@@ -169,6 +169,10 @@ impl<'py, 'c> ToValue<'py, 'c> {
     #[cold]
     fn slow(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
         let py = self.py;
+        // What follows may run Python code (`tobytes`, `__str__`, a wrapper subclass's
+        // properties), which could free a key object already seen and reuse its address: forget
+        // the addresses seen so far.
+        self.cache.generation += 1;
         if let Ok(t) = obj.downcast::<PyTuple>() {
             self.enter()?;
             let mut items = Vec::with_capacity(t.len());
