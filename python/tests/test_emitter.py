@@ -214,3 +214,20 @@ def test_compressed_payloads(shared_server: Server, compress: str):
         assert em.flush(30)
         assert em.stats()["sent"] == 500
     assert len(_read_back(shared_server, type_, 500)) == 500
+
+
+def test_many_threads_emitting(shared_server: Server):
+    with sluice.Emitter(http=shared_server.url) as em:
+        def work(t: int) -> None:
+            for i in range(2000):
+                em.emit("THREADS", {"t": t, "i": i})
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert em.flush(30)
+        assert em.stats()["sent"] == 8000
+    evs = _read_back(shared_server, "THREADS", 8000)
+    assert sorted((e["t"], e["i"]) for e in evs) == [(t, i) for t in range(4) for i in range(2000)]
