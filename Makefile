@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test bench bench-pipeline bench-store fuzz clean
+.PHONY: all deps build run test test-python bench bench-python bench-pipeline bench-store fuzz clean
 
 all: build
 
@@ -20,13 +20,27 @@ build: deps
 run: build
 	@scripts/demo.sh
 
-## test: every test, against the real Perl reference.
+## test: every test, against the real Perl reference (Rust, then the Python package).
 test: deps
 	$(CARGO) test --workspace --no-fail-fast
+	$(MAKE) test-python
 
-## bench: throughput against the Perl reference, as a table (targets, not tests).
+## test-python: the `sluice` Python package (python/): venv + maturin build, then pytest against
+## a real `sluice serve` and the Perl reference.
+test-python: deps
+	$(CARGO) build -p sluice
+	@PY=$$(scripts/python-setup.sh | tail -n 1) && cd python && \
+	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$PY -m pytest -q tests
+
+## bench: throughput against the Perl reference, as a table (targets, not tests); then the
+## Python package's rows (bench-python).
 bench: deps
 	$(CARGO) run --release -p sluice-bench
+	$(MAKE) bench-python
+
+## bench-python: sluice.sereal dumps/loads vs orjson and json on the same events; emit() cost.
+bench-python: deps
+	@PY=$$(scripts/python-setup.sh | tail -n 1) && $$PY python/bench/bench.py
 
 ## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
 bench-pipeline: deps

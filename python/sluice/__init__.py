@@ -1,0 +1,35 @@
+"""Sluice for Python: the Sereal codec, a non-blocking event emitter, a reader, a logging handler.
+
+>>> import sluice
+>>> with sluice.Emitter(udp="127.0.0.1:8182") as em:          # doctest: +SKIP
+...     em.emit("WEB", {"path": "/", "status": 200, "ms": 12.5})
+>>> for ev in sluice.Reader(server="http://127.0.0.1:8180").read("-5m", type="WEB"):  # doctest: +SKIP
+...     print(ev["path"], ev["status"])
+
+Modules: :mod:`sluice.sereal` (``dumps``/``loads``), :mod:`sluice.emitter` (:class:`Emitter`),
+:mod:`sluice.reader` (:class:`Reader`), :mod:`sluice.log` (:class:`LoggingHandler`). Everything is
+implemented once, in the Rust crates of the Sluice workspace; this package binds them.
+"""
+
+from . import sereal
+from ._types import PerlObject, PerlRegexp, ReadError, SerealError, SluiceError
+from .emitter import Emitter
+from .log import LoggingHandler
+from .reader import Events, Reader, ReadWarning, Tail
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "sereal",
+    "Emitter",
+    "Reader",
+    "Events",
+    "Tail",
+    "ReadWarning",
+    "LoggingHandler",
+    "SluiceError",
+    "SerealError",
+    "ReadError",
+    "PerlObject",
+    "PerlRegexp",
+]

@@ -1,0 +1,469 @@
+"""Reading events back: a time range (:meth:`Reader.read`) or the live stream (:meth:`Reader.tail`).
+
+Two sources, one interface:
+
+- ``Reader(data_dir=...)`` reads a data directory with the Rust reader (``crates/reader``), in
+  this process: chunks verified, ``select``/``where`` applied lazily. The embedded store allows one
+  process per directory, so this is for a directory no server is running on (a stopped server's,
+  a copy, a backup); the directory is locked only while a read is running.
+- ``Reader(server="http://host:8180")`` asks a running ``sluice serve``: ``GET /v1/events``
+  (NDJSON) for ranges and ``GET /v1/tail`` (Server-Sent Events, resumable cursors) for tails.
+
+Events are dicts carrying their tags (``epoch``, ``dc``, ``type``, ``subtype``), in epoch order
+(then dc, type, subtype, chunk, as stored). With ``select``, each event is instead a dict of
+``{path: value}``. Values over HTTP follow the server's JSON mapping (``docs/format.md``): a
+binary string that is not UTF-8 comes as ``{"$binary": base64}``, a NaN as ``"NaN"``; read from a
+data directory they are ``bytes`` and ``float`` (the :mod:`sluice.sereal` mapping).
+
+A chunk that cannot be read (checksum mismatch, missing blob) does not stop a read: it becomes a
+:class:`ReadWarning` in the iterator's ``warnings`` list (and a warning on the ``sluice.reader``
+logger), and the read goes on.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import http.client
+import json
+import logging
+import time
+import urllib.parse
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
+
+from . import _native
+from ._types import ReadError
+
+__all__ = ["Reader", "Events", "Tail", "ReadWarning", "ReadError"]
+
+log = logging.getLogger("sluice.reader")
+
+TimeArg = Union[int, float, str, _dt.datetime]
+
+try:  # orjson parses NDJSON lines faster, when it is installed; json is the fallback.
+    import orjson as _orjson
+
+    _parse_json = _orjson.loads
+except ImportError:  # pragma: no cover - depends on the environment
+    _parse_json = json.loads
+
+
+class ReadWarning(NamedTuple):
+    """A part of the range that could not be read and was skipped."""
+
+    key: str
+    """The chunk's key ``<epoch>:<dc>:<type>:<subtype>:<chunk>`` (or ``<epoch>-<dc>``)."""
+    reason: str
+    """What went wrong."""
+
+
+def _epoch(t: TimeArg, now: int) -> int:
+    if isinstance(t, bool):
+        raise TypeError("a time must be an int, float, str or datetime, not bool")
+    if isinstance(t, int):
+        return t
+    if isinstance(t, float):
+        return int(t // 1)
+    if isinstance(t, _dt.datetime):
+        if t.tzinfo is None:
+            raise ValueError("a naive datetime is ambiguous: give one with a tzinfo (e.g. UTC)")
+        return int(t.timestamp() // 1)
+    if isinstance(t, str):
+        return _native.parse_time(t, now)
+    raise TypeError(f"a time must be an int, float, str or datetime, not {type(t).__name__}")
+
+
+def _paths(select: Union[None, str, Sequence[str]]) -> List[str]:
+    if select is None:
+        return []
+    if isinstance(select, str):
+        return [p.strip() for p in select.split(",") if p.strip()]
+    return list(select)
+
+
+class Events:
+    """The events of one range read: an iterator of dicts (see :meth:`Reader.read`).
+
+    Attributes:
+        warnings: the :class:`ReadWarning` s met so far.
+    """
+
+    def __init__(self, it: Iterator[Dict[str, Any]], closer: Any = None) -> None:
+        self._it = it
+        self._closer = closer
+        self.warnings: List[ReadWarning] = []
+
+    def __iter__(self) -> "Events":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        return next(self._it)
+
+    def _warn(self, key: str, reason: str) -> None:
+        w = ReadWarning(key, reason)
+        self.warnings.append(w)
+        log.warning("sluice read: %s: %s", key, reason)
+
+    def close(self) -> None:
+        """Stop the read early (closes the store or the connection)."""
+        if self._closer is not None:
+            self._closer()
+            self._closer = None
+
+    def __enter__(self) -> "Events":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def to_list(self) -> List[Dict[str, Any]]:
+        """The remaining events, as a list."""
+        return list(self)
+
+    def to_arrow(self) -> Any:
+        """The remaining events as a ``pyarrow.Table`` (one column per top-level key, types
+        inferred by ``pyarrow.Table.from_pylist``). Needs ``pyarrow``."""
+        try:
+            import pyarrow as pa
+        except ImportError as e:
+            raise ImportError("to_arrow() needs pyarrow: pip install pyarrow") from e
+        return pa.Table.from_pylist(list(self))
+
+
+class Tail:
+    """A tail (see :meth:`Reader.tail`): an iterator of events that follows the live stream.
+
+    Attributes:
+        cursor: the resume token (``None`` until the first one is known): pass it as
+            ``Reader.tail(cursor=...)`` to continue with no gap. Events come in batches (one
+            per poll); the cursor moves to the end of a batch as its last event is yielded. So
+            read after an event, it covers that event and everything before: resuming repeats
+            nothing, except when taken in the middle of a batch, where the resumed tail repeats
+            that batch's events already yielded (never a gap).
+        warnings: the :class:`ReadWarning` s met so far.
+    """
+
+    def __init__(self, gen_factory: Any) -> None:
+        self.cursor: Optional[str] = None
+        self.warnings: List[ReadWarning] = []
+        self._closed = False
+        self._gen = gen_factory(self)
+
+    def __iter__(self) -> "Tail":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        return next(self._gen)
+
+    def _warn(self, key: str, reason: str) -> None:
+        self.warnings.append(ReadWarning(key, reason))
+        log.warning("sluice tail: %s: %s", key, reason)
+
+    def close(self) -> None:
+        """Stop following (closes the store or the connection)."""
+        self._closed = True
+        self._gen.close()
+
+    def __enter__(self) -> "Tail":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _with_cursor(t: Tail, events: List[Dict[str, Any]], cursor: Optional[str]) -> Iterator[Dict[str, Any]]:
+    """Yields a poll's events; the tail's cursor moves to `cursor` just before the last one is
+    handed out (a consumer that stops after any event then resumes without a gap)."""
+    last = len(events) - 1
+    for i, ev in enumerate(events):
+        if i == last:
+            t.cursor = cursor
+        yield ev
+
+
+class Reader:
+    """Reads events from a data directory or a running server.
+
+    Args:
+        data_dir: a data directory (as ``sluice serve --data`` writes it) with no server
+            running on it.
+        server: base URL of a running server, e.g. ``"http://127.0.0.1:8180"``.
+        timeout: seconds for connecting and for each read from the server.
+        binary: how binary strings come out of a data directory (see :func:`sluice.sereal.loads`).
+
+    Exactly one of ``data_dir`` and ``server`` must be given.
+    """
+
+    def __init__(
+        self,
+        *,
+        data_dir: Optional[str] = None,
+        server: Optional[str] = None,
+        timeout: float = 30.0,
+        binary: str = "auto",
+    ) -> None:
+        if (data_dir is None) == (server is None):
+            raise ValueError("give exactly one of data_dir= or server=")
+        self.data_dir = None if data_dir is None else str(data_dir)
+        self.server = server
+        self.timeout = timeout
+        self.binary = binary
+        if server is not None:
+            u = urllib.parse.urlsplit(server)
+            if u.scheme not in ("http", "https") or not u.hostname:
+                raise ValueError(f"server: expected a URL like http://127.0.0.1:8180, got {server!r}")
+            self._url = u
+
+    def __repr__(self) -> str:
+        src = f"data_dir={self.data_dir!r}" if self.data_dir is not None else f"server={self.server!r}"
+        return f"Reader({src})"
+
+    # ---- range reads -------------------------------------------------------------------------
+    def read(
+        self,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        *,
+        dc: Optional[str] = None,
+        type: Optional[str] = None,
+        subtype: Optional[str] = None,
+        select: Union[None, str, Sequence[str]] = None,
+        where: Optional[str] = None,
+    ) -> Events:
+        """The events of ``start <= epoch < end``, in epoch order.
+
+        Args:
+            start: first second: Unix seconds, an aware ``datetime``, or text as
+                ``sluice cat --from`` takes it (``"-5m"``, ``"now"``, RFC 3339).
+            end: first second *not* read; default now (as ``sluice cat``).
+            dc, type, subtype: only events with these tags (``subtype=""``: the empty subtype).
+            select: paths to return instead of whole events (``"status"``,
+                ``"timings.total_ms"``, ``"experiments[*].id"``); a list or a comma-separated str.
+            where: keep only events for which this holds, e.g. ``"status >= 500"``.
+
+        Returns:
+            an :class:`Events` iterator of dicts (with ``warnings``, ``to_arrow()``).
+
+        Raises:
+            ReadError: the read cannot start (no such directory, owned by a running server, bad
+                ``select``/``where``, the server refused the request or cannot be reached).
+        """
+        now = int(time.time())
+        t0 = _epoch(start, now)
+        t1 = now if end is None else _epoch(end, now)
+        paths = _paths(select)
+        if self.data_dir is not None:
+            native = _native.open_range(
+                self.data_dir, t0, t1, dc=dc, type_=type, subtype=subtype,
+                select=paths, where_=where, binary=self.binary,
+            )
+            ev = Events(iter(()), native.close)
+            ev._it = self._local_events(native, ev)
+            return ev
+        query = [("from", str(t0)), ("to", str(t1)), ("format", "json")]
+        query += self._filter_query(dc, type, subtype, paths, where)
+        conn, resp = self._get("/v1/events", query)
+        ev = Events(iter(()), conn.close)
+        ev._it = self._server_events(conn, resp, ev)
+        return ev
+
+    @staticmethod
+    def _local_events(native: Any, ev: Events) -> Iterator[Dict[str, Any]]:
+        try:
+            while True:
+                batch = native.next_batch()
+                for key, reason in native.take_warnings():
+                    ev._warn(key, reason)
+                if not batch:
+                    return
+                yield from batch
+        finally:
+            native.close()
+
+    @staticmethod
+    def _server_events(conn: http.client.HTTPConnection, resp: Any, ev: Events) -> Iterator[Dict[str, Any]]:
+        try:
+            while True:
+                try:
+                    line = resp.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise ReadError(f"reading the response: {e!r}") from None
+                if not line:
+                    return
+                if line.startswith(b'{"_sluice"'):
+                    for w in _parse_json(line).get("_sluice", {}).get("warnings", []):
+                        ev._warn(str(w.get("key")), str(w.get("reason")))
+                    continue
+                if line.strip():
+                    yield _parse_json(line)
+        finally:
+            conn.close()
+
+    @staticmethod
+    def _filter_query(dc: Optional[str], type_: Optional[str], subtype: Optional[str], paths: List[str], where: Optional[str]) -> List[tuple]:
+        q = [(k, v) for k, v in (("dc", dc), ("type", type_), ("subtype", subtype), ("where", where)) if v is not None]
+        q += [("select", p) for p in paths]
+        return q
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        u = self._url
+        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+        return cls(u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=timeout)
+
+    def _get(self, path: str, query: List[tuple], timeout: Optional[float] = None) -> Any:
+        base = self._url.path.rstrip("/")
+        target = f"{base}{path}?{urllib.parse.urlencode(query)}"
+        conn = self._connect(self.timeout if timeout is None else timeout)
+        try:
+            conn.request("GET", target)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise ReadError(f"{self.server}{path}: {e!r}") from None
+        if resp.status != 200:
+            body = resp.read()
+            conn.close()
+            try:
+                msg = json.loads(body).get("error", body.decode("utf-8", "replace"))
+            except ValueError:
+                msg = body.decode("utf-8", "replace")
+            err = ReadError(f"{self.server}{path}: {resp.status}: {msg}")
+            err.status = resp.status  # type: ignore[attr-defined]
+            raise err
+        return conn, resp
+
+    # ---- tails -------------------------------------------------------------------------------
+    def tail(
+        self,
+        start: Optional[TimeArg] = None,
+        *,
+        cursor: Optional[str] = None,
+        dc: Optional[str] = None,
+        type: Optional[str] = None,
+        subtype: Optional[str] = None,
+        select: Union[None, str, Sequence[str]] = None,
+        where: Optional[str] = None,
+        idle_timeout: Optional[float] = None,
+        poll_interval: float = 0.25,
+    ) -> Tail:
+        """Follow the stream: the events from ``start`` (default now), then new ones as they are
+        stored, without end. History and live data are one read.
+
+        Args:
+            start: where to start (as for :meth:`read`); ignored when ``cursor`` is given.
+            cursor: a token from an earlier tail's ``cursor``: continue exactly after it.
+            dc, type, subtype, select, where: as for :meth:`read`.
+            idle_timeout: stop (end the iteration) after this many seconds without an event;
+                ``None`` follows for ever.
+            poll_interval: seconds between polls of a data directory.
+
+        Returns:
+            a :class:`Tail` iterator; its ``cursor`` attribute is the resume token.
+
+        A server connection that fails or goes quiet is re-opened from the cursor (no gap, no
+        duplicate), with backoff.
+        """
+        now = int(time.time())
+        t0 = None if start is None else _epoch(start, now)
+        paths = _paths(select)
+        if self.data_dir is not None:
+            native = _native.open_tail(
+                self.data_dir, start=t0, cursor=cursor, dc=dc, type_=type, subtype=subtype,
+                select=paths, where_=where, binary=self.binary,
+            )
+            return Tail(lambda t: self._local_tail(t, native, idle_timeout, poll_interval))
+        query = self._filter_query(dc, type, subtype, paths, where)
+        return Tail(lambda t: self._server_tail(t, t0, cursor, query, idle_timeout))
+
+    @staticmethod
+    def _local_tail(t: Tail, native: Any, idle_timeout: Optional[float], poll_interval: float) -> Iterator[Dict[str, Any]]:
+        last = time.monotonic()
+        try:
+            while True:
+                events, warnings, caught_up = native.poll(int(time.time()))
+                for key, reason in warnings:
+                    t._warn(key, reason)
+                cursor = native.cursor()
+                if events:
+                    last = time.monotonic()
+                    yield from _with_cursor(t, events, cursor)
+                    continue
+                t.cursor = cursor
+                if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                    return
+                if caught_up:
+                    time.sleep(poll_interval)
+        finally:
+            native.close()
+
+    def _server_tail(
+        self, t: Tail, start: Optional[int], cursor: Optional[str], filters: List[tuple], idle_timeout: Optional[float]
+    ) -> Iterator[Dict[str, Any]]:
+        if cursor is not None:
+            t.cursor = cursor
+        last = time.monotonic()
+        backoff = 0.1
+        while True:
+            if t.cursor is not None:
+                query = [("cursor", t.cursor)]
+            elif start is not None:
+                query = [("from", str(start))]
+            else:
+                query = []
+            # Each socket read waits at most this long; a quiet stream is then re-opened from the
+            # cursor (the server only writes when there is something new).
+            wait = self.timeout
+            if idle_timeout is not None:
+                wait = max(0.05, min(wait, idle_timeout - (time.monotonic() - last)))
+            try:
+                conn, resp = self._get("/v1/tail", query + filters, timeout=wait)
+            except ReadError as e:
+                if 400 <= getattr(e, "status", 0) < 500:
+                    raise  # the request itself is bad (filter, cursor): retrying cannot help
+                t._warn("tail", str(e))
+                if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                    return
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            try:
+                kind, data = "message", []
+                pending: List[Dict[str, Any]] = []  # this poll's events, until its cursor comes
+                while True:
+                    if idle_timeout is not None:
+                        left = idle_timeout - (time.monotonic() - last)
+                        if left <= 0:
+                            return
+                        if conn.sock is not None:
+                            conn.sock.settimeout(max(0.05, min(self.timeout, left)))
+                    try:
+                        raw = resp.readline()
+                    except (OSError, http.client.HTTPException):
+                        break  # quiet or broken: re-open from the cursor
+                    if not raw:
+                        break
+                    line = raw.decode("utf-8", "replace").rstrip("\r\n")
+                    if line.startswith("event:"):
+                        kind = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data.append(line[5:].lstrip(" ") if line[5:6] == " " else line[5:])
+                    elif line == "":
+                        if data:
+                            text = "\n".join(data)
+                            if kind == "event":
+                                pending.append(_parse_json(text))
+                            elif kind == "cursor":
+                                if pending:
+                                    last = time.monotonic()
+                                    batch, pending = pending, []
+                                    yield from _with_cursor(t, batch, text)
+                                else:
+                                    t.cursor = text
+                            elif kind == "warning":
+                                w = _parse_json(text)
+                                t._warn(str(w.get("key")), str(w.get("reason")))
+                        kind, data = "message", []
+            finally:
+                conn.close()
+            if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                return

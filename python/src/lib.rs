@@ -1,0 +1,54 @@
+//! `sluice._native`: the Rust half of the `sluice` Python package.
+//!
+//! Modules:
+//! - `convert`: Python objects ↔ `sereal::Value` (the documented mapping).
+//! - `codec`: `dumps`, `loads`, `loads_many` and `pack_events` (the emitter's batch encoder and
+//!   datagram splitter), all over `crates/sereal`.
+//! - `reader`: range reads and tails of a data directory over `crates/reader` and `crates/store`.
+//!
+//! The public API, its documentation and type hints live in the Python modules (`sluice/*.py`);
+//! this module is private to them.
+
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+/// Rust-side allocations (the `sereal::Value` trees built and freed for every `dumps`/`loads`
+/// call, decoded blobs) go through mimalloc: glibc's malloc/free were a fifth of encode time.
+/// Python's own objects still use Python's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod codec;
+mod convert;
+mod reader;
+
+/// Registers the Python classes the native code creates or recognises (called once, by
+/// `sluice._types`, at import).
+#[pyfunction]
+fn register_types(
+    py: Python<'_>,
+    sereal_error: Py<PyType>,
+    read_error: Py<PyType>,
+    perl_object: Py<PyType>,
+    perl_regexp: Py<PyType>,
+) -> PyResult<()> {
+    // A second registration (a reloaded module) keeps the first classes: the cell is set once.
+    let _ = convert::TYPES.set(py, convert::Types { sereal_error, read_error, perl_object, perl_regexp });
+    Ok(())
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(register_types, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::dumps, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::loads, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::loads_many, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::pack_events, m)?)?;
+    m.add_class::<codec::Packed>()?;
+    m.add_function(wrap_pyfunction!(reader::open_range, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::open_tail, m)?)?;
+    m.add_function(wrap_pyfunction!(reader::parse_time, m)?)?;
+    m.add_class::<reader::RangeIter>()?;
+    m.add_class::<reader::TailHandle>()?;
+    Ok(())
+}

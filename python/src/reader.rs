@@ -1,0 +1,234 @@
+//! Reading a data directory with `sluice_reader` (range reads and tails over the embedded store).
+//!
+//! The store is opened per read and closed when the read ends (or its iterator is dropped):
+//! the embedded store takes an exclusive lock on its directory, and a `Reader` object that held
+//! it for its whole life would lock out `sluice serve` and `sluice cat` needlessly.
+
+use std::path::Path as FsPath;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+use sereal::{Path, Value};
+use sluice_reader::{Cursor, Filter, RangeReader, ReadItem, ReadOptions, ReadRequest, Tail, TailOptions, TailRequest};
+use sluice_store::{EmbeddedStore, StoreError};
+
+use crate::convert::{types, BinaryMode, ToPy};
+
+/// Events converted to Python per batch: the GIL is released while a batch is read.
+const BATCH: usize = 512;
+
+fn read_error(py: Python<'_>, msg: String) -> PyErr {
+    match types(py) {
+        Ok(t) => PyErr::from_type(t.read_error.bind(py).clone(), (msg,)),
+        Err(e) => e,
+    }
+}
+
+fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
+    // `EmbeddedStore::open` creates a missing directory; a reader must not.
+    if !FsPath::new(dir).is_dir() {
+        return Err(read_error(py, format!("{dir}: no such data directory")));
+    }
+    match py.allow_threads(|| EmbeddedStore::open(dir)) {
+        Ok(s) => Ok(Arc::new(s)),
+        Err(e @ StoreError::Locked { .. }) => Err(read_error(
+            py,
+            format!("{e}: a running server owns this directory; read it with Reader(server=URL)"),
+        )),
+        Err(e) => Err(read_error(py, format!("{dir}: {e}"))),
+    }
+}
+
+struct Filters {
+    dc: Option<String>,
+    type_: Option<String>,
+    subtype: Option<String>,
+    select: Vec<Path>,
+    filter: Option<Filter>,
+}
+
+fn filters(
+    py: Python<'_>,
+    dc: Option<String>,
+    type_: Option<String>,
+    subtype: Option<String>,
+    select: Vec<String>,
+    where_: Option<String>,
+) -> PyResult<Filters> {
+    let select = select
+        .iter()
+        .map(|p| Path::parse(p).map_err(|e| read_error(py, format!("select {p:?}: {e}"))))
+        .collect::<PyResult<Vec<_>>>()?;
+    let filter = where_
+        .as_deref()
+        .map(|w| Filter::parse(w).map_err(|e| read_error(py, format!("where {w:?}: {e}"))))
+        .transpose()?;
+    Ok(Filters { dc, type_, subtype, select, filter })
+}
+
+/// Splits read items into events and `(key, reason)` warnings.
+fn sort_items(items: Vec<ReadItem>, events: &mut Vec<Value>, warnings: &mut Vec<(String, String)>) {
+    for item in items {
+        match item {
+            ReadItem::Event(e) => events.push(e.value),
+            ReadItem::Warning(w) => warnings.push((w.key, w.reason)),
+        }
+    }
+}
+
+/// A range read in progress (see `sluice/reader.py`).
+#[pyclass(module = "sluice._native")]
+pub struct RangeIter {
+    reader: Option<RangeReader<Arc<EmbeddedStore>>>,
+    warnings: Vec<(String, String)>,
+    binary: BinaryMode,
+}
+
+#[pymethods]
+impl RangeIter {
+    /// The next events (a list of dicts); an empty list when the read is over.
+    fn next_batch<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let Some(reader) = self.reader.as_mut() else { return Ok(PyList::empty(py)) };
+        let (items, done) = py.allow_threads(|| {
+            let items: Vec<ReadItem> = reader.by_ref().take(BATCH).collect();
+            let done = items.len() < BATCH;
+            (items, done)
+        });
+        if done {
+            // Closes the store (releases the directory lock) as soon as the read is over.
+            self.reader = None;
+        }
+        let mut events = Vec::with_capacity(items.len());
+        sort_items(items, &mut events, &mut self.warnings);
+        let mut conv = ToPy::new(py, self.binary);
+        let out = events.iter().map(|v| conv.value(v)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, out)
+    }
+
+    /// Warnings gathered since the last call: `(key, reason)` pairs.
+    fn take_warnings(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Stops the read and closes the store.
+    fn close(&mut self) {
+        self.reader = None;
+    }
+}
+
+/// Starts a range read of `[start, end)` over the data directory `dir`.
+#[pyfunction]
+#[pyo3(signature = (dir, start, end, *, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto"))]
+#[allow(clippy::too_many_arguments)]
+pub fn open_range(
+    py: Python<'_>,
+    dir: &str,
+    start: i64,
+    end: i64,
+    dc: Option<String>,
+    type_: Option<String>,
+    subtype: Option<String>,
+    select: Vec<String>,
+    where_: Option<String>,
+    binary: &str,
+) -> PyResult<RangeIter> {
+    let binary = BinaryMode::parse(py, binary)?;
+    let f = filters(py, dc, type_, subtype, select, where_)?;
+    let store = open_store(py, dir)?;
+    let req = ReadRequest {
+        from: start,
+        to: end,
+        dc: f.dc,
+        type_: f.type_,
+        subtype: f.subtype,
+        select: f.select,
+        filter: f.filter,
+    };
+    let reader = py
+        .allow_threads(|| RangeReader::new(store, req, ReadOptions::default()))
+        .map_err(|e| read_error(py, e.to_string()))?;
+    Ok(RangeIter { reader: Some(reader), warnings: Vec::new(), binary })
+}
+
+/// What one poll of a tail gives: the events, the `(key, reason)` warnings, and whether it
+/// caught up with now.
+type Polled<'py> = (Bound<'py, PyList>, Vec<(String, String)>, bool);
+
+/// A tail of a data directory (see `sluice/reader.py`).
+#[pyclass(module = "sluice._native")]
+pub struct TailHandle {
+    tail: Option<Tail<Arc<EmbeddedStore>>>,
+    binary: BinaryMode,
+}
+
+#[pymethods]
+impl TailHandle {
+    /// Reads what is new at `now`: `(events, warnings, caught_up)`.
+    fn poll<'py>(
+        &mut self,
+        py: Python<'py>,
+        now: i64,
+    ) -> PyResult<Polled<'py>> {
+        let Some(tail) = self.tail.as_mut() else { return Err(read_error(py, "the tail is closed".into())) };
+        let (result, caught_up) = py.allow_threads(|| {
+            let r = tail.poll(now);
+            (r, tail.caught_up())
+        });
+        let mut events = Vec::new();
+        let mut warnings = Vec::new();
+        match result {
+            Ok(items) => sort_items(items, &mut events, &mut warnings),
+            // The store could not list epochs: reported, and the next poll retries.
+            Err(e) => warnings.push(("tail".to_owned(), e.to_string())),
+        }
+        let mut conv = ToPy::new(py, self.binary);
+        let out = events.iter().map(|v| conv.value(v)).collect::<PyResult<Vec<_>>>()?;
+        Ok((PyList::new(py, out)?, warnings, caught_up))
+    }
+
+    /// The cursor token after the last poll.
+    fn cursor(&self) -> Option<String> {
+        self.tail.as_ref().map(|t| t.cursor().to_token())
+    }
+
+    /// Closes the store.
+    fn close(&mut self) {
+        self.tail = None;
+    }
+}
+
+/// Starts a tail of the data directory `dir` from the epoch `start` or a cursor token.
+#[pyfunction]
+#[pyo3(signature = (dir, *, start=None, cursor=None, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto"))]
+#[allow(clippy::too_many_arguments)]
+pub fn open_tail(
+    py: Python<'_>,
+    dir: &str,
+    start: Option<i64>,
+    cursor: Option<&str>,
+    dc: Option<String>,
+    type_: Option<String>,
+    subtype: Option<String>,
+    select: Vec<String>,
+    where_: Option<String>,
+    binary: &str,
+) -> PyResult<TailHandle> {
+    let binary = BinaryMode::parse(py, binary)?;
+    let f = filters(py, dc, type_, subtype, select, where_)?;
+    let start = match (cursor, start) {
+        (Some(token), _) => token.parse::<Cursor>().map_err(|e| read_error(py, format!("cursor: {e}")))?,
+        (None, Some(epoch)) => Cursor::at(epoch),
+        (None, None) => Cursor::at(sluice_reader::time::now_unix()),
+    };
+    let store = open_store(py, dir)?;
+    let req = TailRequest { dc: f.dc, type_: f.type_, subtype: f.subtype, select: f.select, filter: f.filter };
+    let tail = Tail::new(store, req, start, TailOptions::default());
+    Ok(TailHandle { tail: Some(tail), binary })
+}
+
+/// Parses a time argument as `sluice cat --from` does (Unix seconds, RFC 3339, `now`, `-5m`).
+#[pyfunction]
+pub fn parse_time(py: Python<'_>, text: &str, now: i64) -> PyResult<i64> {
+    sluice_reader::parse_time(text, now).map_err(|e| read_error(py, format!("time {text:?}: {e}")))
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set up python/.venv and build the `sluice` Python package into it (maturin, release mode).
+# Idempotent: an existing venv and installed tools are reused; the build is incremental.
+# Prints the venv's python path on the last line.
+set -euo pipefail
+cd "$(dirname "$0")/../python"
+
+as_root() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "python-setup: need root (or sudo) to run: $*" >&2; exit 1; fi
+}
+
+# Python 3.10+ (the package uses the stable ABI of 3.10).
+PY=${PYTHON:-}
+if [[ -z $PY ]]; then
+  for c in python3 python3.13 python3.12 python3.11 python3.10; do
+    if command -v "$c" >/dev/null && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null; then
+      PY=$c; break
+    fi
+  done
+fi
+[[ -n $PY ]] || { echo "python-setup: need Python 3.10 or later" >&2; exit 1; }
+
+if [[ ! -x .venv/bin/python ]]; then
+  if ! "$PY" -m venv .venv 2>/dev/null; then
+    # Debian's python3 ships venv (and ensurepip) separately.
+    echo "python-setup: installing python3-venv (Debian)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get update -qq
+    as_root apt-get install -y -qq python3-venv >/dev/null
+    rm -rf .venv
+    "$PY" -m venv .venv
+  fi
+fi
+VPY=$PWD/.venv/bin/python
+
+# Test and build tools; orjson is the bench's comparison (and speeds up NDJSON reads).
+if ! "$VPY" -c 'import pytest, orjson' 2>/dev/null || [[ ! -x .venv/bin/maturin ]]; then
+  "$VPY" -m pip install -q --disable-pip-version-check 'maturin>=1.5,<2' pytest orjson >&2
+fi
+# pyarrow is optional for users (Events.to_arrow) but tested here; a failed install only skips
+# that test (SLUICE_WITH_ARROW=0 does not try).
+if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pyarrow' 2>/dev/null; then
+  "$VPY" -m pip install -q --disable-pip-version-check pyarrow >&2 || echo "python-setup: pyarrow not installed (to_arrow test skipped)" >&2
+fi
+
+export PATH="$HOME/.cargo/bin:$PATH"
+# Build and install the extension into the venv (incremental: cargo reuses python/target).
+VIRTUAL_ENV=$PWD/.venv PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >&2
+echo "$VPY"
