@@ -18,10 +18,47 @@ const MAX_INTERNED: usize = 16 * 1024;
 /// Longest key that is interned; longer keys are allocated each time.
 const MAX_INTERNED_KEY: usize = 64;
 
+/// Slots of the interner's front cache (a power of two).
+const RECENT: usize = 512;
+
 /// A key interner.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Interner {
     keys: FxHashMap<Box<str>, Key>,
+    /// A small cache in front of `keys`, by length and first 8 bytes (two slots per hash):
+    /// events repeat the same few dozen keys, and comparing a word and a length costs a
+    /// fraction of hashing the whole key and probing the map. A collision only costs a miss.
+    recent: Vec<Option<(u64, Key)>>,
+    /// [`Fast`]'s stacks, kept between documents so that they do not grow again each time.
+    stacks: Stacks,
+}
+
+/// Entries of the maps and elements of the arrays being parsed, innermost last; empty between
+/// documents.
+#[derive(Debug, Default)]
+struct Stacks {
+    entries: Vec<(Key, Value)>,
+    items: Vec<Value>,
+}
+
+impl Default for Interner {
+    fn default() -> Interner {
+        Interner { keys: FxHashMap::default(), recent: vec![None; RECENT], stacks: Stacks::default() }
+    }
+}
+
+/// The first 8 bytes of `s` (zero-padded) and `s`'s length, mixed into one word, and the first
+/// of the two cache slots it may be in.
+#[inline]
+fn recent_slot(s: &[u8]) -> (u64, usize) {
+    let mut head = [0u8; 8];
+    let n = s.len().min(8);
+    head[..n].copy_from_slice(&s[..n]);
+    let tag = u64::from_le_bytes(head) ^ (s.len() as u64).rotate_right(8);
+    let mut x = tag.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 32;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    (tag, (x >> 32) as usize & (RECENT - 2))
 }
 
 impl Interner {
@@ -29,6 +66,24 @@ impl Interner {
         if s.len() > MAX_INTERNED_KEY {
             return Key::from(s);
         }
+        let b = s.as_bytes();
+        let (tag, slot) = recent_slot(b);
+        for i in [slot, slot + 1] {
+            if let Some((t, k)) = &self.recent[i] {
+                // Equal tags mean equal length and first 8 bytes.
+                if *t == tag && (b.len() <= 8 || k.as_bytes()[8..] == b[8..]) {
+                    return k.clone();
+                }
+            }
+        }
+        let k = self.lookup(s);
+        // The older entry of the pair moves to the second slot.
+        self.recent[slot + 1] = self.recent[slot].take();
+        self.recent[slot] = Some((tag, k.clone()));
+        k
+    }
+
+    fn lookup(&mut self, s: &str) -> Key {
         if let Some(k) = self.keys.get(s) {
             return k.clone();
         }
@@ -65,8 +120,15 @@ struct State<'i> {
 /// value, or the error and its message, are exactly serde_json's.
 pub(crate) fn parse_value(text: &str, interner: &mut Interner, max_depth: usize) -> Result<Value, ParseError> {
     let limit = max_depth.min(FAST_MAX_DEPTH);
-    let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut *interner, max_depth: limit, scratch: Vec::new(), items: Vec::new() };
-    if let Some(v) = fast.document() {
+    let stacks = std::mem::take(&mut interner.stacks);
+    let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut *interner, max_depth: limit, stacks };
+    let v = fast.document();
+    let mut stacks = fast.stacks;
+    // A declined document may leave entries behind.
+    stacks.entries.clear();
+    stacks.items.clear();
+    interner.stacks = stacks;
+    if let Some(v) = v {
         return Ok(v);
     }
     parse_value_serde(text, interner, max_depth)
@@ -215,10 +277,7 @@ struct Fast<'t, 'i> {
     pos: usize,
     interner: &'i mut Interner,
     max_depth: usize,
-    /// Entries of the maps being parsed, innermost last.
-    scratch: Vec<(Key, Value)>,
-    /// Elements of the arrays being parsed, innermost last.
-    items: Vec<Value>,
+    stacks: Stacks,
 }
 
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -288,7 +347,7 @@ impl<'t> Fast<'t, '_> {
             return None;
         }
         self.pos += 1;
-        let base = self.scratch.len();
+        let base = self.stacks.entries.len();
         if self.peek()? == b'}' {
             self.pos += 1;
             return Some(Value::Hash(Vec::new()));
@@ -307,12 +366,12 @@ impl<'t> Fast<'t, '_> {
             }
             self.pos += 1;
             let v = self.value(depth)?;
-            self.scratch.push((key, v));
+            self.stacks.entries.push((key, v));
             match self.peek()? {
                 b',' => self.pos += 1,
                 b'}' => {
                     self.pos += 1;
-                    return Some(Value::Hash(self.scratch.drain(base..).collect()));
+                    return Some(Value::Hash(self.stacks.entries.drain(base..).collect()));
                 }
                 _ => return None,
             }
@@ -324,19 +383,19 @@ impl<'t> Fast<'t, '_> {
             return None;
         }
         self.pos += 1;
-        let base = self.items.len();
+        let base = self.stacks.items.len();
         if self.peek()? == b']' {
             self.pos += 1;
             return Some(Value::Array(Vec::new()));
         }
         loop {
             let v = self.value(depth)?;
-            self.items.push(v);
+            self.stacks.items.push(v);
             match self.peek()? {
                 b',' => self.pos += 1,
                 b']' => {
                     self.pos += 1;
-                    return Some(Value::Array(self.items.drain(base..).collect()));
+                    return Some(Value::Array(self.stacks.items.drain(base..).collect()));
                 }
                 _ => return None,
             }
@@ -514,7 +573,7 @@ mod tests {
         let mut a = Interner::default();
         let mut b = Interner::default();
         let limit = max_depth.min(FAST_MAX_DEPTH);
-        let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut a, max_depth: limit, scratch: Vec::new(), items: Vec::new() };
+        let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut a, max_depth: limit, stacks: Stacks::default() };
         let got = fast.document();
         let want = parse_value_serde(text, &mut b, max_depth);
         match (&got, &want) {
