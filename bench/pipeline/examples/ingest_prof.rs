@@ -37,13 +37,15 @@ fn main() -> Result<()> {
     };
     // Payloads of 1000 lines, each with its simulated arrival second (as the bench does).
     let mut payloads = Vec::new();
-    let mut lines = text.split_inclusive(|&b| b == b'\n').peekable();
-    let mut index = 0usize;
-    while lines.peek().is_some() {
-        let now = base + (index / eps) as i64;
-        let chunk: Vec<u8> = lines.by_ref().take(1000).flatten().copied().collect();
-        payloads.push((now, chunk));
-        index += 1000;
+    let (mut start, mut lines, mut index) = (0usize, 0usize, 0usize);
+    for (i, &b) in text.iter().enumerate() {
+        if b == b'\n' {
+            lines += 1;
+            if lines == 1000 || i + 1 == text.len() {
+                payloads.push((base + (index / eps) as i64, text[start..=i].to_vec()));
+                (start, index, lines) = (i + 1, index + lines, 0);
+            }
+        }
     }
     let dir = std::env::temp_dir().join(format!("ingest-prof-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

@@ -61,6 +61,12 @@ fn recent_slot(s: &[u8]) -> (u64, usize) {
     (tag, (x >> 32) as usize & (RECENT - 2))
 }
 
+/// `a == b` for the tails of keys (usually under 8 bytes) without a `memcmp` call.
+#[inline]
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
+}
+
 impl Interner {
     pub(crate) fn key(&mut self, s: &str) -> Key {
         if s.len() > MAX_INTERNED_KEY {
@@ -71,7 +77,7 @@ impl Interner {
         for i in [slot, slot + 1] {
             if let Some((t, k)) = &self.recent[i] {
                 // Equal tags mean equal length and first 8 bytes.
-                if *t == tag && (b.len() <= 8 || k.as_bytes()[8..] == b[8..]) {
+                if *t == tag && (b.len() <= 8 || short_eq(&k.as_bytes()[8..], &b[8..])) {
                     return k.clone();
                 }
             }

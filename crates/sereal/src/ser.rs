@@ -550,7 +550,7 @@ impl SeenStrings {
     #[inline]
     fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
         self.table
-            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && &body[e.data..e.data + e.len] == bytes)
+            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && same_bytes(&body[e.data..e.data + e.len], bytes))
             .map(|e| e.at)
     }
 
@@ -562,6 +562,29 @@ impl SeenStrings {
     fn clear(&mut self) {
         self.table.clear();
     }
+}
+
+/// `a == b` for slices of equal length, without a `memcmp` call for the short strings events
+/// are made of (the call costs more than the comparison there).
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    };
+    if n >= 8 && n <= 16 {
+        // Two overlapping words cover the whole string.
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    a == b
 }
 
 /// Key order of the reference's `sort_keys => 1` (`he_sv_islt_fast` in its encoder): by byte
