@@ -205,6 +205,9 @@ type GroupKey = (i64, String, String, String);
 /// Spare encoders kept from closed groups (their buffers and tables are reused).
 const SPARE_ENCODERS: usize = 64;
 
+/// Largest buffers an encoder may hold to be kept as a spare.
+const MAX_SPARE_BYTES: usize = 4 << 20;
+
 struct Group {
     /// The events, encoded as they arrive: the body of the group's document grows event by
     /// event, so no event is kept as a value tree (nor copied) until the flush.
@@ -519,7 +522,8 @@ impl Aggregator {
         // were kept.
         let late_stored = late.min(stored_events);
         doc.clear();
-        if self.spare.len() < SPARE_ENCODERS {
+        // A burst's huge buffers are not kept for the quiet seconds after it.
+        if self.spare.len() < SPARE_ENCODERS && doc.retained_bytes() <= MAX_SPARE_BYTES {
             self.spare.push(doc);
         }
         let mut chunks = Vec::with_capacity(blobs.len());
@@ -568,7 +572,17 @@ impl Aggregator {
     #[cold]
     fn isolate(&mut self, doc: &[u8], errors: &mut Vec<AggregateError>, what: &dyn Fn() -> String) -> (Vec<Blob>, u64) {
         let builder = &mut self.builder;
-        let events = match sereal::from_slice(doc) {
+        // Our own document: only recursion needs a bound (the encoder's depth limit and some).
+        let huge = usize::MAX / 4;
+        let limits = sereal::Limits {
+            max_depth: builder.encoder_options().max_depth + 8,
+            max_decompressed_bytes: huge,
+            max_string_bytes: huge,
+            max_elements: huge,
+            max_values: huge,
+            max_total_string_bytes: huge,
+        };
+        let events = match sereal::Decoder::with_limits(limits).decode(doc) {
             Ok(Value::Array(events)) => events,
             Ok(_) => Vec::new(),
             Err(e) => {

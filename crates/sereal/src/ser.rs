@@ -417,6 +417,11 @@ impl ArrayEncoder {
         self.count == 0
     }
 
+    /// Bytes held by the encoder's buffers (their capacity), kept between documents.
+    pub fn retained_bytes(&self) -> usize {
+        self.enc.body.capacity() + self.moved.capacity()
+    }
+
     /// Bytes of the (uncompressed) body so far.
     pub fn body_len(&self) -> usize {
         self.enc.body.len()
