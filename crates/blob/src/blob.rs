@@ -400,10 +400,23 @@ impl BlobBuilder {
     fn build_checked(&mut self, array: &Value) -> Result<Vec<Blob>> {
         self.doc.clear();
         self.encoder.encode_into(array, &mut self.doc)?;
-        if self.doc.len() <= self.opts.chunk_limit {
-            return Ok(vec![Blob { index: 0, bytes: with_trailer(&self.doc) }]);
+        self.build_document(&self.doc)
+    }
+
+    /// The encoder settings of this builder's documents (profile and `canonical`): what a
+    /// document given to [`BlobBuilder::build_document`] must be written with.
+    pub fn encoder_options(&self) -> &EncoderOptions {
+        self.encoder.options()
+    }
+
+    /// Like [`BlobBuilder::build`], given the events' array already encoded as one document with
+    /// [`BlobBuilder::encoder_options`] (e.g. element by element with a
+    /// [`sereal::ArrayEncoder`]). Its elements must be maps; this is not checked.
+    pub fn build_document(&self, doc: &[u8]) -> Result<Vec<Blob>> {
+        if doc.len() <= self.opts.chunk_limit {
+            return Ok(vec![Blob { index: 0, bytes: with_trailer(doc) }]);
         }
-        let chunks = sereal::split(&self.doc, self.opts.chunk_limit, &self.split_opts, &self.split_limits)?;
+        let chunks = sereal::split(doc, self.opts.chunk_limit, &self.split_opts, &self.split_limits)?;
         chunks
             .into_iter()
             .enumerate()

@@ -61,8 +61,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::sync::Arc;
 
-use sereal::Value;
-use sluice_blob::{BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry};
+use sereal::{ArrayEncoder, Value};
+use sluice_blob::{Blob, BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Counts, Namespace, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
@@ -205,13 +205,45 @@ impl FlushReport {
 /// (epoch, dc, type, subtype)
 pub type GroupKey = (i64, String, String, String);
 
-#[derive(Default)]
+/// Spare encoders kept from closed groups (their buffers and tables are reused).
+const SPARE_ENCODERS: usize = 64;
+
+/// Largest buffers an encoder may hold to be kept as a spare.
+const MAX_SPARE_BYTES: usize = 4 << 20;
+
 struct Group {
-    events: Vec<Value>,
+    /// The events, encoded as they arrive: the body of the group's document grows event by
+    /// event, so no event is kept as a value tree (nor copied) until the flush.
+    doc: ArrayEncoder,
+    /// Events added (encoded or not).
+    events: usize,
+    /// Of the encoded events, those that arrived late.
     late: u64,
+    /// The first error met encoding an event (such events are not in `doc`).
+    error: Option<BlobError>,
     /// WAL sequence numbers of the payloads these events came from (ascending, no repeats when
     /// added in order).
     seqs: Vec<u64>,
+}
+
+impl Group {
+    fn new(doc: ArrayEncoder) -> Group {
+        Group { doc, events: 0, late: 0, error: None, seqs: Vec::new() }
+    }
+
+    fn push(&mut self, event: &Value, late: bool) {
+        self.events += 1;
+        let result = match event.resolve() {
+            Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
+            _ => Err(BlobError::NotAnEvent { index: self.events - 1, found: kind_name(event) }),
+        };
+        match result {
+            Ok(()) => self.late += u64::from(late),
+            Err(e) => {
+                self.error.get_or_insert(e);
+            }
+        }
+    }
 }
 
 struct Chunk {
@@ -238,6 +270,8 @@ pub struct Aggregator {
     cfg: AggregatorConfig,
     store: Arc<dyn Store>,
     builder: BlobBuilder,
+    /// Encoders of closed groups, ready for new ones.
+    spare: Vec<ArrayEncoder>,
     open: BTreeMap<GroupKey, Group>,
     open_events: usize,
     outbox: VecDeque<Batch>,
@@ -276,6 +310,8 @@ impl Aggregator {
             ChunkId::collector(id, 0).map_err(|e| AggregateError::Config(e.to_string()))?;
         }
         let builder = BlobBuilder::new(cfg.blob.clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
+        // Checks the options once: groups' encoders are made with the same ones.
+        let first = ArrayEncoder::new(builder.encoder_options().clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
         let spool = match &cfg.spool {
             Some(sc) => Some(
                 Spool::open(&sc.dir, sc.max_bytes)
@@ -290,6 +326,7 @@ impl Aggregator {
             cfg,
             store,
             builder,
+            spare: vec![first],
             open: BTreeMap::new(),
             open_events: 0,
             outbox: VecDeque::new(),
@@ -379,9 +416,16 @@ impl Aggregator {
         for e in events {
             let key = (e.epoch, e.dc, e.type_, e.subtype);
             let late = key.0 <= closed || self.next_chunk.contains_key(&key);
-            let group = self.open.entry(key).or_default();
-            group.events.push(e.event);
-            group.late += u64::from(late);
+            let (spare, builder) = (&mut self.spare, &self.builder);
+            let group = self.open.entry(key).or_insert_with(|| {
+                let doc = match spare.pop() {
+                    Some(doc) => doc,
+                    // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
+                    None => ArrayEncoder::new(builder.encoder_options().clone()).expect("options checked in new"),
+                };
+                Group::new(doc)
+            });
+            group.push(&e.event, late);
             self.open_events += 1;
             if let Some(seq) = wal_seq {
                 if group.seqs.last() != Some(&seq) {
@@ -431,10 +475,10 @@ impl Aggregator {
         }
         let mut index_cache: HashMap<(i64, String), EpochIndex> = HashMap::new();
         for (key, group) in closed {
-            self.open_events -= group.events.len();
+            self.open_events -= group.events;
             if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report) {
                 // The store could not tell us where numbering starts: keep the group open.
-                self.open_events += group.events.len();
+                self.open_events += group.events;
                 self.open.insert(key, group);
             }
         }
@@ -449,7 +493,7 @@ impl Aggregator {
     fn close_group(
         &mut self,
         key: GroupKey,
-        mut group: Group,
+        group: Group,
         index_cache: &mut HashMap<(i64, String), EpochIndex>,
         report: &mut FlushReport,
     ) -> Option<Group> {
@@ -463,29 +507,34 @@ impl Aggregator {
                 }
             },
         };
-        let (events, late, seqs) = (std::mem::take(&mut group.events), group.late, std::mem::take(&mut group.seqs));
-        let total = events.len() as u64;
+        let Group { mut doc, events, late, error, seqs } = group;
+        let total = events as u64;
         let what = || format!("building {}", group_name(&key));
-        let builder = &mut self.builder;
-        let (blobs, mut stored_events, late_stored) = match builder.build(&events) {
-            Ok(blobs) => (blobs, total, late),
-            Err(err) => {
-                // Isolate the events that cannot be encoded; keep the others.
-                report.errors.push(AggregateError::Blob { what: what(), source: err });
-                let good: Vec<Value> =
-                    events.into_iter().filter(|e| builder.build(std::slice::from_ref(e)).is_ok()).collect();
-                let n = good.len() as u64;
-                match if good.is_empty() { Ok(Vec::new()) } else { builder.build(&good) } {
-                    // Which events were late is not tracked per event: assume the late ones
-                    // were kept.
-                    Ok(blobs) => (blobs, n, late.min(n)),
-                    Err(err) => {
-                        report.errors.push(AggregateError::Blob { what: what(), source: err });
-                        (Vec::new(), 0, 0)
-                    }
+        if let Some(err) = error {
+            report.errors.push(AggregateError::Blob { what: what(), source: err });
+        }
+        let encoded = doc.len() as u64;
+        let (blobs, mut stored_events) = if doc.is_empty() {
+            (Vec::new(), 0)
+        } else {
+            let mut bytes = Vec::new();
+            let built = doc.finish_into(&mut bytes).map_err(BlobError::from).and_then(|()| self.builder.build_document(&bytes));
+            match built {
+                Ok(blobs) => (blobs, encoded),
+                Err(err) => {
+                    report.errors.push(AggregateError::Blob { what: what(), source: err });
+                    self.isolate(&bytes, &mut report.errors, &what)
                 }
             }
         };
+        // Late events that were not stored are not tracked one by one: assume the late ones
+        // were kept.
+        let late_stored = late.min(stored_events);
+        doc.clear();
+        // A burst's huge buffers are not kept for the quiet seconds after it.
+        if self.spare.len() < SPARE_ENCODERS && doc.retained_bytes() <= MAX_SPARE_BYTES {
+            self.spare.push(doc);
+        }
         let mut chunks = Vec::with_capacity(blobs.len());
         let mut n = start;
         for blob in blobs {
@@ -527,6 +576,40 @@ impl Aggregator {
 }
 
 impl Aggregator {
+    /// After the document of a group could not be made into blobs (e.g. one event too big for a
+    /// chunk): decode its events and keep those that make blobs on their own.
+    #[cold]
+    fn isolate(&mut self, doc: &[u8], errors: &mut Vec<AggregateError>, what: &dyn Fn() -> String) -> (Vec<Blob>, u64) {
+        let builder = &mut self.builder;
+        // Our own document: only recursion needs a bound (the encoder's depth limit and some).
+        let huge = usize::MAX / 4;
+        let limits = sereal::Limits {
+            max_depth: builder.encoder_options().max_depth + 8,
+            max_decompressed_bytes: huge,
+            max_string_bytes: huge,
+            max_elements: huge,
+            max_values: huge,
+            max_total_string_bytes: huge,
+        };
+        let events = match sereal::Decoder::with_limits(limits).decode(doc) {
+            Ok(Value::Array(events)) => events,
+            Ok(_) => Vec::new(),
+            Err(e) => {
+                errors.push(AggregateError::Blob { what: what(), source: BlobError::from(e) });
+                Vec::new()
+            }
+        };
+        let good: Vec<Value> = events.into_iter().filter(|e| builder.build(std::slice::from_ref(e)).is_ok()).collect();
+        let n = good.len() as u64;
+        match if good.is_empty() { Ok(Vec::new()) } else { builder.build(&good) } {
+            Ok(blobs) => (blobs, n),
+            Err(err) => {
+                errors.push(AggregateError::Blob { what: what(), source: err });
+                (Vec::new(), 0)
+            }
+        }
+    }
+
     /// The first unused chunk number of this writer for `key`, from the store's epoch index.
     fn first_chunk_from_index(
         &self,
@@ -789,6 +872,23 @@ fn batch_from_spooled(sb: SpooledBatch) -> Batch {
         counts: sb.counts,
         // Released when it was spooled (its done note covers it).
         seqs: Vec::new(),
+    }
+}
+
+/// A word for the kind of a value, for error messages (as the blob builder words it).
+fn kind_name(v: &Value) -> &'static str {
+    match v.resolve() {
+        Value::Undef => "undef",
+        Value::Bool(_) => "a boolean",
+        Value::Int(_) | Value::UInt(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Binary(_) | Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Hash(_) => "a map",
+        Value::Ref(_) => "a reference",
+        Value::Object(_) => "an object",
+        Value::Regexp(_) => "a regexp",
+        Value::Shared(_) => "a shared value",
     }
 }
 

@@ -207,7 +207,7 @@ impl<'a> Iterator for NonBlankLines<'a> {
     fn next(&mut self) -> Option<(usize, &'a [u8])> {
         while self.pos < self.bytes.len() {
             let rest = &self.bytes[self.pos..];
-            let len = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            let len = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
             let line = &rest[..len];
             let start = self.pos;
             self.pos += len + 1;

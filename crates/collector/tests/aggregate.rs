@@ -376,3 +376,53 @@ fn failed_blob_is_not_indexed_and_retry_succeeds() {
     let c = total_counts(store.inner(), E0, E0 + 1);
     assert_eq!(c.stored, 50);
 }
+
+/// Events that cannot be encoded (not a map, nested beyond the encoder's limit) or that do not
+/// fit a chunk (with oversized events refused) are dropped and counted; the rest of their group
+/// is stored.
+#[test]
+fn unencodable_events_are_dropped_and_counted() {
+    let input = events(21, 300, 1_000, true);
+    let mut bad = input[0].clone();
+    bad.event = sereal::Value::Int(5);
+    let mut deep = input[1].clone();
+    let mut v = sereal::Value::Int(1);
+    for _ in 0..600 {
+        v = sereal::Value::Array(vec![v]);
+    }
+    if let sereal::Value::Hash(h) = &mut deep.event {
+        h.push((sereal::Key::from("deep"), v));
+    }
+    let mut huge = input[2].clone();
+    if let sereal::Value::Hash(h) = &mut huge.event {
+        // Incompressible, so that its chunk stays over the limit.
+        let mut x = 1u64;
+        let text: String = (0..20_000)
+            .map(|_| {
+                x = sluice_gen::mix64(x);
+                char::from(b'a' + (x % 26) as u8)
+            })
+            .collect();
+        h.push((sereal::Key::from("huge"), sereal::Value::String(text)));
+    }
+    for allow_oversized_events in [true, false] {
+        let store = Arc::new(InMemoryStore::new());
+        let blob = BlobOptions { chunk_limit: 8_000, allow_oversized_events, ..BlobOptions::default() };
+        let mut agg = Aggregator::new(AggregatorConfig { blob, ..AggregatorConfig::default() }, store.clone()).unwrap();
+        let mut all = input.clone();
+        all.extend([bad.clone(), deep.clone(), huge.clone()]);
+        agg.add(all, E0);
+        let report = agg.flush_all(E0 + 10);
+        let dropped = if allow_oversized_events { 2 } else { 3 };
+        assert_eq!(report.dropped_events, dropped);
+        assert!(!report.errors.is_empty());
+        let mut want = bag(&input);
+        if allow_oversized_events {
+            *want.entry(json(&huge)).or_insert(0) += 1;
+        }
+        assert_eq!(read_back(&*store, E0, E0 + 10), want);
+        let counts = total_counts(&*store, E0, E0 + 10);
+        assert_eq!(counts.stored, want.values().sum::<usize>() as u64);
+        assert_eq!(counts.dropped.values().sum::<u64>(), dropped);
+    }
+}

@@ -187,6 +187,15 @@ impl Compression {
     }
 }
 
+/// Largest output buffer kept between documents (a huge document's is freed after use).
+const MAX_KEPT_SCRATCH: usize = 4 << 20;
+
+thread_local! {
+    /// This thread's zstd compression context (with its level) and output buffer.
+    static ZSTD: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>, Vec<u8>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Compress `body` and append the framed result to `out`. Returns `false` (appending nothing)
 /// when the compressed data is not smaller than the body, the reference's rule.
 pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut Vec<u8>) -> Result<bool> {
@@ -225,13 +234,27 @@ pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut V
                 }
             }
         }
-        Compression::Zstd { level } => {
-            let max = zstd::zstd_safe::compress_bound(body.len());
-            out.resize(data_at + max, 0);
-            let n = zstd::bulk::compress_to_buffer(body, &mut out[data_at..], level)
-                .map_err(|e| fail(e.to_string()))?;
-            out.truncate(data_at + n);
-        }
+        Compression::Zstd { level } => ZSTD.with(|cell| {
+            // A context per thread, kept: making one per document (about a megabyte of tables,
+            // fresh pages each time) cost more than compressing small documents.
+            let mut cell = cell.borrow_mut();
+            let (ctx, scratch) = match &mut *cell {
+                Some((l, ctx, scratch)) if *l == level => (ctx, scratch),
+                slot => {
+                    let ctx = zstd::bulk::Compressor::new(level).map_err(|e| fail(e.to_string()))?;
+                    let (_, ctx, scratch) = slot.insert((level, ctx, Vec::new()));
+                    (ctx, scratch)
+                }
+            };
+            scratch.clear();
+            scratch.reserve(zstd::zstd_safe::compress_bound(body.len()));
+            ctx.compress_to_buffer(body, scratch).map_err(|e| fail(e.to_string()))?;
+            out.extend_from_slice(scratch);
+            if scratch.capacity() > MAX_KEPT_SCRATCH {
+                *scratch = Vec::new();
+            }
+            Ok(())
+        })?,
     }
     let compressed_len = out.len() - data_at;
     // The reference keeps the plain body unless the compressed data alone (framing not

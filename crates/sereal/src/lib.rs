@@ -41,6 +41,6 @@ pub use compress::Compression;
 pub use de::{from_slice, Decoder, Document, Limits};
 pub use error::{Category, Error, Result};
 pub use lazy::{LazyDoc, Path};
-pub use ser::{to_vec, Encoder, EncoderOptions};
+pub use ser::{to_vec, ArrayEncoder, Encoder, EncoderOptions};
 pub use split::{split, SplitOptions};
 pub use value::{Hash, Key, Object, Regexp, Value};

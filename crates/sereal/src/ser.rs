@@ -83,6 +83,15 @@ pub struct Encoder {
     strings: SeenStrings,
     classes: HashMap<String, usize>,
     depth: usize,
+    /// Set by [`ArrayEncoder`]: back-references are recorded and keys in `key_ptrs` are held,
+    /// because its elements are dropped between pushes.
+    streaming: bool,
+    /// Positions in `body` of tags followed by a back-reference offset (`COPY`, `OBJECTV`, …),
+    /// in order; only while `streaming`.
+    backrefs: Vec<usize>,
+    /// Keys whose addresses are in `key_ptrs`, kept alive so that no other key can be given
+    /// the same address while the document is open; only while `streaming`.
+    held_keys: Vec<Key>,
 }
 
 impl Encoder {
@@ -100,6 +109,9 @@ impl Encoder {
             strings: Default::default(),
             classes: HashMap::default(),
             depth: 0,
+            streaming: false,
+            backrefs: Vec::new(),
+            held_keys: Vec::new(),
         })
     }
 
@@ -117,6 +129,16 @@ impl Encoder {
 
     /// Encode `value` as a complete document appended to `out`.
     pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
+        self.reset(false);
+        self.value(value)?;
+        let body = std::mem::take(&mut self.body);
+        let result = finish_document(&self.opts, &body, out);
+        self.body = body;
+        result
+    }
+
+    /// Forget the document being written (keeping the buffers' capacity).
+    fn reset(&mut self, streaming: bool) {
         self.body.clear();
         self.keys.clear();
         self.key_ptrs.clear();
@@ -124,11 +146,9 @@ impl Encoder {
         self.strings.clear();
         self.classes.clear();
         self.depth = 0;
-        self.value(value)?;
-        let body = std::mem::take(&mut self.body);
-        let result = finish_document(&self.opts, &body, out);
-        self.body = body;
-        result
+        self.streaming = streaming;
+        self.backrefs.clear();
+        self.held_keys.clear();
     }
 
     /// Offsets are 1-based from the start of the body (protocol 2+).
@@ -220,6 +240,9 @@ impl Encoder {
     fn class(&mut self, class: &str, frozen: bool) {
         let (tag, tagv) = if frozen { (OBJECT_FREEZE, OBJECTV_FREEZE) } else { (OBJECT, OBJECTV) };
         if let Some(&at) = self.classes.get(class) {
+            if self.streaming {
+                self.backrefs.push(self.body.len());
+            }
             self.body.push(tagv);
             varint::write(&mut self.body, at as u64);
         } else {
@@ -300,6 +323,9 @@ impl Encoder {
             self.copy(at);
             return;
         }
+        if self.streaming {
+            self.held_keys.push(k.clone());
+        }
         let (bytes, utf8) = match k {
             Key::Binary(b) => (&b[..], false),
             Key::Utf8(s) => (s.as_bytes(), !s.is_ascii()),
@@ -318,6 +344,9 @@ impl Encoder {
 
     #[inline]
     fn copy(&mut self, at: usize) {
+        if self.streaming {
+            self.backrefs.push(self.body.len());
+        }
         self.body.push(COPY);
         varint::write(&mut self.body, at as u64);
     }
@@ -339,6 +368,163 @@ impl Encoder {
         self.body.extend_from_slice(bytes);
         data
     }
+}
+
+/// Bytes reserved in front of an [`ArrayEncoder`]'s elements for the array header: the size of
+/// `REFN ARRAY <count>` for 128-16383 elements, a group's usual size. Other counts move the
+/// elements once, in [`ArrayEncoder::finish_into`].
+const ARRAY_HEADER_GUESS: usize = 4;
+
+/// Encodes a document whose body is an array, one element at a time, so that the elements need
+/// not be kept (nor copied into one [`Value::Array`]) until the document is finished. The result
+/// is byte for byte what [`Encoder::encode_into`] writes for the whole array with the same
+/// options; buffers and tables are kept for the next document.
+///
+/// The array header's length depends on the final count, and `COPY` offsets count from the start
+/// of the body, so elements are written after a guessed header length and, when the guess is
+/// wrong, moved once at the end with every back-reference (which this encoder records) fixed up.
+#[derive(Debug)]
+pub struct ArrayEncoder {
+    enc: Encoder,
+    count: usize,
+    /// The body with the real header, when it differs in length from the guess.
+    moved: Vec<u8>,
+    /// (end of a back-reference in the old body, shift of everything from there on).
+    shifts: Vec<(usize, isize)>,
+}
+
+impl ArrayEncoder {
+    /// An encoder for array documents with `opts` (as [`Encoder::new`]).
+    pub fn new(opts: EncoderOptions) -> Result<ArrayEncoder> {
+        let mut enc = Encoder::new(opts)?;
+        enc.reset(true);
+        enc.body.resize(ARRAY_HEADER_GUESS, 0);
+        Ok(ArrayEncoder { enc, count: 0, moved: Vec::new(), shifts: Vec::new() })
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &EncoderOptions {
+        &self.enc.opts
+    }
+
+    /// Elements written so far.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether no element has been written yet.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes held by the encoder's buffers (their capacity), kept between documents.
+    pub fn retained_bytes(&self) -> usize {
+        self.enc.body.capacity() + self.moved.capacity()
+    }
+
+    /// Bytes of the (uncompressed) body so far.
+    pub fn body_len(&self) -> usize {
+        self.enc.body.len()
+    }
+
+    /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
+    /// the document stays as it was.
+    pub fn push(&mut self, value: &Value) -> Result<()> {
+        let enc = &mut self.enc;
+        let mark = enc.body.len();
+        let backrefs = enc.backrefs.len();
+        enc.depth = 0;
+        // The array itself is the first level, as in a one-shot encode.
+        let result = enc.enter().and_then(|()| enc.value(value));
+        enc.depth = 0;
+        if let Err(e) = result {
+            self.rollback(mark, backrefs);
+            return Err(e);
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Forget everything written after `mark` (a body length between elements).
+    #[cold]
+    fn rollback(&mut self, mark: usize, backrefs: usize) {
+        let enc = &mut self.enc;
+        enc.body.truncate(mark);
+        enc.backrefs.truncate(backrefs);
+        // Offsets are 1-based: an entry whose tag starts at `mark` or later has `at > mark`.
+        enc.keys.table.retain(|e| e.at <= mark);
+        enc.strings.table.retain(|e| e.at <= mark);
+        enc.key_ptrs.retain(|_, at| *at <= mark);
+        enc.classes.retain(|_, at| *at <= mark);
+        enc.key_cache.fill((0, 0));
+        // `held_keys` stays: entries kept in `key_ptrs` may name keys pushed after `mark`.
+    }
+
+    /// Append the complete document (header, array header, elements; compressed as the options
+    /// say) to `out`, and start a new, empty one.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let mut header = [0u8; 12];
+        let header_len = array_header(self.count, self.enc.opts.canonical, &mut header);
+        let result = if header_len == ARRAY_HEADER_GUESS {
+            self.enc.body[..ARRAY_HEADER_GUESS].copy_from_slice(&header[..header_len]);
+            finish_document(&self.enc.opts, &self.enc.body, out)
+        } else {
+            self.relocate(&header[..header_len])
+                .and_then(|()| finish_document(&self.enc.opts, &self.moved, out))
+        };
+        self.clear();
+        result
+    }
+
+    /// Drop the document being written, keeping buffers and tables' capacity.
+    pub fn clear(&mut self) {
+        self.enc.reset(true);
+        self.enc.body.resize(ARRAY_HEADER_GUESS, 0);
+        self.count = 0;
+    }
+
+    /// Write `header` + the elements into `moved`, fixing every back-reference offset for the
+    /// elements' new positions.
+    fn relocate(&mut self, header: &[u8]) -> Result<()> {
+        let body = &self.enc.body;
+        let moved = &mut self.moved;
+        moved.clear();
+        moved.reserve(body.len() + 16);
+        moved.extend_from_slice(header);
+        self.shifts.clear();
+        let first_shift = header.len() as isize - ARRAY_HEADER_GUESS as isize;
+        let mut shift = first_shift;
+        let mut last = ARRAY_HEADER_GUESS;
+        for &pos in &self.enc.backrefs {
+            // Tag byte included; the offset varint follows it.
+            moved.extend_from_slice(&body[last..=pos]);
+            let mut end = pos + 1;
+            let target = (varint::read(body, &mut end)? as usize).saturating_sub(1);
+            // Targets lie before the reference, so every shift that applies to them is known.
+            let i = self.shifts.partition_point(|&(e, _)| e <= target);
+            let target_shift = if i == 0 { first_shift } else { self.shifts[i - 1].1 };
+            let new = (target as isize + target_shift) as u64 + 1;
+            varint::write(moved, new);
+            shift += varint::len(new) as isize - (end - pos - 1) as isize;
+            self.shifts.push((end, shift));
+            last = end;
+        }
+        moved.extend_from_slice(&body[last..]);
+        Ok(())
+    }
+}
+
+/// The array header the encoder writes for `n` elements; returns its length.
+fn array_header(n: usize, canonical: bool, out: &mut [u8; 12]) -> usize {
+    if n < 16 && !canonical {
+        out[0] = ARRAYREF_0 | n as u8;
+        return 1;
+    }
+    let mut v = Vec::with_capacity(12);
+    v.extend_from_slice(&[REFN, ARRAY]);
+    varint::write(&mut v, n as u64);
+    out[..v.len()].copy_from_slice(&v);
+    v.len()
 }
 
 /// Strings already written, found by content without keeping a copy of it: an entry remembers
@@ -369,7 +555,7 @@ impl SeenStrings {
     #[inline]
     fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
         self.table
-            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && &body[e.data..e.data + e.len] == bytes)
+            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && same_bytes(&body[e.data..e.data + e.len], bytes))
             .map(|e| e.at)
     }
 
@@ -381,6 +567,29 @@ impl SeenStrings {
     fn clear(&mut self) {
         self.table.clear();
     }
+}
+
+/// `a == b` for slices of equal length, without a `memcmp` call for the short strings events
+/// are made of (the call costs more than the comparison there).
+#[inline]
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_ne_bytes(w)
+    };
+    if n >= 8 && n <= 16 {
+        // Two overlapping words cover the whole string.
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    if n < 8 {
+        return a.iter().zip(b).all(|(x, y)| x == y);
+    }
+    a == b
 }
 
 /// Key order of the reference's `sort_keys => 1` (`he_sv_islt_fast` in its encoder): by byte
