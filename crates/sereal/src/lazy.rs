@@ -587,6 +587,30 @@ impl<'a> LazyDoc<'a> {
         Ok(pos)
     }
 
+    /// [`LazyDoc::skip_n`] of one item, with the scalars of event documents inline.
+    #[inline(always)]
+    fn skip_one(&self, pos: usize) -> Result<usize> {
+        let buf = self.body;
+        if let Some(&tag) = buf.get(pos) {
+            let end = match tag & !TRACK_FLAG {
+                SHORT_BINARY_0..=0x7f => pos + 1 + (tag & 0x1f) as usize,
+                0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => pos + 1,
+                // A varint of up to 10 bytes (what `skip_n` accepts): integers such as byte
+                // counts and ids, and COPY offsets.
+                VARINT | ZIGZAG | COPY => match buf.get(pos + 1..).and_then(|r| r.iter().take(10).position(|&b| b < 0x80)) {
+                    Some(k) => pos + 2 + k,
+                    None => usize::MAX,
+                },
+                DOUBLE => pos + 9,
+                _ => usize::MAX,
+            };
+            if end <= buf.len() {
+                return Ok(end);
+            }
+        }
+        self.skip_n(pos, 1)
+    }
+
     #[cold]
     fn bad_tag(&self, tag: u8, at: usize) -> Error {
         match tag & !TRACK_FLAG {
@@ -1265,6 +1289,10 @@ struct KeyPlan {
     /// Key cache: [`KEY_CACHE_SLOTS`] slots per node, `(body index of a COPY'd key + 1, child)`;
     /// valid for the document `cache_doc`. `NO_CHILD` caches a key that is none of the node's.
     cache: Vec<(usize, u32)>,
+    /// Per node and pair number (the first [`MEMO_PAIRS`]), the last key seen there, as cache
+    /// entries are. Events of one stream list their keys in the same order, so this usually
+    /// names the key before it is read: a check that does not wait for a hash computed from it.
+    memo: Vec<(usize, u32)>,
     cache_doc: u64,
     visits_left: usize,
 }
@@ -1283,6 +1311,8 @@ const KEY_CACHE_SLOTS: usize = 64;
 /// Most keys under one node for the plan (a bit set of found keys per hash).
 const MAX_PLAN_CHILDREN: usize = 64;
 const NO_CHILD: u32 = u32::MAX;
+/// Pairs per hash with a [`KeyPlan::memo`] slot.
+const MEMO_PAIRS: usize = 32;
 
 impl KeyPlan {
     /// The plan of `paths`, or `None` when one has an index or wildcard step (or a node would
@@ -1313,13 +1343,15 @@ impl KeyPlan {
             nodes[node].ends.push(i as u32);
         }
         let cache = vec![(0, NO_CHILD); nodes.len() * KEY_CACHE_SLOTS];
-        Some(KeyPlan { nodes, cache, cache_doc: 0, visits_left: 0 })
+        let memo = vec![(0, NO_CHILD); nodes.len() * MEMO_PAIRS];
+        Some(KeyPlan { nodes, cache, memo, cache_doc: 0, visits_left: 0 })
     }
 
     /// Select from the item at `start` into `out` (sized and cleared); returns the item's end.
     fn select<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut [Vec<Item<'d>>]) -> Result<usize> {
         if self.cache_doc != doc.id {
             self.cache.fill((0, NO_CHILD));
+            self.memo.fill((0, NO_CHILD));
             self.cache_doc = doc.id;
         }
         self.visits_left = doc.limits.max_values;
@@ -1348,7 +1380,7 @@ impl KeyPlan {
         let n = &self.nodes[node as usize];
         let mut known_end = None;
         if !n.ends.is_empty() {
-            let end = d.skip_n(pos, 1)?;
+            let end = d.skip_one(pos)?;
             for &p in &n.ends {
                 out[p as usize].push(Item { doc: d, start: pos, end, in_copy });
             }
@@ -1402,7 +1434,7 @@ impl KeyPlan {
         let mut found = 0u64;
         let mut e = first;
         for pair in 0..count {
-            let (child, value_at) = self.key(d, node, e)?;
+            let (child, value_at) = self.key(d, node, pair, e)?;
             let hit = child != NO_CHILD && found & (1 << child) == 0;
             if hit {
                 found |= 1 << child;
@@ -1413,7 +1445,7 @@ impl KeyPlan {
                 if !more_wanted && !need_end {
                     return Ok(None);
                 }
-                e = d.skip_n(value_at, 1)?;
+                e = d.skip_one(value_at)?;
             } else {
                 let child_need = need_end || more_wanted;
                 let next = self.nodes[node as usize].children[child as usize].1;
@@ -1437,24 +1469,50 @@ impl KeyPlan {
     /// The hash key at `pos` (validated as [`LazyDoc::key_at`] does): which child of `node` it
     /// names (`NO_CHILD` for none), and the position of its value.
     #[inline]
-    fn key(&mut self, d: &LazyDoc<'_>, node: u32, pos: usize) -> Result<(u32, usize)> {
+    fn key(&mut self, d: &LazyDoc<'_>, node: u32, pair: usize, pos: usize) -> Result<(u32, usize)> {
+        let body = d.body;
         let tag = d.byte_at(pos)? & !TRACK_FLAG;
         if tag == COPY {
-            let mut p = pos + 1;
-            let offset = d.varint_at(&mut p)?;
-            let idx = d.back_offset(offset, pos)?;
-            // Encoders write every repeated key as a COPY of its first occurrence, so almost
-            // every key is identified by this lookup; the target was validated when cached.
-            let slot = node as usize * KEY_CACHE_SLOTS + (idx.wrapping_mul(0x9E37_79B9) >> 7) % KEY_CACHE_SLOTS;
-            let (cached_idx, child) = self.cache[slot];
-            if cached_idx == idx + 1 {
-                return Ok((child, p));
-            }
-            let child = match d.string_at(idx)? {
-                Some((bytes, _, _)) => self.child(node, bytes),
-                None => return Err(d.err(ErrorCode::BadKeyTag(d.body[idx] & !TRACK_FLAG), idx)),
+            // The offset: one or two varint bytes inline (keys near the start of the body).
+            let (idx, p) = match (body.get(pos + 1), body.get(pos + 2)) {
+                (Some(&b1), _) if b1 < 0x80 => (d.back_offset(b1 as u64, pos)?, pos + 2),
+                (Some(&b1), Some(&b2)) if b2 < 0x80 => {
+                    (d.back_offset((b1 & 0x7f) as u64 | (b2 as u64) << 7, pos)?, pos + 3)
+                }
+                _ => {
+                    let mut p = pos + 1;
+                    let offset = d.varint_at(&mut p)?;
+                    (d.back_offset(offset, pos)?, p)
+                }
             };
-            self.cache[slot] = (idx + 1, child);
+            // Encoders write every repeated key as a COPY of its first occurrence, so almost
+            // every key is identified by these lookups; the target was validated when cached.
+            let memo = node as usize * MEMO_PAIRS + pair;
+            if pair < MEMO_PAIRS {
+                if let Some(&(seen, child)) = self.memo.get(memo) {
+                    if seen == idx + 1 {
+                        return Ok((child, p));
+                    }
+                }
+            }
+            let hash = ((idx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % KEY_CACHE_SLOTS;
+            let slot = node as usize * KEY_CACHE_SLOTS + hash;
+            let (cached_idx, child) = self.cache[slot];
+            let child = if cached_idx == idx + 1 {
+                child
+            } else {
+                let child = match d.string_at(idx)? {
+                    Some((bytes, _, _)) => self.child(node, bytes),
+                    None => return Err(d.err(ErrorCode::BadKeyTag(d.body[idx] & !TRACK_FLAG), idx)),
+                };
+                self.cache[slot] = (idx + 1, child);
+                child
+            };
+            if pair < MEMO_PAIRS {
+                if let Some(slot) = self.memo.get_mut(memo) {
+                    *slot = (idx + 1, child);
+                }
+            }
             return Ok((child, p));
         }
         match d.string_at(pos)? {
