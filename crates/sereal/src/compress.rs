@@ -40,6 +40,9 @@ thread_local! {
     /// more than decoding a small document).
     static ZSTD_DCTX: std::cell::RefCell<zstd::zstd_safe::DCtx<'static>> =
         std::cell::RefCell::new(zstd::zstd_safe::DCtx::create());
+    /// One libdeflate decompressor per thread (it holds its decoding tables).
+    static LIBDEFLATE: std::cell::RefCell<libdeflater::Decompressor> =
+        std::cell::RefCell::new(libdeflater::Decompressor::new());
 }
 
 /// Decompress `framed` into `out` (cleared first), refusing to produce more than `limit` bytes.
@@ -49,13 +52,14 @@ pub(crate) fn decompress(
     limit: usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    out.clear();
+    // Cleared by each branch (the zlib fast path overwrites the old bytes instead).
     let at = framed.data_offset;
     let too_big = |n: usize| Error::new(ErrorCode::DecompressedSizeLimit(n), at);
     let bad = |e: String| Error::new(ErrorCode::Decompress(e), at);
     match encoding {
         Encoding::Raw => unreachable!("raw bodies are not decompressed"),
         Encoding::Snappy | Encoding::SnappyLegacy => {
+            out.clear();
             let len = snap::raw::decompress_len(framed.data).map_err(|e| bad(e.to_string()))?;
             if len > limit {
                 return Err(too_big(limit));
@@ -71,6 +75,21 @@ pub(crate) fn decompress(
             if declared > limit as u64 {
                 return Err(too_big(limit));
             }
+            // Fast path: libdeflate inflates a whole buffer in one call about twice as fast as
+            // zlib-rs's streaming inflate, and our framing gives the exact output size. It is
+            // used only when it succeeds with exactly the declared size; anything else (bad data,
+            // a wrong declared length) goes through flate2 below, whose errors are the reported
+            // ones. The buffer is resized without clearing it first: libdeflate overwrites all of
+            // it on success, and skipping the zero fill saves a pass over a megabyte per chunk.
+            if declared > 0 {
+                let n = declared as usize;
+                out.resize(n, 0);
+                let ok = LIBDEFLATE.with(|d| d.borrow_mut().zlib_decompress(framed.data, out));
+                if matches!(ok, Ok(got) if got == n) {
+                    return Ok(());
+                }
+            }
+            out.clear();
             // Trust the declared size only as a capacity hint: a lying header cannot make us
             // write past `limit`, and a mismatch is reported after inflating.
             out.reserve(declared as usize);
@@ -121,6 +140,7 @@ pub(crate) fn decompress(
         }
         Encoding::Zstd => {
             use std::io::Read;
+            out.clear();
             let hint = zstd::zstd_safe::get_frame_content_size(framed.data).ok().flatten();
             if hint.is_some_and(|h| h > limit as u64) {
                 return Err(too_big(limit));

@@ -1447,11 +1447,25 @@ impl KeyPlan {
                 }
                 e = d.skip_one(value_at)?;
             } else {
-                let child_need = need_end || more_wanted;
                 let next = self.nodes[node as usize].children[child as usize].1;
-                match self.node(d, next, value_at, child_need, depth, in_copy, out)? {
-                    Some(end) if child_need => e = end,
-                    _ => return Ok(None),
+                let target = &self.nodes[next as usize];
+                if target.children.is_empty() {
+                    // Paths end here and go no deeper (most do): `node`'s work, inline.
+                    if self.visits_left == 0 {
+                        return Err(d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), value_at));
+                    }
+                    self.visits_left -= 1;
+                    let end = d.skip_one(value_at)?;
+                    for &p in &target.ends {
+                        out[p as usize].push(Item { doc: d, start: value_at, end, in_copy });
+                    }
+                    e = end;
+                } else {
+                    let child_need = need_end || more_wanted;
+                    match self.node(d, next, value_at, child_need, depth, in_copy, out)? {
+                        Some(end) if child_need => e = end,
+                        _ => return Ok(None),
+                    }
                 }
             }
             if !more_wanted {
