@@ -1289,10 +1289,11 @@ struct KeyPlan {
     /// Key cache: [`KEY_CACHE_SLOTS`] slots per node, `(body index of a COPY'd key + 1, child)`;
     /// valid for the document `cache_doc`. `NO_CHILD` caches a key that is none of the node's.
     cache: Vec<(usize, u32)>,
-    /// Per node and pair number (the first [`MEMO_PAIRS`]), the last key seen there, as cache
-    /// entries are. Events of one stream list their keys in the same order, so this usually
-    /// names the key before it is read: a check that does not wait for a hash computed from it.
-    memo: Vec<(usize, u32)>,
+    /// Per node and pair number (the first [`MEMO_PAIRS`]), the last COPY'd key seen there.
+    /// Events of one stream list their keys in the same order, so this usually names the key
+    /// before it is read: the key's bytes are compared as one word, and where its value starts
+    /// is known without waiting for the varint to be decoded.
+    memo: Vec<MemoSlot>,
     cache_doc: u64,
     visits_left: usize,
 }
@@ -1311,6 +1312,21 @@ const KEY_CACHE_SLOTS: usize = 64;
 /// Most keys under one node for the plan (a bit set of found keys per hash).
 const MAX_PLAN_CHILDREN: usize = 64;
 const NO_CHILD: u32 = u32::MAX;
+/// A key remembered by [`KeyPlan::memo`]: its encoding (the COPY tag and offset varint, at
+/// most 4 bytes, little-endian in `raw`, `mask` covering its `len` bytes), the body index the
+/// offset names, and which child it is.
+#[derive(Debug, Clone, Copy)]
+struct MemoSlot {
+    raw: u32,
+    mask: u32,
+    len: u8,
+    idx: usize,
+    child: u32,
+}
+
+/// A slot that matches nothing (`raw & 0` is never 1).
+const EMPTY_MEMO: MemoSlot = MemoSlot { raw: 1, mask: 0, len: 0, idx: 0, child: NO_CHILD };
+
 /// Pairs per hash with a [`KeyPlan::memo`] slot.
 const MEMO_PAIRS: usize = 32;
 
@@ -1343,7 +1359,7 @@ impl KeyPlan {
             nodes[node].ends.push(i as u32);
         }
         let cache = vec![(0, NO_CHILD); nodes.len() * KEY_CACHE_SLOTS];
-        let memo = vec![(0, NO_CHILD); nodes.len() * MEMO_PAIRS];
+        let memo = vec![EMPTY_MEMO; nodes.len() * MEMO_PAIRS];
         Some(KeyPlan { nodes, cache, memo, cache_doc: 0, visits_left: 0 })
     }
 
@@ -1351,7 +1367,7 @@ impl KeyPlan {
     fn select<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut [Vec<Item<'d>>]) -> Result<usize> {
         if self.cache_doc != doc.id {
             self.cache.fill((0, NO_CHILD));
-            self.memo.fill((0, NO_CHILD));
+            self.memo.fill(EMPTY_MEMO);
             self.cache_doc = doc.id;
         }
         self.visits_left = doc.limits.max_values;
@@ -1485,6 +1501,16 @@ impl KeyPlan {
     #[inline]
     fn key(&mut self, d: &LazyDoc<'_>, node: u32, pair: usize, pos: usize) -> Result<(u32, usize)> {
         let body = d.body;
+        let memo = node as usize * MEMO_PAIRS + pair;
+        let word = body.get(pos..pos + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        if pair < MEMO_PAIRS {
+            if let (Some(m), Some(w)) = (self.memo.get(memo), word) {
+                // The same bytes name the same offset; it must still point backwards from here.
+                if w & m.mask == m.raw && m.idx < pos {
+                    return Ok((m.child, pos + m.len as usize));
+                }
+            }
+        }
         let tag = d.byte_at(pos)? & !TRACK_FLAG;
         if tag == COPY {
             // The offset: one or two varint bytes inline (keys near the start of the body).
@@ -1500,15 +1526,8 @@ impl KeyPlan {
                 }
             };
             // Encoders write every repeated key as a COPY of its first occurrence, so almost
-            // every key is identified by these lookups; the target was validated when cached.
-            let memo = node as usize * MEMO_PAIRS + pair;
-            if pair < MEMO_PAIRS {
-                if let Some(&(seen, child)) = self.memo.get(memo) {
-                    if seen == idx + 1 {
-                        return Ok((child, p));
-                    }
-                }
-            }
+            // every key is identified by the memo or this cache; the target was validated when
+            // cached.
             let hash = ((idx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % KEY_CACHE_SLOTS;
             let slot = node as usize * KEY_CACHE_SLOTS + hash;
             let (cached_idx, child) = self.cache[slot];
@@ -1522,10 +1541,10 @@ impl KeyPlan {
                 self.cache[slot] = (idx + 1, child);
                 child
             };
-            if pair < MEMO_PAIRS {
-                if let Some(slot) = self.memo.get_mut(memo) {
-                    *slot = (idx + 1, child);
-                }
+            let len = p - pos;
+            if let (true, Some(w), Some(slot)) = (pair < MEMO_PAIRS && len <= 4, word, self.memo.get_mut(memo)) {
+                let mask = u32::MAX >> (32 - 8 * len as u32);
+                *slot = MemoSlot { raw: w & mask, mask, len: len as u8, idx, child };
             }
             return Ok((child, p));
         }
