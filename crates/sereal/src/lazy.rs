@@ -597,9 +597,13 @@ impl<'a> LazyDoc<'a> {
                 0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => pos + 1,
                 // A varint of up to 10 bytes (what `skip_n` accepts): integers such as byte
                 // counts and ids, and COPY offsets.
-                VARINT | ZIGZAG | COPY => match buf.get(pos + 1..).and_then(|r| r.iter().take(10).position(|&b| b < 0x80)) {
-                    Some(k) => pos + 2 + k,
-                    None => usize::MAX,
+                VARINT | ZIGZAG | COPY => match (buf.get(pos + 1), buf.get(pos + 2)) {
+                    (Some(&b1), _) if b1 < 0x80 => pos + 2,
+                    (Some(_), Some(&b2)) if b2 < 0x80 => pos + 3,
+                    _ => match buf.get(pos + 3..).and_then(|r| r.iter().take(8).position(|&b| b < 0x80)) {
+                        Some(k) => pos + 4 + k,
+                        None => usize::MAX,
+                    },
                 },
                 DOUBLE => pos + 9,
                 _ => usize::MAX,
