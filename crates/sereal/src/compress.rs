@@ -81,7 +81,11 @@ pub(crate) fn decompress(
             // a wrong declared length) goes through flate2 below, whose errors are the reported
             // ones. The buffer is resized without clearing it first: libdeflate overwrites all of
             // it on success, and skipping the zero fill saves a pass over a megabyte per chunk.
-            if declared > 0 {
+            // Deflate cannot expand more than ~1032:1, so a declared size beyond that is a lie
+            // that would fail anyway: skip the fast path rather than zero-fill a buffer of that
+            // size for it (flate2 below only grows its buffer as output actually comes).
+            let plausible = (framed.data.len() as u64).saturating_mul(1032).saturating_add(1024);
+            if declared > 0 && declared <= plausible {
                 let n = declared as usize;
                 out.resize(n, 0);
                 let ok = LIBDEFLATE.with(|d| d.borrow_mut().zlib_decompress(framed.data, out));
