@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! read_profile build DIR N original|default   # store N WEB events of one second (like the pipeline bench)
-//! read_profile read DIR select|full|walk|stages [REPS]
+//! read_profile read DIR select|full|stages|dump [REPS]
 //! ```
 //! `read` runs a `RangeReader` over the stored second (`select`: select path, request_id,
 //! timings.total_ms where status >= 500; `full`: full decode); `stages` splits the cost into store
@@ -105,6 +105,11 @@ fn read(store: &EmbeddedStore, lazy: bool) -> R<u64> {
     Ok(n)
 }
 
+/// The Sereal part of a stored blob without verifying its SHA-1 (to time the other stages alone).
+fn sereal_part(blob: &[u8]) -> R<&[u8]> {
+    Ok(blob.get(..blob.len().saturating_sub(sluice_blob::TRAILER_LEN)).filter(|p| !p.is_empty()).ok_or("blob shorter than its trailer")?)
+}
+
 fn keys(store: &EmbeddedStore) -> R<Vec<String>> {
     let mut out = Vec::new();
     for (epoch, dc) in store.list_epochs(None, EPOCH, EPOCH + 1)? {
@@ -137,13 +142,13 @@ fn stages(store: &EmbeddedStore) -> R<()> {
     let (c0, w0) = (cpu(), Instant::now());
     let mut body = 0;
     for b in &blobs {
-        body += sereal::LazyDoc::open(&b[..b.len() - 24], &limits, &mut scratch)?.body().len();
+        body += sereal::LazyDoc::open(sereal_part(b)?, &limits, &mut scratch)?.body().len();
     }
     t("decompress", c0, w0);
     let (c0, w0) = (cpu(), Instant::now());
     let mut n = 0;
     for b in &blobs {
-        let doc = sereal::LazyDoc::open(&b[..b.len() - 24], &limits, &mut scratch)?;
+        let doc = sereal::LazyDoc::open(sereal_part(b)?, &limits, &mut scratch)?;
         for it in doc.items()? {
             it?;
             n += 1;
@@ -181,7 +186,7 @@ fn main() -> R<()> {
                         let mut out = std::io::stdout().lock();
                         for k in &keys {
                             let b = store.get_blob(&Namespace::Events, BlobKey::new(EPOCH, k))?.ok_or("missing")?;
-                            out.write_all(&sereal::de::body_bytes(&b[..b.len() - 24], &Limits::default())?)?;
+                            out.write_all(&sereal::de::body_bytes(sereal_part(&b)?, &Limits::default())?)?;
                         }
                     }
                     _ => return Err("mode: select|full|stages".into()),
