@@ -22,6 +22,27 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    // The one-pass selection (general walk and key plan) must agree with next() + select_items.
+    for ps in [&paths[..], &paths[..2], &paths[7..]] {
+        let mut sel = sereal::lazy::Selector::new(ps.to_vec());
+        let (Ok(mut fused), Ok(plain)) = (doc.items(), doc.items()) else { break };
+        let mut handles = Vec::new();
+        for item in plain.take(64) {
+            let Some(got) = sel.next_selected(&mut fused, &mut handles) else { panic!("fused pass ended early") };
+            let (Ok(item), Ok(got)) = (item, got) else { break };
+            assert_eq!((got.start(), got.end()), (item.start(), item.end()));
+            if let Ok(want) = item.select_items(ps) {
+                let mut dec = doc.item_decoder();
+                for (g, w) in handles.iter().zip(&want) {
+                    assert_eq!(g.len(), w.len());
+                    for (a, b) in g.iter().zip(w) {
+                        assert_eq!((a.start(), a.end()), (b.start(), b.end()));
+                        let _ = dec.decode(a);
+                    }
+                }
+            }
+        }
+    }
     if let Ok(Some(items)) = root.elements() {
         for item in items.take(64) {
             let Ok(item) = item else { break };

@@ -30,6 +30,7 @@
 //! assert!(f.matches(&event));
 //! ```
 
+use std::borrow::Borrow;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -117,27 +118,28 @@ impl Filter {
     /// Does a decoded event satisfy the expression?
     pub fn matches(&self, event: &Value) -> bool {
         let found: Vec<Vec<&Value>> = self.paths.iter().map(|p| p.eval(event)).collect();
-        eval(&self.expr, &|i| found[i].clone())
+        eval(&self.expr, &found)
     }
 
     /// Evaluate on values already selected for [`Filter::paths`] (one list per path, e.g. from
     /// `sereal::lazy::Selector`).
     pub fn matches_selected(&self, selected: &[Vec<Value>]) -> bool {
-        eval(&self.expr, &|i| selected.get(i).map(|v| v.iter().collect()).unwrap_or_default())
+        eval(&self.expr, selected)
     }
 }
 
-fn eval<'v>(e: &Expr, values: &dyn Fn(usize) -> Vec<&'v Value>) -> bool {
+/// `found[i]`: the values of path `i` (`&Value` or `Value`); a missing list is no values. Runs
+/// once per event read with `--where`, so it borrows and never allocates.
+fn eval<V: Borrow<Value>>(e: &Expr, found: &[Vec<V>]) -> bool {
+    let values = |p: usize| found.get(p).map_or(&[][..], Vec::as_slice).iter().map(Borrow::borrow);
     match e {
-        Expr::Or(items) => items.iter().any(|x| eval(x, values)),
-        Expr::And(items) => items.iter().all(|x| eval(x, values)),
-        Expr::Not(inner) => !eval(inner, values),
-        Expr::Exists(p) => !values(*p).is_empty(),
-        Expr::Compare(p, op, lit) => values(*p).into_iter().any(|v| compare(v, *op, lit)),
-        Expr::In(p, lits) => values(*p).into_iter().any(|v| lits.iter().any(|l| compare(v, Op::Eq, l))),
-        Expr::Matches(p, re, want) => {
-            values(*p).into_iter().any(|v| string_bytes(v).is_some_and(|b| re.is_match(b)) == *want)
-        }
+        Expr::Or(items) => items.iter().any(|x| eval(x, found)),
+        Expr::And(items) => items.iter().all(|x| eval(x, found)),
+        Expr::Not(inner) => !eval(inner, found),
+        Expr::Exists(p) => values(*p).next().is_some(),
+        Expr::Compare(p, op, lit) => values(*p).any(|v| compare(v, *op, lit)),
+        Expr::In(p, lits) => values(*p).any(|v| lits.iter().any(|l| compare(v, Op::Eq, l))),
+        Expr::Matches(p, re, want) => values(*p).any(|v| string_bytes(v).is_some_and(|b| re.is_match(b)) == *want),
     }
 }
 

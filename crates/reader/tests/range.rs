@@ -233,6 +233,9 @@ fn select_and_where_equal_filtering_decoded_events() {
         (&["host", "tls.version"], Some("exists tls and tls.resumed == true")),
         (&["queries[*].table", "missing.field"], Some(r#"lang == "de" or currency == "JPY""#)),
         (&["job"], Some("nothing_here > 1")),
+        // The pipeline bench's read; and a path both selected and filtered on, next to a prefix.
+        (&["path", "request_id", "timings.total_ms"], Some("status >= 500")),
+        (&["status", "timings", "timings.db_ms"], Some("status >= 400 and timings.total_ms < 100")),
     ];
     for (select, filter) in cases {
         let filter = filter.map(|f| Filter::parse(f).unwrap());

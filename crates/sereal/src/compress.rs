@@ -35,6 +35,16 @@ pub(crate) fn locate(doc: &[u8], encoding: Encoding, mut pos: usize) -> Result<F
     Ok(Framed { data: &doc[pos..end], data_offset: pos, declared_len, end })
 }
 
+thread_local! {
+    /// One zstd decompression context per thread, reused across documents (creating one costs
+    /// more than decoding a small document).
+    static ZSTD_DCTX: std::cell::RefCell<zstd::zstd_safe::DCtx<'static>> =
+        std::cell::RefCell::new(zstd::zstd_safe::DCtx::create());
+    /// One libdeflate decompressor per thread (it holds its decoding tables).
+    static LIBDEFLATE: std::cell::RefCell<libdeflater::Decompressor> =
+        std::cell::RefCell::new(libdeflater::Decompressor::new());
+}
+
 /// Decompress `framed` into `out` (cleared first), refusing to produce more than `limit` bytes.
 pub(crate) fn decompress(
     encoding: Encoding,
@@ -42,13 +52,14 @@ pub(crate) fn decompress(
     limit: usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    out.clear();
+    // Cleared by each branch (the zlib fast path overwrites the old bytes instead).
     let at = framed.data_offset;
     let too_big = |n: usize| Error::new(ErrorCode::DecompressedSizeLimit(n), at);
     let bad = |e: String| Error::new(ErrorCode::Decompress(e), at);
     match encoding {
         Encoding::Raw => unreachable!("raw bodies are not decompressed"),
         Encoding::Snappy | Encoding::SnappyLegacy => {
+            out.clear();
             let len = snap::raw::decompress_len(framed.data).map_err(|e| bad(e.to_string()))?;
             if len > limit {
                 return Err(too_big(limit));
@@ -64,6 +75,25 @@ pub(crate) fn decompress(
             if declared > limit as u64 {
                 return Err(too_big(limit));
             }
+            // Fast path: libdeflate inflates a whole buffer in one call about twice as fast as
+            // zlib-rs's streaming inflate, and our framing gives the exact output size. It is
+            // used only when it succeeds with exactly the declared size; anything else (bad data,
+            // a wrong declared length) goes through flate2 below, whose errors are the reported
+            // ones. The buffer is resized without clearing it first: libdeflate overwrites all of
+            // it on success, and skipping the zero fill saves a pass over a megabyte per chunk.
+            // Deflate cannot expand more than ~1032:1, so a declared size beyond that is a lie
+            // that would fail anyway: skip the fast path rather than zero-fill a buffer of that
+            // size for it (flate2 below only grows its buffer as output actually comes).
+            let plausible = (framed.data.len() as u64).saturating_mul(1032).saturating_add(1024);
+            if declared > 0 && declared <= plausible {
+                let n = declared as usize;
+                out.resize(n, 0);
+                let ok = LIBDEFLATE.with(|d| d.borrow_mut().zlib_decompress(framed.data, out));
+                if matches!(ok, Ok(got) if got == n) {
+                    return Ok(());
+                }
+            }
+            out.clear();
             // Trust the declared size only as a capacity hint: a lying header cannot make us
             // write past `limit`, and a mismatch is reported after inflating.
             out.reserve(declared as usize);
@@ -114,14 +144,27 @@ pub(crate) fn decompress(
         }
         Encoding::Zstd => {
             use std::io::Read;
-            let hint = zstd::zstd_safe::get_frame_content_size(framed.data)
-                .ok()
-                .flatten()
-                .unwrap_or(0);
-            if hint > limit as u64 {
+            out.clear();
+            let hint = zstd::zstd_safe::get_frame_content_size(framed.data).ok().flatten();
+            if hint.is_some_and(|h| h > limit as u64) {
                 return Err(too_big(limit));
             }
-            out.reserve(hint as usize);
+            // A frame that declares its size (ours always do) is decoded in one call into the
+            // output, with a context reused by the thread: ~25 % less CPU than the streaming
+            // decoder, which also sets up a fresh context and window per document. zstd checks
+            // that the output has exactly the declared size, and the output cannot outgrow the
+            // capacity reserved for it. Only the first frame is read, as the streaming path does.
+            if let (Some(size), Ok(frame_len)) = (hint, zstd::zstd_safe::find_frame_compressed_size(framed.data)) {
+                out.reserve_exact(size as usize);
+                let frame = framed.data.get(..frame_len).ok_or_else(|| Error::eof(framed.end))?;
+                let r = ZSTD_DCTX.with(|dctx| dctx.borrow_mut().decompress(out, frame));
+                return match r {
+                    Ok(n) if n as u64 == size => Ok(()),
+                    Ok(n) => Err(Error::new(ErrorCode::LengthMismatch { declared: size, actual: n as u64 }, at)),
+                    Err(code) => Err(bad(zstd::zstd_safe::get_error_name(code).to_string())),
+                };
+            }
+            out.reserve(hint.unwrap_or(0) as usize);
             let decoder = zstd::stream::read::Decoder::with_buffer(framed.data)
                 .map_err(|e| bad(e.to_string()))?;
             let read = decoder

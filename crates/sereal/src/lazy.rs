@@ -347,7 +347,13 @@ pub struct LazyDoc<'a> {
     offset_base: usize,
     error_base: usize,
     limits: Limits,
+    /// Unique per opened document (a body decompressed into a reused buffer has the same address
+    /// as the previous one): what a [`Selector`]'s key cache is valid for.
+    id: u64,
 }
+
+/// Source of [`LazyDoc`] ids.
+static NEXT_DOC_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl<'a> LazyDoc<'a> {
     /// A decoder over this body, for materialising selected items (it resolves REFP/ALIAS by
@@ -387,7 +393,14 @@ impl<'a> LazyDoc<'a> {
             offset_base: body.offset_base,
             error_base: body.error_base,
             limits: limits.clone(),
+            id: NEXT_DOC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// A decoder for items of this document that charges all it decodes to one budget, like one
+    /// selection does (see [`ItemDecoder`]).
+    pub fn item_decoder(&self) -> ItemDecoder<'_> {
+        ItemDecoder { parser: self.parser() }
     }
 
     /// The parsed header.
@@ -409,7 +422,7 @@ impl<'a> LazyDoc<'a> {
     /// where the item ends; [`LazyDoc::items`] does not.
     pub fn root(&self) -> Result<Item<'_>> {
         let end = self.skip_n(0, 1)?;
-        Ok(Item { doc: self.shrink(), start: 0, end })
+        Ok(Item { doc: self.shrink(), start: 0, end, in_copy: false })
     }
 
     /// Iterate over the elements of the top-level array (an `ARRAY`, `ARRAYREF`, or a reference
@@ -487,9 +500,13 @@ impl<'a> LazyDoc<'a> {
     }
 
     /// Skip `pending` consecutive items starting at `pos`; returns the position after them.
-    /// Iterative and allocation-free; every tag is handled by one lookup in [`SKIP`] and
-    /// branch-free arithmetic, plus a short loop for the tags that carry a varint. Each item
-    /// needs at least one byte, so a lying count fails as soon as it exceeds what is left.
+    /// Iterative and allocation-free. The tags that make up most of an events document (short
+    /// strings, COPY / VARINT with a one- or two-byte varint, small integers) each take one
+    /// well-predicted branch; every other tag is handled by one lookup in [`SKIP`] and
+    /// branch-free arithmetic, plus a short loop for the tags that carry a varint. (A fully
+    /// branch-free loop measured slower: each tag's length then waits on the previous one.)
+    /// Each item needs at least one byte, so a lying count fails as soon as it exceeds what is
+    /// left.
     fn skip_n(&self, mut pos: usize, mut pending: usize) -> Result<usize> {
         let buf = self.body;
         let len = buf.len();
@@ -497,11 +514,35 @@ impl<'a> LazyDoc<'a> {
             return Err(self.eof());
         }
         while pending > 0 {
-            // Invariant here: pos + pending <= len, so pos < len.
-            let tag = buf[pos];
+            let Some(&tag) = buf.get(pos) else { return Err(self.eof()) };
+            pending -= 1;
+            match tag & !TRACK_FLAG {
+                SHORT_BINARY_0..=0x7f => {
+                    pos += 1 + (tag & 0x1f) as usize;
+                    continue;
+                }
+                VARINT | ZIGZAG | REFP | ALIAS | COPY => {
+                    // Only the varint's length matters here; longer ones take the general path.
+                    match (buf.get(pos + 1), buf.get(pos + 2)) {
+                        (Some(&b1), _) if b1 < 0x80 => {
+                            pos += 2;
+                            continue;
+                        }
+                        (Some(_), Some(&b2)) if b2 < 0x80 => {
+                            pos += 3;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => {
+                    pos += 1;
+                    continue;
+                }
+                _ => {}
+            }
             let action = SKIP[tag as usize];
             pos += 1;
-            pending -= 1;
             if action & SKIP_VARINT == 0 {
                 pos += (action & 0xff) as usize;
                 pending += ((action >> 8) & 0x1f) as usize;
@@ -533,11 +574,45 @@ impl<'a> LazyDoc<'a> {
                 let extra = ((action >> 8) & 0x03) as usize;
                 pending = pending.saturating_add(v.saturating_mul(per_unit)).saturating_add(extra);
             }
+            // Where `pending` grows (containers, wrappers) or a long item moved `pos`: a count
+            // that cannot fit in what is left fails here, not after walking the rest. The fast
+            // paths above move `pos` by at most 32 and are caught by `get` or the final check.
             if pos.saturating_add(pending) > len {
                 return Err(self.eof());
             }
         }
+        if pos > len {
+            return Err(self.eof());
+        }
         Ok(pos)
+    }
+
+    /// [`LazyDoc::skip_n`] of one item, with the scalars of event documents inline.
+    #[inline(always)]
+    fn skip_one(&self, pos: usize) -> Result<usize> {
+        let buf = self.body;
+        if let Some(&tag) = buf.get(pos) {
+            let end = match tag & !TRACK_FLAG {
+                SHORT_BINARY_0..=0x7f => pos + 1 + (tag & 0x1f) as usize,
+                0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => pos + 1,
+                // A varint of up to 10 bytes (what `skip_n` accepts): integers such as byte
+                // counts and ids, and COPY offsets.
+                VARINT | ZIGZAG | COPY => match (buf.get(pos + 1), buf.get(pos + 2)) {
+                    (Some(&b1), _) if b1 < 0x80 => pos + 2,
+                    (Some(_), Some(&b2)) if b2 < 0x80 => pos + 3,
+                    _ => match buf.get(pos + 3..).and_then(|r| r.iter().take(8).position(|&b| b < 0x80)) {
+                        Some(k) => pos + 4 + k,
+                        None => usize::MAX,
+                    },
+                },
+                DOUBLE => pos + 9,
+                _ => usize::MAX,
+            };
+            if end <= buf.len() {
+                return Ok(end);
+            }
+        }
+        self.skip_n(pos, 1)
     }
 
     #[cold]
@@ -760,6 +835,9 @@ pub struct Item<'d> {
     doc: &'d LazyDoc<'d>,
     start: usize,
     end: usize,
+    /// Reached inside a COPY expansion (through a selection), where a further COPY is invalid:
+    /// decoding it later must apply the same rule as decoding it during the walk.
+    in_copy: bool,
 }
 
 impl fmt::Debug for Item<'_> {
@@ -823,7 +901,7 @@ impl<'d> Item<'d> {
     /// Decode the whole item, exactly as the full decoder would decode it at this place.
     pub fn decode(&self) -> Result<Value> {
         let mut m = self.doc.parser();
-        m.value_at(self.start, false).map(|(v, _)| v)
+        m.value_at(self.start, self.in_copy).map(|(v, _)| v)
     }
 
     /// The values at `path` (several for `[*]`, none if the path does not match).
@@ -864,7 +942,7 @@ impl<'d> Item<'d> {
         for _ in 0..n {
             let (k, _, after) = d.key_at(p)?;
             if k == key.as_bytes() {
-                return Ok(Some(Item { doc: d, start: after, end: d.skip_n(after, 1)? }));
+                return Ok(Some(Item { doc: d, start: after, end: d.skip_n(after, 1)?, in_copy: false }));
             }
             p = d.skip_n(after, 1)?;
         }
@@ -881,7 +959,7 @@ impl<'d> Item<'d> {
         };
         let Some(i) = resolve_index(index, n) else { return Ok(None) };
         let start = d.skip_n(first, i)?;
-        Ok(Some(Item { doc: d, start, end: d.skip_n(start, 1)? }))
+        Ok(Some(Item { doc: d, start, end: d.skip_n(start, 1)?, in_copy: false }))
     }
 
     /// The elements of this item when it is an array (or a reference to / object wrapping one),
@@ -984,6 +1062,28 @@ impl<'d> Item<'d> {
     }
 }
 
+/// Decodes [`Item`]s of one document (e.g. what [`Selector::next_selected`] picked) into
+/// [`Value`]s, exactly as [`Item::decode`] would, but with one budget for all of them: what they
+/// materialise together is bounded by [`Limits::max_values`] and
+/// [`Limits::max_total_string_bytes`], as for one [`Selector::select_into`] call. Make one per
+/// event; it allocates nothing until it decodes.
+pub struct ItemDecoder<'d> {
+    parser: Parser<'d, 'd>,
+}
+
+impl fmt::Debug for ItemDecoder<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ItemDecoder").finish_non_exhaustive()
+    }
+}
+
+impl<'d> ItemDecoder<'d> {
+    /// Decode `item` (an item of the document this decoder was made for).
+    pub fn decode(&mut self, item: &Item<'d>) -> Result<Value> {
+        self.parser.value_at(item.start, item.in_copy).map(|(v, _)| v)
+    }
+}
+
 /// Iterator over the elements of an array, as undecoded [`Item`]s. After an error it ends.
 #[derive(Debug, Clone)]
 pub struct Items<'d> {
@@ -1005,7 +1105,7 @@ impl<'d> Iterator for Items<'d> {
             Ok(end) => {
                 self.pos = end;
                 self.remaining -= 1;
-                Some(Ok(Item { doc: self.doc, start, end }))
+                Some(Ok(Item { doc: self.doc, start, end, in_copy: false }))
             }
             Err(e) => {
                 self.failed = true;
@@ -1053,7 +1153,7 @@ impl<'d> Iterator for Entries<'d> {
         }
         let r = self.doc.key_at(self.pos).and_then(|(k, _, start)| {
             let end = self.doc.skip_n(start, 1)?;
-            Ok((k, Item { doc: self.doc, start, end }))
+            Ok((k, Item { doc: self.doc, start, end, in_copy: false }))
         });
         match r {
             Ok((k, item)) => {
@@ -1087,12 +1187,16 @@ impl<'d> Iterator for Entries<'d> {
 pub struct Selector {
     paths: Vec<Path>,
     stack: Vec<Cursor>,
+    /// The paths as a tree of keys, when they are all plain key paths (`a.b.c`): the fast walk
+    /// of [`Selector::next_selected`].
+    plan: Option<KeyPlan>,
 }
 
 impl Selector {
     /// A selector for `paths`.
     pub fn new(paths: Vec<Path>) -> Selector {
-        Selector { paths, stack: Vec::new() }
+        let plan = KeyPlan::build(&paths);
+        Selector { paths, stack: Vec::new(), plan }
     }
 
     /// Parse each of `paths` (see [`Path::parse`]) into a selector.
@@ -1124,6 +1228,339 @@ impl Selector {
         let mut out = Vec::new();
         walk(item, &self.paths, &mut self.stack, ItemEmit, &mut out)?;
         Ok(out)
+    }
+
+    /// The next element of `items` together with undecoded handles of the values at each path
+    /// in it (`out[i]` for path `i`, as [`Selector::select_items`] gives them), in **one** pass
+    /// over the element: `items.next()` followed by `select_items` reads each element twice,
+    /// once to find where it ends and once to select. This is the hot loop of a filtered read:
+    /// evaluate a filter on some handles, and decode the others (with an [`ItemDecoder`]) only
+    /// for elements that pass.
+    ///
+    /// Plain key paths (`a.b.c`) take a specialised walk that identifies each hash key once per
+    /// document (by the offset a COPY'd key points to) and skips everything else by length.
+    /// After an error, as with [`Items`], the iteration ends.
+    pub fn next_selected<'d>(&mut self, items: &mut Items<'d>, out: &mut Vec<Vec<Item<'d>>>) -> Option<Result<Item<'d>>> {
+        if items.remaining == 0 || items.failed {
+            return None;
+        }
+        let doc = items.doc;
+        let start = items.pos;
+        out.resize_with(self.paths.len(), Vec::new);
+        out.iter_mut().for_each(Vec::clear);
+        let r = match &mut self.plan {
+            Some(plan) => plan.select(doc, start, out),
+            None => self.walk_items(doc, start, out),
+        };
+        match r {
+            Ok(end) => {
+                items.pos = end;
+                items.remaining -= 1;
+                Some(Ok(Item { doc, start, end, in_copy: false }))
+            }
+            Err(e) => {
+                items.failed = true;
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// The general walk with handles as output, also finding the end of the item at `start`.
+    fn walk_items<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut Vec<Vec<Item<'d>>>) -> Result<usize> {
+        if self.paths.len() > u32::MAX as usize {
+            return Err(doc.err(ErrorCode::BadPath("too many paths".into()), start));
+        }
+        self.stack.clear();
+        self.stack.extend((0..self.paths.len()).map(|i| Cursor { path: i as u32, step: 0, done: false }));
+        let visits_left = doc.limits.max_values;
+        let mut w = Walker { doc, paths: &self.paths, stack: &mut self.stack, emit: ItemEmit, out, visits_left };
+        let hi = w.stack.len();
+        match w.node(start, 0, hi, true, 0, false)? {
+            Some(end) => Ok(end),
+            None => doc.skip_n(start, 1),
+        }
+    }
+}
+
+/// Selection of plain key paths as a tree of keys: node 0 is the item itself, each node's
+/// children are the keys looked up in the hash it resolves to, and a node ends the paths listed
+/// in its `ends`. Same semantics as [`Walker`] with [`ItemEmit`] (first matching key only,
+/// wrappers looked through), specialised: no cursor stack, and hash keys are identified through
+/// a per-document cache instead of compared byte by byte against every path.
+#[derive(Debug, Clone)]
+struct KeyPlan {
+    nodes: Vec<PlanNode>,
+    /// Key cache: [`KEY_CACHE_SLOTS`] slots per node, `(body index of a COPY'd key + 1, child)`;
+    /// valid for the document `cache_doc`. `NO_CHILD` caches a key that is none of the node's.
+    cache: Vec<(usize, u32)>,
+    /// Per node and pair number (the first [`MEMO_PAIRS`]), the last COPY'd key seen there.
+    /// Events of one stream list their keys in the same order, so this usually names the key
+    /// before it is read: the key's bytes are compared as one word, and where its value starts
+    /// is known without waiting for the varint to be decoded.
+    memo: Vec<MemoSlot>,
+    cache_doc: u64,
+    visits_left: usize,
+}
+
+#[derive(Debug, Clone, Default)]
+struct PlanNode {
+    /// Paths (indexes into the selector's paths) that end at this node.
+    ends: Vec<u32>,
+    /// Keys looked up under this node, and the node each leads to.
+    children: Vec<(Box<[u8]>, u32)>,
+}
+
+/// Slots of the key cache per plan node (a power of two): an event has a few dozen distinct
+/// keys, and a collision only costs a re-comparison.
+const KEY_CACHE_SLOTS: usize = 64;
+/// Most keys under one node for the plan (a bit set of found keys per hash).
+const MAX_PLAN_CHILDREN: usize = 64;
+const NO_CHILD: u32 = u32::MAX;
+/// A key remembered by [`KeyPlan::memo`]: its encoding (the COPY tag and offset varint, at
+/// most 4 bytes, little-endian in `raw`, `mask` covering its `len` bytes), the body index the
+/// offset names, and which child it is.
+#[derive(Debug, Clone, Copy)]
+struct MemoSlot {
+    raw: u32,
+    mask: u32,
+    len: u8,
+    idx: usize,
+    child: u32,
+}
+
+/// A slot that matches nothing (`raw & 0` is never 1).
+const EMPTY_MEMO: MemoSlot = MemoSlot { raw: 1, mask: 0, len: 0, idx: 0, child: NO_CHILD };
+
+/// Pairs per hash with a [`KeyPlan::memo`] slot.
+const MEMO_PAIRS: usize = 32;
+
+impl KeyPlan {
+    /// The plan of `paths`, or `None` when one has an index or wildcard step (or a node would
+    /// have too many keys): those take the general walk.
+    fn build(paths: &[Path]) -> Option<KeyPlan> {
+        if paths.is_empty() || paths.len() > u32::MAX as usize / 2 {
+            return None;
+        }
+        let mut nodes = vec![PlanNode::default()];
+        for (i, path) in paths.iter().enumerate() {
+            let mut node = 0usize;
+            for step in &path.steps {
+                let Step::Key(k) = step else { return None };
+                let found = nodes[node].children.iter().find(|(key, _)| **key == *k.as_bytes()).map(|&(_, n)| n);
+                node = match found {
+                    Some(n) => n as usize,
+                    None => {
+                        if nodes[node].children.len() >= MAX_PLAN_CHILDREN {
+                            return None;
+                        }
+                        let n = u32::try_from(nodes.len()).ok()?;
+                        nodes[node].children.push((k.as_bytes().into(), n));
+                        nodes.push(PlanNode::default());
+                        n as usize
+                    }
+                };
+            }
+            nodes[node].ends.push(i as u32);
+        }
+        let cache = vec![(0, NO_CHILD); nodes.len() * KEY_CACHE_SLOTS];
+        let memo = vec![EMPTY_MEMO; nodes.len() * MEMO_PAIRS];
+        Some(KeyPlan { nodes, cache, memo, cache_doc: 0, visits_left: 0 })
+    }
+
+    /// Select from the item at `start` into `out` (sized and cleared); returns the item's end.
+    fn select<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut [Vec<Item<'d>>]) -> Result<usize> {
+        if self.cache_doc != doc.id {
+            self.cache.fill((0, NO_CHILD));
+            self.memo.fill(EMPTY_MEMO);
+            self.cache_doc = doc.id;
+        }
+        self.visits_left = doc.limits.max_values;
+        match self.node(doc, 0, start, true, 0, false, out)? {
+            Some(end) => Ok(end),
+            None => doc.skip_n(start, 1),
+        }
+    }
+
+    /// [`Walker::node`] for plan node `node` at `pos`.
+    #[allow(clippy::too_many_arguments)]
+    fn node<'d>(
+        &mut self,
+        d: &'d LazyDoc<'d>,
+        node: u32,
+        pos: usize,
+        need_end: bool,
+        mut depth: usize,
+        in_copy: bool,
+        out: &mut [Vec<Item<'d>>],
+    ) -> Result<Option<usize>> {
+        if self.visits_left == 0 {
+            return Err(d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), pos));
+        }
+        self.visits_left -= 1;
+        let n = &self.nodes[node as usize];
+        let mut known_end = None;
+        if !n.ends.is_empty() {
+            let end = d.skip_one(pos)?;
+            for &p in &n.ends {
+                out[p as usize].push(Item { doc: d, start: pos, end, in_copy });
+            }
+            known_end = Some(end);
+        }
+        if n.children.is_empty() {
+            return Ok(match known_end {
+                Some(e) => Some(e),
+                None if need_end => Some(d.skip_n(pos, 1)?),
+                None => None,
+            });
+        }
+        let mut jumped = None;
+        let mut in_copy = in_copy;
+        let core = d.resolve(pos, &mut depth, &mut jumped, &mut in_copy)?;
+        let known_end = known_end.or(jumped);
+        let need_end = need_end && known_end.is_none();
+        let end = match core {
+            Core::Hash(count, first) => self.hash(d, node, count, first, need_end, depth, pos, in_copy, out)?,
+            Core::Array(..) => {
+                // A key does not apply to an array; the depth check is the general walk's.
+                d.check_depth(depth + 1, pos)?;
+                None
+            }
+            Core::Other => None,
+        };
+        Ok(match known_end.or(end) {
+            Some(e) => Some(e),
+            None if need_end => Some(d.skip_n(pos, 1)?),
+            None => None,
+        })
+    }
+
+    /// [`Walker::hash`] for the children of `node`.
+    #[allow(clippy::too_many_arguments)]
+    fn hash<'d>(
+        &mut self,
+        d: &'d LazyDoc<'d>,
+        node: u32,
+        count: usize,
+        first: usize,
+        need_end: bool,
+        depth: usize,
+        at: usize,
+        in_copy: bool,
+        out: &mut [Vec<Item<'d>>],
+    ) -> Result<Option<usize>> {
+        let depth = depth + 1;
+        d.check_depth(depth, at)?;
+        let mut keys_left = self.nodes[node as usize].children.len();
+        let mut found = 0u64;
+        let mut e = first;
+        for pair in 0..count {
+            let (child, value_at) = self.key(d, node, pair, e)?;
+            let hit = child != NO_CHILD && found & (1 << child) == 0;
+            if hit {
+                found |= 1 << child;
+                keys_left -= 1;
+            }
+            let more_wanted = keys_left > 0 && pair + 1 < count;
+            if !hit {
+                if !more_wanted && !need_end {
+                    return Ok(None);
+                }
+                e = d.skip_one(value_at)?;
+            } else {
+                let next = self.nodes[node as usize].children[child as usize].1;
+                let target = &self.nodes[next as usize];
+                if target.children.is_empty() {
+                    // Paths end here and go no deeper (most do): `node`'s work, inline.
+                    if self.visits_left == 0 {
+                        return Err(d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), value_at));
+                    }
+                    self.visits_left -= 1;
+                    let end = d.skip_one(value_at)?;
+                    for &p in &target.ends {
+                        out[p as usize].push(Item { doc: d, start: value_at, end, in_copy });
+                    }
+                    e = end;
+                } else {
+                    let child_need = need_end || more_wanted;
+                    match self.node(d, next, value_at, child_need, depth, in_copy, out)? {
+                        Some(end) if child_need => e = end,
+                        _ => return Ok(None),
+                    }
+                }
+            }
+            if !more_wanted {
+                if !need_end {
+                    return Ok(None);
+                }
+                // Nothing more to find here: skip the remaining pairs in one go.
+                let rest = (count - pair - 1).checked_mul(2).ok_or_else(|| d.eof())?;
+                return Ok(Some(d.skip_n(e, rest)?));
+            }
+        }
+        Ok(Some(e))
+    }
+
+    /// The hash key at `pos` (validated as [`LazyDoc::key_at`] does): which child of `node` it
+    /// names (`NO_CHILD` for none), and the position of its value.
+    #[inline]
+    fn key(&mut self, d: &LazyDoc<'_>, node: u32, pair: usize, pos: usize) -> Result<(u32, usize)> {
+        let body = d.body;
+        let memo = node as usize * MEMO_PAIRS + pair;
+        let word = body.get(pos..pos + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        if pair < MEMO_PAIRS {
+            if let (Some(m), Some(w)) = (self.memo.get(memo), word) {
+                // The same bytes name the same offset; it must still point backwards from here.
+                if w & m.mask == m.raw && m.idx < pos {
+                    return Ok((m.child, pos + m.len as usize));
+                }
+            }
+        }
+        let tag = d.byte_at(pos)? & !TRACK_FLAG;
+        if tag == COPY {
+            // The offset: one or two varint bytes inline (keys near the start of the body).
+            let (idx, p) = match (body.get(pos + 1), body.get(pos + 2)) {
+                (Some(&b1), _) if b1 < 0x80 => (d.back_offset(b1 as u64, pos)?, pos + 2),
+                (Some(&b1), Some(&b2)) if b2 < 0x80 => {
+                    (d.back_offset((b1 & 0x7f) as u64 | (b2 as u64) << 7, pos)?, pos + 3)
+                }
+                _ => {
+                    let mut p = pos + 1;
+                    let offset = d.varint_at(&mut p)?;
+                    (d.back_offset(offset, pos)?, p)
+                }
+            };
+            // Encoders write every repeated key as a COPY of its first occurrence, so almost
+            // every key is identified by the memo or this cache; the target was validated when
+            // cached.
+            let hash = ((idx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % KEY_CACHE_SLOTS;
+            let slot = node as usize * KEY_CACHE_SLOTS + hash;
+            let (cached_idx, child) = self.cache[slot];
+            let child = if cached_idx == idx + 1 {
+                child
+            } else {
+                let child = match d.string_at(idx)? {
+                    Some((bytes, _, _)) => self.child(node, bytes),
+                    None => return Err(d.err(ErrorCode::BadKeyTag(d.body[idx] & !TRACK_FLAG), idx)),
+                };
+                self.cache[slot] = (idx + 1, child);
+                child
+            };
+            let len = p - pos;
+            if let (true, Some(w), Some(slot)) = (pair < MEMO_PAIRS && len <= 4, word, self.memo.get_mut(memo)) {
+                let mask = u32::MAX >> (32 - 8 * len as u32);
+                *slot = MemoSlot { raw: w & mask, mask, len: len as u8, idx, child };
+            }
+            return Ok((child, p));
+        }
+        match d.string_at(pos)? {
+            Some((bytes, _, end)) => Ok((self.child(node, bytes), end)),
+            None => Err(d.err(ErrorCode::BadKeyTag(tag), pos)),
+        }
+    }
+
+    #[inline]
+    fn child(&self, node: u32, key: &[u8]) -> u32 {
+        self.nodes[node as usize].children.iter().position(|(k, _)| **k == *key).map_or(NO_CHILD, |i| i as u32)
     }
 }
 
@@ -1157,9 +1594,9 @@ struct ItemEmit;
 
 impl<'d> Emit<'d> for ItemEmit {
     type Out = Item<'d>;
-    fn emit(&mut self, doc: &'d LazyDoc<'d>, pos: usize, _in_copy: bool) -> Result<(Item<'d>, usize)> {
+    fn emit(&mut self, doc: &'d LazyDoc<'d>, pos: usize, in_copy: bool) -> Result<(Item<'d>, usize)> {
         let end = doc.skip_n(pos, 1)?;
-        Ok((Item { doc, start: pos, end }, end))
+        Ok((Item { doc, start: pos, end, in_copy }, end))
     }
 }
 

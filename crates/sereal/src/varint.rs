@@ -5,11 +5,19 @@ use crate::error::{Error, ErrorCode, Result};
 /// Read a varint at `*pos`, advancing it. At most 10 bytes; more is an overflow error.
 #[inline]
 pub fn read(buf: &[u8], pos: &mut usize) -> Result<u64> {
-    // Fast path: one byte (lengths, small counts, most offsets in small documents).
+    // Fast path: one byte (lengths, small counts, most offsets in small documents), or two
+    // (COPY offsets into the first 16 KiB of a body, where an events blob's keys are: most keys
+    // of most events). Longer varints and all errors take the cold path.
     if let Some(&b) = buf.get(*pos) {
         if b < 0x80 {
             *pos += 1;
             return Ok(b as u64);
+        }
+        if let Some(&b1) = buf.get(*pos + 1) {
+            if b1 < 0x80 {
+                *pos += 2;
+                return Ok((b & 0x7f) as u64 | (b1 as u64) << 7);
+            }
         }
     }
     read_slow(buf, pos)

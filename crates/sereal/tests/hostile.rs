@@ -115,6 +115,10 @@ fn zlib_bomb_with_lying_length_is_refused() {
     // A declared length that does not match what inflates is invalid.
     let e = err(&zlib_doc(3, &[0x41, 0x01]));
     assert_eq!(e.classify(), Category::Invalid, "{e}");
+    // Also when it is far more than the stream could ever inflate to (within the limit): no
+    // buffer of the claimed size is filled for it.
+    let e = err(&zlib_doc(200 << 20, &[0x41, 0x01]));
+    assert_eq!(e.classify(), Category::Invalid, "{e}");
     // And a small, honest one decodes.
     assert_eq!(sereal::from_slice(&zlib_doc(2, &[0x41, 0x01])).expect("ok"), sereal::Value::Array(vec![sereal::Value::Int(1)]));
 }

@@ -194,7 +194,47 @@ fn check_doc(label: &str, doc: &[u8], paths: &[Path]) -> usize {
         n += 1;
     }
     assert_eq!(n, elems.len());
+    check_fused(label, &lazy, paths);
     n
+}
+
+/// Paths made only of key steps (the ones `Selector::next_selected` plans as a key tree).
+fn key_only(paths: &[Path]) -> Vec<Path> {
+    paths.iter().filter(|p| p.steps().iter().all(|s| matches!(s, Step::Key(_)))).cloned().collect()
+}
+
+/// `Selector::next_selected` (one pass per element) agrees with `Items::next` followed by
+/// `select_items`, for `paths` (the general walk if any has an index or wildcard) and for their
+/// key-only subset (the key plan), also with duplicate and prefix paths.
+fn check_fused(label: &str, lazy: &LazyDoc<'_>, paths: &[Path]) {
+    let keys = key_only(paths);
+    let mut dup = keys.clone();
+    dup.extend(keys.iter().take(2).cloned());
+    for ps in [paths.to_vec(), keys, dup] {
+        if ps.is_empty() {
+            continue;
+        }
+        let mut sel = Selector::new(ps.clone());
+        let mut fused = lazy.items().unwrap();
+        let mut handles = vec![Vec::new(); 9]; // stale content must go
+        for (i, item) in lazy.items().unwrap().enumerate() {
+            let item = item.unwrap();
+            let got = sel.next_selected(&mut fused, &mut handles).unwrap().unwrap();
+            assert_eq!((got.start(), got.end()), (item.start(), item.end()), "{label} item {i}: span");
+            let want = item.select_items(&ps).unwrap();
+            assert_eq!(handles.len(), want.len(), "{label} item {i}");
+            let mut dec = lazy.item_decoder();
+            for (p, (g, w)) in ps.iter().zip(handles.iter().zip(&want)) {
+                assert_eq!(g.len(), w.len(), "{label} item {i}: {p}");
+                for (a, b) in g.iter().zip(w) {
+                    assert_eq!((a.start(), a.end()), (b.start(), b.end()), "{label} item {i}: {p}");
+                    assert_eq!(dec.decode(a).unwrap(), b.decode().unwrap(), "{label} item {i}: {p}");
+                }
+            }
+        }
+        assert_eq!(fused.remaining(), 0);
+        assert!(sel.next_selected(&mut fused, &mut handles).is_none());
+    }
 }
 
 fn raw_doc(body: &[u8]) -> Vec<u8> {
@@ -246,6 +286,27 @@ fn exercise(doc: &[u8], paths: &[Path]) -> bool {
             }
         }
         Err(_) => failed = true,
+    }
+    // The fused pass, with the general walk and with the key plan.
+    for ps in [paths.to_vec(), key_only(paths)] {
+        if ps.is_empty() {
+            continue;
+        }
+        let mut sel = Selector::new(ps);
+        let mut handles = Vec::new();
+        if let Ok(mut items) = lazy.items() {
+            while let Some(item) = sel.next_selected(&mut items, &mut handles) {
+                match item {
+                    Ok(_) => {
+                        let mut dec = lazy.item_decoder();
+                        for h in handles.iter().flatten() {
+                            let _ = dec.decode(h);
+                        }
+                    }
+                    Err(_) => failed = true,
+                }
+            }
+        }
     }
     failed
 }
