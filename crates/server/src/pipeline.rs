@@ -37,6 +37,19 @@ pub struct IngestSummary {
     pub error: Option<String>,
 }
 
+impl IngestSummary {
+    /// Nothing of the payload was accepted, for `why` (not to be acknowledged: resend).
+    fn refused(why: String) -> IngestSummary {
+        IngestSummary {
+            accepted: 0,
+            dropped: Vec::new(),
+            rejected: true,
+            wal_seq: None,
+            error: Some(why),
+        }
+    }
+}
+
 /// A message to the pipeline thread.
 pub enum Msg {
     /// One payload from `transport` (`http`, …), answered with its summary.
@@ -292,16 +305,10 @@ impl Pipeline {
             // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
             // payload to retry; nothing of it is logged or counted as stored.
             self.metrics.lock().unwrap().payloads_shed += 1;
-            return IngestSummary {
-                accepted: 0,
-                dropped: Vec::new(),
-                rejected: true,
-                wal_seq: None,
-                error: Some(format!(
-                    "backpressure: the store is failing and the spool is full ({} bytes); retry later",
-                    self.aggregator.spooled_bytes()
-                )),
-            };
+            return IngestSummary::refused(format!(
+                "backpressure: the store is failing and the spool is full ({} bytes); retry later",
+                self.aggregator.spooled_bytes()
+            ));
         }
         let out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
@@ -313,13 +320,7 @@ impl Pipeline {
                 Err(e) => {
                     eprintln!("sluice-server: WAL append failed: {e}");
                     self.metrics.lock().unwrap().wal_errors += 1;
-                    return IngestSummary {
-                        accepted: 0,
-                        dropped: Vec::new(),
-                        rejected: true,
-                        wal_seq: None,
-                        error: Some(e.to_string()),
-                    };
+                    return IngestSummary::refused(e.to_string());
                 }
             }
         }
@@ -419,11 +420,7 @@ impl Pipeline {
     fn account(&mut self, report: FlushReport, start: Instant) {
         let mut sync_error = false;
         self.pending_notes.extend(self.aggregator.take_done());
-        let upto = self
-            .aggregator
-            .min_pending_seq()
-            .map_or(self.wal.last_seq(), |s| s - 1);
-        let advance = upto > self.wal.checkpointed();
+        let (_, advance) = self.checkpoint_target();
         if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
             if let Err(e) = self.store.flush() {
                 eprintln!("sluice-server: store flush failed: {e}");
@@ -442,11 +439,7 @@ impl Pipeline {
             sync_error = !self.write_notes(self.pending_notes.len());
         }
         // Notes appended just now are covered too when nothing is pending.
-        let upto = self
-            .aggregator
-            .min_pending_seq()
-            .map_or(self.wal.last_seq(), |s| s - 1);
-        let advance = upto > self.wal.checkpointed();
+        let (upto, advance) = self.checkpoint_target();
         if advance && !sync_error {
             match self.wal.checkpoint(upto) {
                 Ok(()) => self.metrics.lock().unwrap().wal_checkpointed_seq = upto,
@@ -480,6 +473,16 @@ impl Pipeline {
 }
 
 impl Pipeline {
+    /// How far the WAL may be checkpointed (every record below the aggregator's oldest pending
+    /// one), and whether that is beyond the current checkpoint.
+    fn checkpoint_target(&self) -> (u64, bool) {
+        let upto = self
+            .aggregator
+            .min_pending_seq()
+            .map_or(self.wal.last_seq(), |s| s - 1);
+        (upto, upto > self.wal.checkpointed())
+    }
+
     /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
     /// flush, checkpoint held back) on a WAL error.
     fn write_notes(&mut self, n: usize) -> bool {
