@@ -224,9 +224,9 @@ impl Pipeline {
                     let summary = self.ingest(transport, &payload);
                     let _ = reply.send(summary);
                 }
-                Msg::Events { events, now } => {
+                Msg::Events { events, .. } => {
                     if self.aggregator.is_backpressured() {
-                        self.shed(events, now);
+                        self.shed(events);
                     } else {
                         self.aggregator.add(events, self.clock.now());
                     }
@@ -282,8 +282,7 @@ impl Pipeline {
 
     /// Under backpressure, UDP events are dropped: counted per reason `shed` in `/metrics` and
     /// in their second's completeness counts.
-    fn shed(&mut self, events: Vec<sluice_collector::ParsedEvent>, now: i64) {
-        let _ = now;
+    fn shed(&mut self, events: Vec<sluice_collector::ParsedEvent>) {
         self.metrics
             .lock()
             .unwrap()
