@@ -17,8 +17,8 @@
 //! 3. At start, [`replay`] feeds every payload record after the checkpoint to the ingestor and
 //!    drops the events whose (record, group) a note names.
 //!
-//! What remains at least once: a crash after the store write is durable and before its note is
-//! (a few milliseconds per flush) replays that group once more.
+//! What remains at least once: a crash after a batch is durably stored or spooled and before its
+//! note is fsynced (a few milliseconds per flush) replays that group once more.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
