@@ -4,8 +4,9 @@ Two sources, one interface:
 
 - ``Reader(data_dir=...)`` reads a data directory with the Rust reader (``crates/reader``), in
   this process: chunks verified, ``select``/``where`` applied lazily. The embedded store allows one
-  process per directory, so this is for a directory no server is running on (a stopped server's,
-  a copy, a backup); the directory is locked only while a read is running.
+  process per directory; the directory is locked only while a read is running. While a
+  ``sluice serve`` runs on it, the read goes through that server instead (its address is in
+  ``<data_dir>/SERVER``), with the server's JSON mapping for values.
 - ``Reader(server="http://host:8180")`` asks a running ``sluice serve``: ``GET /v1/events``
   (NDJSON) for ranges and ``GET /v1/tail`` (Server-Sent Events, resumable cursors) for tails.
 
@@ -252,10 +253,16 @@ class Reader:
         t1 = now if end is None else _epoch(end, now)
         paths = _paths(select)
         if self.data_dir is not None:
-            native = _native.open_range(
-                self.data_dir, t0, t1, dc=dc, type_=type, subtype=subtype,
-                select=paths, where_=where, binary=self.binary,
-            )
+            try:
+                native = _native.open_range(
+                    self.data_dir, t0, t1, dc=dc, type_=type, subtype=subtype,
+                    select=paths, where_=where, binary=self.binary,
+                )
+            except ReadError:
+                live = self._live_server()
+                if live is None:
+                    raise
+                return live.read(t0, t1, dc=dc, type=type, subtype=subtype, select=select, where=where)
             ev = Events(iter(()), native.close)
             ev._it = self._local_events(native, ev)
             return ev
@@ -265,6 +272,20 @@ class Reader:
         ev = Events(iter(()), conn.close)
         ev._it = self._server_events(conn, resp, ev)
         return ev
+
+    def _live_server(self) -> Optional["Reader"]:
+        """When a running ``sluice serve`` holds ``data_dir`` (its lock), a reader of that server:
+        the server writes its address to ``<data_dir>/SERVER`` (as ``sluice cat --data`` uses it).
+        ``None`` when the file is missing or holds no ``http://`` address."""
+        try:
+            with open(f"{self.data_dir}/SERVER", encoding="utf-8") as f:
+                url = f.read().strip()
+        except OSError:
+            return None
+        if not url.startswith("http://"):
+            return None
+        log.info("%s is in use by a running server; reading through %s", self.data_dir, url)
+        return Reader(server=url, timeout=self.timeout, binary=self.binary)
 
     @staticmethod
     def _local_events(native: Any, ev: Events) -> Iterator[Dict[str, Any]]:
@@ -366,10 +387,17 @@ class Reader:
         t0 = None if start is None else _epoch(start, now)
         paths = _paths(select)
         if self.data_dir is not None:
-            native = _native.open_tail(
-                self.data_dir, start=t0, cursor=cursor, dc=dc, type_=type, subtype=subtype,
-                select=paths, where_=where, binary=self.binary,
-            )
+            try:
+                native = _native.open_tail(
+                    self.data_dir, start=t0, cursor=cursor, dc=dc, type_=type, subtype=subtype,
+                    select=paths, where_=where, binary=self.binary,
+                )
+            except ReadError:
+                live = self._live_server()
+                if live is None:
+                    raise
+                return live.tail(t0, cursor=cursor, dc=dc, type=type, subtype=subtype, select=select,
+                                 where=where, idle_timeout=idle_timeout)
             return Tail(lambda t: self._local_tail(t, native, idle_timeout, poll_interval))
         query = self._filter_query(dc, type, subtype, paths, where)
         return Tail(lambda t: self._server_tail(t, t0, cursor, query, idle_timeout))

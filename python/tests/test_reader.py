@@ -70,9 +70,11 @@ def filled(tmp_path_factory):
         live = {}
         for i, f in enumerate(FILTERS):
             live[i] = (list(rd.read(BASE, BASE + 4, **f)), _cat("--server", srv.url, "--from", str(BASE), "--to", str(BASE + 4), *_flags(f)))
-        # A running server owns its directory.
-        with pytest.raises(sluice.ReadError, match="running server"):
-            list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))
+        # A running server owns its directory: a data-dir reader goes through it (DIR/SERVER).
+        through = list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))
+        assert through == live[0][0]
+        t = sluice.Reader(data_dir=str(srv.data)).tail(BASE, idle_timeout=1.0, type="WEB")
+        assert len(list(t)) == n // 2
     finally:
         srv.stop()
     return srv, n, live
@@ -130,6 +132,18 @@ def test_reader_errors(tmp_path: Path, filled):
         sluice.Reader(server="http://127.0.0.1:1").read(0, 1)
     with pytest.raises(ValueError):
         sluice.Reader()
+
+
+def test_locked_data_dir_without_a_server_is_a_read_error(filled):
+    srv, _, _ = filled
+    # A data-dir tail holds the lock while it runs; the stopped server left no SERVER file.
+    holder = sluice.Reader(data_dir=str(srv.data)).tail(BASE, idle_timeout=5.0)
+    next(holder)
+    try:
+        with pytest.raises(sluice.ReadError, match="running server"):
+            list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))
+    finally:
+        holder.close()
 
 
 def test_data_dir_lock_is_released_after_a_read(filled):
