@@ -165,6 +165,7 @@ fn full_spool_means_backpressure_not_memory() {
         // Every spill is refused: the spool is "full" from the start.
         spool_max_bytes: 1,
         udp: Some("127.0.0.1:0".parse().unwrap()),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
         ..outage_config(&dir)
     };
     let (server, faults) = start(&dir, cfg);
@@ -186,6 +187,16 @@ fn full_spool_means_backpressure_not_memory() {
     assert_eq!(r.status, 503, "{}", r.text());
     assert!(r.text().contains("backpressure"), "{}", r.text());
     assert!(metric(addr, "sluice_payloads_shed_total") >= 1.0);
+    // TCP: the message is answered with an error line (not acknowledged: the sender resends).
+    {
+        use std::io::{BufRead, BufReader, Write};
+        let mut conn = std::net::TcpStream::connect(server.tcp_addr.unwrap()).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        conn.write_all(format!("{{\"epoch\":{},\"type\":\"TCPSHED\"}}\n", t0 - 2).as_bytes()).unwrap();
+        let mut line = String::new();
+        BufReader::new(&conn).read_line(&mut line).unwrap();
+        assert!(line.starts_with("error unavailable backpressure"), "{line:?}");
+    }
     assert_eq!(metric(addr, "sluice_spool_batches"), 0.0);
     // UDP cannot be told to retry: its events are shed and counted, in /metrics and in the
     // second's completeness counts.
