@@ -146,13 +146,7 @@ impl<'py, 'c> ToValue<'py, 'c> {
             return self.dict(d);
         }
         if let Ok(l) = obj.downcast_exact::<PyList>() {
-            self.enter()?;
-            let mut items = Vec::with_capacity(l.len());
-            for item in l.iter() {
-                items.push(self.value(&item)?);
-            }
-            self.depth -= 1;
-            return Ok(Value::Array(items));
+            return self.sequence(l.len(), l.iter());
         }
         if let Ok(f) = obj.downcast_exact::<PyFloat>() {
             return Ok(Value::Float(f.value()));
@@ -174,13 +168,7 @@ impl<'py, 'c> ToValue<'py, 'c> {
         // the addresses seen so far.
         self.cache.generation += 1;
         if let Ok(t) = obj.downcast::<PyTuple>() {
-            self.enter()?;
-            let mut items = Vec::with_capacity(t.len());
-            for item in t.iter() {
-                items.push(self.value(&item)?);
-            }
-            self.depth -= 1;
-            return Ok(Value::Array(items));
+            return self.sequence(t.len(), t.iter());
         }
         if let Ok(b) = obj.downcast::<PyBytes>() {
             return Ok(Value::Binary(b.as_bytes().to_vec()));
@@ -210,13 +198,7 @@ impl<'py, 'c> ToValue<'py, 'c> {
             return self.dict(d);
         }
         if let Ok(l) = obj.downcast::<PyList>() {
-            self.enter()?;
-            let mut items = Vec::with_capacity(l.len());
-            for item in l.iter() {
-                items.push(self.value(&item)?);
-            }
-            self.depth -= 1;
-            return Ok(Value::Array(items));
+            return self.sequence(l.len(), l.iter());
         }
         let t = types(py)?;
         if obj.is_instance(t.perl_object.bind(py))? {
@@ -239,6 +221,17 @@ impl<'py, 'c> ToValue<'py, 'c> {
     /// The UTF-8 of a `str` (a lone surrogate has none: an encode error, not a UnicodeError).
     fn text<'a>(&self, s: &'a Bound<'py, PyString>) -> PyResult<&'a str> {
         s.to_str().map_err(|e| encode_error(self.py, format!("string is not encodable as UTF-8: {e}")))
+    }
+
+    /// A list or tuple (its `len` items) as an array, one nesting level deeper.
+    fn sequence(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
+        self.enter()?;
+        let mut out = Vec::with_capacity(len);
+        for item in items {
+            out.push(self.value(&item)?);
+        }
+        self.depth -= 1;
+        Ok(Value::Array(out))
     }
 
     fn enter(&mut self) -> PyResult<()> {
