@@ -40,7 +40,8 @@
 //! `null`) ones are filled: `epoch` = the arrival second passed as `now`, `dc` = the configured
 //! dc, `subtype` = `""`; `type` is required. Filled fields are appended to the event's hash (a
 //! `null` is replaced in place), so the stored event carries all four. `dc` and `type` must be
-//! strings of 1-64 bytes, `subtype` 0-64 bytes, none containing `:`, `|` or a control character
+//! strings of 1-64 bytes (`dc` may also be an integer, as the original's data-centre ids were: its
+//! decimal form is the tag, the event keeps the number), `subtype` 0-64 bytes, none containing `:`, `|` or a control character
 //! (they become parts of the key `<epoch>:<dc>:<type>:<subtype>:<chunk>`); a tag key may appear
 //! only once at the top level. `epoch` must be an integer in
 //! `now - max_past_secs ..= now + max_future_secs`.
@@ -553,7 +554,7 @@ impl Ingestor {
             Slot::Present(i) => tag_str(&hash[i].1, "type", false)?,
         };
         let dc = match dc_s {
-            Slot::Present(i) => tag_str(&hash[i].1, "dc", false)?,
+            Slot::Present(i) => tag_dc(&hash[i].1)?,
             _ => self.cfg.dc.clone(),
         };
         let subtype = match subtype_s {
@@ -609,6 +610,16 @@ fn tag_str(v: &Value, name: &str, allow_empty: bool) -> Result<String, (DropReas
     };
     check_tag(name, s, allow_empty).map_err(|m| (DropReason::BadTag, m))?;
     Ok(s.to_owned())
+}
+
+/// The `dc` tag: a string, or an integer (the original's data-centre ids were numbers), whose
+/// decimal form names it in keys; the event keeps the value as sent.
+fn tag_dc(v: &Value) -> Result<String, (DropReason, String)> {
+    match v.resolve() {
+        Value::Int(n) => Ok(n.to_string()),
+        Value::UInt(n) => Ok(n.to_string()),
+        _ => tag_str(v, "dc", false),
+    }
 }
 
 fn check_tag(name: &str, s: &str, allow_empty: bool) -> Result<(), String> {

@@ -142,10 +142,57 @@ pub(crate) fn parse_value(text: &str, interner: &mut Interner, max_depth: usize)
 
 /// The slow, authoritative path: serde_json into a value.
 fn parse_value_serde(text: &str, interner: &mut Interner, max_depth: usize) -> Result<Value, ParseError> {
+    // serde_json (without `arbitrary_precision`) would turn an integer beyond 64 bits into a
+    // float, silently changing it: keep it exactly, as a string of its digits (JSON::XS does the
+    // same). docs/format.md states the rule.
+    let quoted = quote_big_integers(text);
+    let text = quoted.as_deref().unwrap_or(text);
     let mut state = State { interner, depth: 0, max_depth, too_deep: false };
     let mut de = serde_json::Deserializer::from_str(text);
     let res = ValueSeed(&mut state).deserialize(&mut de).and_then(|v| de.end().map(|()| v));
     res.map_err(|e| classify(e, state.too_deep))
+}
+
+/// `text` with every integer literal that fits neither `i64` nor `u64` put in quotes, or `None`
+/// when it has none. Only numbers outside strings are touched; the rest is copied as is.
+fn quote_big_integers(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                    i += 1;
+                }
+                let token = &text[start..i];
+                let digits = token.strip_prefix('-').unwrap_or(token);
+                let integer = !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit());
+                let canonical = integer && (digits == "0" || !digits.starts_with('0'));
+                if canonical && token.parse::<i64>().is_err() && token.parse::<u64>().is_err() {
+                    let o = out.get_or_insert_with(|| String::with_capacity(text.len() + 8));
+                    o.push_str(&text[copied..start]);
+                    o.push('"');
+                    o.push_str(token);
+                    o.push('"');
+                    copied = i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    let mut o = out?;
+    o.push_str(&text[copied..]);
+    Some(o)
 }
 
 /// Split a JSON array text into its raw elements (syntax fully checked, nothing built).

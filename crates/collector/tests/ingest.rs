@@ -464,3 +464,68 @@ fn drop_counters() {
     sum.merge(&c);
     assert_eq!(sum.total(), 10);
 }
+
+/// The original's producers used integer data-centre ids (`1413813813:1:type1:subtype1`): the
+/// tag is the decimal form, the event keeps the number.
+#[test]
+fn integer_dc_is_accepted() {
+    let out = ingest(br#"{"type":"type1","subtype":"subtype1","dc":1}"#);
+    assert!(out.is_clean(), "{:?}", out.dropped);
+    let e = &out.events[0];
+    assert_eq!(e.dc, "1");
+    assert_eq!(e.event.get("dc"), Some(&Value::Int(1)));
+    let out = ingest(br#"{"type":"A","dc":18446744073709551615}"#);
+    assert_eq!(out.events[0].dc, "18446744073709551615");
+    let out = ingest(br#"{"type":"A","dc":-3}"#);
+    assert_eq!(out.events[0].dc, "-3");
+    // Other non-strings are still refused.
+    for bad in [r#"{"type":"A","dc":1.5}"#, r#"{"type":"A","dc":true}"#, r#"{"type":"A","dc":[1]}"#] {
+        let out = ingest(bad.as_bytes());
+        assert_eq!(drops(&out), [(0, DropReason::BadTag, false)], "{bad}");
+    }
+}
+
+/// An unchanged Perl producer of the original: `Sereal::Encoder` encodes a hash whose `dc` is a
+/// number (the reference encoder is the oracle, run as a real process).
+#[test]
+fn original_perl_producer_with_integer_dc() {
+    let script = format!(
+        r#"use Sereal::Encoder; binmode STDOUT; print Sereal::Encoder->new->encode({{epoch => {}, dc => 1, type => "type1", subtype => "subtype1", ms => 12}});"#,
+        NOW - 1
+    );
+    let out = std::process::Command::new("perl").args(["-e", &script]).output().expect("perl runs (make deps installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got = ingest(&out.stdout);
+    assert!(got.is_clean(), "{:?}", got.dropped);
+    let e = &got.events[0];
+    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW - 1, "1", "type1", "subtype1"));
+    assert_eq!(e.event.get("dc"), Some(&Value::Int(1)));
+}
+
+/// Integers beyond 64 bits are kept exactly (as their digits), never rounded to a float; in
+/// documents the fast JSON path declines too (deep nesting), and never inside strings.
+#[test]
+fn big_integers_are_kept_exactly() {
+    let big = "123456789012345678901234567890";
+    let deep = format!("{}1{}", "[".repeat(40), "]".repeat(40));
+    let cases = [
+        format!(r#"{{"type":"A","n":{big}}}"#),
+        format!(r#"{{"type":"A","n":-{big},"s":"x\"{big}"}}"#),
+        format!(r#"{{"type":"A","deep":{deep},"n":{big}}}"#),
+    ];
+    for json in &cases {
+        let cfg = IngestConfig { dc: "ams1".into(), max_depth: 64, ..Default::default() };
+        let out = Ingestor::new(cfg).unwrap().ingest(json.as_bytes(), NOW);
+        assert!(out.is_clean(), "{json}: {:?}", out.dropped);
+        let n = out.events[0].event.get("n").and_then(Value::as_str).map(str::to_owned);
+        let want = if json.contains(&format!("-{big}")) { format!("-{big}") } else { big.to_owned() };
+        assert_eq!(n.as_deref(), Some(want.as_str()), "{json}");
+    }
+    // In range: still numbers; a string holding digits is untouched.
+    let out = ingest(br#"{"type":"A","u":18446744073709551615,"i":-9223372036854775808,"f":1e30,"s":"123456789012345678901234567890"}"#);
+    let e = &out.events[0].event;
+    assert_eq!(e.get("u"), Some(&Value::UInt(u64::MAX)));
+    assert_eq!(e.get("i"), Some(&Value::Int(i64::MIN)));
+    assert_eq!(e.get("f"), Some(&Value::Float(1e30)));
+    assert_eq!(e.get("s").and_then(Value::as_str), Some(big));
+}

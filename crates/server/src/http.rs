@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest};
-use sluice_store::{BlobKey, Namespace, Store};
+use sluice_store::{BlobKey, Namespace, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::pipeline::{now_unix, IngestSummary, Msg, SharedMetrics};
@@ -449,6 +449,8 @@ async fn blob_response(st: AppState, ns: String, key: String) -> Response {
             ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
         }
         Ok(Ok(None)) => error(StatusCode::NOT_FOUND, "not found"),
+        // A key the store refuses to look up (a NUL, too long, ...) is the client's error.
+        Ok(Err(e @ StoreError::InvalidArgument { .. })) => error(StatusCode::BAD_REQUEST, e.to_string()),
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }

@@ -190,6 +190,11 @@ fn malformed_and_oversized_bodies_are_refused() {
         .status,
         400
     );
+    // A key the store cannot hold (a NUL byte, an overlong key) is the client's error, not a 500.
+    for key in ["1700000000:local:WEB%00::0".to_owned(), format!("1700000000:{}", "x".repeat(2000))] {
+        let r = request(addr, "GET", &format!("/buckets/events/keys/{key}"), b"");
+        assert_eq!(r.status, 400, "{key}: {}", r.text());
+    }
     assert_eq!(request(addr, "GET", "/nowhere", b"").status, 404);
 
     server.shutdown().unwrap();
