@@ -35,7 +35,7 @@ OPTIONS:
   --events N          WEB events in the event documents (default 10000)
   --case TEXT         only run cases whose name contains TEXT (repeatable)
   --direction D       only measure `encode` or `decode` (e.g. under a profiler)
-  --big PATH          the big.srl test vector (default: shared/sereal/vectors/Perl_Splitter/big.srl)
+  --big PATH          the big.srl test vector (default: testdata/sereal/vectors/Perl_Splitter/big.srl)
   --perl-script PATH  the reference bench script (default: bench/perl/sereal_bench.pl)
   --no-perl           skip the Perl reference (its columns show n/a)
   --json PATH         also write the results as JSON to PATH
@@ -67,7 +67,7 @@ fn parse_args() -> Result<Args> {
         events: 10_000,
         cases: Vec::new(),
         direction: None,
-        big: manifest.join("../../shared/sereal/vectors/Perl_Splitter/big.srl"),
+        big: manifest.join("../testdata/sereal/vectors/Perl_Splitter/big.srl"),
         perl_script: manifest.join("perl/sereal_bench.pl"),
         perl: true,
         json: None,

@@ -19,7 +19,7 @@ fn sluice(args: &[&str], stdin: &[u8]) -> Output {
 
 fn vectors() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.join("../../../shared/sereal/vectors")
+    manifest.join("../../testdata/sereal/vectors")
 }
 
 fn tmp(name: &str) -> PathBuf {

@@ -1,4 +1,4 @@
-//! Tag bytes of the Sereal body format (see `shared/sereal/sereal_spec.pod`, "Tags").
+//! Tag bytes of the Sereal body format (see `docs/sereal/sereal_spec.pod`, "Tags").
 
 #![allow(missing_docs)]
 

@@ -2,6 +2,8 @@
 //! values, back-references across chunk boundaries (COPY, REFP, ALIAS, OBJECTV), documents made
 //! by the Perl reference (and decoded by it again), and hostile inputs.
 
+mod common;
+
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -346,7 +348,7 @@ fn user_header_is_kept() {
 // The real document from Perl's splitter.
 
 fn big_srl() -> Vec<u8> {
-    std::fs::read("/work/shared/sereal/vectors/Perl_Splitter/big.srl").expect("big.srl")
+    std::fs::read(common::vectors_dir().join("Perl_Splitter/big.srl")).expect("big.srl")
 }
 
 #[test]

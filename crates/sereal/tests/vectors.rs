@@ -1,4 +1,4 @@
-//! Every document in `shared/sereal/vectors` (made by other implementations) decodes; where an
+//! Every document in `testdata/sereal/vectors` (made by other implementations) decodes; where an
 //! Erlang `.eterm` says what it holds, we decode exactly that; every strict prefix is an EOF
 //! error; and what we decode re-encodes to a document that decodes the same.
 
@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use serde_json::{json, Value as J};
 
 fn vector_files() -> Vec<PathBuf> {
-    let dir = common::shared_dir().join("sereal/vectors");
+    let dir = common::vectors_dir();
     let mut files = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("vectors dir") {
         let sub = entry.expect("entry").path();
@@ -105,7 +105,7 @@ fn erlang_expectations_hold() {
 
 #[test]
 fn javascript_and_erlang_copies_agree() {
-    let dir = common::shared_dir().join("sereal/vectors");
+    let dir = common::vectors_dir();
     let mut compared = 0;
     for js in std::fs::read_dir(dir.join("JavaScript_example_srl")).expect("js dir") {
         let js = js.expect("entry").path();
@@ -126,7 +126,7 @@ fn javascript_and_erlang_copies_agree() {
 
 #[test]
 fn known_contents() {
-    let dir = common::shared_dir().join("sereal/vectors");
+    let dir = common::vectors_dir();
     let obj = decode_all(&std::fs::read(dir.join("ruby_test/example-perl-object.srl")).expect("read"));
     let j = sereal::json::to_json_value(&obj[0]);
     assert_eq!(j[0]["$object"], json!("HTTP::Tiny"));

@@ -6,15 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value as J;
 
-/// `shared/` beside the repository (the Sereal spec and vectors live there).
-pub fn shared_dir() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for candidate in [manifest.join("../../../shared"), manifest.join("../../shared")] {
-        if candidate.join("sereal").is_dir() {
-            return candidate;
-        }
-    }
-    panic!("cannot find shared/sereal next to the repository (looked from {})", manifest.display());
+/// The Sereal documents made by other implementations (`testdata/sereal/vectors`, origin in
+/// `testdata/README.md`).
+pub fn vectors_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sereal/vectors")
 }
 
 /// Structural equality of two JSON values as the codec's mapping defines it: objects compare as
