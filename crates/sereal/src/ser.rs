@@ -582,7 +582,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
         w.copy_from_slice(&s[at..at + 8]);
         u64::from_ne_bytes(w)
     };
-    if n >= 8 && n <= 16 {
+    if (8..=16).contains(&n) {
         // Two overlapping words cover the whole string.
         return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
     }
