@@ -49,7 +49,9 @@ mod faulty;
 mod memory;
 mod store;
 
-pub use crate::embedded::{Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats};
+pub use crate::embedded::{
+    CheckReport, Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats, RepairReport,
+};
 pub use crate::error::{Result, StoreError};
 pub use crate::faulty::{Faults, FaultyStore};
 pub use crate::memory::InMemoryStore;
