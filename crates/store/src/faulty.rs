@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Result, StoreError};
 use crate::store::{
-    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
+    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store,
+    TypeSubtype,
 };
 
 /// The switches of a [`FaultyStore`], shared with the test that drives it (clone it freely).

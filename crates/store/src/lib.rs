@@ -56,6 +56,6 @@ pub use crate::error::{Result, StoreError};
 pub use crate::faulty::{Faults, FaultyStore};
 pub use crate::memory::InMemoryStore;
 pub use crate::store::{
-    BlobKey, Counts, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
-    MAX_BLOB_LEN,
+    BlobKey, Counts, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome,
+    Retention, Store, TypeSubtype, MAX_BLOB_LEN,
 };

@@ -88,7 +88,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 fn indexed(s: &EmbeddedStore) -> Vec<String> {
-    s.get_epoch_index(E, DC).expect("index").into_iter().collect()
+    s.get_epoch_index(E, DC)
+        .expect("index")
+        .into_iter()
+        .collect()
 }
 
 #[test]
@@ -108,14 +111,24 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
             "blob {i} after the damage is still read"
         );
     }
-    assert_eq!(s.get_blob(&EV, BlobKey::new(E, &key(1))).expect("get"), None);
-    assert_eq!(fs::metadata(&log).expect("meta").len(), len_before, "nothing cut");
+    assert_eq!(
+        s.get_blob(&EV, BlobKey::new(E, &key(1))).expect("get"),
+        None
+    );
+    assert_eq!(
+        fs::metadata(&log).expect("meta").len(),
+        len_before,
+        "nothing cut"
+    );
     let damage = s.damage(E, E + 1).expect("damage");
     assert_eq!(damage.len(), 1, "{damage:?}");
     let d = &damage[0];
     assert_eq!(d.kind, DamageKind::Skipped);
     assert_eq!(d.offset, blob_record_offset(1) as u64);
-    assert_eq!(d.len, (blob_record_offset(2) - blob_record_offset(1)) as u64);
+    assert_eq!(
+        d.len,
+        (blob_record_offset(2) - blob_record_offset(1)) as u64
+    );
     assert!(d.location.ends_with("blobs.log"), "{d}");
     let stats = s.damage_stats();
     assert_eq!((stats.damaged_ranges, stats.damaged_bytes), (1, d.len));
@@ -123,7 +136,8 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
 
     // New writes append after the damage, and survive a reopen.
     assert_eq!(
-        s.put_blob(&EV, BlobKey::new(E, &key(7)), &[7; 100]).expect("put"),
+        s.put_blob(&EV, BlobKey::new(E, &key(7)), &[7; 100])
+            .expect("put"),
         PutOutcome::Written
     );
     drop(s);
@@ -136,7 +150,11 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
         s.get_blob(&EV, BlobKey::new(E, &key(4))).expect("get"),
         Some(vec![4; BLOB_LEN])
     );
-    assert_eq!(s.damage(E, E + 1).expect("damage").len(), 1, "still reported");
+    assert_eq!(
+        s.damage(E, E + 1).expect("damage").len(),
+        1,
+        "still reported"
+    );
 }
 
 #[test]
@@ -159,7 +177,11 @@ fn a_read_only_store_changes_nothing_and_reports_torn_tails() {
 
     let s = EmbeddedStore::open_read_only(dir.path()).expect("open read-only");
     assert!(s.is_read_only());
-    assert_eq!(indexed(&s), (0..5).map(entry).collect::<Vec<_>>(), "index rebuilt");
+    assert_eq!(
+        indexed(&s),
+        (0..5).map(entry).collect::<Vec<_>>(),
+        "index rebuilt"
+    );
     for i in [0u32, 1, 3, 4] {
         assert_eq!(
             s.get_blob(&EV, BlobKey::new(E, &key(i))).expect("get"),
@@ -180,7 +202,10 @@ fn a_read_only_store_changes_nothing_and_reports_torn_tails() {
     ] {
         assert!(kinds.contains(&k), "{k:?} missing in {damage:#?}");
     }
-    assert!(damage.iter().any(|d| d.what.contains("counts")), "lost counts reported");
+    assert!(
+        damage.iter().any(|d| d.what.contains("counts")),
+        "lost counts reported"
+    );
     // The lost counts record: 4 of 5 adds remain.
     let counts = s.get_counts(E, DC).expect("counts");
     assert_eq!(counts[&("WEB".to_string(), String::new())].stored, 40);
@@ -192,7 +217,11 @@ fn a_read_only_store_changes_nothing_and_reports_torn_tails() {
     let report = s.check().expect("check");
     assert_eq!(report.blobs, 4);
     drop(s);
-    assert_eq!(snapshot(dir.path()), before, "a reader changed the directory");
+    assert_eq!(
+        snapshot(dir.path()),
+        before,
+        "a reader changed the directory"
+    );
 
     // Readers share the directory; a writer does not open beside one.
     let r1 = EmbeddedStore::open_read_only(dir.path()).expect("reader 1");
@@ -239,11 +268,15 @@ fn lost_index_records_are_rebuilt_from_blob_keys() {
     assert_eq!(indexed(&s), (0..5).map(entry).collect::<Vec<_>>());
     assert_eq!(s.damage_stats().index_entries_rebuilt, 2);
     assert_eq!(s.damage_stats().damaged_ranges, 2);
-    assert_eq!(s.list_epochs(None, E, E + 1).expect("list"), vec![(E, DC.to_string())]);
+    assert_eq!(
+        s.list_epochs(None, E, E + 1).expect("list"),
+        vec![(E, DC.to_string())]
+    );
     // Mid-log damage stays (and is reported); the writer does not touch the file for it.
     assert_eq!(fs::metadata(&meta).expect("meta").len(), len_before);
     // An add of a rebuilt entry is a no-op, and the next load rebuilds it again.
-    s.add_to_epoch_index(E, DC, &[&entry(1), &entry(9)]).expect("add");
+    s.add_to_epoch_index(E, DC, &[&entry(1), &entry(9)])
+        .expect("add");
     drop(s);
     let s = EmbeddedStore::open(dir.path()).expect("reopen");
     let mut want: Vec<String> = (0..5).map(entry).collect();
@@ -258,16 +291,26 @@ fn a_writer_that_cuts_a_torn_meta_tail_logs_the_rebuilt_entries() {
     let meta = partition_dir(dir.path()).join("meta.log");
     let offsets = meta_record_offsets(&fs::read(&meta).expect("read"));
     // Cut inside the index add of blob 4 (the 9th record): its entry is lost with the tail.
-    let f = fs::OpenOptions::new().write(true).open(&meta).expect("open");
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(&meta)
+        .expect("open");
     f.set_len(offsets[8] as u64 + 5).expect("cut");
     drop(f);
     let s = EmbeddedStore::open(dir.path()).expect("open");
     assert_eq!(indexed(&s), (0..5).map(entry).collect::<Vec<_>>());
     assert_eq!(s.recovery_stats().torn_tails, 1);
-    assert!(s.damage(E, E + 1).expect("damage").is_empty(), "a cut tail is gone");
+    assert!(
+        s.damage(E, E + 1).expect("damage").is_empty(),
+        "a cut tail is gone"
+    );
     drop(s);
     let s = EmbeddedStore::open(dir.path()).expect("reopen");
-    assert_eq!(s.damage_stats(), Default::default(), "nothing left to rebuild");
+    assert_eq!(
+        s.damage_stats(),
+        Default::default(),
+        "nothing left to rebuild"
+    );
     assert_eq!(indexed(&s), (0..5).map(entry).collect::<Vec<_>>());
 }
 
@@ -277,7 +320,11 @@ fn check_finds_bad_values_and_repair_writes_clean_logs() {
     write_five(dir.path());
     let p = partition_dir(dir.path());
     flip(&p.join("blobs.log"), blob_record_offset(1) + 3, 4); // header of blob 1
-    flip(&p.join("blobs.log"), blob_record_offset(3) + 24 + 6 + key(3).len() + 100, 1); // value of blob 3
+    flip(
+        &p.join("blobs.log"),
+        blob_record_offset(3) + 24 + 6 + key(3).len() + 100,
+        1,
+    ); // value of blob 3
     let offsets = meta_record_offsets(&fs::read(p.join("meta.log")).expect("read"));
     flip(&p.join("meta.log"), offsets[4] + 2, 8); // index add of blob 2
 
@@ -286,7 +333,10 @@ fn check_finds_bad_values_and_repair_writes_clean_logs() {
     let kinds: Vec<DamageKind> = report.damage.iter().map(|d| d.kind).collect();
     assert_eq!(report.damage.len(), 3, "{:#?}", report.damage);
     assert!(kinds.contains(&DamageKind::BadValue));
-    assert_eq!(kinds.iter().filter(|k| **k == DamageKind::Skipped).count(), 2);
+    assert_eq!(
+        kinds.iter().filter(|k| **k == DamageKind::Skipped).count(),
+        2
+    );
     assert_eq!(report.blobs, 4);
 
     // Refused while the directory is open.
@@ -306,7 +356,11 @@ fn check_finds_bad_values_and_repair_writes_clean_logs() {
         .iter()
         .find(|(log, _)| log.ends_with("blobs.log"))
         .expect("blobs.log replaced");
-    assert_eq!(fs::read(aside).expect("kept"), blobs_before, "original kept");
+    assert_eq!(
+        fs::read(aside).expect("kept"),
+        blobs_before,
+        "original kept"
+    );
     assert!(aside.to_string_lossy().contains("blobs.log.damaged-"));
 
     let s = EmbeddedStore::open_read_only(dir.path()).expect("open");
