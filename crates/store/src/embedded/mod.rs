@@ -333,7 +333,7 @@ impl EmbeddedStore {
                 kind: DamageKind::Skipped,
                 what: format!(
                     "invalid meta record(s) (fail their CRC or length): skipped; the epoch index \
-                     is rebuilt from the blob keys ({rebuilt} entries in this partition), \
+                     is rebuilt from the blob keys (entries rebuilt in this partition: {rebuilt}), \
                      completeness counts in this range are lost"
                 ),
             });
