@@ -1256,7 +1256,12 @@ fn missing_index_entries(
 fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result<()> {
     let blobs_path = dir.join(BLOBS_FILE);
     let mut blob_index: HashMap<BlobId, Loc> = HashMap::new();
-    if let Ok(file) = File::open(&blobs_path) {
+    let blobs_file = match File::open(&blobs_path) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io(&blobs_path, e)),
+    };
+    if let Some(file) = blobs_file {
         report.logs_checked += 1;
         let file_len = file
             .metadata()
@@ -1266,15 +1271,17 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
         let scan = scan_blobs(&file, &blobs_path, file_len, |at, id, loc, len| {
             records.push((at, len, id, loc));
         })?;
-        let mut clean = Vec::new();
+        // First pass: verify every value; only `(offset, len)` of the records kept is held, the
+        // copy streams them again (a partition may be larger than memory).
+        let mut keep = Vec::new();
         let mut bad = 0u64;
         let mut kept_bytes = 0u64;
+        let mut value = Vec::new();
         for (at, len, id, loc) in records {
-            let mut rec = vec![0u8; len as usize];
-            file.read_exact_at(&mut rec, at)
+            value.resize(loc.value_len as usize, 0);
+            file.read_exact_at(&mut value, loc.value_off)
                 .map_err(|e| StoreError::io(&blobs_path, e))?;
-            let value_at = (loc.value_off - at) as usize;
-            if crc32fast::hash(&rec[value_at..]) != loc.value_crc {
+            if crc32fast::hash(&value) != loc.value_crc {
                 bad += 1;
                 continue;
             }
@@ -1282,14 +1289,22 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
                 continue;
             }
             kept_bytes += len;
-            clean.push(rec);
+            keep.push((at, len));
             blob_index.insert(id, loc);
         }
         if bad > 0 || !scan.skipped.is_empty() || scan.torn.is_some() {
-            report.blobs_kept += clean.len() as u64;
+            report.blobs_kept += keep.len() as u64;
             report.bad_values_dropped += bad;
             report.bytes_left_out += file_len - kept_bytes;
-            let aside = replace_log(&blobs_path, stamp, clean.iter().map(Vec::as_slice))?;
+            let aside = replace_log(&blobs_path, stamp, |w| {
+                let mut rec = Vec::new();
+                for (at, len) in &keep {
+                    rec.resize(*len as usize, 0);
+                    file.read_exact_at(&mut rec, *at)?;
+                    w.write_all(&rec)?;
+                }
+                Ok(())
+            })?;
             report.replaced.push((blobs_path.clone(), aside));
         }
     }
@@ -1321,22 +1336,26 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
     }
     let kept: u64 = ranges.iter().map(|r| (r.end - r.start) as u64).sum();
     report.bytes_left_out += bytes.len() as u64 - kept;
-    let pieces = ranges
-        .into_iter()
-        .map(|r| &bytes[r])
-        .chain(extra.iter().map(Vec::as_slice));
-    let aside = replace_log(&meta_path, stamp, pieces)?;
+    let aside = replace_log(&meta_path, stamp, |w| {
+        for r in ranges {
+            w.write_all(&bytes[r])?;
+        }
+        for rec in &extra {
+            w.write_all(rec)?;
+        }
+        Ok(())
+    })?;
     report.replaced.push((meta_path, aside));
     Ok(())
 }
 
-/// Writes `pieces` to `<log>.repair`, fsyncs it, keeps the original as
+/// Writes the clean copy (`fill`) to `<log>.repair`, fsyncs it, keeps the original as
 /// `<log>.damaged-<stamp>` (a hard link, so the log name always names a whole log), renames the
 /// copy over the log and fsyncs the directory. Returns where the original was kept.
-fn replace_log<'a>(
+fn replace_log(
     log: &Path,
     stamp: u64,
-    pieces: impl Iterator<Item = &'a [u8]>,
+    fill: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>,
 ) -> Result<PathBuf> {
     let name = log
         .file_name()
@@ -1353,9 +1372,7 @@ fn replace_log<'a>(
     {
         let f = File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
         let mut w = io::BufWriter::new(f);
-        for piece in pieces {
-            w.write_all(piece).map_err(|e| StoreError::io(&tmp, e))?;
-        }
+        fill(&mut w).map_err(|e| StoreError::io(&tmp, e))?;
         let f = w
             .into_inner()
             .map_err(|e| StoreError::io(&tmp, e.into_error()))?;
