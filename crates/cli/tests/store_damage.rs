@@ -26,11 +26,18 @@ impl Drop for Server {
 }
 
 fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("run sluice")
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice")
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 /// One event's identity: its JSON value with sorted keys (the same for the generator's line
@@ -42,19 +49,31 @@ fn canonical(v: &serde_json::Value) -> String {
 /// Writes `count` events of the seconds from `epoch` into `dir` through the collector's own
 /// pipeline; returns them (canonical JSON).
 fn write_store(dir: &Path, epoch: i64, count: usize) -> Vec<String> {
-    let cfg = sluice_gen::GenConfig { epoch_start: epoch, events_per_second: 400, ..sluice_gen::GenConfig::mixed(7, count) };
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: epoch,
+        events_per_second: 400,
+        ..sluice_gen::GenConfig::mixed(7, count)
+    };
     let mut lines = Vec::new();
     sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
     let now = epoch + 30;
-    let mut ingestor = Ingestor::new(IngestConfig { dc: "ams1".into(), ..IngestConfig::default() }).expect("ingestor");
+    let mut ingestor = Ingestor::new(IngestConfig {
+        dc: "ams1".into(),
+        ..IngestConfig::default()
+    })
+    .expect("ingestor");
     let outcome = ingestor.ingest(&lines, now);
     assert!(outcome.is_clean(), "{:?}", outcome.dropped.first());
-    let store: Arc<dyn sluice_store::Store> = Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
+    let store: Arc<dyn sluice_store::Store> =
+        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
     let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
     agg.add(outcome.events, now);
     let report = agg.flush_all(now);
     assert!(report.is_ok(), "{:?}", report.errors);
-    String::from_utf8_lossy(&lines).lines().map(|l| canonical(&serde_json::from_str(l).expect("json"))).collect()
+    String::from_utf8_lossy(&lines)
+        .lines()
+        .map(|l| canonical(&serde_json::from_str(l).expect("json")))
+        .collect()
 }
 
 /// `(offset, key)` of every record of a blobs.log (24-byte header, namespace, key, value).
@@ -64,7 +83,8 @@ fn blob_records(bytes: &[u8]) -> Vec<(usize, String)> {
     while pos + 24 <= bytes.len() {
         let ns_len = bytes[pos + 5] as usize;
         let key_len = u16::from_le_bytes([bytes[pos + 6], bytes[pos + 7]]) as usize;
-        let value_len = u32::from_le_bytes(bytes[pos + 16..pos + 20].try_into().expect("4")) as usize;
+        let value_len =
+            u32::from_le_bytes(bytes[pos + 16..pos + 20].try_into().expect("4")) as usize;
         let key = &bytes[pos + 24 + ns_len..pos + 24 + ns_len + key_len];
         out.push((pos, String::from_utf8(key.to_vec()).expect("utf-8 key")));
         pos += 24 + ns_len + key_len + value_len;
@@ -126,7 +146,10 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("store-damage-data");
     let _ = std::fs::remove_dir_all(&dir);
     // A whole hour inside the retention, so the restarted server keeps (and never writes) it.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
     let hour = now - now.rem_euclid(3600) - 3600;
     let epoch = hour + 100;
     let written = write_store(&dir, epoch, 4000);
@@ -140,17 +163,34 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let (victim_at, victim_key) = records[records.len() / 2].clone();
     let lost: Vec<String> = {
         let store = sluice_store::EmbeddedStore::open_read_only(&dir).expect("open");
-        let key_epoch: i64 = victim_key.split(':').next().and_then(|e| e.parse().ok()).expect("epoch");
-        let bytes = sluice_store::Store::get_blob(&store, &sluice_store::Namespace::Events, sluice_store::BlobKey::new(key_epoch, &victim_key))
-            .expect("get")
-            .expect("stored");
-        let events = sluice_blob::Blob::parse(&bytes).expect("blob").decode(&sereal::Limits::default()).expect("decode");
-        events.iter().map(|v| canonical(&serde_json::from_str(&sereal::json::to_string(v)).expect("json"))).collect()
+        let key_epoch: i64 = victim_key
+            .split(':')
+            .next()
+            .and_then(|e| e.parse().ok())
+            .expect("epoch");
+        let bytes = sluice_store::Store::get_blob(
+            &store,
+            &sluice_store::Namespace::Events,
+            sluice_store::BlobKey::new(key_epoch, &victim_key),
+        )
+        .expect("get")
+        .expect("stored");
+        let events = sluice_blob::Blob::parse(&bytes)
+            .expect("blob")
+            .decode(&sereal::Limits::default())
+            .expect("decode");
+        events
+            .iter()
+            .map(|v| canonical(&serde_json::from_str(&sereal::json::to_string(v)).expect("json")))
+            .collect()
     };
     assert!(!lost.is_empty());
     let mut expected = written.clone();
     for e in &lost {
-        let i = expected.iter().position(|x| x == e).expect("lost event was written");
+        let i = expected
+            .iter()
+            .position(|x| x == e)
+            .expect("lost event was written");
         expected.swap_remove(i);
     }
     let expected = sorted(expected);
@@ -175,26 +215,52 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let (from, to) = (hour.to_string(), (hour + 3600).to_string());
 
     // 1. `sluice cat --data`: everything else, the damage on stderr, exit 3, files untouched.
-    let out = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
+    let out = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{stderr}");
-    assert_eq!(sorted(stdout_events(&out)), expected, "every event outside the damaged blob, once");
-    assert!(stderr.contains("blobs.log@") && stderr.contains("meta.log@"), "{stderr}");
-    assert!(stderr.contains(&victim_key) && stderr.contains("missing"), "the lost chunk is named: {stderr}");
+    assert_eq!(
+        sorted(stdout_events(&out)),
+        expected,
+        "every event outside the damaged blob, once"
+    );
+    assert!(
+        stderr.contains("blobs.log@") && stderr.contains("meta.log@"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&victim_key) && stderr.contains("missing"),
+        "the lost chunk is named: {stderr}"
+    );
     assert_eq!(snapshot(&dir), before, "cat --data changed the directory");
 
     // 2. A restarted server on the same directory: HTTP read, warnings, metrics.
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--data", dir.to_str().expect("path"), "--http", &format!("127.0.0.1:{port}")])
+        .args([
+            "serve",
+            "--data",
+            dir.to_str().expect("path"),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+        ])
         .args(["--tcp", "off", "--udp", "off"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn sluice serve");
     let server = Server(child);
-    let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(30)).build();
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build();
     let deadline = Instant::now() + Duration::from_secs(20);
     while agent.get(&format!("{url}/healthz")).call().is_err() {
         assert!(Instant::now() < deadline, "server did not come up");
@@ -217,12 +283,29 @@ fn damaged_store_is_read_around_reported_and_repaired() {
             None => events.push(canonical(&v)),
         }
     }
-    assert_eq!(sorted(events), expected, "the server returns every event outside the damaged blob");
+    assert_eq!(
+        sorted(events),
+        expected,
+        "the server returns every event outside the damaged blob"
+    );
     let keys: Vec<&str> = warnings.iter().filter_map(|w| w["key"].as_str()).collect();
-    assert!(keys.iter().any(|k| k.starts_with("store:") && k.contains("blobs.log@")), "{warnings:?}");
-    assert!(keys.iter().any(|k| k.starts_with("store:") && k.contains("meta.log@")), "{warnings:?}");
+    assert!(
+        keys.iter()
+            .any(|k| k.starts_with("store:") && k.contains("blobs.log@")),
+        "{warnings:?}"
+    );
+    assert!(
+        keys.iter()
+            .any(|k| k.starts_with("store:") && k.contains("meta.log@")),
+        "{warnings:?}"
+    );
     assert!(keys.contains(&victim_key.as_str()), "{warnings:?}");
-    let metrics = agent.get(&format!("{url}/metrics")).call().expect("metrics").into_string().expect("body");
+    let metrics = agent
+        .get(&format!("{url}/metrics"))
+        .call()
+        .expect("metrics")
+        .into_string()
+        .expect("body");
     let metric = |name: &str| -> u64 {
         metrics
             .lines()
@@ -233,49 +316,124 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     assert!(metric("sluice_store_damaged_bytes_total ") >= 12);
     assert!(metric("sluice_store_index_entries_rebuilt_total ") >= 1);
     // Through the running server, `cat --data` reports the same and exits 3.
-    let out = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
-    assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_PARTIAL),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(sorted(stdout_events(&out)), expected);
     // A repair is refused while the server holds the directory.
     let refused = sluice(&["store", "repair", "--data", dir.to_str().expect("path")]);
     assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("in use"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("in use"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     drop(server);
     let after = snapshot(&dir);
     for log in [&blobs_log, &meta_log] {
-        assert_eq!(after.get(log), before.get(log), "the server changed {}", log.display());
+        assert_eq!(
+            after.get(log),
+            before.get(log),
+            "the server changed {}",
+            log.display()
+        );
     }
 
     // 3. `sluice store check`: one line per damaged range, exit 3, nothing changed.
     let before = snapshot(&dir);
     let out = sluice(&["store", "check", "--data", dir.to_str().expect("path")]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("damaged: ")).count(), 2, "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_PARTIAL),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("damaged: "))
+            .count(),
+        2,
+        "{stdout}"
+    );
     assert_eq!(snapshot(&dir), before, "store check changed the directory");
 
     // 4. `--repair`: clean copies, the originals kept; then the check is clean and the read
     //    returns the same events (the lost chunk is still named as missing: it is lost).
-    let out = sluice(&["store", "check", "--data", dir.to_str().expect("path"), "--repair"]);
+    let out = sluice(&[
+        "store",
+        "check",
+        "--data",
+        dir.to_str().expect("path"),
+        "--repair",
+    ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(stdout.lines().filter(|l| l.starts_with("repaired: ")).count(), 2, "{stdout}");
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("repaired: "))
+            .count(),
+        2,
+        "{stdout}"
+    );
     for log in [&blobs_log, &meta_log] {
         let name = log.file_name().and_then(|n| n.to_str()).expect("name");
         let kept: Vec<PathBuf> = std::fs::read_dir(&part)
             .expect("ls")
             .map(|e| e.expect("entry").path())
-            .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(&format!("{name}.damaged-"))))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(&format!("{name}.damaged-")))
+            })
             .collect();
         assert_eq!(kept.len(), 1, "{kept:?}");
-        assert_eq!(std::fs::read(&kept[0]).ok().as_ref(), before.get(log), "original kept as is");
+        assert_eq!(
+            std::fs::read(&kept[0]).ok().as_ref(),
+            before.get(log),
+            "original kept as is"
+        );
     }
     let out = sluice(&["store", "check", "--data", dir.to_str().expect("path")]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
-    let out = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(sorted(stdout_events(&out)), expected);
     assert!(!stderr.contains("store:"), "{stderr}");
-    assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "the lost chunk is still reported: {stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(EXIT_PARTIAL),
+        "the lost chunk is still reported: {stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
