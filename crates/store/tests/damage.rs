@@ -102,6 +102,10 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
     let len_before = fs::metadata(&log).expect("meta").len();
     let at = blob_record_offset(1) + 8; // the epoch field of record 1
     flip(&log, at, 4);
+    // And a torn tail after the last record: only that is cut.
+    let mut bytes = fs::read(&log).expect("read");
+    bytes.extend_from_slice(&[3u8; 333]);
+    fs::write(&log, bytes).expect("write");
 
     let s = EmbeddedStore::open(dir.path()).expect("open");
     for i in [0u32, 2, 3, 4] {
@@ -118,7 +122,7 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
     assert_eq!(
         fs::metadata(&log).expect("meta").len(),
         len_before,
-        "nothing cut"
+        "only the torn tail cut"
     );
     let damage = s.damage(E, E + 1).expect("damage");
     assert_eq!(damage.len(), 1, "{damage:?}");
@@ -132,7 +136,8 @@ fn a_damaged_blob_header_in_the_middle_is_skipped_not_cut() {
     assert!(d.location.ends_with("blobs.log"), "{d}");
     let stats = s.damage_stats();
     assert_eq!((stats.damaged_ranges, stats.damaged_bytes), (1, d.len));
-    assert_eq!(s.recovery_stats().torn_tails, 0);
+    assert_eq!((stats.torn_tails, stats.torn_tail_bytes), (1, 333));
+    assert_eq!(s.recovery_stats().torn_tails, 1);
 
     // New writes append after the damage, and survive a reopen.
     assert_eq!(
