@@ -32,6 +32,41 @@ fn sluice(args: &[&str]) -> Output {
         .expect("run sluice")
 }
 
+/// Runs `sluice args`, killing it after `secs` seconds (its output is read meanwhile).
+fn sluice_bounded(args: &[&str], secs: u64) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn sluice");
+    let read = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = r.read_to_end(&mut buf);
+            buf
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout")));
+    let err = read(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("sluice {args:?} did not finish in {secs} s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .expect("bind")
@@ -240,6 +275,19 @@ fn damaged_store_is_read_around_reported_and_repaired() {
         "the lost chunk is named: {stderr}"
     );
     assert_eq!(snapshot(&dir), before, "cat --data changed the directory");
+
+    // `sluice tail --data`: the same events; each damaged range reported once, on stderr.
+    let limit = expected.len().to_string();
+    let dir_arg = dir.to_str().expect("path");
+    let args = [
+        "tail", "--data", dir_arg, "--from", &from, "--limit", &limit,
+    ];
+    let out = sluice_bounded(&args, 60);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(sorted(stdout_events(&out)), expected, "{stderr}");
+    assert_eq!(stderr.matches("warning: store:").count(), 2, "{stderr}");
+    assert_eq!(snapshot(&dir), before, "tail --data changed the directory");
 
     // 2. A restarted server on the same directory: HTTP read, warnings, metrics.
     let port = free_port();
