@@ -26,11 +26,11 @@ fn read_error(py: Python<'_>, msg: String) -> PyErr {
 }
 
 fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
-    // `EmbeddedStore::open` creates a missing directory; a reader must not.
     if !FsPath::new(dir).is_dir() {
         return Err(read_error(py, format!("{dir}: no such data directory")));
     }
-    match py.allow_threads(|| EmbeddedStore::open(dir)) {
+    // Read-only: a reader never changes the files (damage is skipped and reported as warnings).
+    match py.allow_threads(|| EmbeddedStore::open_read_only(dir)) {
         Ok(s) => Ok(Arc::new(s)),
         Err(e @ StoreError::Locked { .. }) => Err(read_error(
             py,

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import fcntl
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -135,15 +137,19 @@ def test_reader_errors(tmp_path: Path, filled):
 
 
 def test_locked_data_dir_without_a_server_is_a_read_error(filled):
-    srv, _, _ = filled
-    # A data-dir tail holds the lock while it runs; the stopped server left no SERVER file.
+    srv, n, _ = filled
+    # Data-dir readers open the store read-only and share its lock: a tail does not block a read.
     holder = sluice.Reader(data_dir=str(srv.data)).tail(BASE, idle_timeout=5.0)
     next(holder)
     try:
-        with pytest.raises(sluice.ReadError, match="running server"):
-            list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))
+        assert len(list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))) == n
     finally:
         holder.close()
+    # A writer's exclusive lock (what `sluice serve` takes); the stopped server left no SERVER file.
+    with open(os.path.join(str(srv.data), "LOCK"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(sluice.ReadError, match="running server"):
+            list(sluice.Reader(data_dir=str(srv.data)).read(BASE, BASE + 4))
 
 
 def test_data_dir_lock_is_released_after_a_read(filled):

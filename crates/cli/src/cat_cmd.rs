@@ -55,7 +55,11 @@ pub fn run(a: CatArgs) -> Result<()> {
     let out = std::io::BufWriter::new(stdout.lock());
     let summary = range::write_items(reader, format, out, |w| eprintln!("sluice: warning: {w}"))?;
     if summary.warnings > 0 {
-        bail!("{} chunk(s) could not be read (see the warnings above); {} events printed", summary.warnings, summary.events);
+        return Err(crate::PartialRead(format!(
+            "{} warning(s): part of the range could not be read (see above); {} events printed",
+            summary.warnings, summary.events
+        ))
+        .into());
     }
     Ok(())
 }
@@ -68,10 +72,11 @@ pub(crate) enum DataDir {
     Server(String),
 }
 
-/// Opens `dir`'s store; when a running `sluice serve` holds it, finds that server's address in
-/// `<dir>/SERVER` and says so on stderr.
+/// Opens `dir`'s store read-only (a reader never changes the files: damage is skipped and
+/// reported, a torn tail left to the writer); when a running `sluice serve` holds it, finds that
+/// server's address in `<dir>/SERVER` and says so on stderr.
 pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
-    match sluice_store::EmbeddedStore::open(dir) {
+    match sluice_store::EmbeddedStore::open_read_only(dir) {
         Ok(s) => Ok(DataDir::Store(s)),
         Err(sluice_store::StoreError::Locked { .. }) => {
             let file = dir.join(sluice_server::SERVER_FILE);
@@ -125,7 +130,7 @@ fn from_server(server: &str, from: i64, to: i64, a: &CatArgs) -> Result<()> {
     }
     out.flush()?;
     if warnings > 0 {
-        bail!("the server could not read part of the range (see above)");
+        return Err(crate::PartialRead("the server could not read part of the range (see above)".into()).into());
     }
     Ok(())
 }

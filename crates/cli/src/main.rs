@@ -11,6 +11,7 @@ mod filters;
 mod gen_cmd;
 mod sereal_cmd;
 mod serve_cmd;
+mod store_cmd;
 mod tail_cmd;
 
 use std::io::ErrorKind;
@@ -34,6 +35,7 @@ enum Command {
     /// Generate a realistic, deterministic stream of WEB / CRON / LB events.
     Gen(gen_cmd::GenArgs),
     /// Print the events of a time range from a data directory.
+    #[command(after_help = PARTIAL_EXIT_HELP)]
     Cat(cat_cmd::CatArgs),
     /// Run the collector, store and HTTP API in one process.
     Serve(serve_cmd::ServeArgs),
@@ -41,7 +43,31 @@ enum Command {
     Tail(tail_cmd::TailArgs),
     /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
     Emit(emit_cmd::EmitArgs),
+    /// Check a data directory for damage, or repair it.
+    #[command(subcommand)]
+    Store(store_cmd::StoreCommand),
 }
+
+/// Exit status of a command that did its work but skipped data it could not read (damaged
+/// store ranges, unreadable chunks) or found damage (`store check`): the warnings are on stderr.
+pub(crate) const EXIT_PARTIAL: u8 = 3;
+
+const PARTIAL_EXIT_HELP: &str = "Exit status: 0 when the whole range was read; 3 when every \
+    readable event was printed but part of the range could not be read (damaged store ranges, \
+    unreadable chunks: one warning each on stderr); 1 on an error.";
+
+/// The error of a command that finished but skipped or found damage: exit status
+/// [`EXIT_PARTIAL`].
+#[derive(Debug)]
+pub(crate) struct PartialRead(pub String);
+
+impl std::fmt::Display for PartialRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PartialRead {}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -52,6 +78,7 @@ fn main() -> ExitCode {
         Command::Emit(args) => emit_cmd::run(args),
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tail(args) => tail_cmd::run(args),
+        Command::Store(cmd) => store_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -61,6 +88,9 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("sluice: {e:#}");
+            if e.downcast_ref::<PartialRead>().is_some() {
+                return ExitCode::from(EXIT_PARTIAL);
+            }
             ExitCode::FAILURE
         }
     }

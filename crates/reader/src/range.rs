@@ -25,6 +25,10 @@
 //! Only a failure to list the range at all is an error ([`ReadError`]). The caller decides the
 //! exit code (the CLI: non-zero at the end if any warning).
 //!
+//! Damage the store found in the partitions of the range ([`Store::damage`]: skipped ranges of
+//! its files, torn tails a read-only store left) comes last, one warning per damaged range, key
+//! `store:<file>@<offset>`: the events in it are lost, everything else was returned.
+//!
 //! # Select and where
 //! With neither, each event is the fully decoded event. With `select` and/or `filter`, chunks
 //! are read with the codec's lazy reader: per event, one [`Selector`] pass picks the select paths
@@ -206,6 +210,8 @@ pub struct RangeReader<S> {
     out: VecDeque<ReadItem>,
     chunk: ChunkDecoder,
     stats: ReadStats,
+    /// Whether the store's damage report was queued (once, after the last epoch).
+    damage_reported: bool,
 }
 
 impl<S> fmt::Debug for RangeReader<S> {
@@ -238,7 +244,25 @@ where
             out: VecDeque::new(),
             chunk,
             stats,
+            damage_reported: false,
         })
+    }
+
+    /// Queues one warning per damaged range the store reports for the range's partitions.
+    fn report_damage(&mut self) {
+        self.damage_reported = true;
+        match self.store.damage(self.req.from, self.req.to) {
+            Ok(found) => self.out.extend(found.into_iter().map(|d| {
+                ReadItem::Warning(ReadWarning {
+                    key: format!("store:{}@{}", d.location, d.offset),
+                    reason: format!("{} bytes damaged ({:?}): {}", d.len, d.kind, d.what),
+                })
+            })),
+            Err(e) => self.out.push_back(ReadItem::Warning(ReadWarning {
+                key: "store".into(),
+                reason: format!("checking the range for damage: {e}"),
+            })),
+        }
     }
 
     /// Counters so far.
@@ -371,7 +395,10 @@ where
             } else if !self.pending.is_empty() {
                 self.fetch_batch();
             } else if !self.next_epoch() {
-                return None;
+                if self.damage_reported {
+                    return None;
+                }
+                self.report_damage();
             }
         }
     }

@@ -41,7 +41,8 @@
 //! chunks that became warnings (corrupt or missing blob): they are not retried. A chunk whose fetch
 //! failed with a transient store error ([`StoreError::Io`], [`StoreError::Unavailable`]) is
 //! reported as a warning and retried on the next poll. A malformed index entry is reported once
-//! per [`Tail`] (it is not part of the cursor, so a resumed tail reports it again).
+//! per [`Tail`] (it is not part of the cursor, so a resumed tail reports it again). So is each
+//! damaged store range ([`Store::damage`]) of the partitions a poll reads new chunks from.
 //!
 //! Inside one poll, items come in (epoch, dc, type, subtype, chunk) order, as a [`RangeReader`]
 //! gives them; across polls, a late chunk of an old epoch comes after newer epochs already
@@ -62,7 +63,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use sereal::Path;
 use sluice_blob::IndexEntry;
 use sluice_store::{
-    BlobKey, Counts, ExpireReport, Namespace, PutOutcome, Retention, Store, StoreError, TypeSubtype,
+    BlobKey, Counts, Damage, ExpireReport, Namespace, PutOutcome, Retention, Store, StoreError, TypeSubtype,
 };
 
 use crate::filter::Filter;
@@ -367,6 +368,8 @@ pub struct Tail<S> {
     cursor: Cursor,
     /// Malformed index entries already reported: (epoch, dc, entry text).
     bad_entries: HashSet<(i64, String, String)>,
+    /// Damaged store ranges already reported: (location, offset).
+    damage_seen: Mutex<HashSet<(String, u64)>>,
     caught_up: bool,
 }
 
@@ -388,7 +391,15 @@ where
     /// A tail of `store` for `req`, starting at `start` ([`Cursor::at`] an epoch, or a parsed
     /// token). Reads nothing until [`poll`](Tail::poll).
     pub fn new(store: S, req: TailRequest, start: Cursor, opts: TailOptions) -> Tail<S> {
-        Tail { store, req, opts, cursor: start, bad_entries: HashSet::new(), caught_up: false }
+        Tail {
+            store,
+            req,
+            opts,
+            cursor: start,
+            bad_entries: HashSet::new(),
+            damage_seen: Mutex::new(HashSet::new()),
+            caught_up: false,
+        }
     }
 
     /// The cursor after the last poll: resume from it to continue with no gap and no duplicate.
@@ -455,7 +466,12 @@ where
         let failed = if snapshot.is_empty() {
             HashSet::new()
         } else {
-            let view = Snapshot { inner: &*self.store, index: snapshot, failed: Mutex::new(HashSet::new()) };
+            let view = Snapshot {
+                inner: &*self.store,
+                index: snapshot,
+                failed: Mutex::new(HashSet::new()),
+                damage_seen: &self.damage_seen,
+            };
             let req = ReadRequest {
                 from: w,
                 to: end,
@@ -527,6 +543,8 @@ struct Snapshot<'a, T: ?Sized> {
     inner: &'a T,
     index: BTreeMap<(i64, String), Result<BTreeSet<String>, String>>,
     failed: Mutex<HashSet<String>>,
+    /// The tail's damaged ranges already reported: each is passed on once.
+    damage_seen: &'a Mutex<HashSet<(String, u64)>>,
 }
 
 fn read_only() -> StoreError {
@@ -593,6 +611,13 @@ impl<T: Store + ?Sized> Store for Snapshot<'_, T> {
 
     fn retention(&self) -> Retention {
         self.inner.retention()
+    }
+
+    fn damage(&self, from: i64, to: i64) -> sluice_store::Result<Vec<Damage>> {
+        let mut seen = self.damage_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut found = self.inner.damage(from, to)?;
+        found.retain(|d| seen.insert((d.location.clone(), d.offset)));
+        Ok(found)
     }
 }
 

@@ -733,9 +733,45 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
     o
 }
 
+/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
+fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
+    let rows = [
+        (
+            "sluice_store_damaged_ranges_total",
+            "Damaged ranges skipped in the middle of store logs.",
+            d.damaged_ranges,
+        ),
+        (
+            "sluice_store_damaged_bytes_total",
+            "Bytes in those damaged ranges.",
+            d.damaged_bytes,
+        ),
+        (
+            "sluice_store_torn_tails_total",
+            "Torn log tails found (cut by this writer).",
+            d.torn_tails,
+        ),
+        (
+            "sluice_store_torn_tail_bytes_total",
+            "Bytes in those torn tails.",
+            d.torn_tail_bytes,
+        ),
+        (
+            "sluice_store_index_entries_rebuilt_total",
+            "Epoch index entries rebuilt from blob keys.",
+            d.index_entries_rebuilt,
+        ),
+    ];
+    for (name, help, v) in rows {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+    }
+}
+
 async fn metrics(State(st): State<AppState>) -> Response {
     let m = st.metrics.lock().unwrap().clone();
-    let mut resp = render_metrics(&m).into_response();
+    let mut body = render_metrics(&m);
+    render_store_damage(&mut body, &st.store.damage_stats());
+    let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use sluice_store::{
-    BlobKey, Counts, ExpireReport, Namespace, PutOutcome, Result, Retention, Store, TypeSubtype,
+    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Result, Retention,
+    Store, TypeSubtype,
 };
 
 use crate::pipeline::SharedMetrics;
@@ -199,6 +200,12 @@ impl Store for TimedStore {
     }
     fn retention(&self) -> Retention {
         self.inner.retention()
+    }
+    fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
+        self.inner.damage(from, to)
+    }
+    fn damage_stats(&self) -> DamageStats {
+        self.inner.damage_stats()
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Result, StoreError};
 use crate::store::{
-    BlobKey, Counts, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
+    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store,
+    TypeSubtype,
 };
 
 /// The switches of a [`FaultyStore`], shared with the test that drives it (clone it freely).
@@ -167,5 +168,13 @@ impl<S: Store> Store for FaultyStore<S> {
 
     fn retention(&self) -> Retention {
         self.inner.retention()
+    }
+
+    fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
+        self.inner.damage(from, to)
+    }
+
+    fn damage_stats(&self) -> DamageStats {
+        self.inner.damage_stats()
     }
 }

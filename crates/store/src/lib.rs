@@ -49,11 +49,13 @@ mod faulty;
 mod memory;
 mod store;
 
-pub use crate::embedded::{Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats};
+pub use crate::embedded::{
+    CheckReport, Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats, RepairReport,
+};
 pub use crate::error::{Result, StoreError};
 pub use crate::faulty::{Faults, FaultyStore};
 pub use crate::memory::InMemoryStore;
 pub use crate::store::{
-    BlobKey, Counts, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
-    MAX_BLOB_LEN,
+    BlobKey, Counts, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome,
+    Retention, Store, TypeSubtype, MAX_BLOB_LEN,
 };

@@ -186,6 +186,64 @@ pub struct ExpireReport {
     pub bytes_freed: u64,
 }
 
+/// What kind of damage a [`Damage`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DamageKind {
+    /// Bytes in the middle of a log that hold no valid record: skipped, the records after them
+    /// are read. Kept in the file (a repair writes a clean copy).
+    Skipped,
+    /// An incomplete record at the end of a log (a crash's partial write). A writer cuts it when
+    /// it loads the log; a read-only store leaves it and reports it.
+    TornTail,
+    /// A record whose header is valid but whose value fails its checksum (found by a full check;
+    /// a read of that blob gives [`StoreError::Corrupted`]).
+    BadValue,
+}
+
+/// A damaged range of stored data: what reads skip, reported instead of silently lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// Where: the file (embedded store) or other location holding the range.
+    pub location: String,
+    /// First damaged byte.
+    pub offset: u64,
+    /// Damaged bytes.
+    pub len: u64,
+    /// What kind of damage.
+    pub kind: DamageKind,
+    /// What was lost, in words.
+    pub what: String,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} bytes {}..{} ({} bytes): {}",
+            self.location,
+            self.offset,
+            self.offset.saturating_add(self.len),
+            self.len,
+            self.what
+        )
+    }
+}
+
+/// Damage found since a store was opened (for metrics). Counted when a partition is loaded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DamageStats {
+    /// Damaged ranges skipped in the middle of logs.
+    pub damaged_ranges: u64,
+    /// Bytes in those ranges.
+    pub damaged_bytes: u64,
+    /// Torn tails found (cut by a writer, ignored by a read-only store).
+    pub torn_tails: u64,
+    /// Bytes in those tails.
+    pub torn_tail_bytes: u64,
+    /// Epoch index entries rebuilt from blob keys after index records were lost.
+    pub index_entries_rebuilt: u64,
+}
+
 /// The storage interface of Sluice: namespaced, write-once blobs; per-epoch metadata that merges;
 /// range listing by epoch; expiry by time.
 ///
@@ -250,6 +308,17 @@ pub trait Store: Send + Sync {
 
     /// The retention this store applies.
     fn retention(&self) -> Retention;
+
+    /// The damage in the stored data of the time partitions that overlap `from <= epoch < to`
+    /// (loading them if needed): ranges reads skip. Default: none (a backend that cannot tell).
+    fn damage(&self, _from: i64, _to: i64) -> Result<Vec<Damage>> {
+        Ok(Vec::new())
+    }
+
+    /// Damage found since open, for metrics. Default: none.
+    fn damage_stats(&self) -> DamageStats {
+        DamageStats::default()
+    }
 }
 
 /// Longest substream name, dc, or event type/subtype accepted.
@@ -363,5 +432,11 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn retention(&self) -> Retention {
         (**self).retention()
+    }
+    fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
+        (**self).damage(from, to)
+    }
+    fn damage_stats(&self) -> DamageStats {
+        (**self).damage_stats()
     }
 }

@@ -5,6 +5,23 @@
 //! in-memory indexes are rebuilt from them when a partition is first touched after open. Expiry
 //! renames a partition's directory away and deletes it: no key is ever scanned. Layout and
 //! recovery rules: the crate's README.md; byte layout: `record.rs`.
+//!
+//! # Damage (contract)
+//! - A store opened with [`EmbeddedStore::open_read_only`] never modifies the directory: no file
+//!   or directory is created, truncated, renamed or written (not even `LOCK` or `FORMAT`).
+//! - A record that fails its checks in the *middle* of a log is skipped, not taken for the end:
+//!   the load resynchronises on the next offset that holds a valid record (blob: header CRC,
+//!   kind, lengths that fit in the file; meta: CRC, length, decodable payload), records the
+//!   skipped range as a [`Damage`] and reads on. Only bytes after the last valid record are a
+//!   torn tail; only a writer cuts it, and only it.
+//! - When `meta.log` lost records (skipped or torn), the partition's epoch index is rebuilt from
+//!   the keys of its `events` blobs (they carry epoch, dc, type, subtype and chunk), so no event
+//!   becomes unlisted; lost completeness counts cannot be rebuilt and are reported. A writer that
+//!   cut a torn tail appends the rebuilt entries (the damage is gone from the file, so the next
+//!   load would not rebuild them); for mid-log damage the rebuild is redone on every load.
+//! - Damage is kept per partition ([`Store::damage`]) and counted ([`Store::damage_stats`]);
+//!   [`EmbeddedStore::check`] also verifies every value; [`EmbeddedStore::repair`] writes clean
+//!   copies of damaged logs and keeps the originals as `<log>.damaged-<unix time>`.
 
 mod record;
 
@@ -16,12 +33,16 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
-use record::{BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, MAX_META_LEN, META_HEADER_LEN};
+use record::{
+    BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, KIND_COUNTS_ADD, KIND_INDEX_ADD,
+    MAX_META_LEN, META_HEADER_LEN,
+};
 
 use crate::error::{Result, StoreError};
 use crate::store::{
-    check_counts, check_entries, check_key, check_put, BlobKey, Counts, ExpireReport, Namespace,
-    PutOutcome, Retention, Store, TypeSubtype, MAX_KEY_LEN, MAX_NAME_LEN,
+    check_counts, check_entries, check_key, check_put, BlobKey, Counts, Damage, DamageKind,
+    DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype, MAX_BLOB_LEN,
+    MAX_KEY_LEN, MAX_NAME_LEN,
 };
 
 const FORMAT_FILE: &str = "FORMAT";
@@ -29,6 +50,9 @@ const FORMAT_VERSION: &str = "sluice-store segment-log 1";
 const BLOBS_FILE: &str = "blobs.log";
 const META_FILE: &str = "meta.log";
 const EXPIRED_SUFFIX: &str = ".expired";
+const LOCK_FILE: &str = "LOCK";
+/// Suffix of the clean copy a repair writes before it replaces the log.
+const REPAIR_SUFFIX: &str = ".repair";
 
 /// When a write is durable. In every mode a write method returns only after its bytes were
 /// handed to the operating system (`pwrite` returned), so they survive a crash or `SIGKILL` of the
@@ -79,13 +103,27 @@ pub struct RecoveryStats {
 pub struct EmbeddedStore {
     dir: PathBuf,
     opts: EmbeddedOptions,
+    /// Opened with [`open_read_only`](EmbeddedStore::open_read_only): never writes a byte.
+    read_only: bool,
     partitions: RwLock<BTreeMap<i64, Arc<Partition>>>,
     torn_tails: AtomicU64,
     bytes_dropped: AtomicU64,
+    damage_counters: DamageCounters,
     expired_seq: AtomicU64,
-    /// Held for the life of the store: an exclusive lock on `<dir>/LOCK`, because a second
-    /// process would cut what it takes for torn tails out of logs this one is appending to.
-    _lock: fs::File,
+    /// Held for the life of the store: an exclusive lock on `<dir>/LOCK` (shared when read-only),
+    /// because a second writer would cut what it takes for torn tails out of logs this one is
+    /// appending to. `None`: read-only on a directory without a `LOCK` file.
+    _lock: Option<fs::File>,
+}
+
+/// The totals behind [`DamageStats`].
+#[derive(Default)]
+struct DamageCounters {
+    ranges: AtomicU64,
+    bytes: AtomicU64,
+    torn_tails: AtomicU64,
+    torn_bytes: AtomicU64,
+    rebuilt: AtomicU64,
 }
 
 impl EmbeddedStore {
@@ -103,50 +141,56 @@ impl EmbeddedStore {
         opts.retention.validate()?;
         let dir = dir.as_ref().to_path_buf();
         fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
-        let lock_path = dir.join("LOCK");
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StoreError::io(&lock_path, e))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(StoreError::Locked { dir }),
-            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io(&lock_path, e)),
-        }
+        let lock = lock_dir(&dir, false)?;
         check_format(&dir, &opts.retention)?;
-        let mut partitions = BTreeMap::new();
-        let entries = fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| StoreError::io(&dir, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else { continue };
-            let path = entry.path();
-            if name.ends_with(EXPIRED_SUFFIX) {
-                // An expiry interrupted by a crash: finish it.
-                fs::remove_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
-                continue;
-            }
-            if let Some(start) = parse_partition_name(name) {
-                if opts.retention.partition_of(start) != start {
-                    return Err(StoreError::corrupted(
-                        path.display().to_string(),
-                        "partition directory not aligned to the partition width",
-                    ));
-                }
-                partitions.insert(start, Arc::new(Partition::new(path)));
-            }
+        let partitions = list_partitions(&dir, &opts.retention, false)?;
+        Ok(Self::with_parts(dir, opts, false, partitions, lock))
+    }
+
+    /// Opens an existing store for reading only: nothing in `dir` is created or changed (torn
+    /// tails are left in place and reported, not cut; an interrupted expiry is not finished).
+    /// The partition width is read from `FORMAT`. Holds a *shared* lock on `LOCK` (when it
+    /// exists), so readers run side by side but never beside a writer
+    /// ([`StoreError::Locked`]). Write methods fail with [`StoreError::InvalidArgument`].
+    pub fn open_read_only(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            return Err(StoreError::NotFound {
+                what: format!("data directory {}", dir.display()),
+            });
         }
-        Ok(EmbeddedStore {
+        let lock = lock_dir(&dir, true)?;
+        let partition_secs = read_format(&dir)?;
+        let opts = EmbeddedOptions {
+            retention: Retention {
+                partition_secs,
+                ..Retention::default()
+            },
+            ..EmbeddedOptions::default()
+        };
+        opts.retention.validate()?;
+        let partitions = list_partitions(&dir, &opts.retention, true)?;
+        Ok(Self::with_parts(dir, opts, true, partitions, lock))
+    }
+
+    fn with_parts(
+        dir: PathBuf,
+        opts: EmbeddedOptions,
+        read_only: bool,
+        partitions: BTreeMap<i64, Arc<Partition>>,
+        lock: Option<File>,
+    ) -> Self {
+        EmbeddedStore {
             dir,
             opts,
+            read_only,
             partitions: RwLock::new(partitions),
             torn_tails: AtomicU64::new(0),
             bytes_dropped: AtomicU64::new(0),
+            damage_counters: DamageCounters::default(),
             expired_seq: AtomicU64::new(0),
             _lock: lock,
-        })
+        }
     }
 
     /// The data directory.
@@ -160,6 +204,11 @@ impl EmbeddedStore {
             torn_tails: self.torn_tails.load(Ordering::Relaxed),
             bytes_dropped: self.bytes_dropped.load(Ordering::Relaxed),
         }
+    }
+
+    /// Whether this store was opened with [`open_read_only`](EmbeddedStore::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     fn map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<i64, Arc<Partition>>> {
@@ -176,8 +225,19 @@ impl EmbeddedStore {
             .cloned()
     }
 
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(StoreError::invalid(format!(
+                "{} is opened read-only",
+                self.dir.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// The partition of `epoch`, creating its directory if it does not exist yet.
     fn partition_for_write(&self, epoch: i64) -> Result<Arc<Partition>> {
+        self.check_writable()?;
         if let Some(p) = self.existing(epoch) {
             return Ok(p);
         }
@@ -200,11 +260,30 @@ impl EmbeddedStore {
             return Ok(b);
         }
         let _guard = lock(&p.load_lock);
+        self.blobs_locked(p)
+    }
+
+    /// Loads the blob log; the caller holds `p.load_lock`.
+    fn blobs_locked<'p>(&self, p: &'p Partition) -> Result<&'p BlobLog> {
         if let Some(b) = p.blobs.get() {
             return Ok(b);
         }
-        let (log, torn) = BlobLog::load(&p.dir.join(BLOBS_FILE))?;
-        self.note_torn(torn);
+        let path = p.dir.join(BLOBS_FILE);
+        let (log, scan) = BlobLog::load(&path, self.read_only)?;
+        let mut found = Vec::new();
+        for (offset, len) in &scan.skipped {
+            found.push(Damage {
+                location: path.display().to_string(),
+                offset: *offset,
+                len: *len,
+                kind: DamageKind::Skipped,
+                what: "invalid blob record header (fails its CRC or its lengths): skipped, \
+                       the blob(s) in this range are lost"
+                    .into(),
+            });
+        }
+        self.note_load(&path, &scan.skipped, scan.torn, &mut found);
+        lock(&p.damage).extend(found);
         Ok(p.blobs.get_or_init(|| log))
     }
 
@@ -216,16 +295,151 @@ impl EmbeddedStore {
         if let Some(m) = p.meta.get() {
             return Ok(m);
         }
-        let (log, torn) = MetaLog::load(&p.dir.join(META_FILE))?;
-        self.note_torn(torn);
+        let path = p.dir.join(META_FILE);
+        let (log, scan) = MetaLog::load(&path, self.read_only)?;
+        let mut rebuilt = 0;
+        if !scan.skipped.is_empty() || scan.torn.is_some() {
+            // Index records may be lost with the damage: list every stored events blob again.
+            let blobs = self.blobs_locked(p)?;
+            let missing = {
+                let index = read_lock(&log.index);
+                missing_index_entries(&read_lock(&blobs.index), &index)
+            };
+            // A cut tail leaves no damage behind to trigger this rebuild on the next load, so
+            // the writer logs what it rebuilt; mid-log damage stays and is rebuilt every time.
+            if !self.read_only && scan.torn.is_some() {
+                let mut len = lock(&log.file.len);
+                for ((epoch, dc), entries) in &missing {
+                    let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
+                    log.file
+                        .append(&mut len, &record::encode_index_add(*epoch, dc, &refs))?;
+                }
+            }
+            let mut index = write_lock(&log.index);
+            for (id, entries) in missing {
+                rebuilt += entries.len() as u64;
+                index.entry(id).or_default().extend(entries);
+            }
+        }
+        self.damage_counters
+            .rebuilt
+            .fetch_add(rebuilt, Ordering::Relaxed);
+        let mut found = Vec::new();
+        for (offset, len) in &scan.skipped {
+            found.push(Damage {
+                location: path.display().to_string(),
+                offset: *offset,
+                len: *len,
+                kind: DamageKind::Skipped,
+                what: format!(
+                    "invalid meta record(s) (fail their CRC or length): skipped; the epoch index \
+                     is rebuilt from the blob keys (entries rebuilt in this partition: {rebuilt}), \
+                     completeness counts in this range are lost"
+                ),
+            });
+        }
+        self.note_load(&path, &scan.skipped, scan.torn, &mut found);
+        lock(&p.damage).extend(found);
         Ok(p.meta.get_or_init(|| log))
     }
 
-    fn note_torn(&self, dropped: u64) {
-        if dropped > 0 {
+    /// Counts what a load found; a torn tail left in place (read-only) is reported as damage.
+    fn note_load(
+        &self,
+        path: &Path,
+        skipped: &[(u64, u64)],
+        torn: Option<(u64, u64)>,
+        found: &mut Vec<Damage>,
+    ) {
+        let c = &self.damage_counters;
+        c.ranges.fetch_add(skipped.len() as u64, Ordering::Relaxed);
+        let bytes: u64 = skipped.iter().map(|(_, len)| len).sum();
+        c.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let Some((offset, len)) = torn else { return };
+        c.torn_tails.fetch_add(1, Ordering::Relaxed);
+        c.torn_bytes.fetch_add(len, Ordering::Relaxed);
+        if self.read_only {
+            found.push(Damage {
+                location: path.display().to_string(),
+                offset,
+                len,
+                kind: DamageKind::TornTail,
+                what: "torn tail (an incomplete last write): ignored here, cut by the writer \
+                       when it next opens the directory"
+                    .into(),
+            });
+        } else {
             self.torn_tails.fetch_add(1, Ordering::Relaxed);
-            self.bytes_dropped.fetch_add(dropped, Ordering::Relaxed);
+            self.bytes_dropped.fetch_add(len, Ordering::Relaxed);
         }
+    }
+
+    /// Loads every partition and verifies every blob value (reads all the data): the damage
+    /// found, partition by partition. Changes nothing (torn tails are cut only if this store is
+    /// a writer, as any load does).
+    pub fn check(&self) -> Result<CheckReport> {
+        let parts: Vec<Arc<Partition>> = self.map().values().cloned().collect();
+        let mut report = CheckReport::default();
+        for p in parts {
+            let meta = self.meta(&p)?;
+            let blobs = self.blobs(&p)?;
+            report.partitions += 1;
+            report.epochs += read_lock(&meta.index).len() as u64;
+            let locs: Vec<(BlobId, Loc)> = read_lock(&blobs.index)
+                .iter()
+                .map(|(id, loc)| (id.clone(), *loc))
+                .collect();
+            report.blobs += locs.len() as u64;
+            let path = p.dir.join(BLOBS_FILE);
+            let mut bad = Vec::new();
+            for (id, loc) in locs {
+                report.blob_bytes += u64::from(loc.value_len);
+                let key = id.1.replace('\0', "/");
+                match blobs.read(&loc, &key) {
+                    Ok(_) => {}
+                    Err(StoreError::Corrupted { reason, .. }) => bad.push(Damage {
+                        location: path.display().to_string(),
+                        offset: loc.value_off,
+                        len: u64::from(loc.value_len),
+                        kind: DamageKind::BadValue,
+                        what: format!("value of blob {key} (epoch {}): {reason}", id.0),
+                    }),
+                    Err(e) => return Err(e),
+                }
+            }
+            bad.sort_by_key(|d| d.offset);
+            report.damage.extend(lock(&p.damage).iter().cloned());
+            report.damage.extend(bad);
+        }
+        Ok(report)
+    }
+
+    /// Writes a clean copy of every damaged log under `dir` (valid records only; a rebuilt
+    /// epoch index when index records were lost), keeps each damaged original as
+    /// `<log>.damaged-<unix time>`, fsyncs. Takes the directory's exclusive lock, so it refuses
+    /// ([`StoreError::Locked`]) while a server or a reader has it open.
+    pub fn repair(dir: impl AsRef<Path>) -> Result<RepairReport> {
+        let dir = dir.as_ref();
+        if !dir.is_dir() {
+            return Err(StoreError::NotFound {
+                what: format!("data directory {}", dir.display()),
+            });
+        }
+        let _lock = lock_dir(dir, false)?;
+        let partition_secs = read_format(dir)?;
+        let retention = Retention {
+            partition_secs,
+            ..Retention::default()
+        };
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut report = RepairReport::default();
+        for p in list_partitions(dir, &retention, true)?.into_values() {
+            repair_partition(&p.dir, stamp, &mut report)?;
+        }
+        Ok(report)
     }
 
     fn after_write(&self, file: &LogFile) -> Result<()> {
@@ -440,6 +654,7 @@ impl Store for EmbeddedStore {
     }
 
     fn expire(&self, now: i64) -> Result<ExpireReport> {
+        self.check_writable()?;
         let mut report = ExpireReport::default();
         let mut doomed = Vec::new();
         {
@@ -498,6 +713,68 @@ impl Store for EmbeddedStore {
     fn retention(&self) -> Retention {
         self.opts.retention
     }
+
+    fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
+        let mut out = Vec::new();
+        if from >= to {
+            return Ok(out);
+        }
+        let first = self.opts.retention.partition_of(from);
+        let parts: Vec<Arc<Partition>> = self
+            .map()
+            .range(first..to)
+            .map(|(_, p)| p.clone())
+            .collect();
+        for p in parts {
+            self.meta(&p)?;
+            self.blobs(&p)?;
+            out.extend(lock(&p.damage).iter().cloned());
+        }
+        Ok(out)
+    }
+
+    fn damage_stats(&self) -> DamageStats {
+        let c = &self.damage_counters;
+        DamageStats {
+            damaged_ranges: c.ranges.load(Ordering::Relaxed),
+            damaged_bytes: c.bytes.load(Ordering::Relaxed),
+            torn_tails: c.torn_tails.load(Ordering::Relaxed),
+            torn_tail_bytes: c.torn_bytes.load(Ordering::Relaxed),
+            index_entries_rebuilt: c.rebuilt.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What [`EmbeddedStore::check`] found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// Partitions checked.
+    pub partitions: u64,
+    /// `(epoch, dc)` pairs with an epoch index.
+    pub epochs: u64,
+    /// Blobs indexed (values verified).
+    pub blobs: u64,
+    /// Bytes of those values.
+    pub blob_bytes: u64,
+    /// Every damaged range, partition by partition, in file order.
+    pub damage: Vec<Damage>,
+}
+
+/// What [`EmbeddedStore::repair`] did.
+#[derive(Clone, Debug, Default)]
+pub struct RepairReport {
+    /// Logs scanned.
+    pub logs_checked: u64,
+    /// Logs rewritten: `(log, where the damaged original was kept)`.
+    pub replaced: Vec<(PathBuf, PathBuf)>,
+    /// Blob records copied into the clean copies.
+    pub blobs_kept: u64,
+    /// Blob records dropped because their value fails its CRC.
+    pub bad_values_dropped: u64,
+    /// Bytes of the originals left out of the clean copies (damage, torn tails, bad values).
+    pub bytes_left_out: u64,
+    /// Epoch index entries rebuilt from blob keys and written into clean `meta.log`s.
+    pub index_entries_rebuilt: u64,
 }
 
 /// The result of one get.
@@ -509,6 +786,8 @@ struct Partition {
     load_lock: Mutex<()>,
     blobs: OnceLock<BlobLog>,
     meta: OnceLock<MetaLog>,
+    /// What loading its logs found (skipped ranges; torn tails when read-only).
+    damage: Mutex<Vec<Damage>>,
 }
 
 impl Partition {
@@ -518,6 +797,7 @@ impl Partition {
             load_lock: Mutex::new(()),
             blobs: OnceLock::new(),
             meta: OnceLock::new(),
+            damage: Mutex::new(Vec::new()),
         }
     }
 }
@@ -525,28 +805,42 @@ impl Partition {
 /// An append-only file: a writer lock holding the current length, and a dirty flag for `flush`.
 struct LogFile {
     path: PathBuf,
-    file: File,
+    /// `None`: a read-only store on a log that does not exist (an empty log).
+    file: Option<File>,
     len: Mutex<u64>,
     dirty: AtomicBool,
 }
 
 impl LogFile {
-    /// Opens (creating) the file for reading and appending.
-    fn open(path: &Path) -> Result<(LogFile, u64)> {
-        let existed = path.exists();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| StoreError::io(path, e))?;
-        if !existed {
-            if let Some(parent) = path.parent() {
-                sync_dir(parent)?;
+    /// Opens the file for reading and appending (creating it), or for reading only (never
+    /// creating it: a missing log is an empty one).
+    fn open(path: &Path, read_only: bool) -> Result<(LogFile, u64)> {
+        let file = if read_only {
+            match File::open(path) {
+                Ok(f) => Some(f),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+                Err(e) => return Err(StoreError::io(path, e)),
             }
-        }
-        let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        } else {
+            let existed = path.exists();
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .map_err(|e| StoreError::io(path, e))?;
+            if !existed {
+                if let Some(parent) = path.parent() {
+                    sync_dir(parent)?;
+                }
+            }
+            Some(f)
+        };
+        let len = match &file {
+            Some(f) => f.metadata().map_err(|e| StoreError::io(path, e))?.len(),
+            None => 0,
+        };
         let log = LogFile {
             path: path.to_path_buf(),
             file,
@@ -556,12 +850,19 @@ impl LogFile {
         Ok((log, len))
     }
 
+    fn handle(&self) -> Result<&File> {
+        self.file.as_ref().ok_or_else(|| StoreError::NotFound {
+            what: self.path.display().to_string(),
+        })
+    }
+
     /// Appends `bytes` at `*len` (the caller holds the writer lock). On failure the file is cut
     /// back to `*len`, so a failed write never leaves a partial record before later ones.
     fn append(&self, len: &mut MutexGuard<'_, u64>, bytes: &[u8]) -> Result<()> {
+        let file = self.handle()?;
         let at = **len;
-        if let Err(e) = self.file.write_all_at(bytes, at) {
-            let _ = self.file.set_len(at);
+        if let Err(e) = file.write_all_at(bytes, at) {
+            let _ = file.set_len(at);
             return Err(StoreError::io(&self.path, e));
         }
         **len = at + bytes.len() as u64;
@@ -570,7 +871,7 @@ impl LogFile {
     }
 
     fn sync(&self) -> Result<()> {
-        self.file
+        self.handle()?
             .sync_data()
             .map_err(|e| StoreError::io(&self.path, e))
     }
@@ -585,9 +886,9 @@ impl LogFile {
         Ok(())
     }
 
-    /// Cuts the file at `at` (dropping a torn tail) and makes that durable.
+    /// Cuts the file at `at` (dropping a torn tail) and makes that durable. Writers only.
     fn truncate(&self, at: u64) -> Result<()> {
-        self.file
+        self.handle()?
             .set_len(at)
             .map_err(|e| StoreError::io(&self.path, e))?;
         self.sync()
@@ -618,70 +919,53 @@ struct BlobLog {
     index: RwLock<HashMap<BlobId, Loc>>,
 }
 
+/// What a walk of a log found besides its records.
+struct LogScan {
+    /// Ranges `(offset, len)` in the middle of the log that hold no valid record.
+    skipped: Vec<(u64, u64)>,
+    /// The torn tail `(offset, len)`: bytes after the last valid record that hold none.
+    torn: Option<(u64, u64)>,
+}
+
 impl BlobLog {
     /// Rebuilds the index by walking the record headers (values are skipped, except the last
-    /// record's, which is verified because a torn write may have left it incomplete). Returns the
-    /// log and the number of bytes of torn tail that were cut off.
-    fn load(path: &Path) -> Result<(BlobLog, u64)> {
-        let (file, file_len) = LogFile::open(path)?;
+    /// record's, which is verified because a torn write may have left it incomplete). Damage in
+    /// the middle is skipped (see the module docs); a writer cuts the torn tail, a read-only
+    /// store leaves it.
+    fn load(path: &Path, read_only: bool) -> Result<(BlobLog, LogScan)> {
+        let (file, file_len) = LogFile::open(path, read_only)?;
         let mut index = HashMap::new();
-        let mut pos = 0u64;
-        let mut last: Option<(u64, BlobId, Loc)> = None;
-        let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
-        let mut buf = vec![0u8; window];
-        let mut unknown_kind = false;
-        while pos < file_len {
-            let want = window.min((file_len - pos) as usize);
-            file.file
-                .read_exact_at(&mut buf[..want], pos)
-                .map_err(|e| StoreError::io(path, e))?;
-            let Some((id, loc, rec_len)) =
-                parse_blob_at(&buf[..want], pos, file_len, &mut unknown_kind)
-            else {
-                break;
-            };
-            last = Some((pos, id.clone(), loc));
-            // Write-once: a duplicate can only come from a bug; the first record wins.
-            index.entry(id).or_insert(loc);
-            pos += rec_len;
-        }
-        if unknown_kind {
-            return Err(StoreError::corrupted(
-                format!("{}@{pos}", path.display()),
-                "record of an unknown kind (written by a newer version?)",
-            ));
-        }
-        // A record whose header made it but whose value did not (or was zero-filled by a crash
-        // after the size was extended) is the torn tail too.
-        if let Some((start, id, loc)) = last {
-            if pos == file_len {
-                let mut v = vec![0u8; loc.value_len as usize];
-                let ok = file.file.read_exact_at(&mut v, loc.value_off).is_ok()
-                    && crc32fast::hash(&v) == loc.value_crc;
-                if !ok {
-                    index.remove(&id);
-                    pos = start;
-                }
+        let scan = match &file.file {
+            Some(f) => scan_blobs(f, path, file_len, |_, id, loc, _| {
+                // Write-once: a duplicate can only come from a bug; the first record wins.
+                index.entry(id).or_insert(loc);
+            })?,
+            None => LogScan {
+                skipped: Vec::new(),
+                torn: None,
+            },
+        };
+        let mut end = file_len;
+        if let Some((at, _)) = scan.torn {
+            end = at;
+            if !read_only {
+                file.truncate(at)?;
             }
         }
-        let dropped = file_len - pos;
-        if dropped > 0 {
-            file.truncate(pos)?;
-        }
-        *lock(&file.len) = pos;
+        *lock(&file.len) = end;
         Ok((
             BlobLog {
                 file,
                 index: RwLock::new(index),
             },
-            dropped,
+            scan,
         ))
     }
 
     fn read(&self, loc: &Loc, key: &str) -> Result<Vec<u8>> {
         let mut v = vec![0u8; loc.value_len as usize];
         self.file
-            .file
+            .handle()?
             .read_exact_at(&mut v, loc.value_off)
             .map_err(|e| {
                 if e.kind() == io::ErrorKind::UnexpectedEof {
@@ -697,8 +981,102 @@ impl BlobLog {
     }
 }
 
+/// Walks the headers of a blob log of `file_len` bytes, calling `on_record(offset, id, loc,
+/// record length)` for each valid record in order. Mid-log damage is skipped by
+/// [`resync_blobs`]; the last record's value is verified (a torn write) when it ends the file.
+fn scan_blobs(
+    file: &File,
+    path: &Path,
+    file_len: u64,
+    mut on_record: impl FnMut(u64, BlobId, Loc, u64),
+) -> Result<LogScan> {
+    let mut pos = 0u64;
+    let mut pending: Option<(u64, BlobId, Loc, u64)> = None;
+    let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
+    let mut buf = vec![0u8; window];
+    let mut skipped = Vec::new();
+    let mut unknown_kind = false;
+    while pos < file_len {
+        let want = window.min((file_len - pos) as usize);
+        file.read_exact_at(&mut buf[..want], pos)
+            .map_err(|e| StoreError::io(path, e))?;
+        if let Some((id, loc, rec_len)) =
+            parse_blob_at(&buf[..want], pos, file_len, &mut unknown_kind)
+        {
+            if let Some((at, id, loc, len)) = pending.take() {
+                on_record(at, id, loc, len);
+            }
+            pending = Some((pos, id, loc, rec_len));
+            pos += rec_len;
+            continue;
+        }
+        if unknown_kind {
+            return Err(StoreError::corrupted(
+                format!("{}@{pos}", path.display()),
+                "record of an unknown kind (written by a newer version?)",
+            ));
+        }
+        match resync_blobs(file, path, pos + 1, file_len)? {
+            Some(next) => {
+                skipped.push((pos, next - pos));
+                pos = next;
+            }
+            None => break,
+        }
+    }
+    // A record whose header made it but whose value did not (or was zero-filled by a crash
+    // after the size was extended) is the torn tail too.
+    if let Some((start, id, loc, len)) = pending {
+        let mut ok = true;
+        if pos == file_len && start + len == file_len {
+            let mut v = vec![0u8; loc.value_len as usize];
+            ok = file.read_exact_at(&mut v, loc.value_off).is_ok()
+                && crc32fast::hash(&v) == loc.value_crc;
+        }
+        if ok {
+            on_record(start, id, loc, len);
+        } else {
+            pos = start;
+        }
+    }
+    let torn = (pos < file_len).then(|| (pos, file_len - pos));
+    Ok(LogScan { skipped, torn })
+}
+
+/// The first offset at or after `from` that holds a valid blob record (header CRC, kind, ns and
+/// key lengths, a value that fits in the file), or `None`: the rest is a torn tail. Reads the
+/// log in 1 MiB pieces; a cheap test of the fixed fields comes before the CRC.
+fn resync_blobs(file: &File, path: &Path, from: u64, file_len: u64) -> Result<Option<u64>> {
+    const PIECE: usize = 1 << 20;
+    let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
+    let mut buf: Vec<u8> = Vec::new();
+    let mut buf_start = from;
+    let mut unknown_kind = false;
+    let mut p = from;
+    while p + BLOB_HEADER_LEN as u64 <= file_len {
+        let need_end = (p + window as u64).min(file_len);
+        if need_end > buf_start + buf.len() as u64 {
+            buf_start = p;
+            buf.resize(PIECE.max(window).min((file_len - p) as usize), 0);
+            file.read_exact_at(&mut buf, p)
+                .map_err(|e| StoreError::io(path, e))?;
+        }
+        let off = (p - buf_start) as usize;
+        let b = &buf[off..(need_end - buf_start) as usize];
+        let plausible = b[4] == KIND_BLOB
+            && b[5] > 0
+            && usize::from(u16::from_le_bytes([b[6], b[7]])) <= MAX_KEY_LEN
+            && u32::from_le_bytes([b[16], b[17], b[18], b[19]]) as usize <= MAX_BLOB_LEN;
+        if plausible && parse_blob_at(b, p, file_len, &mut unknown_kind).is_some() {
+            return Ok(Some(p));
+        }
+        p += 1;
+    }
+    Ok(None)
+}
+
 /// Parses the record at the start of `buf` (which holds the log from `pos`). `None`: the record
-/// is invalid or incomplete, i.e. the log ends here.
+/// is invalid or incomplete.
 fn parse_blob_at(
     buf: &[u8],
     pos: u64,
@@ -739,74 +1117,369 @@ struct MetaLog {
 }
 
 impl MetaLog {
-    /// Replays the whole (small) log; the first invalid record and everything after it is a
-    /// torn tail and is cut off.
-    fn load(path: &Path) -> Result<(MetaLog, u64)> {
-        let (file, _) = LogFile::open(path)?;
+    /// Replays the whole (small) log. Damage in the middle is skipped (see the module docs); a
+    /// writer cuts the torn tail, a read-only store leaves it.
+    fn load(path: &Path, read_only: bool) -> Result<(MetaLog, LogScan)> {
+        let (file, _) = LogFile::open(path, read_only)?;
         let mut bytes = Vec::new();
-        (&file.file)
-            .read_to_end(&mut bytes)
-            .map_err(|e| StoreError::io(path, e))?;
+        if let Some(mut f) = file.file.as_ref() {
+            f.read_to_end(&mut bytes)
+                .map_err(|e| StoreError::io(path, e))?;
+        }
         let mut index = IndexMap::new();
         let mut counts = CountsMap::new();
-        let mut pos = 0usize;
-        while let Some(rec) = bytes.get(pos..pos + META_HEADER_LEN) {
-            let crc = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
-            let len = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]) as usize;
-            if len > MAX_META_LEN {
-                break;
+        let scan = scan_meta(&bytes, path, |_, _, rec| match rec {
+            MetaRecord::IndexAdd { epoch, dc, entries } => {
+                let set = index.entry((epoch, dc.to_owned())).or_default();
+                set.extend(entries.into_iter().map(str::to_owned));
             }
-            let Some(payload) = bytes.get(pos + META_HEADER_LEN..pos + META_HEADER_LEN + len)
-            else {
-                break;
-            };
-            if crc32fast::hash(&bytes[pos + 4..pos + META_HEADER_LEN + len]) != crc {
-                break;
+            MetaRecord::CountsAdd {
+                epoch,
+                dc,
+                event_type,
+                subtype,
+                counts: c,
+            } => {
+                counts
+                    .entry((epoch, dc.to_owned()))
+                    .or_default()
+                    .entry((event_type.to_owned(), subtype.to_owned()))
+                    .or_default()
+                    .merge(&c);
             }
-            match record::decode_meta(payload) {
-                Some(MetaRecord::IndexAdd { epoch, dc, entries }) => {
-                    let set = index.entry((epoch, dc.to_owned())).or_default();
-                    set.extend(entries.into_iter().map(str::to_owned));
-                }
-                Some(MetaRecord::CountsAdd {
-                    epoch,
-                    dc,
-                    event_type,
-                    subtype,
-                    counts: c,
-                }) => {
-                    counts
-                        .entry((epoch, dc.to_owned()))
-                        .or_default()
-                        .entry((event_type.to_owned(), subtype.to_owned()))
-                        .or_default()
-                        .merge(&c);
-                }
-                None => {
-                    // The CRC matched, so this is not a torn write: refuse rather than cut off
-                    // what may be valid data from a newer version.
-                    return Err(StoreError::corrupted(
-                        format!("{}@{pos}", path.display()),
-                        "meta record with a valid CRC but an unknown kind or layout",
-                    ));
-                }
+        })?;
+        let mut end = bytes.len() as u64;
+        if let Some((at, _)) = scan.torn {
+            end = at;
+            if !read_only {
+                file.truncate(at)?;
             }
-            pos += META_HEADER_LEN + len;
         }
-        let dropped = (bytes.len() - pos) as u64;
-        if dropped > 0 {
-            file.truncate(pos as u64)?;
-        }
-        *lock(&file.len) = pos as u64;
+        *lock(&file.len) = end;
         Ok((
             MetaLog {
                 file,
                 index: RwLock::new(index),
                 counts: RwLock::new(counts),
             },
-            dropped,
+            scan,
         ))
     }
+}
+
+/// The meta record at `pos` if its length fits, its kind is known and its CRC holds: the
+/// payload's byte range. (Whether the payload decodes is the caller's check.)
+fn meta_record_at(bytes: &[u8], pos: usize) -> Option<std::ops::Range<usize>> {
+    let rec = bytes.get(pos..pos + META_HEADER_LEN)?;
+    let crc = u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]);
+    let len = u32::from_le_bytes([rec[4], rec[5], rec[6], rec[7]]) as usize;
+    if len > MAX_META_LEN {
+        return None;
+    }
+    let payload = pos + META_HEADER_LEN..pos + META_HEADER_LEN + len;
+    bytes.get(payload.clone())?;
+    if crc32fast::hash(&bytes[pos + 4..payload.end]) != crc {
+        return None;
+    }
+    Some(payload)
+}
+
+/// Walks a meta log, calling `on_record(offset, record length, record)` for each valid record.
+/// Mid-log damage is skipped: the next offset whose record has a plausible kind, a valid CRC
+/// and a payload that decodes. A record with a valid CRC that does not decode is refused
+/// (`Corrupted`): it may be data from a newer version.
+fn scan_meta<'a>(
+    bytes: &'a [u8],
+    path: &Path,
+    mut on_record: impl FnMut(usize, usize, MetaRecord<'a>),
+) -> Result<LogScan> {
+    let mut pos = 0usize;
+    let mut skipped = Vec::new();
+    while pos < bytes.len() {
+        if let Some(payload) = meta_record_at(bytes, pos) {
+            let end = payload.end;
+            match record::decode_meta(&bytes[payload]) {
+                Some(rec) => on_record(pos, end - pos, rec),
+                None => {
+                    return Err(StoreError::corrupted(
+                        format!("{}@{pos}", path.display()),
+                        "meta record with a valid CRC but an unknown kind or layout",
+                    ))
+                }
+            }
+            pos = end;
+            continue;
+        }
+        let next = (pos + 1..bytes.len()).find(|&q| {
+            let kind = bytes.get(q + META_HEADER_LEN).copied();
+            matches!(kind, Some(KIND_INDEX_ADD | KIND_COUNTS_ADD))
+                && meta_record_at(bytes, q)
+                    .is_some_and(|r| record::decode_meta(&bytes[r]).is_some())
+        });
+        match next {
+            Some(q) => {
+                skipped.push((pos as u64, (q - pos) as u64));
+                pos = q;
+            }
+            None => break,
+        }
+    }
+    let torn = (pos < bytes.len()).then(|| (pos as u64, (bytes.len() - pos) as u64));
+    Ok(LogScan { skipped, torn })
+}
+
+/// The epoch index entries that the `events` blobs of `blobs` imply and `index` lacks, by
+/// `(epoch, dc)`. Keys that do not parse as event keys (other writers' test data) are ignored.
+fn missing_index_entries(
+    blobs: &HashMap<BlobId, Loc>,
+    index: &IndexMap,
+) -> BTreeMap<(i64, String), BTreeSet<String>> {
+    let mut missing: BTreeMap<(i64, String), BTreeSet<String>> = BTreeMap::new();
+    for (epoch, id) in blobs.keys() {
+        let Some(key) = id.strip_prefix("events\0") else {
+            continue;
+        };
+        let Ok(key) = sluice_blob::EventKey::parse(key) else {
+            continue;
+        };
+        let slot = (*epoch, key.dc().to_owned());
+        let entry = key.index_entry().to_string();
+        if !index.get(&slot).is_some_and(|have| have.contains(&entry)) {
+            missing.entry(slot).or_default().insert(entry);
+        }
+    }
+    missing
+}
+
+/// Repairs one partition directory (see [`EmbeddedStore::repair`]): each log with damage, a
+/// torn tail, a bad value or (meta) lost index entries is replaced by a clean copy.
+fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result<()> {
+    let blobs_path = dir.join(BLOBS_FILE);
+    let mut blob_index: HashMap<BlobId, Loc> = HashMap::new();
+    let blobs_file = match File::open(&blobs_path) {
+        Ok(f) => Some(f),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(StoreError::io(&blobs_path, e)),
+    };
+    if let Some(file) = blobs_file {
+        report.logs_checked += 1;
+        let file_len = file
+            .metadata()
+            .map_err(|e| StoreError::io(&blobs_path, e))?
+            .len();
+        let mut records = Vec::new();
+        let scan = scan_blobs(&file, &blobs_path, file_len, |at, id, loc, len| {
+            records.push((at, len, id, loc));
+        })?;
+        // First pass: verify every value; only `(offset, len)` of the records kept is held, the
+        // copy streams them again (a partition may be larger than memory).
+        let mut keep = Vec::new();
+        let mut bad = 0u64;
+        let mut kept_bytes = 0u64;
+        let mut value = Vec::new();
+        for (at, len, id, loc) in records {
+            value.resize(loc.value_len as usize, 0);
+            file.read_exact_at(&mut value, loc.value_off)
+                .map_err(|e| StoreError::io(&blobs_path, e))?;
+            if crc32fast::hash(&value) != loc.value_crc {
+                bad += 1;
+                continue;
+            }
+            if blob_index.contains_key(&id) {
+                continue;
+            }
+            kept_bytes += len;
+            keep.push((at, len));
+            blob_index.insert(id, loc);
+        }
+        if bad > 0 || !scan.skipped.is_empty() || scan.torn.is_some() {
+            report.blobs_kept += keep.len() as u64;
+            report.bad_values_dropped += bad;
+            report.bytes_left_out += file_len - kept_bytes;
+            let aside = replace_log(&blobs_path, stamp, |w| {
+                let mut rec = Vec::new();
+                for (at, len) in &keep {
+                    rec.resize(*len as usize, 0);
+                    file.read_exact_at(&mut rec, *at)?;
+                    w.write_all(&rec)?;
+                }
+                Ok(())
+            })?;
+            report.replaced.push((blobs_path.clone(), aside));
+        }
+    }
+    let meta_path = dir.join(META_FILE);
+    let bytes = match fs::read(&meta_path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(StoreError::io(&meta_path, e)),
+    };
+    report.logs_checked += 1;
+    let mut ranges = Vec::new();
+    let mut index = IndexMap::new();
+    let scan = scan_meta(&bytes, &meta_path, |at, len, rec| {
+        ranges.push(at..at + len);
+        if let MetaRecord::IndexAdd { epoch, dc, entries } = rec {
+            let set = index.entry((epoch, dc.to_owned())).or_default();
+            set.extend(entries.into_iter().map(str::to_owned));
+        }
+    })?;
+    if scan.skipped.is_empty() && scan.torn.is_none() {
+        return Ok(());
+    }
+    let missing = missing_index_entries(&blob_index, &index);
+    let mut extra = Vec::new();
+    for ((epoch, dc), entries) in &missing {
+        let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
+        report.index_entries_rebuilt += refs.len() as u64;
+        extra.push(record::encode_index_add(*epoch, dc, &refs));
+    }
+    let kept: u64 = ranges.iter().map(|r| (r.end - r.start) as u64).sum();
+    report.bytes_left_out += bytes.len() as u64 - kept;
+    let aside = replace_log(&meta_path, stamp, |w| {
+        for r in ranges {
+            w.write_all(&bytes[r])?;
+        }
+        for rec in &extra {
+            w.write_all(rec)?;
+        }
+        Ok(())
+    })?;
+    report.replaced.push((meta_path, aside));
+    Ok(())
+}
+
+/// Writes the clean copy (`fill`) to `<log>.repair`, fsyncs it, keeps the original as
+/// `<log>.damaged-<stamp>` (a hard link, so the log name always names a whole log), renames the
+/// copy over the log and fsyncs the directory. Returns where the original was kept.
+fn replace_log(
+    log: &Path,
+    stamp: u64,
+    fill: impl FnOnce(&mut io::BufWriter<File>) -> io::Result<()>,
+) -> Result<PathBuf> {
+    let name = log
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("log")
+        .to_owned();
+    let tmp = log.with_file_name(format!("{name}{REPAIR_SUFFIX}"));
+    let mut aside = log.with_file_name(format!("{name}.damaged-{stamp}"));
+    let mut n = 1;
+    while aside.exists() {
+        aside = log.with_file_name(format!("{name}.damaged-{stamp}.{n}"));
+        n += 1;
+    }
+    {
+        let f = File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
+        let mut w = io::BufWriter::new(f);
+        fill(&mut w).map_err(|e| StoreError::io(&tmp, e))?;
+        let f = w
+            .into_inner()
+            .map_err(|e| StoreError::io(&tmp, e.into_error()))?;
+        f.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+    }
+    fs::hard_link(log, &aside).map_err(|e| StoreError::io(&aside, e))?;
+    fs::rename(&tmp, log).map_err(|e| StoreError::io(log, e))?;
+    if let Some(parent) = log.parent() {
+        sync_dir(parent)?;
+    }
+    Ok(aside)
+}
+
+/// Takes the lock of `dir`: exclusive for a writer (creating `LOCK`), shared for a reader (never
+/// creating it; `None` when there is none).
+fn lock_dir(dir: &Path, shared: bool) -> Result<Option<File>> {
+    let lock_path = dir.join(LOCK_FILE);
+    let lock = if shared {
+        match File::open(&lock_path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::io(&lock_path, e)),
+        }
+    } else {
+        fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io(&lock_path, e))?
+    };
+    let taken = if shared {
+        lock.try_lock_shared()
+    } else {
+        lock.try_lock()
+    };
+    match taken {
+        Ok(()) => Ok(Some(lock)),
+        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(fs::TryLockError::Error(e)) => Err(StoreError::io(&lock_path, e)),
+    }
+}
+
+/// The partition directories of `dir`. A writer finishes interrupted expiries (deletes
+/// `*.expired`); a reader skips them.
+fn list_partitions(
+    dir: &Path,
+    retention: &Retention,
+    read_only: bool,
+) -> Result<BTreeMap<i64, Arc<Partition>>> {
+    let mut partitions = BTreeMap::new();
+    let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let path = entry.path();
+        if name.ends_with(EXPIRED_SUFFIX) {
+            if !read_only {
+                // An expiry interrupted by a crash: finish it.
+                fs::remove_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
+            }
+            continue;
+        }
+        if let Some(start) = parse_partition_name(name) {
+            if retention.partition_of(start) != start {
+                return Err(StoreError::corrupted(
+                    path.display().to_string(),
+                    "partition directory not aligned to the partition width",
+                ));
+            }
+            partitions.insert(start, Arc::new(Partition::new(path)));
+        }
+    }
+    Ok(partitions)
+}
+
+/// The partition width recorded in `dir/FORMAT` (which must exist and be of this version).
+fn read_format(dir: &Path) -> Result<i64> {
+    let path = dir.join(FORMAT_FILE);
+    let found = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(StoreError::NotFound {
+                what: format!("{} (not a sluice data directory?)", path.display()),
+            })
+        }
+        Err(e) => return Err(StoreError::io(&path, e)),
+    };
+    let mut lines = found.lines();
+    let first = lines.next().unwrap_or("");
+    if first != FORMAT_VERSION {
+        return Err(StoreError::corrupted(
+            path.display().to_string(),
+            format!("unknown format {first:?}, expected {FORMAT_VERSION:?}"),
+        ));
+    }
+    lines
+        .next()
+        .and_then(|l| l.strip_prefix("partition_secs "))
+        .and_then(|n| n.parse::<i64>().ok())
+        .filter(|n| *n > 0)
+        .ok_or_else(|| {
+            StoreError::corrupted(path.display().to_string(), "no valid partition_secs line")
+        })
 }
 
 fn partition_name(start: i64) -> String {
