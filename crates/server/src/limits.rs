@@ -321,15 +321,24 @@ pub(crate) async fn serve_listener<F, Fut>(
                     tasks.spawn(serve(sock, slot));
                 } else if let Ok(waiting) = limiter.backlog.clone().try_acquire_owned() {
                     let (limiter, serve, refusal) = (limiter.clone(), serve.clone(), refusal.clone());
+                    let stop = stop.clone();
                     tasks.spawn(async move {
-                        match limiter.admit_by_eviction().await {
+                        // Waiting for room or refusing: nothing to finish when shutdown begins.
+                        let admitted = tokio::select! {
+                            slot = limiter.admit_by_eviction() => slot,
+                            _ = crate::wait_stop(stop.clone()) => return,
+                        };
+                        match admitted {
                             Some(slot) => {
                                 drop(waiting);
                                 serve(sock, slot).await;
                             }
                             None => {
                                 limiter.count_refused("cap");
-                                refuse(sock, &refusal).await;
+                                tokio::select! {
+                                    _ = refuse(sock, &refusal) => {}
+                                    _ = crate::wait_stop(stop) => {}
+                                }
                             }
                         }
                     });
