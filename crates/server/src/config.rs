@@ -43,7 +43,7 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// # wal_dir = "./data/wal"     # write-ahead log (default <data_dir>/wal)
 /// fsync = "batch"              # always | batch | batch:<ms> | never (see below)
 /// tcp = "127.0.0.1:8181"       # or "off"
-/// tcp_max_connections = 1024   # at the cap a new client evicts the longest-idle one, else `error busy`
+/// tcp_max_connections = 1024   # at the cap a new client evicts the longest-idle one, else `error unavailable`
 /// tcp_idle_timeout_secs = 300  # no new message for this long: connection closed
 /// http_max_connections = 1024  # at the cap a new client evicts the longest-idle one, else 503
 /// http_max_tail_streams = 64   # concurrent GET /v1/tail streams (more get 503)
@@ -113,7 +113,7 @@ pub struct ServerConfig {
     pub tcp: Option<SocketAddr>,
     /// Most simultaneous TCP connections (default 1024; lowered to fit `RLIMIT_NOFILE`, see
     /// `fd_reserve`). At the cap a new connection evicts the longest-idle one; when none is
-    /// idle it gets `error busy …` and is closed.
+    /// idle it gets `error unavailable too many connections …` and is closed.
     pub tcp_max_connections: usize,
     /// A TCP connection that sends no new message for this long is closed (default 300 s).
     /// Once a message has begun, the rest of it must arrive within `request_timeout_secs`.

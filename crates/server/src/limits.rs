@@ -8,7 +8,7 @@
 //!   or message in progress and no reply owed ([`ConnState`]) — and takes its slot. A busy
 //!   connection is never evicted. When no connection is idle, or none gives up its slot within
 //!   [`EVICTION_WAIT`], the new connection gets the listener's refusal (HTTP 503, TCP
-//!   `error busy …`) and is closed, counted in `sluice_connections_refused_total{reason="cap"}`.
+//!   `error unavailable too many connections …`) and is closed, counted in `sluice_connections_refused_total{reason="cap"}`.
 //! - At most [`ADMISSION_BACKLOG`] accepted connections per listener wait for an eviction or
 //!   receive a refusal; beyond that a new connection is closed at once, unanswered
 //!   (`reason="backlog"`). A listener therefore holds at most `cap + ADMISSION_BACKLOG`

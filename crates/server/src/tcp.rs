@@ -4,7 +4,7 @@
 //!
 //! Limits (see [`crate::limits`]): at most `tcp_max_connections` connections; at the cap a new
 //! one evicts the longest-idle connection (waiting for a message, no reply owed), else it gets
-//! `error busy …` and is closed. A connection with no new message for `tcp_idle_timeout_secs`
+//! `error unavailable too many connections …` and is closed. A connection with no new message for `tcp_idle_timeout_secs`
 //! is closed (`kind="idle"`), one whose started message does not arrive within
 //! `request_timeout_secs` too (`kind="read"`). A frame announcing more than `max_body_bytes`
 //! gets `error oversized …` and the connection is closed (its bytes are not read).
@@ -72,7 +72,7 @@ impl TcpServer {
         let me = Arc::new(self);
         let limiter = me.limiter.clone();
         let refusal = format!(
-            "error busy {} connections open (tcp_max_connections); retry later\n",
+            "error unavailable too many connections ({} open, tcp_max_connections); retry later\n",
             limiter.cap
         );
         let drain = me.drain;
