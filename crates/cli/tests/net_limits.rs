@@ -350,7 +350,18 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     let _idle_tcp: Vec<TcpStream> = (0..3).map(|_| connect(server.tcp)).collect();
     let (mut tail, status) = open_tail(server.http);
     assert_eq!(status, 200);
-    std::thread::sleep(Duration::from_millis(300));
+    // And the real client: `sluice tail --server` following the live stream.
+    let mut tail_cli = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["tail", "--server", &format!("http://{}", server.http), "--from", "now"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sluice tail");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.metric("sluice_tail_streams") < 2.0 {
+        assert!(Instant::now() < deadline, "sluice tail did not attach");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let started = Instant::now();
     let status = server.terminate(Duration::from_secs(5));
@@ -361,6 +372,20 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     let _ = tail.read_to_end(&mut rest);
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("event: shutdown"), "the tail was not told: {rest:?}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let tail_status = loop {
+        if let Some(status) = tail_cli.try_wait().expect("wait tail") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = tail_cli.kill();
+            panic!("sluice tail still running after the server stopped");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut tail_err = String::new();
+    let _ = tail_cli.stderr.take().expect("stderr").read_to_string(&mut tail_err);
+    assert!(tail_status.success(), "sluice tail: {tail_status:?}: {tail_err}");
 
     // Every acknowledged event is stored exactly once.
     let out = cat(&dir, epoch - 5, epoch + 5);
@@ -421,5 +446,40 @@ fn socket_flood_under_a_low_descriptor_limit_leaves_store_writes_working() {
     let out = cat(&dir, base - 4 * 3600, base + 5);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(ids(&out), (0..sent).collect::<Vec<i64>>());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_client_that_stops_reading_is_cut_after_the_write_timeout() {
+    let dir = temp_dir("net-write-stall");
+    let server = Server::start(&dir, "request_timeout_secs = 2", None);
+    // ~7 MB of NDJSON: more than the socket buffers of both ends can hold.
+    let epoch = now() - 60;
+    let url = format!("http://{}", server.http);
+    let gen = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["gen", "--count", "15000", "--seed", "5", "--rate", "1000", "--epoch", &epoch.to_string()])
+        .args(["--http", &url])
+        .output()
+        .expect("sluice gen");
+    assert!(gen.status.success(), "{}", String::from_utf8_lossy(&gen.stderr));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.metric("sluice_events_flushed_total") < 15000.0 {
+        assert!(Instant::now() < deadline, "events not stored");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut stalled = connect(server.http);
+    write!(stalled, "GET /v1/events?from={}&to={} HTTP/1.1\r\nHost: x\r\n\r\n", epoch - 1, epoch + 60).expect("write");
+    // Never read: the server's writes stall, and after 2 s of stall the connection is cut.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while server.metric("sluice_connection_timeouts_total{transport=\"http\",kind=\"write\"}") < 1.0 {
+        assert!(Instant::now() < deadline, "a stalled response is never cut");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(server.metric("sluice_http_connections"), 1.0, "only the metrics request is open");
+    // The stalled response arrives incomplete: the connection ends before the last chunk.
+    let mut raw = Vec::new();
+    stalled.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let _ = stalled.read_to_end(&mut raw);
+    assert!(!raw.ends_with(b"0\r\n\r\n"), "the whole response was sent");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,6 +14,9 @@
 //!   next request is complete.
 //! - Closing an idle connection that has served a request lets hyper finish writing its last
 //!   response first (bounded by [`CLOSE_GRACE`]); one that never had a request is dropped.
+//! - A response the client does not read is cut once a write has waited `request_timeout_secs`
+//!   (`kind="write"`): a stalled reader cannot hold a connection (and, for streamed reads and
+//!   tails, a blocking thread) forever.
 //! - On shutdown a busy connection finishes its request (hyper's graceful shutdown: the
 //!   response says `connection: close`), bounded by the listener's drain.
 
@@ -46,6 +49,8 @@ pub(crate) struct HttpServer {
     pub router: Router,
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Longest wait of one write for the client to read (`request_timeout_secs`).
+    pub write_timeout: Duration,
     pub metrics: SharedMetrics,
     pub stop: watch::Receiver<bool>,
 }
@@ -103,10 +108,15 @@ impl HttpServer {
         let mut close_by: Option<Instant> = None;
         loop {
             let deadline = state.http_deadline(self.header_timeout, self.idle_timeout);
+            let stalled = state.write_deadline(self.write_timeout);
             let wake = match (deadline, close_by) {
                 (_, Some(c)) => Some(c),
                 (Some((d, _)), None) => Some(d),
                 (None, None) => None,
+            };
+            let wake = match (wake, stalled) {
+                (Some(w), Some(s)) => Some(w.min(s)),
+                (w, s) => w.or(s),
             };
             let close = tokio::select! {
                 r = conn.as_mut() => {
@@ -118,6 +128,10 @@ impl HttpServer {
                 _ = sleep_until(wake) => {
                     if close_by.is_some_and(|c| c <= Instant::now()) {
                         return; // the last response could not be finished in time
+                    }
+                    if state.write_deadline(self.write_timeout).is_some_and(|d| d <= Instant::now()) {
+                        slot.count_timeout("write");
+                        return; // the client stopped reading: nothing more can be sent
                     }
                     match state.http_deadline(self.header_timeout, self.idle_timeout) {
                         Some((d, kind)) if d <= Instant::now() => {
@@ -220,13 +234,25 @@ impl AsyncRead for WatchedIo {
     }
 }
 
+impl WatchedIo {
+    fn note_write(&self, pending: bool) {
+        if pending {
+            self.state.write_blocked();
+        } else {
+            self.state.write_progressed();
+        }
+    }
+}
+
 impl AsyncWrite for WatchedIo {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.note_write(r.is_pending());
+        r
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -242,7 +268,9 @@ impl AsyncWrite for WatchedIo {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.note_write(r.is_pending());
+        r
     }
 
     fn is_write_vectored(&self) -> bool {

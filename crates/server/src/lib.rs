@@ -342,6 +342,7 @@ async fn run_with(
                 router: http::router(state, config.max_body_bytes),
                 header_timeout: Duration::from_secs(config.http_header_timeout_secs),
                 idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
+                write_timeout: Duration::from_secs(config.request_timeout_secs),
                 metrics: metrics.clone(),
                 stop: stop_rx.clone(),
             });

@@ -59,6 +59,8 @@ struct Activity {
     served: bool,
     /// Chosen for eviction (its task is being told to close).
     evicted: bool,
+    /// Since when a write has been waiting for the client to read (HTTP).
+    write_stalled: Option<Instant>,
 }
 
 /// One connection's activity, shared by its reader, its writer and the [`Limiter`].
@@ -80,6 +82,7 @@ impl ConnState {
                 first_byte: None,
                 served: false,
                 evicted: false,
+                write_stalled: None,
             }),
             changed: Notify::new(),
             evict: Notify::new(),
@@ -124,6 +127,26 @@ impl ConnState {
             drop(a);
             self.changed.notify_one();
         }
+    }
+
+    /// A write could not proceed (the client is not reading): starts the write timeout.
+    pub fn write_blocked(&self) {
+        let mut a = self.lock();
+        if a.write_stalled.is_none() {
+            a.write_stalled = Some(Instant::now());
+            drop(a);
+            self.changed.notify_one();
+        }
+    }
+
+    /// A write proceeded: ends the write timeout.
+    pub fn write_progressed(&self) {
+        self.lock().write_stalled = None;
+    }
+
+    /// When a stalled write times out (`None` while writes proceed).
+    pub fn write_deadline(&self, limit: Duration) -> Option<Instant> {
+        self.lock().write_stalled.map(|since| since + limit)
     }
 
     /// No request in progress and no reply owed.
