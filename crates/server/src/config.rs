@@ -97,7 +97,8 @@ pub struct ServerConfig {
     /// Newest epoch accepted, seconds ahead of now (default 300). The oldest is the retention.
     pub max_future_secs: i64,
     /// Time limit of a request (default 30 s): the whole request for ingest and blob reads,
-    /// the time to the first byte for streamed range reads.
+    /// the time to the first byte for streamed range reads; also the longest an HTTP response
+    /// write may wait for the client to read before the connection is cut.
     pub request_timeout_secs: u64,
     /// Payloads queued for the pipeline before handlers wait (default 64).
     pub queue: usize,

@@ -521,7 +521,7 @@ pub(crate) fn render_metrics(o: &mut String, m: &crate::pipeline::Metrics) {
     head(
         o,
         "sluice_connection_timeouts_total",
-        "Connections closed by a timeout, by transport and kind (header, idle, read).",
+        "Connections closed by a timeout, by transport and kind (header, idle, write, read).",
         "counter",
     );
     for ((transport, kind), n) in &m.connection_timeouts {

@@ -142,8 +142,8 @@ pub struct Metrics {
     pub connections_refused: BTreeMap<(&'static str, &'static str), u64>,
     /// Idle connections closed to make room for a new one, per transport.
     pub connections_evicted: BTreeMap<&'static str, u64>,
-    /// Connections closed by a timeout, per (transport, kind): HTTP `header` / `idle`, TCP
-    /// `idle` / `read`.
+    /// Connections closed by a timeout, per (transport, kind): HTTP `header` / `idle` /
+    /// `write`, TCP `idle` / `read`.
     pub connection_timeouts: BTreeMap<(&'static str, &'static str), u64>,
     /// The connection caps in force (after fitting them to `RLIMIT_NOFILE`), per transport.
     pub max_connections: BTreeMap<&'static str, u64>,
