@@ -5,9 +5,10 @@
 //! Contracts:
 //! - At most `cap` connections of a listener are served at once ([`Limiter`]). A connection
 //!   accepted at the cap evicts the connection that has been idle longest — idle means no request
-//!   or message in progress and no reply owed ([`ConnState`]) — and takes its slot. A busy
-//!   connection is never evicted. When no connection is idle, or none gives up its slot within
-//!   [`EVICTION_WAIT`], the new connection gets the listener's refusal (HTTP 503, TCP
+//!   or message in progress and no reply owed ([`ConnState`]), for at least
+//!   [`EVICTION_MIN_IDLE`] — and takes its slot. A busy connection is never evicted. When no
+//!   slot comes free within [`EVICTION_WAIT`], the new connection gets the listener's refusal
+//!   (HTTP 503, TCP
 //!   `error unavailable too many connections …`) and is closed, counted in `sluice_connections_refused_total{reason="cap"}`.
 //! - At most [`ADMISSION_BACKLOG`] accepted connections per listener wait for an eviction or
 //!   receive a refusal; beyond that a new connection is closed at once, unanswered
@@ -37,8 +38,12 @@ use crate::{Error, ServerConfig};
 
 /// Connections per listener that may wait for an eviction or receive a refusal at once.
 pub const ADMISSION_BACKLOG: usize = 16;
-/// How long a connection accepted at the cap waits for the evicted connection's slot.
+/// How long a connection accepted at the cap waits for a slot (an evicted connection's, or one
+/// that ends) before it is refused.
 pub const EVICTION_WAIT: Duration = Duration::from_secs(2);
+/// A connection is evicted only once idle this long: one just accepted (whose request may be
+/// in flight) or just answered (a keep-alive client's next request) is left alone.
+pub const EVICTION_MIN_IDLE: Duration = Duration::from_millis(250);
 /// How long a refused connection is kept to deliver its refusal (read until the client closes,
 /// so the close does not reset the connection and destroy the reply before it is read).
 const REFUSAL_LINGER: Duration = Duration::from_secs(1);
@@ -272,29 +277,47 @@ impl Limiter {
         Some(self.register(permit))
     }
 
-    /// At the cap: tells the longest-idle connection to close and waits (at most
-    /// [`EVICTION_WAIT`]) for a slot. `None`: nothing idle to evict, or no slot came free.
+    /// At the cap: tells the longest-idle connection to close and waits for its slot, or for
+    /// any slot to come free; `None` after [`EVICTION_WAIT`] without one.
     pub async fn admit_by_eviction(self: &Arc<Self>) -> Option<Slot> {
-        if let Some(victim) = self.pick_idle() {
-            victim.evict.notify_one();
-        } else if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Some(self.register(permit)); // one came free meanwhile
-        } else {
-            return None;
+        let deadline = Instant::now() + EVICTION_WAIT;
+        let mut victim: Option<Arc<ConnState>> = None;
+        while Instant::now() < deadline {
+            // Each round: evict one (unless our last victim is still closing) if one is idle
+            // long enough, then wait a little for a slot (connections become idle, or old
+            // enough, meanwhile).
+            let closing = victim
+                .as_ref()
+                .is_some_and(|v| Arc::strong_count(v) > 1 && v.lock().evicted);
+            if !closing {
+                victim = self.pick_idle();
+                if let Some(v) = &victim {
+                    v.evict.notify_one();
+                }
+            }
+            let round = deadline.min(Instant::now() + Duration::from_millis(50));
+            if let Ok(Ok(permit)) =
+                tokio::time::timeout_at(round, self.slots.clone().acquire_owned()).await
+            {
+                return Some(self.register(permit));
+            }
         }
-        match tokio::time::timeout(EVICTION_WAIT, self.slots.clone().acquire_owned()).await {
-            Ok(Ok(permit)) => Some(self.register(permit)),
-            _ => None,
-        }
+        None
     }
 
-    /// Marks and returns the connection idle the longest (not already marked).
+    /// Marks and returns the connection idle the longest (not already marked), if it has been
+    /// idle for [`EVICTION_MIN_IDLE`].
     fn pick_idle(&self) -> Option<Arc<ConnState>> {
         let conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest_allowed = Instant::now().checked_sub(EVICTION_MIN_IDLE)?;
         let mut best: Option<(Instant, &Arc<ConnState>)> = None;
         for state in conns.values() {
             let a = state.lock();
-            if a.busy == 0 && !a.evicted && best.is_none_or(|(since, _)| a.idle_since < since) {
+            if a.busy == 0
+                && !a.evicted
+                && a.idle_since <= oldest_allowed
+                && best.is_none_or(|(since, _)| a.idle_since < since)
+            {
                 best = Some((a.idle_since, state));
             }
         }
