@@ -560,6 +560,50 @@ mod tests {
     use super::*;
 
     #[test]
+    fn http_deadlines_follow_the_connection_phase() {
+        let (header, idle) = (Duration::from_secs(10), Duration::from_secs(60));
+        let c = ConnState::new();
+        let (at, kind) = c.http_deadline(header, idle).unwrap();
+        assert_eq!(kind, "header", "a fresh connection must send its head");
+        assert!(at <= Instant::now() + header);
+        assert!(c.begin());
+        assert_eq!(c.http_deadline(header, idle), None, "busy: no timeout");
+        c.end();
+        assert_eq!(c.http_deadline(header, idle).unwrap().1, "idle");
+        c.saw_bytes();
+        assert_eq!(c.http_deadline(header, idle).unwrap().1, "header");
+        assert_eq!(c.write_deadline(header), None);
+        c.write_blocked();
+        assert!(c.write_deadline(header).is_some());
+        c.write_progressed();
+        assert_eq!(c.write_deadline(header), None);
+    }
+
+    #[test]
+    fn eviction_takes_the_longest_idle_never_a_busy_or_young_one() {
+        let limiter = Limiter::new("test", 3, SharedMetrics::default());
+        let busy = limiter.try_admit().unwrap();
+        let older = limiter.try_admit().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let newer = limiter.try_admit().unwrap();
+        assert!(limiter.try_admit().is_none(), "at the cap");
+        assert!(busy.state.begin());
+        assert!(limiter.pick_idle().is_none(), "idle for less than EVICTION_MIN_IDLE");
+        std::thread::sleep(EVICTION_MIN_IDLE + Duration::from_millis(50));
+        let victim = limiter.pick_idle().unwrap();
+        assert!(Arc::ptr_eq(&victim, &older.state));
+        // A victim that became busy meanwhile stays, and is no longer marked.
+        assert!(!older.state.begin(), "begin reports the eviction");
+        assert!(!older.state.accept_eviction());
+        let next = limiter.pick_idle().unwrap();
+        assert!(Arc::ptr_eq(&next, &newer.state));
+        assert!(newer.state.accept_eviction());
+        assert!(limiter.pick_idle().is_none(), "the rest are busy or already chosen");
+        drop(newer);
+        assert!(limiter.try_admit().is_some(), "a dropped slot frees its place");
+    }
+
+    #[test]
     fn caps_fit_the_descriptor_limit() {
         let config = ServerConfig::default();
         let (caps, _) = fit_caps(&config, None).unwrap();
