@@ -43,8 +43,14 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// # wal_dir = "./data/wal"     # write-ahead log (default <data_dir>/wal)
 /// fsync = "batch"              # always | batch | batch:<ms> | never (see below)
 /// tcp = "127.0.0.1:8181"       # or "off"
-/// tcp_max_connections = 1024
+/// tcp_max_connections = 1024   # at the cap a new client evicts the longest-idle one, else `error unavailable`
 /// tcp_idle_timeout_secs = 300  # no new message for this long: connection closed
+/// http_max_connections = 1024  # at the cap a new client evicts the longest-idle one, else 503
+/// http_max_tail_streams = 64   # concurrent GET /v1/tail streams (more get 503)
+/// http_header_timeout_secs = 10 # a request's head must arrive within this (from connect / first byte)
+/// http_idle_timeout_secs = 60  # keep-alive: no new request for this long: connection closed
+/// shutdown_timeout_secs = 10   # on shutdown, how long busy connections may finish
+/// # fd_reserve = 256           # descriptors kept for the store/WAL (default max(96, RLIMIT_NOFILE/4))
 /// udp = "127.0.0.1:8182"       # or "off"
 /// udp_recv_buffer_bytes = 33554432
 /// # spool_dir = "./data/spool" # batches the store could not take (default <data_dir>/spool)
@@ -91,7 +97,8 @@ pub struct ServerConfig {
     /// Newest epoch accepted, seconds ahead of now (default 300). The oldest is the retention.
     pub max_future_secs: i64,
     /// Time limit of a request (default 30 s): the whole request for ingest and blob reads,
-    /// the time to the first byte for streamed range reads.
+    /// the time to the first byte for streamed range reads; also the longest an HTTP response
+    /// write may wait for the client to read before the connection is cut.
     pub request_timeout_secs: u64,
     /// Payloads queued for the pipeline before handlers wait (default 64).
     pub queue: usize,
@@ -105,11 +112,33 @@ pub struct ServerConfig {
     /// `"off"`) disables it. Protocol: see the crate README.
     #[serde(deserialize_with = "de_addr")]
     pub tcp: Option<SocketAddr>,
-    /// Most simultaneous TCP connections (default 1024); more wait in the accept backlog.
+    /// Most simultaneous TCP connections (default 1024; lowered to fit `RLIMIT_NOFILE`, see
+    /// `fd_reserve`). At the cap a new connection evicts the longest-idle one; when none is
+    /// idle it gets `error unavailable too many connections …` and is closed.
     pub tcp_max_connections: usize,
     /// A TCP connection that sends no new message for this long is closed (default 300 s).
     /// Once a message has begun, the rest of it must arrive within `request_timeout_secs`.
     pub tcp_idle_timeout_secs: u64,
+    /// Most simultaneous HTTP connections (default 1024; lowered to fit `RLIMIT_NOFILE`). At the
+    /// cap a new connection evicts the longest-idle one (no request in progress); when none is
+    /// idle it gets 503 and is closed.
+    pub http_max_connections: usize,
+    /// Most concurrent `GET /v1/tail` streams (default 64; each holds a blocking thread); more
+    /// get 503. Must be below `http_max_connections`.
+    pub http_max_tail_streams: usize,
+    /// A request head must be complete within this many seconds of the connection opening or of
+    /// its first byte (default 10); else the connection is closed.
+    pub http_header_timeout_secs: u64,
+    /// An HTTP connection with no request in progress is closed after this many seconds
+    /// without a new one (default 60).
+    pub http_idle_timeout_secs: u64,
+    /// On shutdown, idle connections are closed at once; busy ones (HTTP requests, TCP messages
+    /// awaiting their reply) get this many seconds to finish, then are cut (default 10).
+    pub shutdown_timeout_secs: u64,
+    /// File descriptors kept out of the connection caps for the store, the WAL and the spool
+    /// (default `max(96, RLIMIT_NOFILE / 4)`). At start the caps are lowered so that
+    /// `http_max_connections + tcp_max_connections <= RLIMIT_NOFILE - fd_reserve`.
+    pub fd_reserve: Option<usize>,
     /// UDP ingest address (default `127.0.0.1:8182`, [`DEFAULT_UDP_PORT`]); `None` (TOML:
     /// `"off"`) disables it.
     #[serde(deserialize_with = "de_addr")]
@@ -156,6 +185,12 @@ impl Default for ServerConfig {
             ))),
             tcp_max_connections: 1024,
             tcp_idle_timeout_secs: 300,
+            http_max_connections: 1024,
+            http_max_tail_streams: 64,
+            http_header_timeout_secs: 10,
+            http_idle_timeout_secs: 60,
+            shutdown_timeout_secs: 10,
+            fd_reserve: None,
             udp: Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::LOCALHOST,
                 DEFAULT_UDP_PORT,
@@ -288,6 +323,22 @@ impl ServerConfig {
         if self.tcp_max_connections == 0 || self.tcp_idle_timeout_secs == 0 {
             return Err(Error::Config(
                 "tcp_max_connections and tcp_idle_timeout_secs must be positive".into(),
+            ));
+        }
+        if self.http_max_connections < 2
+            || self.http_max_tail_streams == 0
+            || self.http_max_tail_streams >= self.http_max_connections
+        {
+            return Err(Error::Config(
+                "http_max_tail_streams must be positive and below http_max_connections".into(),
+            ));
+        }
+        if self.http_header_timeout_secs == 0
+            || self.http_idle_timeout_secs == 0
+            || self.shutdown_timeout_secs == 0
+        {
+            return Err(Error::Config(
+                "http_header_timeout_secs, http_idle_timeout_secs and shutdown_timeout_secs must be positive".into(),
             ));
         }
         if self.queue == 0 || self.request_timeout_secs == 0 || self.expire_interval_secs == 0 {

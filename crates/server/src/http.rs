@@ -32,6 +32,10 @@ pub(crate) struct AppState {
     pub wal: Arc<sluice_collector::wal::Wal>,
     /// The configured dc (`/v1/counts` probes it for epochs that have counts but no index).
     pub dc: String,
+    /// Set when the server shuts down (tail streams end with a `shutdown` event).
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The cap on concurrent `GET /v1/tail` streams.
+    pub tail_streams: Arc<crate::tail::TailStreams>,
 }
 
 pub(crate) fn router(state: AppState, max_body: usize) -> Router {
@@ -720,6 +724,7 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
         let n = m.events_out.get(endpoint).copied().unwrap_or(0);
         let _ = writeln!(o, "sluice_events_out_total{{endpoint=\"{endpoint}\"}} {n}");
     }
+    crate::limits::render_metrics(&mut o, m);
     m.store_write_seconds.render(
         &mut o,
         "sluice_store_write_seconds",

@@ -12,7 +12,8 @@
 //! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
 //! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
 //! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload
-//! per datagram, fire and forget. The crate README lists the endpoints, the protocols and what
+//! per datagram, fire and forget. Connections are capped, timed out and closed on shutdown by
+//! [`limits`] and [`http_server`]. The crate README lists the endpoints, the protocols and what
 //! is missing.
 //!
 //! ```no_run
@@ -27,6 +28,8 @@
 
 pub mod config;
 pub mod http;
+pub mod http_server;
+pub mod limits;
 pub mod pipeline;
 pub mod tail;
 pub mod tcp;
@@ -180,6 +183,19 @@ async fn run_with(
 ) -> Result<()> {
     config.validate()?;
     let metrics = Arc::new(Mutex::new(Metrics::default()));
+    // Fit the connection caps to the descriptor limit before anything is opened.
+    let (caps, caps_line) = limits::fit_caps(&config, limits::nofile_limit())?;
+    eprintln!("sluice-server: {caps_line}");
+    {
+        let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+        if sockets.http.is_some() {
+            m.max_connections.insert("http", caps.http as u64);
+        }
+        if sockets.tcp.is_some() {
+            m.max_connections.insert("tcp", caps.tcp as u64);
+        }
+    }
+    let drain = Duration::from_secs(config.shutdown_timeout_secs);
     let inner = match store {
         Some(s) => s,
         None => open_store(&config)?,
@@ -281,7 +297,8 @@ async fn run_with(
             max_message: config.max_body_bytes,
             idle_timeout: Duration::from_secs(config.tcp_idle_timeout_secs),
             read_timeout: Duration::from_secs(config.request_timeout_secs),
-            max_connections: config.tcp_max_connections,
+            limiter: limits::Limiter::new("tcp", caps.tcp.max(1), metrics.clone()),
+            drain,
         };
         tokio::spawn(server.serve(listener, stop_rx.clone()))
     });
@@ -314,16 +331,40 @@ async fn run_with(
             let state = http::AppState {
                 tx: tx.clone(),
                 store,
-                metrics,
+                metrics: metrics.clone(),
                 timeout: Duration::from_secs(config.request_timeout_secs),
                 wal,
                 dc: config.dc.clone(),
+                stop: stop_rx.clone(),
+                tail_streams: Arc::new(tail::TailStreams::new(caps.tail.max(1))),
             };
-            let app = http::router(state, config.max_body_bytes);
-            axum::serve(listener, app)
-                .with_graceful_shutdown(wait_stop(stop_rx.clone()))
-                .await
-                .map_err(|e| Error::Io(format!("HTTP server: {e}")))
+            let server = Arc::new(http_server::HttpServer {
+                router: http::router(state, config.max_body_bytes),
+                header_timeout: Duration::from_secs(config.http_header_timeout_secs),
+                idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
+                write_timeout: Duration::from_secs(config.request_timeout_secs),
+                metrics: metrics.clone(),
+                stop: stop_rx.clone(),
+            });
+            let limiter = limits::Limiter::new("http", caps.http.max(1), metrics.clone());
+            let body = format!(
+                "{{\"error\":\"too many connections ({} open, http_max_connections); retry later\"}}",
+                limiter.cap
+            );
+            let refusal = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            limits::serve_listener(
+                listener,
+                limiter,
+                refusal.into_bytes().into(),
+                stop_rx.clone(),
+                drain,
+                move |sock, slot| server.clone().connection(sock, slot),
+            )
+            .await;
+            Ok(())
         }
         None => {
             wait_stop(stop_rx.clone()).await;

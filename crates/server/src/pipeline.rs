@@ -133,6 +133,20 @@ pub struct Metrics {
     pub tcp_connections_open: u64,
     /// TCP messages (lines, frames) received.
     pub tcp_messages: u64,
+    /// HTTP connections open now.
+    pub http_connections_open: u64,
+    /// `GET /v1/tail` streams open now.
+    pub tail_streams: u64,
+    /// Connections refused, per (transport, reason): `cap` (at the cap, none idle to evict),
+    /// `backlog` (too many waiting for an eviction: closed unanswered), `tail_cap` (HTTP 503).
+    pub connections_refused: BTreeMap<(&'static str, &'static str), u64>,
+    /// Idle connections closed to make room for a new one, per transport.
+    pub connections_evicted: BTreeMap<&'static str, u64>,
+    /// Connections closed by a timeout, per (transport, kind): HTTP `header` / `idle` /
+    /// `write`, TCP `idle` / `read`.
+    pub connection_timeouts: BTreeMap<(&'static str, &'static str), u64>,
+    /// The connection caps in force (after fitting them to `RLIMIT_NOFILE`), per transport.
+    pub max_connections: BTreeMap<&'static str, u64>,
     /// UDP datagrams received (delivered to the ingestor).
     pub udp_datagrams: u64,
     /// UDP payload bytes received.

@@ -10,6 +10,12 @@
 //!
 //! The tail polls the store every 100 ms, so an event is sent at most ~0.1 s after its second
 //! is stored (the collector stores a second its grace period after it ends).
+//!
+//! Limits: at most `http_max_tail_streams` streams at once (each holds a blocking thread);
+//! more get **503** (`sluice_connections_refused_total{transport="http",reason="tail_cap"}`).
+//! When the server shuts down, each stream ends with a last event, then the response ends:
+//! - `event: shutdown` — `data:` `{"reason":"server shutting down"}`; the client may reconnect
+//!   later with the last cursor it received.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -20,9 +26,41 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::Store;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::http::{error, parse_query, AppState, FilterParams};
+
+/// The last event of a stream the server ends because it is shutting down.
+pub const SHUTDOWN_EVENT: &str = "event: shutdown\ndata: {\"reason\":\"server shutting down\"}\n\n";
+
+/// The cap on concurrent tail streams.
+pub(crate) struct TailStreams {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl TailStreams {
+    /// Room for `max` concurrent streams.
+    pub(crate) fn new(max: usize) -> TailStreams {
+        TailStreams {
+            slots: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+}
+
+/// A stream's place under the cap, counted in `sluice_tail_streams` while it lives.
+struct TailSlot {
+    _permit: OwnedSemaphorePermit,
+    metrics: crate::pipeline::SharedMetrics,
+}
+
+impl Drop for TailSlot {
+    fn drop(&mut self) {
+        let mut m = self.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        m.tail_streams = m.tail_streams.saturating_sub(1);
+    }
+}
 
 /// Builds the tail request and starting cursor from the query string.
 fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
@@ -59,13 +97,50 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         Ok(r) => r,
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
-    let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
+        let mut m = st.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        *m.connections_refused.entry(("http", "tail_cap")).or_default() += 1;
+        drop(m);
+        let mut resp = error(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "too many tail streams ({} open, http_max_tail_streams); retry later",
+                st.tail_streams.max
+            ),
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+        return resp;
+    };
+    st.metrics
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .tail_streams += 1;
+    let slot = TailSlot {
+        _permit: permit,
+        metrics: st.metrics.clone(),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
     let store = st.store.clone();
     let metrics = st.metrics.clone();
     tokio::task::spawn_blocking(move || follow(store, req, start, tx, metrics));
-    let stream = futures_util::stream::poll_fn(move |cx| {
-        rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>))
-    });
+    // Until shutdown: what the follower sends; then the shutdown event, and the end (dropping
+    // the receiver stops the follower).
+    let stream = futures_util::stream::unfold(
+        Some((rx, st.stop.clone(), slot)),
+        |state| async move {
+            let (mut rx, mut stop, slot) = state?;
+            let item = tokio::select! {
+                biased;
+                _ = stop.wait_for(|s| *s) => None,
+                item = rx.recv() => Some(item),
+            };
+            match item {
+                None => Some((Ok(Bytes::from_static(SHUTDOWN_EVENT.as_bytes())), None)),
+                Some(item) => item.map(|b| (Ok::<_, std::io::Error>(b), Some((rx, stop, slot)))),
+            }
+        },
+    );
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),

@@ -1,6 +1,13 @@
 //! The TCP ingest listener: NDJSON lines and length-prefixed Sereal frames on one connection,
 //! each acknowledged by one reply line once durable, in order. The protocol is described in the
 //! crate README ("TCP protocol").
+//!
+//! Limits (see [`crate::limits`]): at most `tcp_max_connections` connections; at the cap a new
+//! one evicts the longest-idle connection (waiting for a message, no reply owed), else it gets
+//! `error unavailable too many connections …` and is closed. A connection with no new message for `tcp_idle_timeout_secs`
+//! is closed (`kind="idle"`), one whose started message does not arrive within
+//! `request_timeout_secs` too (`kind="read"`). A frame announcing more than `max_body_bytes`
+//! gets `error oversized …` and the connection is closed (its bytes are not read).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,17 +17,16 @@ use sluice_collector::wal::Wal;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
 
+use crate::limits::{ConnState, Limiter, Slot};
 use crate::pipeline::{IngestSummary, Msg, SharedMetrics};
 
 /// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
 pub const FRAME_MARK: u8 = b'S';
 /// Replies queued on one connection before its reader waits (pipelining depth).
 const MAX_IN_FLIGHT: usize = 256;
-/// How long a shutdown waits for open connections to finish their in-flight messages.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings and handles of the TCP listener.
 pub(crate) struct TcpServer {
@@ -30,21 +36,28 @@ pub(crate) struct TcpServer {
     pub max_message: usize,
     pub idle_timeout: Duration,
     pub read_timeout: Duration,
-    pub max_connections: usize,
+    /// The connection cap.
+    pub limiter: Arc<Limiter>,
+    /// How long a shutdown waits for busy connections (`shutdown_timeout_secs`).
+    pub drain: Duration,
 }
 
 /// One message read from a connection.
 enum Read {
     Payload(Bytes),
-    /// Over the size limit; skipped.
+    /// A line over the size limit; skipped.
     Oversized,
+    /// A frame announcing this many bytes, over the limit: refused, and the connection closed.
+    OversizedFrame(u64),
     /// An empty (or whitespace-only) line: no reply.
     Blank,
     /// A line starting with the Sereal magic: refused, and the connection closed (the
     /// document may contain newlines, so the next line boundary is unknown).
     UnframedSereal,
-    /// End of stream, timeout or I/O error: close.
+    /// End of stream or I/O error: close.
     Close,
+    /// The rest of a started message did not arrive within `read_timeout`: close.
+    TimedOut,
 }
 
 /// What the writer answers, in order.
@@ -54,60 +67,79 @@ enum Ack {
 }
 
 impl TcpServer {
-    /// Accepts connections until `stop`, then waits (bounded) for open connections to finish.
+    /// Accepts connections until `stop`, then waits (at most `drain`) for busy connections.
     pub(crate) async fn serve(self, listener: TcpListener, stop: watch::Receiver<bool>) {
         let me = Arc::new(self);
-        let max = u32::try_from(me.max_connections).unwrap_or(u32::MAX);
-        let sem = Arc::new(Semaphore::new(max as usize));
-        loop {
-            let permit = tokio::select! {
-                p = sem.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-                _ = crate::wait_stop(stop.clone()) => break,
-            };
-            let sock = tokio::select! {
-                r = listener.accept() => match r {
-                    Ok((sock, _)) => sock,
-                    Err(e) => {
-                        eprintln!("sluice-server: TCP accept: {e}");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
+        let limiter = me.limiter.clone();
+        let refusal = format!(
+            "error unavailable too many connections ({} open, tcp_max_connections); retry later\n",
+            limiter.cap
+        );
+        let drain = me.drain;
+        let conn_stop = stop.clone();
+        crate::limits::serve_listener(
+            listener,
+            limiter,
+            refusal.into_bytes().into(),
+            stop,
+            drain,
+            move |sock, slot| {
+                let (me, stop) = (me.clone(), conn_stop.clone());
+                async move {
+                    {
+                        let mut m = me.metrics.lock().unwrap_or_else(|e| e.into_inner());
+                        m.tcp_connections += 1;
+                        m.tcp_connections_open += 1;
                     }
-                },
-                _ = crate::wait_stop(stop.clone()) => break,
-            };
-            {
-                let mut m = me.metrics.lock().unwrap();
-                m.tcp_connections += 1;
-                m.tcp_connections_open += 1;
-            }
-            let me2 = me.clone();
-            let stop2 = stop.clone();
-            tokio::spawn(async move {
-                let metrics = me2.metrics.clone();
-                me2.connection(sock, stop2).await;
-                metrics.lock().unwrap().tcp_connections_open -= 1;
-                drop(permit);
-            });
-        }
-        drop(listener);
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, sem.acquire_many(max)).await;
+                    let metrics = me.metrics.clone();
+                    me.connection(sock, &slot, stop).await;
+                    let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+                    m.tcp_connections_open = m.tcp_connections_open.saturating_sub(1);
+                }
+            },
+        )
+        .await;
     }
 
-    async fn connection(self: Arc<Self>, sock: TcpStream, stop: watch::Receiver<bool>) {
+    async fn connection(self: Arc<Self>, sock: TcpStream, slot: &Slot, stop: watch::Receiver<bool>) {
         let _ = sock.set_nodelay(true);
+        let state = slot.state.clone();
         let (rd, wr) = sock.into_split();
         let mut rd = BufReader::with_capacity(64 << 10, rd);
         let (atx, arx) = mpsc::channel::<Ack>(MAX_IN_FLIGHT);
-        let writer = tokio::spawn(write_acks(wr, arx, self.wal.clone(), self.read_timeout));
+        let writer = tokio::spawn(write_acks(
+            wr,
+            arx,
+            self.wal.clone(),
+            self.read_timeout,
+            state.clone(),
+        ));
         loop {
-            // Wait for the start of the next message: idle timeout, or shutdown.
+            // Wait for the start of the next message: idle timeout, eviction, or shutdown.
             let first = tokio::select! {
                 r = tokio::time::timeout(self.idle_timeout, rd.fill_buf()) => match r {
                     Ok(Ok(b)) if !b.is_empty() => b[0],
-                    _ => break,
+                    Ok(_) => break,
+                    Err(_) => {
+                        slot.count_timeout("idle");
+                        break;
+                    }
                 },
                 _ = crate::wait_stop(stop.clone()) => break,
+                _ = state.evict.notified() => {
+                    if state.accept_eviction() {
+                        slot.count_evicted();
+                        break;
+                    }
+                    continue;
+                }
             };
+            if !state.begin() {
+                // Chosen for eviction just before this message: not read, not acknowledged.
+                state.end();
+                slot.count_evicted();
+                break;
+            }
             let deadline = Instant::now() + self.read_timeout;
             let read = if first == FRAME_MARK {
                 self.read_frame(&mut rd, deadline).await
@@ -132,7 +164,20 @@ impl TcpServer {
                         self.max_message
                     ))
                 }
-                Read::Blank => continue,
+                Read::OversizedFrame(len) => {
+                    self.metrics.lock().unwrap_or_else(|e| e.into_inner()).tcp_messages += 1;
+                    let _ = atx
+                        .send(Ack::Line(format!(
+                            "error oversized frame of {len} bytes over {} bytes; closing",
+                            self.max_message
+                        )))
+                        .await;
+                    break;
+                }
+                Read::Blank => {
+                    state.end();
+                    continue;
+                }
                 Read::UnframedSereal => {
                     let _ = atx
                         .send(Ack::Line(
@@ -141,7 +186,15 @@ impl TcpServer {
                         .await;
                     break;
                 }
-                Read::Close => break,
+                Read::Close => {
+                    state.end();
+                    break;
+                }
+                Read::TimedOut => {
+                    state.end();
+                    slot.count_timeout("read");
+                    break;
+                }
             };
             if atx.send(ack).await.is_err() {
                 break; // the writer failed: the client is gone
@@ -162,7 +215,8 @@ impl TcpServer {
         loop {
             let buf = match timeout_at(deadline, rd.fill_buf()).await {
                 Ok(Ok(b)) => b,
-                _ => return Read::Close,
+                Ok(Err(_)) => return Read::Close,
+                Err(_) => return Read::TimedOut,
             };
             if buf.is_empty() {
                 if oversized {
@@ -214,21 +268,22 @@ impl TcpServer {
         let mut head = [0u8; 5];
         match timeout_at(deadline, rd.read_exact(&mut head)).await {
             Ok(Ok(_)) => {}
-            _ => return Read::Close,
+            Ok(Err(_)) => return Read::Close,
+            Err(_) => return Read::TimedOut,
         }
-        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as u64;
-        if len as usize > self.max_message {
-            let mut sink = tokio::io::sink();
-            let mut skip = rd.take(len);
-            return match timeout_at(deadline, tokio::io::copy(&mut skip, &mut sink)).await {
-                Ok(Ok(n)) if n == len => Read::Oversized,
-                _ => Read::Close,
-            };
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]);
+        // Refused before reading it: skipping up to 4 GiB would hold the connection for nothing.
+        let Ok(len) = usize::try_from(len) else {
+            return Read::OversizedFrame(u64::from(len));
+        };
+        if len > self.max_message {
+            return Read::OversizedFrame(len as u64);
         }
-        let mut doc = vec![0u8; len as usize];
+        let mut doc = vec![0u8; len];
         match timeout_at(deadline, rd.read_exact(&mut doc)).await {
             Ok(Ok(_)) => Read::Payload(Bytes::from(doc)),
-            _ => Read::Close,
+            Ok(Err(_)) => Read::Close,
+            Err(_) => Read::TimedOut,
         }
     }
 }
@@ -251,11 +306,13 @@ pub(crate) fn ack_line(s: &IngestSummary) -> String {
     }
 }
 
+/// Writes the replies in order; each written reply ends its message's busy time.
 async fn write_acks(
     wr: OwnedWriteHalf,
     mut arx: mpsc::Receiver<Ack>,
     wal: Arc<Wal>,
     write_timeout: Duration,
+    state: Arc<ConnState>,
 ) {
     let mut wr = BufWriter::new(wr);
     while let Some(ack) = arx.recv().await {
@@ -275,7 +332,7 @@ async fn write_acks(
             std::io::Result::Ok(())
         };
         match tokio::time::timeout(write_timeout, write).await {
-            Ok(Ok(())) => {}
+            Ok(Ok(())) => state.end(),
             _ => return,
         }
     }
