@@ -96,14 +96,6 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
 /// Run `sluice serve` until SIGTERM or Ctrl-C; open seconds are stored before it exits.
 pub fn run(a: ServeArgs) -> Result<()> {
     let config = config(&a)?;
-    let show = |a: Option<SocketAddr>| a.map_or("off".to_owned(), |a| a.to_string());
-    eprintln!(
-        "sluice: serving from {} (http {}, tcp {}, udp {})",
-        config.data_dir.display(),
-        show(config.http),
-        show(config.tcp),
-        show(config.udp)
-    );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
     runtime.block_on(sluice_server::run(config, sluice_server::shutdown_signal()))?;
     Ok(())

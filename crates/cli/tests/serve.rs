@@ -82,6 +82,13 @@ fn serve_ingest_read_and_shutdown() {
     b.sort();
     assert_eq!(a, b, "every event exactly once, content identical");
 
+    // A second server on the same directory fails before claiming to serve, and says why.
+    let second = sluice(&["serve", "--data", dir.to_str().expect("path"), "--http", "127.0.0.1:0", "--tcp", "off", "--udp", "off"]);
+    let second_err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second server on a directory in use must fail");
+    assert!(!second_err.contains("serving from"), "{second_err}");
+    assert!(second_err.contains("in use") || second_err.contains("lock"), "{second_err}");
+
     // `cat --data` on the live directory reads through the server that holds it.
     let live = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
     assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stderr));

@@ -182,6 +182,11 @@ async fn run_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
+    let bound = [
+        sockets.http.as_ref().and_then(|l| l.local_addr().ok()),
+        sockets.tcp.as_ref().and_then(|l| l.local_addr().ok()),
+        sockets.udp.as_ref().map(|u| u.addr),
+    ];
     let metrics = Arc::new(Mutex::new(Metrics::default()));
     // Fit the connection caps to the descriptor limit before anything is opened.
     let (caps, caps_line) = limits::fit_caps(&config, limits::nofile_limit())?;
@@ -326,6 +331,16 @@ async fn run_with(
             eprintln!("sluice-server: writing {}: {e}", server_file.display());
         }
     }
+    // Said only now: the store is open (its lock held) and the WAL replayed, so a server that
+    // cannot start never claims to serve.
+    let show = |a: Option<SocketAddr>| a.map_or("off".to_owned(), |a| a.to_string());
+    eprintln!(
+        "sluice-server: serving from {} (http {}, tcp {}, udp {})",
+        config.data_dir.display(),
+        show(bound[0]),
+        show(bound[1]),
+        show(bound[2])
+    );
     let result = match sockets.http {
         Some(listener) => {
             let state = http::AppState {
