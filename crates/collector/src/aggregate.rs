@@ -239,7 +239,8 @@ struct Group {
     /// WAL sequence numbers of the payloads these events came from (ascending, no repeats when
     /// added in order).
     seqs: Vec<u64>,
-    /// Bytes its events added to the document body (counted in [`Aggregator::pending_bytes`]).
+    /// Heap bytes its events added to the encoder (body and tables; counted in
+    /// [`Aggregator::pending_bytes`]).
     bytes: u64,
 }
 
@@ -403,8 +404,9 @@ impl Aggregator {
         self.open_events as u64 + self.outbox.iter().filter(|b| !b.indexed).map(|b| b.events).sum::<u64>()
     }
 
-    /// Bytes held in memory for pending events: the encoded (uncompressed) events of open
-    /// groups plus the blobs of batches not yet fully written. A caller bounds memory by
+    /// Bytes held in memory for pending events: what open groups' events added to their
+    /// encoders (body and de-duplication tables, by capacity) plus the blobs of batches not yet
+    /// fully written. A caller bounds memory by
     /// refusing input while this exceeds its budget (the server's `max_pending_bytes`).
     pub fn pending_bytes(&self) -> u64 {
         self.open_bytes
@@ -481,9 +483,9 @@ impl Aggregator {
                 };
                 Group::new(doc)
             });
-            let before = group.doc.body_len();
+            let before = group.doc.memory_bytes();
             group.push(&e.event, late);
-            let added = group.doc.body_len().saturating_sub(before) as u64;
+            let added = group.doc.memory_bytes().saturating_sub(before) as u64;
             group.bytes += added;
             self.open_bytes += added;
             self.open_events += 1;
