@@ -23,7 +23,10 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn wal_cfg() -> WalConfig {
-    WalConfig { fsync: FsyncPolicy::Never, ..WalConfig::default() }
+    WalConfig {
+        fsync: FsyncPolicy::Never,
+        ..WalConfig::default()
+    }
 }
 
 /// Every event of `from..to` in `store` (JSON -> multiplicity).
@@ -33,9 +36,17 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
         let ek = EpochKey::new(epoch, &dc).unwrap();
         for entry in store.get_epoch_index(epoch, &dc).unwrap() {
             let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap().unwrap();
-            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
-                *m.entry(sereal::json::to_json_value(&v).to_string()).or_insert(0) += 1;
+            let bytes = store
+                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                .unwrap()
+                .unwrap();
+            for v in Blob::parse(&bytes)
+                .unwrap()
+                .decode(&Limits::default())
+                .unwrap()
+            {
+                *m.entry(sereal::json::to_json_value(&v).to_string())
+                    .or_insert(0) += 1;
             }
         }
     }
@@ -43,11 +54,16 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
 }
 
 /// An aggregator whose note log appends to `wal`; after appending it runs `after_note`.
-fn logged_aggregator(store: Arc<dyn Store>, wal: &Arc<Wal>, after_note: impl Fn() + Send + 'static) -> Aggregator {
+fn logged_aggregator(
+    store: Arc<dyn Store>,
+    wal: &Arc<Wal>,
+    after_note: impl Fn() + Send + 'static,
+) -> Aggregator {
     let mut agg = Aggregator::new(AggregatorConfig::default(), store).unwrap();
     let wal = wal.clone();
     agg.set_note_log(Box::new(move |note| {
-        wal.append_note(&note.encode(), E0).map_err(|e| e.to_string())?;
+        wal.append_note(&note.encode(), E0)
+            .map_err(|e| e.to_string())?;
         after_note();
         Ok(())
     }));
@@ -81,7 +97,8 @@ fn crash_after_late_flush(name: &str, fail_index: bool) -> (BTreeMap<String, usi
         agg.add_logged(ing.ingest(&first, E0).events, E0, seq);
         assert!(agg.flush_due(E0 + 2).is_ok());
         let _ = agg.take_done();
-        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))
+            .unwrap();
         // The late event's group is a further chunk of E0, stored at once; E0+3 stays open.
         let seq = wal.append(&payload, E0 + 3).unwrap();
         agg.add_logged(ing.ingest(&payload, E0 + 3).events, E0 + 3, seq);
@@ -106,7 +123,11 @@ fn crash_after_late_flush(name: &str, fail_index: bool) -> (BTreeMap<String, usi
 fn late_group_stored_before_a_crash_is_not_stored_again() {
     // The note went to the WAL before the index: the replay skips the stored late event.
     let (got, unproven) = crash_after_late_flush("late-stored", false);
-    assert_eq!(got.values().copied().collect::<Vec<_>>(), vec![1, 1, 1], "{got:?}");
+    assert_eq!(
+        got.values().copied().collect::<Vec<_>>(),
+        vec![1, 1, 1],
+        "{got:?}"
+    );
     assert_eq!(unproven, 0);
 }
 
@@ -114,6 +135,10 @@ fn late_group_stored_before_a_crash_is_not_stored_again() {
 fn note_without_its_index_entry_skips_nothing() {
     // The note is in the WAL but the index write never happened: the event is replayed.
     let (got, unproven) = crash_after_late_flush("late-unindexed", true);
-    assert_eq!(got.values().copied().collect::<Vec<_>>(), vec![1, 1, 1], "{got:?}");
+    assert_eq!(
+        got.values().copied().collect::<Vec<_>>(),
+        vec![1, 1, 1],
+        "{got:?}"
+    );
     assert_eq!(unproven, 1);
 }

@@ -51,7 +51,14 @@ fn repeated_sigkill_stores_every_acked_event_exactly_once() {
     let dir = common::temp_dir("crashes");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("sluice.toml");
-    std::fs::write(&config, format!("data_dir = {:?}\ntcp = \"off\"\nudp = \"off\"\n", dir.join("data"))).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\ntcp = \"off\"\nudp = \"off\"\n",
+            dir.join("data")
+        ),
+    )
+    .unwrap();
     let start = now();
 
     let addr = Arc::new(Mutex::new(None));
@@ -100,7 +107,11 @@ fn repeated_sigkill_stores_every_acked_event_exactly_once() {
     // The poster may be inside a request to the dead server: it fails fast (connection refused).
     poster.join().unwrap();
     let sent = std::mem::take(&mut *sent.lock().unwrap());
-    assert!(sent.acked.len() > 50, "too few acknowledged batches: {}", sent.acked.len());
+    assert!(
+        sent.acked.len() > 50,
+        "too few acknowledged batches: {}",
+        sent.acked.len()
+    );
 
     // A clean start: the WAL is replayed and everything flushed.
     let server = Server::start(&config, &dir.join("data"));
@@ -111,9 +122,21 @@ fn repeated_sigkill_stores_every_acked_event_exactly_once() {
         *seen.entry(e["id"].as_u64().unwrap()).or_default() += 1;
     }
     let ids = |b: &u64| (b * BATCH)..((b + 1) * BATCH);
-    let lost: Vec<u64> = sent.acked.iter().flat_map(ids).filter(|id| !seen.contains_key(id)).collect();
-    let twice: Vec<(u64, u32)> = seen.iter().filter(|(_, &c)| c > 1).map(|(&id, &c)| (id, c)).collect();
-    let late_twice = twice.iter().filter(|(id, _)| id % BATCH >= BATCH / 2).count();
+    let lost: Vec<u64> = sent
+        .acked
+        .iter()
+        .flat_map(ids)
+        .filter(|id| !seen.contains_key(id))
+        .collect();
+    let twice: Vec<(u64, u32)> = seen
+        .iter()
+        .filter(|(_, &c)| c > 1)
+        .map(|(&id, &c)| (id, c))
+        .collect();
+    let late_twice = twice
+        .iter()
+        .filter(|(id, _)| id % BATCH >= BATCH / 2)
+        .count();
     println!(
         "{kills} kills, {} acked batches ({} events), {} unacked, {} events read, {} lost, {} twice ({late_twice} late)",
         sent.acked.len(),
@@ -123,10 +146,22 @@ fn repeated_sigkill_stores_every_acked_event_exactly_once() {
         lost.len(),
         twice.len()
     );
-    assert!(lost.is_empty(), "acknowledged events lost: {:?}", &lost[..lost.len().min(20)]);
-    assert!(twice.is_empty(), "events stored twice: {:?}", &twice[..twice.len().min(20)]);
-    let known: std::collections::BTreeSet<u64> = sent.acked.iter().chain(&sent.unacked).copied().collect();
-    assert!(seen.keys().all(|id| known.contains(&(id / BATCH))), "an event nobody sent");
+    assert!(
+        lost.is_empty(),
+        "acknowledged events lost: {:?}",
+        &lost[..lost.len().min(20)]
+    );
+    assert!(
+        twice.is_empty(),
+        "events stored twice: {:?}",
+        &twice[..twice.len().min(20)]
+    );
+    let known: std::collections::BTreeSet<u64> =
+        sent.acked.iter().chain(&sent.unacked).copied().collect();
+    assert!(
+        seen.keys().all(|id| known.contains(&(id / BATCH))),
+        "an event nobody sent"
+    );
     server.stop();
     let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
     println!(

@@ -57,8 +57,16 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("sluice.toml");
     // Free ports for TCP and UDP (bound, read, released: the server binds them next).
-    let tcp_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let tcp_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let udp_port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     std::fs::write(
         &config,
         format!(
@@ -74,7 +82,11 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
 
     let stop = Arc::new(AtomicBool::new(false));
     let sampler = sample_rss(server.child.id(), stop.clone());
-    let (acked, refused, next) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (acked, refused, next) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
     let addr = server.addr;
     let deadline = Instant::now() + Duration::from_secs(40);
     let posters: Vec<_> = (0..2)
@@ -85,7 +97,13 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
                 // Until 200 refusals (the budget is full and stays full: nothing is due for 200 s).
                 while refused.load(Ordering::Relaxed) < 200 && Instant::now() < deadline {
                     let batch = next.fetch_add(1, Ordering::Relaxed);
-                    let r = try_request(addr, "POST", "/v1/events", future_batch(batch, now()).as_bytes()).expect("server up");
+                    let r = try_request(
+                        addr,
+                        "POST",
+                        "/v1/events",
+                        future_batch(batch, now()).as_bytes(),
+                    )
+                    .expect("server up");
                     match r.status {
                         200 => {
                             acked.fetch_add(1, Ordering::Relaxed);
@@ -102,28 +120,55 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
             })
         })
         .collect();
-    let acked_batches: Vec<u64> = posters.into_iter().flat_map(|p| p.join().unwrap()).collect();
+    let acked_batches: Vec<u64> = posters
+        .into_iter()
+        .flat_map(|p| p.join().unwrap())
+        .collect();
     let refused = refused.load(Ordering::Relaxed);
-    assert!(refused >= 200, "the budget was never reached: {} acked batches", acked_batches.len());
+    assert!(
+        refused >= 200,
+        "the budget was never reached: {} acked batches",
+        acked_batches.len()
+    );
     let pending = server.metric("sluice_pending_bytes");
-    assert!(pending >= BUDGET as f64 && pending < (BUDGET + OVERSHOOT) as f64, "pending {pending}");
-    assert_eq!(server.metric("sluice_pending_events"), (acked_batches.len() as u64 * BATCH) as f64);
+    assert!(
+        pending >= BUDGET as f64 && pending < (BUDGET + OVERSHOOT) as f64,
+        "pending {pending}"
+    );
+    assert_eq!(
+        server.metric("sluice_pending_events"),
+        (acked_batches.len() as u64 * BATCH) as f64
+    );
     assert!(server.metric("sluice_payloads_shed_total") >= refused as f64);
     assert_eq!(server.metric("sluice_backpressure"), 1.0);
     // The same refusal on TCP (an `error` line, not acknowledged) and UDP (shed, counted).
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", tcp_port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    std::io::Write::write_all(&mut tcp, format!("{}\n", json!({"type": "FUTURE", "epoch": now() + 250})).as_bytes()).unwrap();
+    std::io::Write::write_all(
+        &mut tcp,
+        format!("{}\n", json!({"type": "FUTURE", "epoch": now() + 250})).as_bytes(),
+    )
+    .unwrap();
     let mut line = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(&tcp), &mut line).unwrap();
     assert!(line.starts_with("error "), "{line}");
     let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for _ in 0..10 {
-        udp.send_to(json!({"type": "FUTURE", "epoch": now() + 250}).to_string().as_bytes(), ("127.0.0.1", udp_port)).unwrap();
+        udp.send_to(
+            json!({"type": "FUTURE", "epoch": now() + 250})
+                .to_string()
+                .as_bytes(),
+            ("127.0.0.1", udp_port),
+        )
+        .unwrap();
     }
     let shed_deadline = Instant::now() + Duration::from_secs(10);
     while server.metric("sluice_events_dropped_total{reason=\"shed\"}") < 10.0 {
-        assert!(Instant::now() < shed_deadline, "UDP events not shed:\n{}", server.get("/metrics").text());
+        assert!(
+            Instant::now() < shed_deadline,
+            "UDP events not shed:\n{}",
+            server.get("/metrics").text()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     stop.store(true, Ordering::Relaxed);
@@ -137,7 +182,11 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
         acked_batches.len(),
         acked_batches.len() as u64 * BATCH
     );
-    assert!(peak <= idle + RSS_ALLOWANCE, "RSS {peak} above the bound {}", idle + RSS_ALLOWANCE);
+    assert!(
+        peak <= idle + RSS_ALLOWANCE,
+        "RSS {peak} above the bound {}",
+        idle + RSS_ALLOWANCE
+    );
 
     // SIGKILL, restart: the replay holds what was acknowledged, within the same bound.
     server.kill();
@@ -148,13 +197,33 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let replay_peak = sampler.join().unwrap().max(server.rss());
-    println!("restart: serving after {:?}, peak RSS {} MB", started.elapsed(), replay_peak >> 20);
-    assert_eq!(server.metric("sluice_pending_events"), (acked_batches.len() as u64 * BATCH) as f64);
+    println!(
+        "restart: serving after {:?}, peak RSS {} MB",
+        started.elapsed(),
+        replay_peak >> 20
+    );
+    assert_eq!(
+        server.metric("sluice_pending_events"),
+        (acked_batches.len() as u64 * BATCH) as f64
+    );
     let replayed = server.metric("sluice_pending_bytes");
-    assert!(replayed < (BUDGET + OVERSHOOT) as f64, "pending after the restart {replayed}");
-    assert!(replay_peak <= idle + RSS_ALLOWANCE, "restart RSS {replay_peak} above the bound {}", idle + RSS_ALLOWANCE);
+    assert!(
+        replayed < (BUDGET + OVERSHOOT) as f64,
+        "pending after the restart {replayed}"
+    );
+    assert!(
+        replay_peak <= idle + RSS_ALLOWANCE,
+        "restart RSS {replay_peak} above the bound {}",
+        idle + RSS_ALLOWANCE
+    );
     // Still full: refused at once.
-    let r = try_request(server.addr, "POST", "/v1/events", future_batch(u64::MAX / BATCH - 1, now()).as_bytes()).unwrap();
+    let r = try_request(
+        server.addr,
+        "POST",
+        "/v1/events",
+        future_batch(u64::MAX / BATCH - 1, now()).as_bytes(),
+    )
+    .unwrap();
     assert_eq!(r.status, 503, "{}", r.text());
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);

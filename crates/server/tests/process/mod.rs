@@ -19,8 +19,16 @@ pub fn sluice_bin() -> PathBuf {
     }
     let exe = std::env::current_exe().expect("test binary path");
     // target/debug/deps/<test> -> target/debug/sluice
-    let bin = exe.parent().and_then(Path::parent).expect("target dir").join("sluice");
-    assert!(bin.exists(), "{} is missing: run `cargo build -p sluice` first", bin.display());
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("sluice");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p sluice` first",
+        bin.display()
+    );
     bin
 }
 
@@ -37,7 +45,12 @@ impl Answer {
 }
 
 /// One HTTP/1.1 request with timeouts on connect, write and read; `Err` when the server is gone.
-pub fn try_request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> std::io::Result<Answer> {
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     s.set_write_timeout(Some(Duration::from_secs(30)))?;
@@ -60,7 +73,10 @@ pub fn try_request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> s
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other("bad status line"))?;
     let mut body = raw[split + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = super::common::dechunk(&body);
     }
     Ok(Answer { status, body })
@@ -85,8 +101,15 @@ impl Server {
     pub fn start_with(config: &Path, data: &Path, extra: &[&str]) -> Server {
         let server_file = data.join("SERVER");
         let _ = std::fs::remove_file(&server_file);
-        let log = data.parent().expect("data dir has a parent").join("server.log");
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(log).expect("server log");
+        let log = data
+            .parent()
+            .expect("data dir has a parent")
+            .join("server.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("server log");
         let spawned = Instant::now();
         let mut child = Command::new(sluice_bin())
             .arg("serve")
@@ -102,7 +125,11 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = loop {
             if let Ok(text) = std::fs::read_to_string(&server_file) {
-                if let Some(a) = text.trim().strip_prefix("http://").and_then(|a| a.parse().ok()) {
+                if let Some(a) = text
+                    .trim()
+                    .strip_prefix("http://")
+                    .and_then(|a| a.parse().ok())
+                {
                     break a;
                 }
             }
@@ -116,7 +143,11 @@ impl Server {
             }
             std::thread::sleep(Duration::from_millis(10));
         };
-        Server { child, addr, spawned }
+        Server {
+            child,
+            addr,
+            spawned,
+        }
     }
 
     /// SIGKILL, and reap.
@@ -135,7 +166,10 @@ impl Server {
                 assert!(status.success(), "sluice serve exited with {status}");
                 return;
             }
-            assert!(Instant::now() < deadline, "sluice serve did not stop within 60 s");
+            assert!(
+                Instant::now() < deadline,
+                "sluice serve did not stop within 60 s"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -165,7 +199,11 @@ impl Server {
             || self.metric("sluice_memory_batches") > 0.0
             || self.metric("sluice_spool_batches") > 0.0
         {
-            assert!(Instant::now() < deadline, "not idle in time:\n{}", self.get("/metrics").text());
+            assert!(
+                Instant::now() < deadline,
+                "not idle in time:\n{}",
+                self.get("/metrics").text()
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
