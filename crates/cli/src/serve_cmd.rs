@@ -35,6 +35,10 @@ pub struct ServeArgs {
     /// Blob profile: `default` (protocol 5 + zstd) or `original` (protocol 3 + zlib).
     #[arg(long)]
     profile: Option<String>,
+    /// Memory budget for pending events, bytes (default 512 MiB); beyond it ingest gets 503 /
+    /// a TCP `error`, UDP is shed.
+    #[arg(long)]
+    max_pending_bytes: Option<u64>,
 }
 
 /// A grace period: `250ms`, `1s`, or plain seconds (`1`, `0.25`); at most one hour.
@@ -89,6 +93,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(p) = &a.profile {
         c.profile = p.clone();
+    }
+    if let Some(n) = a.max_pending_bytes {
+        c.max_pending_bytes = n;
     }
     Ok(c)
 }

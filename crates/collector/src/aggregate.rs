@@ -33,6 +33,11 @@
 //!   writes the notes ([`Aggregator::take_done`]) to the WAL so that a replay after a crash does
 //!   not add those events a second time (see [`crate::replay`]). An aggregator opened on a spool
 //!   directory left by a crashed one replays what it holds.
+//! - **Note log** ([`Aggregator::set_note_log`]): the done note of a stored batch is appended
+//!   through it *before* the batch's epoch-index entries are written, with the first entry as
+//!   its proof, so that no SIGKILL timing leaves an indexed batch without its note (a restarted
+//!   collector numbers its chunks after the index, so a replayed group never collides with its
+//!   earlier copy and write-once cannot dedupe it: the note must). See [`crate::replay`].
 //! - **Backpressure**: when the spool refuses a batch (full: [`SpoolConfig::max_bytes`]), the
 //!   batch stays in memory, and while more than `memory_batches` batches are in memory
 //!   ([`Aggregator::is_backpressured`]) `flush_due`/`flush_all` only retry the pending work and
@@ -127,6 +132,14 @@ pub enum AggregateError {
         /// The blob crate's error.
         source: BlobError,
     },
+    /// The note log ([`Aggregator::set_note_log`]) failed; the batch is not indexed and stays
+    /// pending.
+    NoteLog {
+        /// The group.
+        what: String,
+        /// The log's reason.
+        reason: String,
+    },
     /// A spool operation failed or was refused (full); the batch stays in memory.
     Spool {
         /// What was being done.
@@ -151,6 +164,7 @@ impl fmt::Display for AggregateError {
             AggregateError::Store { what, source } => write!(f, "{what}: {source}"),
             AggregateError::Blob { what, source } => write!(f, "{what}: {source}"),
             AggregateError::Spool { what, source } => write!(f, "{what}: {source}"),
+            AggregateError::NoteLog { what, reason } => write!(f, "logging the done note of {what}: {reason}"),
             AggregateError::Backpressure { memory_batches, spooled_bytes } => write!(
                 f,
                 "backpressure: spool full ({spooled_bytes} bytes) and {memory_batches} batches in memory; no group closed"
@@ -166,6 +180,7 @@ impl std::error::Error for AggregateError {
             AggregateError::Store { source, .. } => Some(source),
             AggregateError::Blob { source, .. } => Some(source),
             AggregateError::Spool { source, .. } => Some(source),
+            AggregateError::NoteLog { .. } => None,
             AggregateError::Backpressure { .. } => None,
         }
     }
@@ -224,11 +239,14 @@ struct Group {
     /// WAL sequence numbers of the payloads these events came from (ascending, no repeats when
     /// added in order).
     seqs: Vec<u64>,
+    /// Heap bytes its events added to the encoder (body and tables; counted in
+    /// [`Aggregator::pending_bytes`]).
+    bytes: u64,
 }
 
 impl Group {
     fn new(doc: ArrayEncoder) -> Group {
-        Group { doc, events: 0, late: 0, error: None, seqs: Vec::new() }
+        Group { doc, events: 0, late: 0, error: None, seqs: Vec::new(), bytes: 0 }
     }
 
     fn push(&mut self, event: &Value, late: bool) {
@@ -263,6 +281,8 @@ struct Batch {
     counts: Counts,
     /// WAL sequence numbers held until this batch is fully written.
     seqs: Vec<u64>,
+    /// Its done note went to the note log (before its index entries).
+    noted: bool,
 }
 
 /// Groups events per second and flushes them to a store. See the [module docs](self).
@@ -274,6 +294,8 @@ pub struct Aggregator {
     spare: Vec<ArrayEncoder>,
     open: BTreeMap<GroupKey, Group>,
     open_events: usize,
+    /// Sum of the open groups' `bytes`.
+    open_bytes: u64,
     outbox: VecDeque<Batch>,
     /// Next chunk number of groups already written (or being written).
     next_chunk: BTreeMap<GroupKey, u32>,
@@ -288,7 +310,13 @@ pub struct Aggregator {
     /// Groups of logged events that left memory (stored or spooled) since the last
     /// [`Aggregator::take_done`].
     done: Vec<DoneNote>,
+    /// Where the notes of stored batches go before their index entries are written.
+    note_log: Option<NoteLog>,
 }
+
+/// Appends a done note to the write-ahead log (see [`Aggregator::set_note_log`]); `Err` holds
+/// the reason it could not.
+pub type NoteLog = Box<dyn FnMut(&DoneNote) -> Result<(), String> + Send>;
 
 impl fmt::Debug for Aggregator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -329,6 +357,7 @@ impl Aggregator {
             spare: vec![first],
             open: BTreeMap::new(),
             open_events: 0,
+            open_bytes: 0,
             outbox: VecDeque::new(),
             next_chunk: BTreeMap::new(),
             watermark: None,
@@ -336,7 +365,27 @@ impl Aggregator {
             spool,
             spool_head: None,
             done: Vec::new(),
+            note_log: None,
         })
+    }
+
+    /// Appends the done note of every stored batch of logged events through `log` just before
+    /// the batch's epoch-index entries are written (and no longer returns it from
+    /// [`take_done`](Self::take_done)). When `log` fails, the batch is not indexed and stays
+    /// pending (retried on the next flush). Notes of spooled batches still come from
+    /// `take_done`. See [`crate::replay`].
+    pub fn set_note_log(&mut self, log: NoteLog) {
+        self.note_log = Some(log);
+    }
+
+    /// The entries of the store's epoch index of (epoch, dc), as stored (for
+    /// [`crate::replay`], which checks notes' proofs against them).
+    pub fn epoch_index_entries(&self, epoch: i64, dc: &str) -> Result<Vec<String>, AggregateError> {
+        let entries = self.store.get_epoch_index(epoch, dc).map_err(|source| AggregateError::Store {
+            what: format!("reading the epoch index of {epoch}-{dc}"),
+            source,
+        })?;
+        Ok(entries.into_iter().collect())
     }
 
     /// The done notes recorded since the last call (see [`crate::replay`]): append them to the
@@ -353,6 +402,15 @@ impl Aggregator {
     /// Events held in memory: in open groups plus in batches not yet fully written.
     pub fn pending_events(&self) -> u64 {
         self.open_events as u64 + self.outbox.iter().filter(|b| !b.indexed).map(|b| b.events).sum::<u64>()
+    }
+
+    /// Bytes held in memory for pending events: what open groups' events added to their
+    /// encoders (body and de-duplication tables, by capacity) plus the blobs of batches not yet
+    /// fully written. A caller bounds memory by
+    /// refusing input while this exceeds its budget (the server's `max_pending_bytes`).
+    pub fn pending_bytes(&self) -> u64 {
+        self.open_bytes
+            + self.outbox.iter().filter(|b| !b.indexed).flat_map(|b| &b.chunks[b.stored..]).map(|c| c.bytes.len() as u64).sum::<u64>()
     }
 
     /// Closed groups whose writing is not finished (after store errors): in memory plus spooled.
@@ -425,7 +483,11 @@ impl Aggregator {
                 };
                 Group::new(doc)
             });
+            let before = group.doc.memory_bytes();
             group.push(&e.event, late);
+            let added = group.doc.memory_bytes().saturating_sub(before) as u64;
+            group.bytes += added;
+            self.open_bytes += added;
             self.open_events += 1;
             if let Some(seq) = wal_seq {
                 if group.seqs.last() != Some(&seq) {
@@ -476,9 +538,11 @@ impl Aggregator {
         let mut index_cache: HashMap<(i64, String), EpochIndex> = HashMap::new();
         for (key, group) in closed {
             self.open_events -= group.events;
+            self.open_bytes -= group.bytes;
             if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report) {
                 // The store could not tell us where numbering starts: keep the group open.
                 self.open_events += group.events;
+                self.open_bytes += group.bytes;
                 self.open.insert(key, group);
             }
         }
@@ -507,7 +571,7 @@ impl Aggregator {
                 }
             },
         };
-        let Group { mut doc, events, late, error, seqs } = group;
+        let Group { mut doc, events, late, error, seqs, bytes: _ } = group;
         let total = events as u64;
         let what = || format!("building {}", group_name(&key));
         if let Some(err) = error {
@@ -570,6 +634,7 @@ impl Aggregator {
             events: stored_events,
             counts,
             seqs,
+            noted: false,
         });
         None
     }
@@ -755,6 +820,13 @@ impl Aggregator {
                 }
             }
         }
+        if !b.indexed && !b.noted && !b.seqs.is_empty() {
+            if let Some(log) = self.note_log.as_mut() {
+                // Before the index: an indexed batch must never lack its note (see crate::replay).
+                log(&done_note(b, false)).map_err(|reason| AggregateError::NoteLog { what: group_name(&b.key), reason })?;
+                b.noted = true;
+            }
+        }
         if !b.indexed {
             let entries: Vec<&str> = b.chunks.iter().map(|c| c.entry.as_str()).collect();
             if !entries.is_empty() {
@@ -781,10 +853,12 @@ impl Aggregator {
     /// A batch left memory for good (stored, or spooled): releases its WAL sequence numbers and
     /// records its done note.
     fn batch_done(&mut self, b: &mut Batch, spooled: bool) {
-        let seqs = std::mem::take(&mut b.seqs);
-        if !seqs.is_empty() {
+        if !b.seqs.is_empty() {
+            if spooled || !b.noted {
+                self.done.push(done_note(b, spooled));
+            }
+            let seqs = std::mem::take(&mut b.seqs);
             self.release_seqs(&seqs);
-            self.done.push(DoneNote { group: b.key.clone(), seqs, spooled });
         }
     }
 
@@ -842,6 +916,16 @@ fn make_chunk(key: &GroupKey, collector: Option<&str>, n: u32, bytes: Vec<u8>) -
     Ok(Chunk { key: ek.to_string(), entry: ek.index_entry().to_string(), bytes })
 }
 
+/// The done note of a batch: a stored one is proved by its first index entry.
+fn done_note(b: &Batch, spooled: bool) -> DoneNote {
+    DoneNote {
+        group: b.key.clone(),
+        seqs: b.seqs.clone(),
+        spooled,
+        proof: if spooled { None } else { b.chunks.first().map(|c| c.entry.clone()) },
+    }
+}
+
 fn spooled_from_batch(b: &Batch) -> SpooledBatch {
     SpooledBatch {
         epoch: b.key.0,
@@ -872,6 +956,7 @@ fn batch_from_spooled(sb: SpooledBatch) -> Batch {
         counts: sb.counts,
         // Released when it was spooled (its done note covers it).
         seqs: Vec::new(),
+        noted: false,
     }
 }
 

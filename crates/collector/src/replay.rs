@@ -3,22 +3,41 @@
 //! re-adds only its events that are nowhere else.
 //!
 //! Why: one payload often holds events of several (epoch, dc, type, subtype) groups, flushed at
-//! different times. The WAL can be checkpointed past a payload only once all of its groups are
+//! different times (a late event's group is stored at the next tick, the current second's a
+//! second later). The WAL can be checkpointed past a payload only once all of its groups are
 //! stored; until then a crash replays the whole payload. Without notes its already stored groups
 //! would be stored twice, and a group spooled while the store was down would come back twice
 //! (from the spool and from the WAL).
 //!
 //! The protocol, driven by the server's pipeline:
-//! 1. The [`Aggregator`] records a [`DoneNote`] (group + the WAL sequence numbers of its events)
-//!    when a batch is fully written to the store, or pushed (fsynced) to the spool.
-//! 2. The caller appends the notes from [`Aggregator::take_done`] to the WAL
-//!    ([`Wal::append_note`]) — those of stored batches only after the store is synced, those of
-//!    spooled ones at once — syncs the WAL, then checkpoints.
+//! 1. A stored batch: with a note log ([`Aggregator::set_note_log`]) the [`Aggregator`] appends
+//!    the batch's [`DoneNote`] to the WAL *before* it writes the batch's epoch-index entries,
+//!    naming the first of them as its *proof* ([`DoneNote::proof`]). Without a note log the note
+//!    is recorded once the batch is written and the caller appends it
+//!    ([`Aggregator::take_done`]). A spooled batch: its note (no proof) is recorded when the
+//!    batch is pushed (fsynced) to the spool and the caller appends it at once.
+//! 2. The caller syncs the WAL (before the store, so a note is never less durable than the index
+//!    entries it speaks for), then checkpoints.
 //! 3. At start, [`replay`] feeds every payload record after the checkpoint to the ingestor and
-//!    drops the events whose (record, group) a note names.
+//!    drops the events whose (record, group) a note names — a note with a proof only if the
+//!    store's epoch index lists the proof entry (the index entries of one batch are written in
+//!    one store call, and a reader sees only indexed chunks). A note whose proof is missing (a
+//!    crash between the note and the index) skips nothing: its events are replayed and stored
+//!    once ([`ReplayReport::unproven`]).
 //!
-//! What remains at least once: a crash after a batch is durably stored or spooled and before its
-//! note is fsynced (a few milliseconds per flush) replays that group once more.
+//! Why proofs (issue 8, finding 3): notes used to be appended after the store write *and* the
+//! store fsync. Under load that fsync takes tens of milliseconds, and right after a restart the
+//! first flush writes every replayed group at once: a SIGKILL in between replayed those groups
+//! again under new chunk numbers (1,534 events twice in 24 kills of
+//! `crates/server/tests/crashes.rs`, all of them late events). Writing the note first and
+//! proving it by the index closes that window for any kill timing: an indexed batch always has
+//! its note in the WAL, and a note without its index entry is ignored.
+//!
+//! What remains: a batch's completeness counts are added just after its index entries (two
+//! appends to the store's metadata log, microseconds apart); a crash between them loses that
+//! batch's counts (its events are stored once). A spooled batch's note follows the spool's fsync:
+//! a crash between the two (milliseconds, only while the store is failing) replays that batch
+//! once more. A note that does not parse is reported and skips nothing (at least once).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -28,6 +47,8 @@ use crate::ingest::Ingestor;
 use crate::wal::{RecordKind, WalRecord};
 
 const MAGIC: &[u8; 2] = b"D1";
+/// A note with a proof entry (after the three tags).
+const MAGIC_PROOF: &[u8; 2] = b"D2";
 /// Largest tag (dc, type, subtype) a note may hold, bytes; ingest allows at most 255.
 const MAX_TAG: usize = 1 << 16;
 /// Most sequence numbers one note may name (a group holds at most one per payload record).
@@ -43,6 +64,10 @@ pub struct DoneNote {
     /// The batch went to the spool (already durable: the note need not wait for a store sync).
     /// Not encoded; [`decode`](Self::decode) gives `false`.
     pub spooled: bool,
+    /// The epoch-index entry (`type:subtype:chunk`) of the batch's first chunk: the note holds
+    /// only if the epoch index of (epoch, dc) lists it. `None`: the note holds as it is (spooled
+    /// batches, batches without chunks).
+    pub proof: Option<String>,
 }
 
 /// A note that does not parse.
@@ -58,15 +83,15 @@ impl fmt::Display for BadNote {
 impl std::error::Error for BadNote {}
 
 impl DoneNote {
-    /// Bytes of the note: `D1`, epoch (i64 LE), three tags (u16 LE length + bytes), then the
-    /// sequence numbers as runs `(start - previous end) varint, length varint`: a group's records
+    /// Bytes of the note: `D1` (`D2` with a proof), epoch (i64 LE), three tags (u16 LE length +
+    /// bytes), the proof entry for `D2` (the same form), then the sequence numbers as runs `(start - previous end) varint, length varint`: a group's records
     /// are mostly consecutive, so a second of many payloads is a few bytes.
     pub fn encode(&self) -> Vec<u8> {
         let (epoch, dc, type_, subtype) = &self.group;
         let mut out = Vec::with_capacity(16 + dc.len() + type_.len() + subtype.len());
-        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(if self.proof.is_some() { MAGIC_PROOF } else { MAGIC });
         out.extend_from_slice(&epoch.to_le_bytes());
-        for tag in [dc, type_, subtype] {
+        for tag in [dc, type_, subtype].into_iter().chain(self.proof.as_ref()) {
             // Tags are validated at ingest (≤ 255 bytes); clamp rather than panic.
             let t = &tag.as_bytes()[..tag.len().min(MAX_TAG - 1)];
             out.extend_from_slice(&(t.len() as u16).to_le_bytes());
@@ -91,11 +116,15 @@ impl DoneNote {
     /// Parses [`encode`](Self::encode)'s bytes.
     pub fn decode(bytes: &[u8]) -> Result<DoneNote, BadNote> {
         let bad = |why: &str| BadNote(why.to_string());
-        let rest = bytes.strip_prefix(MAGIC).ok_or_else(|| bad("no D1 prefix"))?;
+        let (rest, with_proof) = match (bytes.strip_prefix(MAGIC), bytes.strip_prefix(MAGIC_PROOF)) {
+            (Some(rest), _) => (rest, false),
+            (None, Some(rest)) => (rest, true),
+            (None, None) => return Err(bad("no D1/D2 prefix")),
+        };
         let (epoch, mut rest) = rest.split_at_checked(8).ok_or_else(|| bad("short epoch"))?;
         let epoch = i64::from_le_bytes(epoch.try_into().map_err(|_| bad("short epoch"))?);
-        let mut tags = Vec::with_capacity(3);
-        for _ in 0..3 {
+        let mut tags = Vec::with_capacity(4);
+        for _ in 0..3 + usize::from(with_proof) {
             let (len, r) = rest.split_at_checked(2).ok_or_else(|| bad("short tag length"))?;
             let len = u16::from_le_bytes([len[0], len[1]]) as usize;
             let (tag, r) = r.split_at_checked(len).ok_or_else(|| bad("short tag"))?;
@@ -116,10 +145,11 @@ impl DoneNote {
             prev_end = end;
             rest = r;
         }
+        let proof = if with_proof { tags.pop() } else { None };
         let subtype = tags.pop().unwrap_or_default();
         let type_ = tags.pop().unwrap_or_default();
         let dc = tags.pop().unwrap_or_default();
-        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs, spooled: false })
+        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs, spooled: false, proof })
     }
 }
 
@@ -153,8 +183,12 @@ pub struct ReplayReport {
     pub skipped: u64,
     /// Notes read.
     pub notes: u64,
-    /// Notes that did not parse (their events are replayed: at least once, never lost).
+    /// Notes that did not parse, or whose proof could not be looked up (their events are
+    /// replayed: at least once, never lost).
     pub bad_notes: Vec<String>,
+    /// Notes whose proof entry is not in the epoch index (a crash between the note and the
+    /// index write): they skip nothing.
+    pub unproven: u64,
 }
 
 /// Replays WAL records (as returned by [`Wal::open`](crate::wal::Wal::open)) into `aggregator`
@@ -169,10 +203,27 @@ pub fn replay(
 ) -> ReplayReport {
     let mut report = ReplayReport::default();
     let mut done: HashMap<u64, HashSet<GroupKey>> = HashMap::new();
+    let mut indexes: HashMap<(i64, String), Option<HashSet<String>>> = HashMap::new();
     for r in records.iter().filter(|r| r.kind == RecordKind::Note) {
         report.notes += 1;
         match DoneNote::decode(&r.payload) {
             Ok(note) => {
+                if let Some(proof) = &note.proof {
+                    let (epoch, dc) = (note.group.0, note.group.1.clone());
+                    let index = indexes.entry((epoch, dc.clone())).or_insert_with(|| {
+                        match aggregator.epoch_index_entries(epoch, &dc) {
+                            Ok(entries) => Some(entries.into_iter().collect()),
+                            Err(e) => {
+                                report.bad_notes.push(format!("record {}: {e}", r.seq));
+                                None
+                            }
+                        }
+                    });
+                    if !index.as_ref().is_some_and(|entries| entries.contains(proof)) {
+                        report.unproven += u64::from(index.is_some());
+                        continue;
+                    }
+                }
                 for s in note.seqs {
                     done.entry(s).or_default().insert(note.group.clone());
                 }
@@ -205,27 +256,31 @@ mod tests {
             group: (1_700_000_000, "ams1".into(), "WEB".into(), "".into()),
             seqs: vec![5, 6, 7, 8, 20, 21, 1000],
             spooled: false,
+            proof: None,
         };
         let bytes = note.encode();
         assert_eq!(DoneNote::decode(&bytes).unwrap(), note);
-        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect(), spooled: false };
+        let proved = DoneNote { proof: Some("WEB::3".into()), ..note.clone() };
+        assert!(proved.encode().starts_with(b"D2"));
+        assert_eq!(DoneNote::decode(&proved.encode()).unwrap(), proved);
+        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect(), spooled: false, proof: None };
         assert!(many.encode().len() < 40, "consecutive records are one run");
         assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
     }
 
     #[test]
     fn bad_notes_are_errors() {
-        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3], spooled: false }.encode();
+        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3], spooled: false, proof: None }.encode();
         for cut in 0..bytes.len() - 1 {
             // Every strict prefix that cuts a field is refused (cuts between runs are valid).
             let r = DoneNote::decode(&bytes[..cut]);
             assert!(r.is_err() || cut == bytes.len() - 2, "prefix {cut}: {r:?}");
         }
         assert!(DoneNote::decode(b"D1\x01\x02").is_err());
-        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false }.encode();
+        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false, proof: None }.encode();
         zero_run.extend_from_slice(&[1, 0]);
         assert!(DoneNote::decode(&zero_run).is_err());
-        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false }.encode();
+        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false, proof: None }.encode();
         huge.push(0);
         put_varint(&mut huge, 1 << 41);
         assert!(DoneNote::decode(&huge).is_err(), "a run longer than any group is refused, not allocated");

@@ -55,8 +55,8 @@
 //! payload whose events span several groups (epochs, types…) is held until all of them are
 //! stored; the groups already stored (or spooled) are named by *done notes* the server appends
 //! after each flush, and [`crate::replay::replay`] skips them. What remains at least once
-//! (never lost): a crash between a store write becoming durable and its note being fsynced
-//! replays that group again; and a caller that writes no notes gets the whole payload again.
+//! (never lost): see [`crate::replay`] (notes logged before the index close the store-write
+//! window); and a caller that writes no notes gets the whole payload again.
 //!
 //! # Errors
 //!

@@ -427,6 +427,23 @@ impl ArrayEncoder {
         self.enc.body.len()
     }
 
+    /// Estimated heap bytes held by this encoder: the capacities of its buffers and of its
+    /// de-duplication tables (entries of the string and key tables, back-reference positions,
+    /// held keys). A caller bounding memory per open document counts this.
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let e = &self.enc;
+        // hashbrown tables: one entry plus one control byte per slot.
+        let table = |slots: usize, entry: usize| slots * (entry + 1);
+        self.retained_bytes()
+            + table(e.keys.table.capacity(), size_of::<SeenString>())
+            + table(e.strings.table.capacity(), size_of::<SeenString>())
+            + table(e.key_ptrs.capacity(), 2 * size_of::<usize>())
+            + e.backrefs.capacity() * size_of::<usize>()
+            + e.held_keys.capacity() * size_of::<Key>()
+            + self.shifts.capacity() * size_of::<(usize, isize)>()
+    }
+
     /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
     /// the document stays as it was.
     pub fn push(&mut self, value: &Value) -> Result<()> {

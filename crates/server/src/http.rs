@@ -506,7 +506,7 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             reason.as_str()
         );
     }
-    let rows: [(&str, &str, &str, f64); 33] = [
+    let rows: [(&str, &str, &str, f64); 35] = [
         (
             "sluice_payloads_total",
             "Payloads received.",
@@ -560,6 +560,18 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
             "Events held in open epochs, not yet written.",
             "gauge",
             m.pending_events as f64,
+        ),
+        (
+            "sluice_pending_bytes",
+            "Bytes of pending events in memory (open epochs and unwritten batches).",
+            "gauge",
+            m.pending_bytes as f64,
+        ),
+        (
+            "sluice_max_pending_bytes",
+            "Memory budget for pending events; beyond it the server applies backpressure.",
+            "gauge",
+            m.max_pending_bytes as f64,
         ),
         (
             "sluice_flush_duration_seconds",
@@ -651,7 +663,7 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
         ),
         (
             "sluice_backpressure",
-            "1 while the spool is full: acknowledged payloads get 503, UDP events are shed.",
+            "1 while the spool is full or pending events exceed max_pending_bytes: acknowledged payloads get 503, UDP events are shed.",
             "gauge",
             if m.backpressure { 1.0 } else { 0.0 },
         ),

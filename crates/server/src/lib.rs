@@ -235,6 +235,12 @@ async fn run_with(
             for bad in &report.bad_notes {
                 eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
             }
+            if report.unproven > 0 {
+                eprintln!(
+                    "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",
+                    report.unproven
+                );
+            }
             Ok((ingestor, aggregator, Arc::new(wal), report))
         })
         .await
@@ -249,7 +255,30 @@ async fn run_with(
         m.spool_bytes = aggregator.spooled_bytes();
         m.spool_events = aggregator.spooled_events();
         m.pending_events = aggregator.pending_events();
+        m.pending_bytes = aggregator.pending_bytes();
+        m.max_pending_bytes = config.max_pending_bytes;
         m.wal_checkpointed_seq = wal.checkpointed();
+    }
+
+    // Done notes of stored batches go to the WAL before their index entries (exactly once
+    // across any SIGKILL timing: see sluice_collector::replay).
+    let mut aggregator = aggregator;
+    {
+        let (wal, metrics) = (wal.clone(), metrics.clone());
+        aggregator.set_note_log(Box::new(move |note| {
+            let appended = wal.append_note(&note.encode(), pipeline::now_unix());
+            let mut m = metrics.lock().unwrap();
+            match appended {
+                Ok(_) => {
+                    m.wal_notes += 1;
+                    Ok(())
+                }
+                Err(e) => {
+                    m.wal_errors += 1;
+                    Err(e.to_string())
+                }
+            }
+        }));
     }
 
     let (tx, rx) = mpsc::channel(config.queue);
@@ -266,6 +295,7 @@ async fn run_with(
         pending_drops: Default::default(),
         clock,
         pending_notes: Vec::new(),
+        max_pending_bytes: config.max_pending_bytes,
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())

@@ -95,6 +95,10 @@ pub struct Metrics {
     pub store_errors: u64,
     /// Events held by the aggregator, not yet written.
     pub pending_events: u64,
+    /// Bytes of those events (see `Aggregator::pending_bytes`).
+    pub pending_bytes: u64,
+    /// The memory budget (`max_pending_bytes`).
+    pub max_pending_bytes: u64,
     /// How long the last flush took (build, write, sync), seconds.
     pub last_flush_seconds: f64,
     /// Unix time of the last flush that wrote something.
@@ -222,6 +226,8 @@ pub(crate) struct Pipeline {
     /// Done notes waiting for a store sync before they go to the WAL (see
     /// [`sluice_collector::replay`]).
     pub pending_notes: Vec<DoneNote>,
+    /// The memory budget for pending events (`max_pending_bytes`).
+    pub max_pending_bytes: u64,
 }
 
 impl Pipeline {
@@ -239,7 +245,7 @@ impl Pipeline {
                     let _ = reply.send(summary);
                 }
                 Msg::Events { events, .. } => {
-                    if self.aggregator.is_backpressured() {
+                    if self.refusal().is_some() {
                         self.shed(events);
                     } else {
                         self.aggregator.add(events, self.clock.now());
@@ -314,14 +320,13 @@ impl Pipeline {
 
     fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
         let now = now_unix();
-        if self.aggregator.is_backpressured() {
+        if let Some(why) = self.refusal() {
             // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
             // payload to retry; nothing of it is logged or counted as stored.
-            self.metrics.lock().unwrap().payloads_shed += 1;
-            return IngestSummary::refused(format!(
-                "backpressure: the store is failing and the spool is full ({} bytes); retry later",
-                self.aggregator.spooled_bytes()
-            ));
+            let mut m = self.metrics.lock().unwrap();
+            m.payloads_shed += 1;
+            m.backpressure = true;
+            return IngestSummary::refused(why);
         }
         let out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
@@ -367,8 +372,28 @@ impl Pipeline {
             self.aggregator
                 .add_logged(out.events, self.clock.now(), seq);
         }
-        self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
+        let mut m = self.metrics.lock().unwrap();
+        m.pending_events = self.aggregator.pending_events();
+        m.pending_bytes = self.aggregator.pending_bytes();
         summary
+    }
+
+    /// Why input is refused now (backpressure), if it is: the spool is full while the store
+    /// fails, or the pending events exceed the memory budget (`max_pending_bytes`).
+    fn refusal(&self) -> Option<String> {
+        if self.aggregator.is_backpressured() {
+            return Some(format!(
+                "backpressure: the store is failing and the spool is full ({} bytes); retry later",
+                self.aggregator.spooled_bytes()
+            ));
+        }
+        let pending = self.aggregator.pending_bytes();
+        (pending >= self.max_pending_bytes).then(|| {
+            format!(
+                "backpressure: {pending} bytes of events pending in memory (max_pending_bytes {}); retry later",
+                self.max_pending_bytes
+            )
+        })
     }
 
     /// Adds one ingest drop to the pending counts, under the dropped event's own tags when they
@@ -426,15 +451,24 @@ impl Pipeline {
         }
     }
 
-    /// Syncs the store after writes, appends the done notes of what left memory to the WAL
-    /// (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a flush
-    /// report. The order is what makes a replay exactly once: a note never reaches the WAL
-    /// before the data it stands for is durable.
+    /// Syncs the WAL (the notes of stored batches, logged by the aggregator before their index
+    /// entries) then the store after writes, appends the done notes of spooled batches to the
+    /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
+    /// flush report. See `sluice_collector::replay` for why this order is exactly once.
     fn account(&mut self, report: FlushReport, start: Instant) {
         let mut sync_error = false;
         self.pending_notes.extend(self.aggregator.take_done());
         let (_, advance) = self.checkpoint_target();
         if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
+            // The notes the aggregator logged before writing index entries become durable
+            // before those entries do (see sluice_collector::replay).
+            if report.blobs > 0 {
+                if let Err(e) = self.wal.sync() {
+                    eprintln!("sluice-server: WAL sync failed: {e}");
+                    self.metrics.lock().unwrap().wal_errors += 1;
+                    sync_error = true;
+                }
+            }
             if let Err(e) = self.store.flush() {
                 eprintln!("sluice-server: store flush failed: {e}");
                 sync_error = true;
@@ -470,7 +504,9 @@ impl Pipeline {
         m.spool_bytes = self.aggregator.spooled_bytes();
         m.spool_events = self.aggregator.spooled_events();
         m.memory_batches = self.aggregator.memory_batches() as u64;
-        m.backpressure = self.aggregator.is_backpressured();
+        m.backpressure = self.aggregator.is_backpressured()
+            || self.aggregator.pending_bytes() >= self.max_pending_bytes;
+        m.pending_bytes = self.aggregator.pending_bytes();
         m.events_flushed += report.events;
         m.late_events += report.late_events;
         m.dropped_events += report.dropped_events;

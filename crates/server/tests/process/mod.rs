@@ -1,0 +1,259 @@
+//! A real `sluice serve` process for the crash and memory tests: started from the built binary
+//! (`cargo build -p sluice`; `SLUICE_BIN` overrides the path), SIGKILLed or stopped with SIGTERM,
+//! with its address read from `DATA/SERVER` and its RSS from `/proc/PID/status`.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The `sluice` binary: `SLUICE_BIN`, else `target/<profile>/sluice` beside this test binary.
+pub fn sluice_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLUICE_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/debug/deps/<test> -> target/debug/sluice
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .join("sluice");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build -p sluice` first",
+        bin.display()
+    );
+    bin
+}
+
+/// An HTTP answer.
+pub struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One HTTP/1.1 request with timeouts on connect, write and read; `Err` when the server is gone.
+pub fn try_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<Answer> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no response head"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("bad status line"))?;
+    let mut body = raw[split + 4..].to_vec();
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        body = super::common::dechunk(&body);
+    }
+    Ok(Answer { status, body })
+}
+
+/// A running `sluice serve`; SIGKILLed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+    /// When the process was spawned.
+    pub spawned: Instant,
+}
+
+impl Server {
+    /// Starts `sluice serve --config CONFIG --http 127.0.0.1:0` (stderr appended to
+    /// `DATA/../server.log`) and waits (30 s at most) until it serves (`DATA/SERVER` names it).
+    pub fn start(config: &Path, data: &Path) -> Server {
+        Server::start_with(config, data, &[])
+    }
+
+    /// [`start`](Self::start) with extra flags.
+    pub fn start_with(config: &Path, data: &Path, extra: &[&str]) -> Server {
+        let server_file = data.join("SERVER");
+        let _ = std::fs::remove_file(&server_file);
+        let log = data
+            .parent()
+            .expect("data dir has a parent")
+            .join("server.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("server log");
+        let spawned = Instant::now();
+        let mut child = Command::new(sluice_bin())
+            .arg("serve")
+            .arg("--config")
+            .arg(config)
+            .args(["--http", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn sluice serve");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            if let Ok(text) = std::fs::read_to_string(&server_file) {
+                if let Some(a) = text
+                    .trim()
+                    .strip_prefix("http://")
+                    .and_then(|a| a.parse().ok())
+                {
+                    break a;
+                }
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("sluice serve exited before serving: {status}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("sluice serve did not start within 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Server {
+            child,
+            addr,
+            spawned,
+        }
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM (clean shutdown: open seconds flushed), waiting 60 s at most (then SIGKILL and fail).
+    pub fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                assert!(status.success(), "sluice serve exited with {status}");
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sluice serve did not stop within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `GET` with a panic on failure.
+    pub fn get(&self, path: &str) -> Answer {
+        try_request(self.addr, "GET", path, b"").unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    }
+
+    /// The value of a metric line starting with `name` (labels included).
+    pub fn metric(&self, name: &str) -> f64 {
+        let m = self.get("/metrics").text();
+        m.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {name} in {m}"))
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    /// Waits (at most `limit`) until nothing is pending: no event in memory, no batch in memory
+    /// or in the spool.
+    pub fn wait_idle(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        // Events replayed for the current second are due only after the grace period.
+        std::thread::sleep(Duration::from_millis(2500));
+        while self.metric("sluice_pending_events") > 0.0
+            || self.metric("sluice_memory_batches") > 0.0
+            || self.metric("sluice_spool_batches") > 0.0
+        {
+            assert!(
+                Instant::now() < deadline,
+                "not idle in time:\n{}",
+                self.get("/metrics").text()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Every event of `from..to` as JSON values.
+    pub fn read(&self, from: i64, to: i64) -> Vec<Value> {
+        let r = self.get(&format!("/v1/events?from={from}&to={to}"));
+        assert_eq!(r.status, 200, "{}", r.text());
+        super::common::lines(&r.text())
+    }
+
+    /// Resident set size (`VmRSS` of `/proc/PID/status`), bytes.
+    pub fn rss(&self) -> u64 {
+        rss_of(self.child.id())
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `VmRSS` of process `pid`, bytes (0 when it is gone).
+pub fn rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+/// A small deterministic random generator (xorshift64*), seeded by the test.
+pub struct XorShift(u64);
+
+impl XorShift {
+    pub fn new(seed: u64) -> XorShift {
+        XorShift(seed.max(1))
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
