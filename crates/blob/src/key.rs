@@ -25,7 +25,9 @@
 //!
 //! Every component is validated: `dc` and `type` are non-empty, `subtype` may be empty, none may
 //! hold `:`, `|` or a control character (newline, tab, NUL, …), and each is at most
-//! [`MAX_COMPONENT_LEN`] bytes. Epochs are non-negative Unix seconds written without leading
+//! [`MAX_TAG_BYTES`] bytes: the tag rule, [`check_tag`], which ingest and drop accounting call
+//! too, so an event that is accepted always has a key and a refused one is never counted under
+//! a tag no key could hold. Epochs are non-negative Unix seconds written without leading
 //! zeros, chunk numbers are `u32` written without leading zeros, so that parsing then formatting
 //! any accepted key gives back the same text.
 
@@ -35,8 +37,8 @@ use std::str::FromStr;
 
 use crate::error::{shorten, BlobError, Result};
 
-/// Longest `dc`, `type` or `subtype`, in bytes.
-pub const MAX_COMPONENT_LEN: usize = 255;
+/// Longest `dc`, `type` or `subtype`, in bytes (the tag rule: [`check_tag`]).
+pub const MAX_TAG_BYTES: usize = 64;
 /// Longest collector id, in bytes.
 pub const MAX_COLLECTOR_LEN: usize = 64;
 
@@ -517,14 +519,24 @@ fn check_component(s: &str, what: &str, allow_empty: bool) -> Result<()> {
 }
 
 fn check_component_in(s: &str, what: &str, allow_empty: bool, whole: &str) -> Result<()> {
+    check_tag(what, s, allow_empty).map_err(|reason| BlobError::bad_key(whole, reason))
+}
+
+/// The tag rule for `dc`, `type` and `subtype` (`what` names the tag in the message): 1 to
+/// [`MAX_TAG_BYTES`] bytes (0 allowed when `allow_empty`, as for `subtype`), no `:`, `|` or
+/// control character, since each becomes a field of `<epoch>:<dc>:<type>:<subtype>:<chunk>`.
+pub fn check_tag(what: &str, s: &str, allow_empty: bool) -> std::result::Result<(), String> {
     if s.is_empty() && !allow_empty {
-        return Err(BlobError::bad_key(whole, format!("{what} is empty")));
+        return Err(format!("{what} is empty"));
     }
-    if s.len() > MAX_COMPONENT_LEN {
-        return Err(BlobError::bad_key(whole, format!("{what} is {} bytes long, over {MAX_COMPONENT_LEN}", s.len())));
+    if s.len() > MAX_TAG_BYTES {
+        return Err(format!("{what} is {} bytes long, over {MAX_TAG_BYTES}", s.len()));
     }
     if let Some(c) = s.chars().find(|&c| c == ':' || c == '|' || c.is_control()) {
-        return Err(BlobError::bad_key(whole, format!("{what} {:?} contains {c:?} (`:`, `|` and control characters are not allowed)", shorten(s))));
+        return Err(format!(
+            "{what} {:?} contains {c:?} (`:`, `|` and control characters are not allowed)",
+            shorten(s)
+        ));
     }
     Ok(())
 }

@@ -57,8 +57,9 @@ use crate::json::{self, Interner, ParseError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// Longest `dc`, `type` or `subtype`, in bytes.
-pub const MAX_TAG_BYTES: usize = 64;
+/// Longest `dc`, `type` or `subtype`, in bytes (the key module owns the tag rule).
+pub use sluice_blob::key::MAX_TAG_BYTES;
+use sluice_blob::key::check_tag;
 
 /// Limits and defaults of the input layer. `Default` gives the documented defaults with
 /// `dc = "local"`.
@@ -620,19 +621,6 @@ fn tag_dc(v: &Value) -> Result<String, (DropReason, String)> {
         Value::UInt(n) => Ok(n.to_string()),
         _ => tag_str(v, "dc", false),
     }
-}
-
-fn check_tag(name: &str, s: &str, allow_empty: bool) -> Result<(), String> {
-    if s.is_empty() && !allow_empty {
-        return Err(format!("{name} is empty"));
-    }
-    if s.len() > MAX_TAG_BYTES {
-        return Err(format!("{name} is {} bytes long, more than {MAX_TAG_BYTES}", s.len()));
-    }
-    if let Some(c) = s.chars().find(|&c| c == ':' || c == '|' || c.is_control()) {
-        return Err(format!("{name} {s:?} contains the forbidden character {c:?}"));
-    }
-    Ok(())
 }
 
 /// Take a value out of `Shared` wrappers (cloning only if the `Arc` is still shared).

@@ -648,28 +648,26 @@ pub(crate) fn drop_tags(
         .into_iter::<Raw>()
         .next()?
         .ok()?;
-    fn tag(v: &Option<serde_json::Value>) -> Option<String> {
-        match v {
-            Some(serde_json::Value::String(s))
-                if !s.is_empty()
-                    && s.len() <= 255
-                    && !s.chars().any(|c| c == ':' || c == '|' || c.is_control()) =>
-            {
-                Some(s.clone())
-            }
-            _ => None,
-        }
+    // The tag rule of keys (`check_tag`), so a drop is never counted under a tag that ingest
+    // refuses; an integer `dc` is named by its decimal form, as ingest does.
+    fn tag(v: &Option<serde_json::Value>, name: &str, allow_empty: bool) -> Option<String> {
+        let s = match v {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) if name == "dc" && (n.is_i64() || n.is_u64()) => n.to_string(),
+            _ => return None,
+        };
+        sluice_blob::key::check_tag(name, &s, allow_empty).ok().map(|()| s)
     }
-    let type_ = tag(&raw.type_)?;
+    let type_ = tag(&raw.type_, "type", false)?;
     Some(DropTags {
         epoch: raw
             .epoch
             .as_ref()
             .and_then(serde_json::Value::as_i64)
             .filter(|e| window.contains(e)),
-        dc: tag(&raw.dc),
+        dc: tag(&raw.dc, "dc", false),
         type_,
-        subtype: tag(&raw.subtype).unwrap_or_default(),
+        subtype: tag(&raw.subtype, "subtype", true).unwrap_or_default(),
     })
 }
 
@@ -720,7 +718,12 @@ mod tests {
             None
         );
         let t = drop_tags(p, &drop_at(p, r#"{"epoch":999"#, DropReason::BadTag), &w).unwrap();
-        assert_eq!((t.epoch, t.dc, t.type_.as_str()), (Some(999), None, "u"));
+        // An integer dc is named as ingest names it.
+        assert_eq!((t.epoch, t.dc.as_deref(), t.type_.as_str()), (Some(999), Some("7"), "u"));
+        // A type ingest refuses (over 64 bytes) is not counted under that type.
+        let long = format!(r#"[{{"type":"{}","x":1}}]"#, "t".repeat(100));
+        let long = long.as_bytes();
+        assert_eq!(drop_tags(long, &drop_at(long, "{", DropReason::BadTag), &w), None);
         let mut whole = drop_at(p, "[", DropReason::Oversized);
         whole.whole_payload = true;
         assert_eq!(drop_tags(p, &whole, &w), None);
