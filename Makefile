@@ -15,8 +15,9 @@ deps:
 build: deps
 	$(CARGO) build --release -p sluice
 
-## run: a codec demo until the pipeline lands — events generated, encoded the original way and
-## the default way, decoded back, dumped; the shared vectors decoded.
+## run: the demo (scripts/demo.sh): `sluice serve` on a fresh data directory, live events from
+## `sluice gen` over HTTP, followed with `sluice tail`, read back with `sluice cat`, metrics, a clean
+## shutdown, then the blobs themselves (read by the Perl reference too).
 run: build
 	@scripts/demo.sh
 
