@@ -169,7 +169,8 @@ pub fn replay(
 ) -> ReplayReport {
     let mut report = ReplayReport::default();
     let mut done: HashMap<u64, HashSet<GroupKey>> = HashMap::new();
-    for r in records.iter().filter(|r| r.kind == RecordKind::Note) {
+    // An empty note is a probe the server writes while the WAL fails: it names nothing.
+    for r in records.iter().filter(|r| r.kind == RecordKind::Note && !r.payload.is_empty()) {
         report.notes += 1;
         match DoneNote::decode(&r.payload) {
             Ok(note) => {

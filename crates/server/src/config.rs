@@ -20,6 +20,9 @@ pub const DEFAULT_TCP_PORT: u16 = 8181;
 /// Default UDP ingest port (one payload per datagram): `8182`.
 pub const DEFAULT_UDP_PORT: u16 = 8182;
 
+/// Default free-space reserve of the data disks (`min_free_bytes`): 64 MiB.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
+
 /// Settings of the server. Every field has a default (`ServerConfig::default()`, or an empty
 /// TOML file); unknown TOML keys are refused.
 ///
@@ -50,6 +53,9 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// # spool_dir = "./data/spool" # batches the store could not take (default <data_dir>/spool)
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
+/// min_free_bytes = 67108864    # ingest refused (503) while the data disk has less free
+/// wal_segment_bytes = 67108864 # WAL segment size
+/// salvage_wal = false          # start past WAL damage after copying it to <wal>/damaged/
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -124,6 +130,15 @@ pub struct ServerConfig {
     pub spool_max_bytes: u64,
     /// Batches kept in memory after a store error before the oldest are spilled (default 16).
     pub spool_memory_batches: usize,
+    /// Free-space reserve, bytes (default 64 MiB): while a disk holding the data, WAL or spool
+    /// directory has less free, acknowledged ingest is refused (503 / TCP `error unavailable`),
+    /// so the store can still flush and the WAL checkpoint and shrink. 0 disables the check.
+    pub min_free_bytes: u64,
+    /// A WAL segment is closed once it holds this many bytes (default 64 MiB).
+    pub wal_segment_bytes: u64,
+    /// Start past damaged WAL records (default false): the damaged files are first copied to
+    /// `<wal dir>/damaged/`, the records after the damage in a file are lost (logged).
+    pub salvage_wal: bool,
 }
 
 impl Default for ServerConfig {
@@ -164,6 +179,9 @@ impl Default for ServerConfig {
             spool_dir: None,
             spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
             spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            wal_segment_bytes: WalConfig::default().segment_size,
+            salvage_wal: false,
         }
     }
 }
@@ -278,7 +296,7 @@ impl ServerConfig {
         };
         Ok(WalConfig {
             fsync,
-            ..WalConfig::default()
+            segment_size: self.wal_segment_bytes,
         })
     }
 
@@ -297,6 +315,9 @@ impl ServerConfig {
         }
         if self.grace() > Duration::from_secs(3600) {
             return Err(Error::Config("grace_secs / grace_ms: at most one hour".into()));
+        }
+        if self.wal_segment_bytes == 0 {
+            return Err(Error::Config("wal_segment_bytes must be positive".into()));
         }
         if self.spool_max_bytes == 0 {
             return Err(Error::Config("spool_max_bytes must be positive".into()));
