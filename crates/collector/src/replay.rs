@@ -18,7 +18,10 @@
 //!    drops the events whose (record, group) a note names.
 //!
 //! What remains at least once: a crash after a batch is durably stored or spooled and before its
-//! note is fsynced (a few milliseconds per flush) replays that group once more.
+//! note is fsynced (a few milliseconds per flush) replays that group once more. The caller must
+//! not go on storing batches while notes cannot be logged (the server stops flushing while the
+//! WAL fails, e.g. on a full disk): each such batch would widen that window. An empty note is a
+//! probe (the server's, while the WAL fails) and names nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;

@@ -24,11 +24,27 @@
 //! [`Wal::open`] reads every segment and returns the records after the checkpoint, oldest first,
 //! for the caller to replay through an `Ingestor` and an
 //! [`Aggregator`](crate::aggregate::Aggregator) (with
-//! [`add_logged`](crate::aggregate::Aggregator::add_logged)). A *torn tail* — a record of the
-//! last segment cut short or failing its CRC (a crash in the middle of a write, or a tail of
-//! zeros) with no intact record anywhere after it — is truncated away. Any other bad record
-//! (in an older segment, or followed by an intact one, or out of sequence) is
-//! [`WalError::Corrupted`]: nothing is ever skipped silently.
+//! [`add_logged`](crate::aggregate::Aggregator::add_logged)); [`Wal::open_with`] also returns
+//! an [`OpenReport`] of everything skipped, for the caller to log. Damage is never skipped
+//! silently:
+//! - A *torn tail* — what a crash in the middle of the last write leaves: a header cut short,
+//!   the expected next record cut short or failing its CRC while reaching exactly the end of
+//!   the last segment, or a tail of zeros, with no intact record anywhere after it — is
+//!   truncated away and reported.
+//! - Any other bad record (garbage, a record out of sequence, one followed by an intact one),
+//!   or a missing segment, is [`WalError::Corrupted`]: the log does not open. With `salvage`,
+//!   [`Wal::open_with`] copies the damaged file to `damaged/` first, cuts it at the damage
+//!   (reporting how many bytes were given up) and accepts the gap.
+//! - Damage in a segment wholly behind the checkpoint (left by a failed delete) costs nothing:
+//!   its records are stored. It is reported and skipped.
+//! - An unreadable checkpoint file is reported; every record present is returned (from the
+//!   oldest segment on, which bounds the lost checkpoint). Done notes live in the log after the
+//!   records they name, so [`crate::replay`] still skips what is stored: exactly once.
+//! - Records of a segment from the first number of the next segment on were re-logged there
+//!   (see *Errors*): ignored, and reported.
+//!
+//! When it returns records to replay, `open` starts a fresh segment, so the first checkpoint
+//! after the replay deletes all the replayed ones (a replay on a nearly full disk frees space).
 //!
 //! [`Wal::checkpoint`]`(upto)` records that everything `≤ upto` is stored and deletes the segments
 //! holding only such records. With the aggregator the caller does
@@ -60,9 +76,21 @@
 //!
 //! # Errors
 //!
-//! Any I/O error while appending or syncing *poisons* the log (after a failed fsync the state of
-//! the page cache is unknown): every later call returns [`WalError::Poisoned`] and the log must be
-//! reopened. Only one `Wal` may use a directory at a time (not enforced by a lock file).
+//! No error breaks the log for good; [`Wal::failing`] tells the last error while it stands, and
+//! the next successful write clears it (a full disk is a state, not a failure).
+//! - A failed write (e.g. `ENOSPC`) fails that append only: the partial record is cut away
+//!   (`set_len` back to the last whole record) and the sequence number is not used. If the cut
+//!   fails, the next append first rolls to a fresh segment (below).
+//! - A failed fsync leaves the page cache of that file in an unknown state (Linux may drop the
+//!   dirty pages and report success later). The log keeps an in-memory copy of every record not
+//!   yet fsynced (not under `Never`): it *rolls* to a fresh segment named after the first of them,
+//!   writes them there again and fsyncs it, and cuts the old segment back to what was durable
+//!   (best effort; `open` ignores the old copies anyway). Waiters are answered only once their
+//!   record is durable in the new segment; if the roll fails too, they get the error (not
+//!   acknowledged) and the next append or sync tries again. A record whose fsync failed may still
+//!   be replayed after a crash (at least once for a payload that was not acknowledged).
+//!
+//! Only one `Wal` may use a directory at a time (not enforced by a lock file).
 //!
 //! ```
 //! use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig};
@@ -511,7 +539,7 @@ impl Shared {
                 Ok(()) if Arc::ptr_eq(&file, &st.file) => {
                     st.fsyncs += 1;
                     if target > st.durable_seq {
-                        let done = ((target_len - st.durable_len) as usize).min(st.undurable.len());
+                        let done = (target_len.saturating_sub(st.durable_len) as usize).min(st.undurable.len());
                         st.undurable.drain(..done);
                         st.durable_seq = target;
                         st.durable_len = target_len;
@@ -533,12 +561,14 @@ impl Shared {
     /// and the old segment is cut back to what was durable (best effort: [`Wal::open`] ignores
     /// records of a segment that the next one starts with). On success the log works again.
     fn relog(&self, st: &mut State) -> Result<()> {
-        let first = st.durable_seq + 1;
         let fsync = self.cfg.fsync != FsyncPolicy::Never;
+        // Under `Never` nothing is kept to re-log: the old segment keeps every record (in the
+        // page cache) and the new one starts after the last.
+        let first = if fsync { st.durable_seq + 1 } else { st.last_seq + 1 };
         let path = self.dir.join(segment_name(first));
         let same = st.segments.last().is_some_and(|s| s.path == path);
         let result = (|| -> Result<File> {
-            if !same {
+            if !same && fsync {
                 // Keep only what is durable in the old segment (its fd may be in an error state).
                 let _ = st.file.set_len(st.durable_len);
             }
@@ -563,6 +593,8 @@ impl Shared {
                     st.durable_len = st.file_len;
                     st.undurable.clear();
                     st.dirty_since = None;
+                } else {
+                    st.durable_len = 0;
                 }
                 st.needs_roll = false;
                 st.failing = None;
