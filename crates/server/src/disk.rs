@@ -43,12 +43,15 @@ pub(crate) struct DiskGuard {
     refused: u64,
     /// Lowest free space of the watched disks at the last refresh.
     pub free: u64,
+    /// A WAL write failed and the log has not been seen working, with the reserve free,
+    /// since (see [`recovered`](Self::recovered)).
+    pub wal_failed: bool,
 }
 
 impl DiskGuard {
     /// Watches the disks of `dirs` with a reserve of `min_free` bytes.
     pub fn new(dirs: Vec<PathBuf>, min_free: u64) -> DiskGuard {
-        DiskGuard { dirs, min_free, why: None, since: None, last_log: None, refused: 0, free: u64::MAX }
+        DiskGuard { dirs, min_free, why: None, since: None, last_log: None, refused: 0, free: u64::MAX, wal_failed: false }
     }
 
     /// Measures the free space again; `wal_failing` is the WAL's last write error, if it still
@@ -80,7 +83,15 @@ impl DiskGuard {
 
     /// Marks ingest unavailable at once (a WAL write just failed), until the next refresh.
     pub fn failed(&mut self, why: String) {
+        self.wal_failed = true;
         self.set(Some(format!("write-ahead log failing: {why}")));
+    }
+
+    /// After a WAL failure: whether the reserve is free again (at the last refresh), so that a
+    /// WAL that takes a write now will also take the done notes of what is stored next — a
+    /// write that fits in the slack of a full disk proves nothing.
+    pub fn reserve_free(&self) -> bool {
+        self.free >= self.min_free
     }
 
     /// Why ingest is refused now, if it is; counts the refusal.

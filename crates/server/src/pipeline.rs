@@ -525,13 +525,22 @@ impl Pipeline {
     /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
     /// empty note probes it (replay ignores empty notes).
     fn wal_writable(&mut self) -> bool {
-        if self.wal.failing().is_none() {
+        if self.wal.failing().is_some() {
+            self.disk.wal_failed = true;
+        }
+        if !self.disk.wal_failed {
             return true;
         }
-        if !self.pending_notes.is_empty() {
+        // Recovering: the reserve must be back (else a note may not fit after the store took
+        // a batch), the pending notes written (`account` retries them), and a write succeed.
+        if !self.disk.reserve_free() || !self.pending_notes.is_empty() {
             return false;
         }
-        self.wal.append_note(&[], now_unix()).is_ok()
+        if self.wal.append_note(&[], now_unix()).is_err() {
+            return false;
+        }
+        self.disk.wal_failed = false;
+        true
     }
 
     /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.

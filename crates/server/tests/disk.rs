@@ -307,11 +307,22 @@ fn tcp_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::
 
 #[test]
 fn full_disk_is_a_state_the_server_leaves_and_a_restart_stores_nothing_twice() {
+    full_disk(false);
+}
+
+#[test]
+fn sigkill_while_the_disk_is_full_then_restart_stores_nothing_twice() {
+    full_disk(true);
+}
+
+/// Clients ingest over HTTP and TCP; the disk fills and is freed; SIGKILL (while full with
+/// `kill_while_full`, then the disk is freed before the restart), restart, read back.
+fn full_disk(kill_while_full: bool) {
     if !is_root() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount("full", 48);
+    let fs = Tmpfs::mount(if kill_while_full { "full-kill" } else { "full" }, 48);
     let data = fs.0.join("data");
     let start = now();
     let mut child = Child::start(&data, 1);
@@ -337,6 +348,26 @@ fn full_disk_is_a_state_the_server_leaves_and_a_restart_stores_nothing_twice() {
     assert_eq!(acked(), during, "nothing is acknowledged while the disk is full");
     let text = seen.refusal_texts.lock().unwrap().first().cloned().unwrap_or_default();
     assert!(text.contains("unavailable"), "{text}");
+    if kill_while_full {
+        // The groups closed while full could be neither stored nor noted: a restart must store
+        // them once, from the WAL.
+        std::thread::sleep(Duration::from_millis(1500));
+        child.kill();
+        stop.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        std::fs::remove_file(&filler).unwrap();
+        let acked = seen.acked.lock().unwrap().clone();
+        let server = spawn(server_config(&data, 1)).unwrap();
+        let addr = server.http_addr.unwrap();
+        wait_stored(addr);
+        let stored = stored_ids(addr, start - 2, now() + 2);
+        assert_exactly_once(&stored, &acked);
+        println!("acked {} ids, killed while full, stored {} ids once each", acked.len(), stored.len());
+        server.shutdown().unwrap();
+        return;
+    }
 
     // Freed: ingest resumes in the same process.
     std::fs::remove_file(&filler).unwrap();
