@@ -738,3 +738,110 @@ fn sigkill_loses_no_acknowledged_record() {
     eprintln!("sigkill: {last} acknowledged, {} in the log", records.len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An ext4 file system (no journal) on a loop device whose image lives on a small tmpfs: when
+/// the tmpfs is full, writes to the page cache still succeed but writeback fails, so `fsync`
+/// returns an error — and, as Linux does, the next `fsync` returns success with the data lost.
+/// Torn down (unmounted, detached) on drop.
+struct FailingFsync {
+    backing: Tmpfs,
+    loopdev: String,
+    mnt: PathBuf,
+}
+
+impl FailingFsync {
+    fn new(name: &str) -> Option<FailingFsync> {
+        let backing = Tmpfs::mount(&format!("{name}-backing"), 12);
+        let img = backing.0.join("img");
+        let mnt = temp_dir(&format!("{name}-mnt"));
+        std::fs::create_dir_all(&mnt).unwrap();
+        let run = |cmd: &mut Command| cmd.output().ok().filter(|o| o.status.success());
+        run(Command::new("truncate").args(["-s", "64M"]).arg(&img))?;
+        run(Command::new("mkfs.ext4").args(["-q", "-b", "4096", "-O", "^has_journal"]).arg(&img))?;
+        let out = run(Command::new("losetup").args(["-f", "--show"]).arg(&img))?;
+        let loopdev = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let fs = FailingFsync { backing, loopdev, mnt };
+        fs.mount()?;
+        Some(fs)
+    }
+
+    fn mount(&self) -> Option<()> {
+        let ok = Command::new("mount").args(["-o", "errors=continue", &self.loopdev]).arg(&self.mnt).status().ok()?;
+        ok.success().then_some(())
+    }
+
+    /// Unmounts and mounts again: what is read afterwards comes from the device, not the cache.
+    fn remount(&self) {
+        assert!(Command::new("umount").arg(&self.mnt).status().unwrap().success());
+        self.mount().expect("mount again");
+    }
+}
+
+impl Drop for FailingFsync {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mnt).status();
+        let _ = Command::new("losetup").args(["-d", &self.loopdev]).status();
+        let _ = std::fs::remove_dir_all(&self.mnt);
+    }
+}
+
+#[test]
+fn failed_fsync_relogs_to_a_fresh_segment_and_loses_no_acknowledged_record() {
+    if !is_root() {
+        println!("SKIPPED: needs root (tmpfs, loop device, ext4)");
+        return;
+    }
+    let Some(fs) = FailingFsync::new("fsync") else {
+        println!("SKIPPED: no loop device / mkfs.ext4 here");
+        return;
+    };
+    let dir = fs.mnt.join("wal");
+    // Records of 20 KB, 20 per segment: the records written once the backing store is full
+    // start in a fresh segment, on blocks never written. (A write that begins in a block the
+    // backing store already holds is cut short there, and the loop driver reports a short
+    // write as success: that fsync would lie, which no log can survive.)
+    let big = |n: u64| format!("{n:>20000}").into_bytes();
+    let wcfg = cfg(FsyncPolicy::Always, 20 * (HEADER_LEN as u64 + 20000));
+    let (wal, _) = Wal::open(&dir, wcfg.clone()).unwrap();
+    for n in 1..=20 {
+        assert_eq!(wal.append(&big(n), E0).unwrap(), n);
+    }
+    let mut acked: Vec<u64> = (1..=20).collect();
+    let filler = fill(&fs.backing.0);
+    // The device cannot take writes: appends reach the page cache, their fsync fails, the
+    // re-log to a fresh segment fails too, so they are not acknowledged.
+    let mut failed = 0;
+    for _ in 0..5 {
+        let next = wal.last_seq() + 1;
+        match wal.append(&big(next), E0) {
+            Ok(seq) => acked.push(seq),
+            Err(e) => {
+                failed += 1;
+                assert!(wal.failing().is_some(), "{e}");
+            }
+        }
+    }
+    assert!(failed > 0, "fsync never failed");
+    println!("after failures: last_seq {} failing {:?} segments {:?}", wal.last_seq(), wal.failing(), wal.segments());
+    std::fs::remove_file(&filler).unwrap();
+    // The device takes writes again: the next append first re-logs what was not durable.
+    let last = wal.last_seq() + 10;
+    for n in wal.last_seq() + 1..=last {
+        assert_eq!(wal.append(&big(n), E0).unwrap(), n);
+        acked.push(n);
+    }
+    assert!(wal.failing().is_none());
+    assert!(wal.segments().len() >= 2, "rolled to a fresh segment");
+    drop(wal);
+    // Read from the device: every acknowledged record is there, intact, the numbering has no
+    // gap (records whose fsync failed come back too: written again in the fresh segment).
+    fs.remount();
+    let (_wal, records, report) = Wal::open_with(&dir, wcfg, false).unwrap();
+    let seqs: Vec<u64> = records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (1..=last).collect::<Vec<_>>());
+    for r in &records {
+        assert_eq!(r.payload, big(r.seq), "record {}", r.seq);
+    }
+    assert!(acked.iter().all(|s| seqs.contains(s)));
+    println!("{failed} appends refused while fsync failed; open: {:?}", report.warnings);
+}
