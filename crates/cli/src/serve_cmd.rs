@@ -35,10 +35,33 @@ pub struct ServeArgs {
     /// Blob profile: `default` (protocol 5 + zstd) or `original` (protocol 3 + zlib).
     #[arg(long)]
     profile: Option<String>,
-    /// Memory budget for pending events, bytes (default 512 MiB); beyond it ingest gets 503 /
-    /// a TCP `error`, UDP is shed.
-    #[arg(long)]
+    /// Memory budget for pending events (bytes, or 512m, 1g; default 512m); beyond it ingest
+    /// gets 503 / a TCP `error`, UDP is shed.
+    #[arg(long, value_parser = parse_bytes)]
     max_pending_bytes: Option<u64>,
+    /// Free-space reserve: while a data, WAL or spool disk has less free, acknowledged ingest
+    /// gets 503 / `error unavailable` (bytes, or with a unit: 512k, 64m, 1g; 0 = off; default 64m).
+    #[arg(long, value_parser = parse_bytes)]
+    min_free: Option<u64>,
+    /// Start past damaged WAL records: each damaged WAL file is first copied to
+    /// `<wal dir>/damaged/`, then the records after the damage in it are skipped (logged).
+    #[arg(long)]
+    salvage_wal: bool,
+}
+
+/// A size: plain bytes or with a binary unit `k`, `m`, `g` (case-insensitive, optional `b`/`ib`).
+fn parse_bytes(value: &str) -> std::result::Result<u64, String> {
+    let bad = || format!("{value:?}: expected bytes (1048576) or a size (512k, 64m, 1g)");
+    let v = value.trim().to_ascii_lowercase();
+    let v = v.strip_suffix("ib").or_else(|| v.strip_suffix('b')).unwrap_or(&v);
+    let (digits, shift) = match v.chars().last() {
+        Some('k') => (&v[..v.len() - 1], 10),
+        Some('m') => (&v[..v.len() - 1], 20),
+        Some('g') => (&v[..v.len() - 1], 30),
+        _ => (v, 0),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
 /// A grace period: `250ms`, `1s`, or plain seconds (`1`, `0.25`); at most one hour.
@@ -97,6 +120,12 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     if let Some(n) = a.max_pending_bytes {
         c.max_pending_bytes = n;
     }
+    if let Some(m) = a.min_free {
+        c.min_free_bytes = m;
+    }
+    if a.salvage_wal {
+        c.salvage_wal = true;
+    }
     Ok(c)
 }
 
@@ -110,8 +139,20 @@ pub fn run(a: ServeArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_grace;
+    use super::{parse_bytes, parse_grace};
     use std::time::Duration;
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!(parse_bytes("0"), Ok(0));
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("512k"), Ok(512 << 10));
+        assert_eq!(parse_bytes("64M"), Ok(64 << 20));
+        assert_eq!(parse_bytes("1GiB"), Ok(1 << 30));
+        for bad in ["", "m", "-1", "1t", "99999999999g"] {
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn grace_forms() {

@@ -38,6 +38,10 @@
 //! batch's counts (its events are stored once). A spooled batch's note follows the spool's fsync:
 //! a crash between the two (milliseconds, only while the store is failing) replays that batch
 //! once more. A note that does not parse is reported and skips nothing (at least once).
+//!
+//! The caller must not go on storing batches while notes cannot be logged (the server stops
+//! flushing while the WAL fails, e.g. on a full disk). An empty note is a probe (the server's,
+//! while the WAL fails) and names nothing.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -204,7 +208,8 @@ pub fn replay(
     let mut report = ReplayReport::default();
     let mut done: HashMap<u64, HashSet<GroupKey>> = HashMap::new();
     let mut indexes: HashMap<(i64, String), Option<HashSet<String>>> = HashMap::new();
-    for r in records.iter().filter(|r| r.kind == RecordKind::Note) {
+    // An empty note is a probe the server writes while the WAL fails: it names nothing.
+    for r in records.iter().filter(|r| r.kind == RecordKind::Note && !r.payload.is_empty()) {
         report.notes += 1;
         match DoneNote::decode(&r.payload) {
             Ok(note) => {

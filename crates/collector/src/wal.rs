@@ -24,11 +24,27 @@
 //! [`Wal::open`] reads every segment and returns the records after the checkpoint, oldest first,
 //! for the caller to replay through an `Ingestor` and an
 //! [`Aggregator`](crate::aggregate::Aggregator) (with
-//! [`add_logged`](crate::aggregate::Aggregator::add_logged)). A *torn tail* — a record of the
-//! last segment cut short or failing its CRC (a crash in the middle of a write, or a tail of
-//! zeros) with no intact record anywhere after it — is truncated away. Any other bad record
-//! (in an older segment, or followed by an intact one, or out of sequence) is
-//! [`WalError::Corrupted`]: nothing is ever skipped silently.
+//! [`add_logged`](crate::aggregate::Aggregator::add_logged)); [`Wal::open_with`] also returns
+//! an [`OpenReport`] of everything skipped, for the caller to log. Damage is never skipped
+//! silently:
+//! - A *torn tail* — what a crash in the middle of the last write leaves: a header cut short,
+//!   the expected next record cut short or failing its CRC while reaching exactly the end of
+//!   the last segment, or a tail of zeros, with no intact record anywhere after it — is
+//!   truncated away and reported.
+//! - Any other bad record (garbage, a record out of sequence, one followed by an intact one),
+//!   or a missing segment, is [`WalError::Corrupted`]: the log does not open. With `salvage`,
+//!   [`Wal::open_with`] copies the damaged file to `damaged/` first, cuts it at the damage
+//!   (reporting how many bytes were given up) and accepts the gap.
+//! - Damage in a segment wholly behind the checkpoint (left by a failed delete) costs nothing:
+//!   its records are stored. It is reported and skipped.
+//! - An unreadable checkpoint file is reported; every record present is returned (from the
+//!   oldest segment on, which bounds the lost checkpoint). Done notes live in the log after the
+//!   records they name, so [`crate::replay`] still skips what is stored: exactly once.
+//! - Records of a segment from the first number of the next segment on were re-logged there
+//!   (see *Errors*): ignored, and reported.
+//!
+//! When it returns records to replay, `open` starts a fresh segment, so the first checkpoint
+//! after the replay deletes all the replayed ones (a replay on a nearly full disk frees space).
 //!
 //! [`Wal::checkpoint`]`(upto)` records that everything `≤ upto` is stored and deletes the segments
 //! holding only such records. With the aggregator the caller does
@@ -60,9 +76,21 @@
 //!
 //! # Errors
 //!
-//! Any I/O error while appending or syncing *poisons* the log (after a failed fsync the state of
-//! the page cache is unknown): every later call returns [`WalError::Poisoned`] and the log must be
-//! reopened. Only one `Wal` may use a directory at a time (not enforced by a lock file).
+//! No error breaks the log for good; [`Wal::failing`] tells the last error while it stands, and
+//! the next successful write clears it (a full disk is a state, not a failure).
+//! - A failed write (e.g. `ENOSPC`) fails that append only: the partial record is cut away
+//!   (`set_len` back to the last whole record) and the sequence number is not used. If the cut
+//!   fails, the next append first rolls to a fresh segment (below).
+//! - A failed fsync leaves the page cache of that file in an unknown state (Linux may drop the
+//!   dirty pages and report success later). The log keeps an in-memory copy of every record not
+//!   yet fsynced (not under `Never`): it *rolls* to a fresh segment named after the first of them,
+//!   writes them there again and fsyncs it, and cuts the old segment back to what was durable
+//!   (best effort; `open` ignores the old copies anyway). Waiters are answered only once their
+//!   record is durable in the new segment; if the roll fails too, they get the error (not
+//!   acknowledged) and the next append or sync tries again. A record whose fsync failed may still
+//!   be replayed after a crash (at least once for a payload that was not acknowledged).
+//!
+//! Only one `Wal` may use a directory at a time (not enforced by a lock file).
 //!
 //! ```
 //! use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig};
@@ -85,7 +113,7 @@
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -173,8 +201,6 @@ pub enum WalError {
         /// Byte offset of the bad record in it.
         offset: u64,
     },
-    /// An earlier I/O error left the log in an unknown state; reopen it.
-    Poisoned(String),
     /// A payload larger than a record can hold (2 GiB).
     TooLarge(usize),
     /// [`Wal::checkpoint`] or [`Wal::wait_durable`] named a sequence number not appended yet.
@@ -193,7 +219,6 @@ impl fmt::Display for WalError {
             WalError::Corrupted { segment, offset } => {
                 write!(f, "wal: corrupted record in {} at byte {offset}", segment.display())
             }
-            WalError::Poisoned(why) => write!(f, "wal: unusable after an earlier error ({why}); reopen it"),
             WalError::TooLarge(n) => write!(f, "wal: payload of {n} bytes is too large for a record"),
             WalError::BadSeq { seq, last } => write!(f, "wal: sequence number {seq} is beyond the last one ({last})"),
         }
@@ -275,17 +300,29 @@ struct Parsed {
     count: u64,
     /// Length of the valid prefix.
     valid_len: u64,
-    /// Whether a torn tail follows the valid prefix.
+    /// Whether bytes follow the valid prefix that hold no record (a torn tail, or records
+    /// re-logged in the next segment).
     torn: bool,
+    /// Whether the records after the valid prefix were re-logged in the next segment.
+    relogged: bool,
 }
 
 /// Parses a segment's bytes. `last`: the last segment, where a bad final record is a torn tail.
 /// `first`: the sequence number its first record must carry. Records `≤ keep_after` are counted
-/// but not returned.
-fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: u64) -> Result<Parsed> {
-    let mut p = Parsed { records: Vec::new(), count: 0, valid_len: 0, torn: false };
+/// but not returned. `next`: the first sequence number of the next segment: records from it on
+/// were re-logged there after a failed write or fsync, so they (and anything bad from there on)
+/// are ignored here.
+fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: u64, next: Option<u64>) -> Result<Parsed> {
+    let mut p = Parsed { records: Vec::new(), count: 0, valid_len: 0, torn: false, relogged: false };
     let mut off = 0usize;
     while off < bytes.len() {
+        let expect = first + p.count;
+        if next == Some(expect) {
+            // Everything from here on lives in the next segment.
+            p.torn = true;
+            p.relogged = true;
+            break;
+        }
         let rest = &bytes[off..];
         let field = |at: usize| -> [u8; 8] {
             let mut b = [0u8; 8];
@@ -294,7 +331,10 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
             b
         };
         // Whether the record here is complete, fits and checks: `None` if so, else whether the
-        // bad record may be a torn tail (nothing intact follows it).
+        // bad record may be a torn tail: the write of the last record cut short or with some of
+        // its pages lost (its header names the expected number and it reaches the end of the
+        // file), a header cut short, or a tail of zeros — and no intact record follows
+        // (truncating must never lose one). Anything else is damage.
         let bad_is_torn = if rest.len() < HEADER_LEN {
             Some(true) // cut short
         } else {
@@ -304,7 +344,7 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
             let now = i64::from_le_bytes(field(16));
             match HEADER_LEN.checked_add(len).filter(|&e| e <= rest.len()) {
                 Some(end) if record_crc(kind, seq, now, &rest[HEADER_LEN..end]) == crc => {
-                    if seq != first + p.count {
+                    if seq != expect {
                         Some(false)
                     } else {
                         if seq > keep_after {
@@ -315,14 +355,18 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
                         None
                     }
                 }
-                // Cut short or failing its CRC: a torn write only if no intact record follows
-                // (truncating must never lose one).
-                _ => Some(!intact_record_after(rest, first + p.count)),
+                reach => {
+                    let torn_write = seq == expect && reach.is_none_or(|end| end == rest.len());
+                    let zeros = rest.iter().all(|&b| b == 0);
+                    Some((torn_write || zeros) && !intact_record_after(rest, expect))
+                }
             }
         };
         match bad_is_torn {
             None => {}
-            Some(true) if last => {
+            // In an older segment a torn tail is harmless only when the next segment carries on
+            // with the next number (a write that failed and was cut back or rolled past).
+            Some(true) if last || next == Some(expect) => {
                 p.torn = true;
                 break;
             }
@@ -372,6 +416,28 @@ fn read_checkpoint(dir: &Path) -> Result<u64> {
     Ok(upto)
 }
 
+/// Copies a damaged file to `damaged/<name>.<unix time>` in `dir` (fsynced) and returns where.
+fn set_aside(dir: &Path, file: &Path) -> Result<PathBuf> {
+    let aside_dir = dir.join("damaged");
+    fs::create_dir_all(&aside_dir).map_err(io_err(format!("creating {}", aside_dir.display())))?;
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let name = file.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let to = aside_dir.join(format!("{name}.{secs}"));
+    fs::copy(file, &to).map_err(io_err(format!("copying {} to {}", file.display(), to.display())))?;
+    File::open(&to).and_then(|f| f.sync_all()).map_err(io_err(format!("fsync of {}", to.display())))?;
+    sync_dir(&aside_dir)?;
+    Ok(to)
+}
+
+/// What [`Wal::open_with`] skipped or cut away, besides the records it returns.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OpenReport {
+    /// One line per thing skipped, cut or set aside; the server logs them.
+    pub warnings: Vec<String>,
+    /// Files a salvage copied aside before cutting them.
+    pub set_aside: Vec<PathBuf>,
+}
+
 struct Segment {
     first: u64,
     path: PathBuf,
@@ -394,7 +460,16 @@ struct State {
     fsyncs: u64,
     /// When the oldest record not yet fsynced was appended.
     dirty_since: Option<Instant>,
-    poisoned: Option<String>,
+    /// The last write or fsync error, until a write succeeds again ([`Wal::failing`]).
+    failing: Option<String>,
+    /// The active segment must be replaced before the next write: a failed write could not be
+    /// cut back, or an fsync failed (after which its page-cache state is unknown).
+    needs_roll: bool,
+    /// Records appended since `durable_seq`, encoded (not under `Never`): written again to a
+    /// fresh segment when an fsync fails.
+    undurable: Vec<u8>,
+    /// Length of the active segment up to `durable_seq` (where `undurable` starts in it).
+    durable_len: u64,
     shutdown: bool,
     buf: Vec<u8>,
 }
@@ -433,18 +508,11 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn check(st: &State) -> Result<()> {
-        match &st.poisoned {
-            Some(why) => Err(WalError::Poisoned(why.clone())),
-            None => Ok(()),
-        }
-    }
-
     /// Fsyncs everything appended up to now (at least up to `seq`), sharing the fsync with
-    /// concurrent callers.
+    /// concurrent callers. A failed fsync rolls to a fresh segment holding the records that
+    /// were not durable ([`relog`](Self::relog)); the error is returned only if that fails too.
     fn sync_upto<'a>(&'a self, mut st: MutexGuard<'a, State>, seq: u64) -> Result<MutexGuard<'a, State>> {
         loop {
-            Shared::check(&st)?;
             if st.durable_seq >= seq {
                 return Ok(st);
             }
@@ -452,8 +520,15 @@ impl Shared {
                 st = self.cv.wait(st).unwrap_or_else(|e| e.into_inner());
                 continue;
             }
+            if st.needs_roll {
+                let r = self.relog(&mut st);
+                self.cv.notify_all();
+                r?;
+                continue;
+            }
             st.syncing = true;
             let target = st.last_seq;
+            let target_len = st.file_len;
             let file = Arc::clone(&st.file);
             st.dirty_since = None;
             drop(st);
@@ -461,13 +536,78 @@ impl Shared {
             st = self.lock();
             st.syncing = false;
             match r {
-                Ok(()) => {
-                    st.durable_seq = st.durable_seq.max(target);
+                Ok(()) if Arc::ptr_eq(&file, &st.file) => {
                     st.fsyncs += 1;
+                    if target > st.durable_seq {
+                        let done = (target_len.saturating_sub(st.durable_len) as usize).min(st.undurable.len());
+                        st.undurable.drain(..done);
+                        st.durable_seq = target;
+                        st.durable_len = target_len;
+                    }
                 }
-                Err(e) => st.poisoned = Some(format!("fsync of {}: {e}", self.active_path(&st).display())),
+                Ok(()) => {} // the segment was replaced meanwhile: its successor says
+                Err(e) if Arc::ptr_eq(&file, &st.file) => {
+                    st.failing = Some(format!("fsync of {}: {e}", self.active_path(&st).display()));
+                    st.needs_roll = true;
+                }
+                Err(_) => {}
             }
             self.cv.notify_all();
+        }
+    }
+
+    /// Replaces the active segment after a failed write or fsync: a fresh segment named after
+    /// the first record not known durable gets those records again, fsynced (unless `Never`),
+    /// and the old segment is cut back to what was durable (best effort: [`Wal::open`] ignores
+    /// records of a segment that the next one starts with). On success the log works again.
+    fn relog(&self, st: &mut State) -> Result<()> {
+        let fsync = self.cfg.fsync != FsyncPolicy::Never;
+        // Under `Never` nothing is kept to re-log: the old segment keeps every record (in the
+        // page cache) and the new one starts after the last.
+        let first = if fsync { st.durable_seq + 1 } else { st.last_seq + 1 };
+        let path = self.dir.join(segment_name(first));
+        let same = st.segments.last().is_some_and(|s| s.path == path);
+        let result = (|| -> Result<File> {
+            if !same && fsync {
+                // Keep only what is durable in the old segment (its fd may be in an error state).
+                let _ = st.file.set_len(st.durable_len);
+            }
+            let mut file = create_segment(&path)?;
+            file.write_all(&st.undurable).map_err(io_err(format!("appending to {}", path.display())))?;
+            if fsync {
+                file.sync_data().map_err(io_err(format!("fsync of {}", path.display())))?;
+                sync_dir(&self.dir)?;
+            }
+            Ok(file)
+        })();
+        match result {
+            Ok(file) => {
+                if !same {
+                    st.segments.push(Segment { first, path });
+                }
+                st.file = Arc::new(file);
+                st.file_len = st.undurable.len() as u64;
+                if fsync {
+                    st.fsyncs += 1;
+                    st.durable_seq = st.last_seq;
+                    st.durable_len = st.file_len;
+                    st.undurable.clear();
+                    st.dirty_since = None;
+                } else {
+                    st.durable_len = 0;
+                }
+                st.needs_roll = false;
+                st.failing = None;
+                Ok(())
+            }
+            Err(e) => {
+                if !same {
+                    // Never leave a half-written successor: open would trust it.
+                    let _ = fs::remove_file(&path);
+                }
+                st.failing = Some(e.to_string());
+                Err(e)
+            }
         }
     }
 
@@ -480,19 +620,27 @@ impl Shared {
         let fsync = self.cfg.fsync != FsyncPolicy::Never;
         if fsync {
             // Another thread may be fsyncing the old file outside the lock: harmless.
-            st.file.sync_data().map_err(io_err(format!("fsync of {}", self.active_path(st).display())))?;
+            if let Err(e) = st.file.sync_data() {
+                st.needs_roll = true;
+                return Err(io_err(format!("fsync of {}", self.active_path(st).display()))(e));
+            }
             st.durable_seq = st.last_seq;
             st.fsyncs += 1;
             st.dirty_since = None;
+            st.undurable.clear();
         }
         let first = st.last_seq + 1;
         let path = self.dir.join(segment_name(first));
         let file = create_segment(&path)?;
         if fsync {
-            sync_dir(&self.dir)?;
+            if let Err(e) = sync_dir(&self.dir) {
+                let _ = fs::remove_file(&path);
+                return Err(e);
+            }
         }
         st.file = Arc::new(file);
         st.file_len = 0;
+        st.durable_len = 0;
         st.segments.push(Segment { first, path });
         Ok(())
     }
@@ -506,12 +654,25 @@ fn create_segment(path: &Path) -> Result<File> {
 impl Wal {
     /// Opens (creating if needed) the log in `dir` and returns it with the records after the
     /// last checkpoint, oldest first, to replay. A torn tail is truncated; any other bad record
-    /// is [`WalError::Corrupted`].
+    /// is [`WalError::Corrupted`]. [`open_with`](Self::open_with) says what it skipped.
     pub fn open(dir: impl AsRef<Path>, cfg: WalConfig) -> Result<(Wal, Vec<WalRecord>)> {
+        Wal::open_with(dir, cfg, false).map(|(wal, records, _)| (wal, records))
+    }
+
+    /// [`open`](Self::open), also returning what was found wrong and skipped (log it):
+    /// - a torn tail cut away (with its size);
+    /// - damage in a segment wholly behind the checkpoint (its records are stored: skipped);
+    /// - an unreadable checkpoint file: every record of the segments present is replayed, and
+    ///   the done notes among them keep that exactly once (see [`crate::replay`]).
+    ///
+    /// With `salvage`, a damaged segment is first copied to `damaged/<name>.<unix time>` in
+    /// `dir`, then cut at the damage (its records after it are lost, and said so), and gaps
+    /// in the sequence are accepted; without it such damage is [`WalError::Corrupted`].
+    pub fn open_with(dir: impl AsRef<Path>, cfg: WalConfig, salvage: bool) -> Result<(Wal, Vec<WalRecord>, OpenReport)> {
         let dir = dir.as_ref().to_owned();
+        let mut report = OpenReport::default();
         fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
         let _ = fs::remove_file(dir.join(CHECKPOINT_TMP));
-        let checkpointed = read_checkpoint(&dir)?;
         let mut segments = Vec::new();
         for entry in fs::read_dir(&dir).map_err(io_err(format!("listing {}", dir.display())))? {
             let entry = entry.map_err(io_err(format!("listing {}", dir.display())))?;
@@ -520,30 +681,90 @@ impl Wal {
             }
         }
         segments.sort_by_key(|s| s.first);
+        let checkpointed = match read_checkpoint(&dir) {
+            Ok(c) => c,
+            Err(e @ WalError::Corrupted { .. }) => {
+                // Segments are deleted only once checkpointed: the oldest present bounds it.
+                let floor = segments.first().map_or(0, |s| s.first.saturating_sub(1));
+                report.warnings.push(format!(
+                    "{e}: replaying every record from {} on (done notes skip what is stored)",
+                    floor + 1
+                ));
+                floor
+            }
+            Err(e) => return Err(e),
+        };
 
         let mut records = Vec::new();
         let mut last_seq = checkpointed;
         let mut expect: Option<u64> = None;
         let n = segments.len();
         let mut active: Option<(File, u64)> = None;
-        for (i, seg) in segments.iter().enumerate() {
+        for i in 0..n {
             let last = i + 1 == n;
+            let next = segments.get(i + 1).map(|s| s.first);
+            let seg = &segments[i];
             let mut bytes = Vec::new();
             let mut f = OpenOptions::new()
                 .read(true)
                 .append(last) // writes go to the end, wherever reading left the cursor
+                .write(salvage) // a salvage may cut any segment
                 .open(&seg.path)
                 .map_err(io_err(format!("opening {}", seg.path.display())))?;
             f.read_to_end(&mut bytes).map_err(io_err(format!("reading {}", seg.path.display())))?;
             // Segments follow each other without gaps; only checkpointed ones may be gone.
             if expect.map_or(seg.first > checkpointed + 1, |e| e != seg.first) {
-                return Err(WalError::Corrupted { segment: seg.path.clone(), offset: 0 });
+                let gap = WalError::Corrupted { segment: seg.path.clone(), offset: 0 };
+                if !salvage {
+                    return Err(gap);
+                }
+                report.warnings.push(format!("{gap}: records {} to {} are missing (salvage: skipped)", expect.unwrap_or(checkpointed + 1), seg.first.saturating_sub(1)));
             }
-            let parsed = parse_segment(&seg.path, &bytes, last, seg.first, checkpointed)?;
+            // Wholly behind the checkpoint: every record is stored, damage costs nothing.
+            let behind = next.is_some_and(|nx| nx <= checkpointed + 1);
+            let parsed = match parse_segment(&seg.path, &bytes, last, seg.first, checkpointed, next) {
+                Ok(p) => p,
+                Err(e) if behind => {
+                    report.warnings.push(format!("{e}: the segment is wholly behind the checkpoint (its events are stored); skipped"));
+                    expect = next;
+                    continue;
+                }
+                Err(WalError::Corrupted { segment, offset }) if salvage => {
+                    let aside = set_aside(&dir, &segment)?;
+                    let mut p = parse_segment(&seg.path, &bytes[..offset as usize], last, seg.first, checkpointed, next)?;
+                    report.warnings.push(format!(
+                        "wal: corrupted record in {} at byte {offset}: copied to {}; {} bytes after it skipped (salvage)",
+                        segment.display(),
+                        aside.display(),
+                        bytes.len() as u64 - offset
+                    ));
+                    report.set_aside.push(aside);
+                    p.torn = true;
+                    p.valid_len = offset;
+                    p
+                }
+                Err(e) => return Err(e),
+            };
             let count = parsed.count;
-            if parsed.torn {
-                f.set_len(parsed.valid_len).map_err(io_err(format!("truncating {}", seg.path.display())))?;
-                f.sync_all().map_err(io_err(format!("fsync of {}", seg.path.display())))?;
+            if parsed.torn && parsed.relogged {
+                report.warnings.push(format!(
+                    "wal: {} bytes at the end of {} ignored: their records were written again in the next segment",
+                    bytes.len() as u64 - parsed.valid_len,
+                    seg.path.display()
+                ));
+            } else if parsed.torn {
+                if last || salvage {
+                    f.set_len(parsed.valid_len).map_err(io_err(format!("truncating {}", seg.path.display())))?;
+                    f.sync_all().map_err(io_err(format!("fsync of {}", seg.path.display())))?;
+                }
+                if bytes.len() as u64 > parsed.valid_len && !salvage {
+                    report.warnings.push(format!(
+                        "wal: torn tail of {} bytes cut from {} after record {} (a write cut short by a crash; never acknowledged)",
+                        bytes.len() as u64 - parsed.valid_len,
+                        seg.path.display(),
+                        seg.first + count - 1
+                    ));
+                }
             }
             if count > 0 {
                 last_seq = last_seq.max(seg.first + count - 1);
@@ -556,10 +777,12 @@ impl Wal {
         }
         let next = last_seq + 1;
         let (file, file_len) = match active {
-            // Append to the last segment, unless it is empty and misnamed.
-            Some((f, len)) if len > 0 || segments.last().is_some_and(|s| s.first == next) => (f, len),
+            // Append to the last segment, unless it is empty and misnamed, or it holds records
+            // to replay: a fresh segment lets the checkpoint after the replay delete them all,
+            // so a replay on a nearly full disk frees the log's space.
+            Some((f, len)) if (len > 0 && records.is_empty()) || (len == 0 && segments.last().is_some_and(|s| s.first == next)) => (f, len),
             other => {
-                if other.is_some() {
+                if other.as_ref().is_some_and(|(_, len)| *len == 0) {
                     if let Some(s) = segments.pop() {
                         fs::remove_file(&s.path).map_err(io_err(format!("removing {}", s.path.display())))?;
                     }
@@ -580,7 +803,10 @@ impl Wal {
             syncing: false,
             fsyncs: 0,
             dirty_since: None,
-            poisoned: None,
+            failing: None,
+            needs_roll: false,
+            undurable: Vec::new(),
+            durable_len: file_len,
             shutdown: false,
             buf: Vec::new(),
         };
@@ -602,7 +828,7 @@ impl Wal {
             }
             _ => None,
         };
-        Ok((Wal { shared, flusher }, records))
+        Ok((Wal { shared, flusher }, records, report))
     }
 
     /// Appends a record and returns its sequence number. With [`FsyncPolicy::Always`] it is
@@ -622,10 +848,15 @@ impl Wal {
     fn append_kind(&self, kind: RecordKind, payload: &[u8], now: i64) -> Result<u64> {
         let sh = &*self.shared;
         let mut st = sh.lock();
-        Shared::check(&st)?;
+        while st.syncing && st.needs_roll {
+            st = sh.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        if st.needs_roll {
+            sh.relog(&mut st)?;
+        }
         if st.file_len >= sh.cfg.segment_size && st.file_len > 0 {
             if let Err(e) = sh.rotate(&mut st) {
-                st.poisoned = Some(e.to_string());
+                st.failing = Some(e.to_string());
                 return Err(e);
             }
         }
@@ -634,12 +865,24 @@ impl Wal {
         encode_record(kind, seq, now, payload, &mut buf)?;
         if let Err(e) = (&*st.file).write_all(&buf) {
             let e = io_err(format!("appending to {}", sh.active_path(&st).display()))(e);
-            st.poisoned = Some(e.to_string());
+            // Cut the partial record away so the segment stays appendable; if that fails too,
+            // the next write starts a fresh segment.
+            // (The cursor goes back too: a segment created here is not in append mode.)
+            let len = st.file_len;
+            if st.file.set_len(len).and_then(|()| (&*st.file).seek(SeekFrom::Start(len))).is_err() {
+                st.needs_roll = true;
+            }
+            st.failing = Some(e.to_string());
+            st.buf = buf;
             return Err(e);
         }
+        st.failing = None;
         st.file_len += buf.len() as u64;
         st.last_seq = seq;
         st.dirty_since.get_or_insert_with(Instant::now);
+        if sh.cfg.fsync != FsyncPolicy::Never {
+            st.undurable.extend_from_slice(&buf);
+        }
         st.buf = buf;
         if sh.cfg.fsync == FsyncPolicy::Always {
             drop(sh.sync_upto(st, seq)?);
@@ -647,12 +890,17 @@ impl Wal {
         Ok(seq)
     }
 
+    /// The last write or fsync error while it lasts: `None` once a write succeeded again (the
+    /// log has no permanently broken state; see the [module docs](self)).
+    pub fn failing(&self) -> Option<String> {
+        self.shared.lock().failing.clone()
+    }
+
     /// Returns once record `seq` (and every earlier one) is durable as the policy promises: fsynced
     /// under `Always` and `Batch` (this may do the fsync, shared with concurrent callers);
     /// immediately under `Never`.
     pub fn wait_durable(&self, seq: u64) -> Result<()> {
         let st = self.shared.lock();
-        Shared::check(&st)?;
         if seq > st.last_seq {
             return Err(WalError::BadSeq { seq, last: st.last_seq });
         }
@@ -751,11 +999,11 @@ fn flusher(shared: &Shared, period: Duration) {
             Some(t) => period.saturating_sub(t.elapsed()),
             None => period,
         };
-        if st.dirty_since.is_some() && wait.is_zero() && !st.syncing && st.poisoned.is_none() {
+        if st.dirty_since.is_some() && wait.is_zero() && !st.syncing && st.failing.is_none() {
             let last = st.last_seq;
             st = match shared.sync_upto(st, last) {
                 Ok(st) => st,
-                Err(_) => shared.lock(), // poisoned: appenders see it
+                Err(_) => shared.lock(), // failing: the next append or wait tries again
             };
             continue;
         }

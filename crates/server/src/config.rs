@@ -24,6 +24,8 @@ pub const DEFAULT_UDP_PORT: u16 = 8182;
 /// events at 390k events/s (the ingest bench's rate, ~150 encoded bytes each) keep pending with
 /// the default grace period.
 pub const DEFAULT_MAX_PENDING_BYTES: u64 = 512 << 20;
+/// Default free-space reserve of the data disks (`min_free_bytes`): 64 MiB.
+pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 
 /// Settings of the server. Every field has a default (`ServerConfig::default()`, or an empty
 /// TOML file); unknown TOML keys are refused.
@@ -62,6 +64,9 @@ pub const DEFAULT_MAX_PENDING_BYTES: u64 = 512 << 20;
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
 /// max_pending_bytes = 536870912 # events held in memory (future-dated ones too); then 503
+/// min_free_bytes = 67108864    # ingest refused (503) while the data disk has less free
+/// wal_segment_bytes = 67108864 # WAL segment size
+/// salvage_wal = false          # start past WAL damage after copying it to <wal>/damaged/
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -168,6 +173,15 @@ pub struct ServerConfig {
     /// buffer growth they cause). RSS stays within about 2–3× the budget above the idle
     /// process (`tests/memory.rs`).
     pub max_pending_bytes: u64,
+    /// Free-space reserve, bytes (default 64 MiB): while a disk holding the data, WAL or spool
+    /// directory has less free, acknowledged ingest is refused (503 / TCP `error unavailable`),
+    /// so the store can still flush and the WAL checkpoint and shrink. 0 disables the check.
+    pub min_free_bytes: u64,
+    /// A WAL segment is closed once it holds this many bytes (default 64 MiB).
+    pub wal_segment_bytes: u64,
+    /// Start past damaged WAL records (default false): the damaged files are first copied to
+    /// `<wal dir>/damaged/`, the records after the damage in a file are lost (logged).
+    pub salvage_wal: bool,
 }
 
 impl Default for ServerConfig {
@@ -215,6 +229,9 @@ impl Default for ServerConfig {
             spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
             spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
             max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
+            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            wal_segment_bytes: WalConfig::default().segment_size,
+            salvage_wal: false,
         }
     }
 }
@@ -329,7 +346,7 @@ impl ServerConfig {
         };
         Ok(WalConfig {
             fsync,
-            ..WalConfig::default()
+            segment_size: self.wal_segment_bytes,
         })
     }
 
@@ -364,6 +381,9 @@ impl ServerConfig {
         }
         if self.grace() > Duration::from_secs(3600) {
             return Err(Error::Config("grace_secs / grace_ms: at most one hour".into()));
+        }
+        if self.wal_segment_bytes == 0 {
+            return Err(Error::Config("wal_segment_bytes must be positive".into()));
         }
         if self.spool_max_bytes == 0 {
             return Err(Error::Config("spool_max_bytes must be positive".into()));

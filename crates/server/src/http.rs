@@ -464,6 +464,10 @@ async fn healthz(State(st): State<AppState>) -> Response {
     if st.tx.is_closed() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline stopped");
     }
+    let unavailable = st.metrics.lock().unwrap().disk_unavailable.clone();
+    if let Some(why) = unavailable {
+        return error(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: ingest unavailable: {why}"));
+    }
     (StatusCode::OK, "ok\n").into_response()
 }
 
@@ -723,6 +727,37 @@ pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
         ),
     ];
     for (name, help, kind, v) in rows {
+        counter(&mut o, name, help, kind);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    // The disk guard (crate::disk).
+    let disk: [(&str, &str, &str, f64); 4] = [
+        (
+            "sluice_disk_unavailable",
+            "1 while acknowledged ingest is refused: a disk below min_free_bytes, or WAL writes failing.",
+            "gauge",
+            if m.disk_unavailable.is_some() { 1.0 } else { 0.0 },
+        ),
+        (
+            "sluice_disk_free_bytes",
+            "Lowest free space of the data, WAL and spool disks at the last check.",
+            "gauge",
+            m.disk_free_bytes as f64,
+        ),
+        (
+            "sluice_disk_min_free_bytes",
+            "The free-space reserve below which ingest is refused.",
+            "gauge",
+            m.min_free_bytes as f64,
+        ),
+        (
+            "sluice_payloads_refused_unavailable_total",
+            "Acknowledged payloads refused while ingest was unavailable (the sender retries).",
+            "counter",
+            m.payloads_refused_unavailable as f64,
+        ),
+    ];
+    for (name, help, kind, v) in disk {
         counter(&mut o, name, help, kind);
         let _ = writeln!(o, "{name} {v}");
     }

@@ -27,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod disk;
 pub mod http;
 pub mod http_server;
 pub mod limits;
@@ -47,7 +48,7 @@ use sluice_collector::Ingestor;
 use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sluice_collector::wal::Wal;
+use sluice_collector::wal::{Wal, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
@@ -223,8 +224,20 @@ async fn run_with(
     let (ingestor, aggregator, wal, replayed) = {
         let dir = config.wal_path();
         let wal_cfg = config.wal_config()?;
+        let salvage = config.salvage_wal;
         tokio::task::spawn_blocking(move || -> Result<_> {
-            let (wal, records) = Wal::open(&dir, wal_cfg).map_err(|e| Error::Io(e.to_string()))?;
+            let (wal, records, opened) = Wal::open_with(&dir, wal_cfg, salvage).map_err(|e| match e {
+                WalError::Corrupted { .. } => Error::Io(format!(
+                    "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
+                     --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
+                     {}/damaged/, then the records after the damage in it are skipped (logged).",
+                    dir.display()
+                )),
+                e => Error::Io(e.to_string()),
+            })?;
+            for w in &opened.warnings {
+                eprintln!("sluice-server: WAL open: {w}");
+            }
             let (mut ingestor, mut aggregator) = (ingestor, aggregator);
             let report = sluice_collector::replay::replay(
                 &records,
@@ -258,6 +271,16 @@ async fn run_with(
         m.pending_bytes = aggregator.pending_bytes();
         m.max_pending_bytes = config.max_pending_bytes;
         m.wal_checkpointed_seq = wal.checkpointed();
+        m.min_free_bytes = config.min_free_bytes;
+    }
+    let mut watched = vec![config.data_dir.clone(), config.wal_path(), config.spool_path()];
+    watched.dedup();
+    let mut disk = disk::DiskGuard::new(watched, config.min_free_bytes);
+    disk.refresh(wal.failing());
+    {
+        let mut m = metrics.lock().unwrap();
+        m.disk_unavailable = disk.why().map(str::to_owned);
+        m.disk_free_bytes = disk.free;
     }
 
     // Done notes of stored batches go to the WAL before their index entries (exactly once
@@ -296,6 +319,7 @@ async fn run_with(
         clock,
         pending_notes: Vec::new(),
         max_pending_bytes: config.max_pending_bytes,
+        disk,
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())

@@ -131,6 +131,15 @@ pub struct Metrics {
     pub backpressure: bool,
     /// Acknowledged payloads refused under backpressure.
     pub payloads_shed: u64,
+    /// Why acknowledged ingest is unavailable now (disk below the reserve, WAL failing), if it
+    /// is (see [`crate::disk`]).
+    pub disk_unavailable: Option<String>,
+    /// Lowest free space of the data, WAL and spool disks at the last check, bytes.
+    pub disk_free_bytes: u64,
+    /// The free-space reserve (`min_free_bytes`).
+    pub min_free_bytes: u64,
+    /// Acknowledged payloads refused while ingest was unavailable.
+    pub payloads_refused_unavailable: u64,
     /// TCP connections accepted.
     pub tcp_connections: u64,
     /// TCP connections open now.
@@ -228,6 +237,8 @@ pub(crate) struct Pipeline {
     pub pending_notes: Vec<DoneNote>,
     /// The memory budget for pending events (`max_pending_bytes`).
     pub max_pending_bytes: u64,
+    /// Free space and WAL health: whether ingest is available (see [`crate::disk`]).
+    pub disk: crate::disk::DiskGuard,
 }
 
 impl Pipeline {
@@ -245,7 +256,7 @@ impl Pipeline {
                     let _ = reply.send(summary);
                 }
                 Msg::Events { events, .. } => {
-                    if self.refusal().is_some() {
+                    if self.refusal().is_some() || self.disk.why().is_some() {
                         self.shed(events);
                     } else {
                         self.aggregator.add(events, self.clock.now());
@@ -255,9 +266,14 @@ impl Pipeline {
                 Msg::Tick => {
                     let now = now_unix();
                     let start = Instant::now();
-                    let report = self.aggregator.flush_due(self.clock.now());
+                    let report = if self.wal_writable() {
+                        self.aggregator.flush_due(self.clock.now())
+                    } else {
+                        FlushReport::default() // only the pending notes are retried
+                    };
                     self.account(report, start);
                     self.write_drop_counts();
+                    self.refresh_disk();
                     if now >= next_expire {
                         next_expire = now + self.expire_every;
                         match self.store.expire(now) {
@@ -284,6 +300,15 @@ impl Pipeline {
 
     fn shutdown(&mut self) {
         let start = Instant::now();
+        if !self.wal_writable() {
+            // Stored now, these events would have no done note: the next start replays them
+            // from the WAL instead (exactly once).
+            eprintln!(
+                "sluice-server: shutdown with the WAL failing: {} events left to the WAL replay at the next start",
+                self.aggregator.pending_events()
+            );
+            return;
+        }
         let report = self.aggregator.flush_all(now_unix());
         self.account(report, start);
         self.write_drop_counts();
@@ -328,6 +353,11 @@ impl Pipeline {
             m.backpressure = true;
             return IngestSummary::refused(why);
         }
+        if let Some(why) = self.disk.refuse() {
+            // Refused before parsing, as under backpressure: nothing of it is logged or counted.
+            self.metrics.lock().unwrap().payloads_refused_unavailable += 1;
+            return IngestSummary::refused(format!("unavailable: {why}; retry later"));
+        }
         let out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
@@ -336,9 +366,10 @@ impl Pipeline {
             match self.wal.append(payload, now) {
                 Ok(seq) => wal_seq = Some(seq),
                 Err(e) => {
-                    eprintln!("sluice-server: WAL append failed: {e}");
+                    // Logged by the disk guard (once, not per payload).
+                    self.disk.failed(e.to_string());
                     self.metrics.lock().unwrap().wal_errors += 1;
-                    return IngestSummary::refused(e.to_string());
+                    return IngestSummary::refused(format!("unavailable: {e}; retry later"));
                 }
             }
         }
@@ -470,7 +501,10 @@ impl Pipeline {
                 }
             }
             if let Err(e) = self.store.flush() {
-                eprintln!("sluice-server: store flush failed: {e}");
+                // While the disk guard reports the state, it does the logging.
+                if self.disk.why().is_none() {
+                    eprintln!("sluice-server: store flush failed: {e}");
+                }
                 sync_error = true;
             }
         }
@@ -491,13 +525,17 @@ impl Pipeline {
             match self.wal.checkpoint(upto) {
                 Ok(()) => self.metrics.lock().unwrap().wal_checkpointed_seq = upto,
                 Err(e) => {
-                    eprintln!("sluice-server: WAL checkpoint failed: {e}");
+                    if self.disk.why().is_none() {
+                        eprintln!("sluice-server: WAL checkpoint failed: {e}");
+                    }
                     self.metrics.lock().unwrap().wal_errors += 1;
                 }
             }
         }
-        for e in &report.errors {
-            eprintln!("sluice-server: flush error (will retry): {e}");
+        if self.disk.why().is_none() {
+            for e in &report.errors {
+                eprintln!("sluice-server: flush error (will retry): {e}");
+            }
         }
         let mut m = self.metrics.lock().unwrap();
         m.spool_batches = self.aggregator.spooled_batches() as u64;
@@ -532,6 +570,37 @@ impl Pipeline {
         (upto, upto > self.wal.checkpointed())
     }
 
+    /// Whether the WAL takes writes, so that groups may be stored: a batch stored while its done
+    /// note cannot be logged would be stored again by a replay after a crash. While the WAL
+    /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
+    /// empty note probes it (replay ignores empty notes).
+    fn wal_writable(&mut self) -> bool {
+        if self.wal.failing().is_some() {
+            self.disk.wal_failed = true;
+        }
+        if !self.disk.wal_failed {
+            return true;
+        }
+        // Recovering: the reserve must be back (else a note may not fit after the store took
+        // a batch), the pending notes written (`account` retries them), and a write succeed.
+        if !self.disk.reserve_free() || !self.pending_notes.is_empty() {
+            return false;
+        }
+        if self.wal.append_note(&[], now_unix()).is_err() {
+            return false;
+        }
+        self.disk.wal_failed = false;
+        true
+    }
+
+    /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
+    fn refresh_disk(&mut self) {
+        self.disk.refresh(self.wal.failing());
+        let mut m = self.metrics.lock().unwrap();
+        m.disk_unavailable = self.disk.why().map(str::to_owned);
+        m.disk_free_bytes = self.disk.free;
+    }
+
     /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
     /// flush, checkpoint held back) on a WAL error.
     fn write_notes(&mut self, n: usize) -> bool {
@@ -539,7 +608,10 @@ impl Pipeline {
         for _ in 0..n {
             let Some(note) = self.pending_notes.first() else { break };
             if let Err(e) = self.wal.append_note(&note.encode(), now) {
-                eprintln!("sluice-server: WAL note append failed: {e}");
+                if self.disk.why().is_none() {
+                    eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
+                }
+                self.disk.failed(e.to_string());
                 self.metrics.lock().unwrap().wal_errors += 1;
                 return false;
             }

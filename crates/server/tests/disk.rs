@@ -1,0 +1,540 @@
+//! A full disk and a damaged WAL, with real processes: a tmpfs holding the data directory (WAL,
+//! store, spool) is filled and freed while clients ingest over HTTP and TCP with acks; the
+//! server refuses while full (503 / `error unavailable`, `/healthz` not ready, metric set) and
+//! resumes by itself; after a SIGKILL and a restart every acknowledged id is read back exactly
+//! once. A restart on a nearly full disk replays fully. WAL damage: a garbage last segment
+//! stops the start with a message naming `--salvage-wal`, which copies it aside and starts; a
+//! bad checkpoint file warns and stores nothing twice.
+//!
+//! The tmpfs tests need root (`mount`); without it they print `SKIPPED: needs root`.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use sluice_server::{spawn, ServerConfig};
+
+const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
+
+fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.set_write_timeout(Some(Duration::from_secs(30)))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| std::io::Error::other("no response head"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other("bad status"))?;
+    let mut body = raw[split + 4..].to_vec();
+    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    Ok((status, String::from_utf8_lossy(&body).into_owned()))
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16) else { break };
+        b = &b[eol + 2..];
+        if size == 0 || size > b.len() {
+            break;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[(size + 2).min(b.len())..];
+    }
+    out
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn metric(addr: SocketAddr, name: &str) -> f64 {
+    let (_, m) = request(addr, "GET", "/metrics", b"").unwrap();
+    m.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no {name} in {m}"))
+        .parse()
+        .unwrap()
+}
+
+fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until everything accepted is stored (nothing pending, nothing in the spool).
+fn wait_stored(addr: SocketAddr) {
+    wait_until("every event stored", 60, || {
+        metric(addr, "sluice_pending_events") == 0.0
+            && metric(addr, "sluice_spool_batches") == 0.0
+            && metric(addr, "sluice_memory_batches") == 0.0
+    });
+}
+
+/// How many times each `id` is stored in `from..=to`.
+fn stored_ids(addr: SocketAddr, from: i64, to: i64) -> BTreeMap<String, u32> {
+    let (status, body) = request(addr, "GET", &format!("/v1/events?from={from}&to={}", to + 1), b"").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let mut seen = BTreeMap::new();
+    for l in body.lines().filter(|l| !l.is_empty()) {
+        let e: Value = serde_json::from_str(l).unwrap();
+        *seen.entry(e["id"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    seen
+}
+
+/// Every acknowledged id stored exactly once, and no id (acknowledged or not) twice.
+fn assert_exactly_once(seen: &BTreeMap<String, u32>, acked: &[String]) {
+    let lost: Vec<&String> = acked.iter().filter(|id| !seen.contains_key(*id)).collect();
+    let twice: Vec<(&String, &u32)> = seen.iter().filter(|(_, &n)| n != 1).collect();
+    assert!(lost.is_empty(), "{} acknowledged ids lost, e.g. {:?}", lost.len(), &lost[..lost.len().min(5)]);
+    assert!(twice.is_empty(), "{} ids stored more than once, e.g. {:?}", twice.len(), &twice[..twice.len().min(5)]);
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// A tmpfs of `mb` MiB on a fresh directory; unmounted and removed on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(name: &str, mb: u32) -> Tmpfs {
+        let dir = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(ok.success(), "mount a tmpfs on {}", dir.display());
+        Tmpfs(dir)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes a file until the disk is full, then gives back `leave` bytes; returns its path.
+fn fill(dir: &Path, leave: u64) -> PathBuf {
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block = vec![0x5au8; 64 << 10];
+    while f.write_all(&block).is_ok() {}
+    let mut small = vec![0x5au8; 4096];
+    while !small.is_empty() {
+        if f.write_all(&small).is_err() {
+            small.truncate(small.len() / 2);
+        }
+    }
+    let len = f.metadata().unwrap().len();
+    f.set_len(len.saturating_sub(leave)).unwrap();
+    path
+}
+
+fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
+    ServerConfig {
+        data_dir: data.to_path_buf(),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        udp: None,
+        grace_secs,
+        fsync: "batch".into(),
+        min_free_bytes: 2 << 20,
+        wal_segment_bytes: 256 << 10,
+        spool_max_bytes: 4 << 20,
+        ..ServerConfig::default()
+    }
+}
+
+/// Not a test on its own: the server process the tests SIGKILL, run when the test binary is
+/// started again with `CHILD_ENV` = `<data dir>:<grace secs>`.
+#[test]
+fn child_server() {
+    let Ok(arg) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let (dir, grace) = arg.rsplit_once(':').unwrap();
+    let server = spawn(server_config(Path::new(dir), grace.parse().unwrap())).unwrap();
+    println!("ADDR {} {}", server.http_addr.unwrap(), server.tcp_addr.unwrap());
+    std::io::stdout().flush().unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// The child server process; SIGKILLed on drop.
+struct Child {
+    proc: std::process::Child,
+    http: SocketAddr,
+    tcp: SocketAddr,
+}
+
+impl Child {
+    fn start(data: &Path, grace: u64) -> Child {
+        let mut proc = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
+            .env(CHILD_ENV, format!("{}:{grace}", data.display()))
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(proc.stdout.take().unwrap());
+        let (http, tcp) = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = proc.kill();
+                panic!("child exited before serving");
+            }
+            if let Some(i) = line.find("ADDR ") {
+                let mut it = line[i + 5..].split_whitespace().map(|a| a.parse::<SocketAddr>().unwrap());
+                break (it.next().unwrap(), it.next().unwrap());
+            }
+        };
+        Child { proc, http, tcp }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.proc.kill(); // SIGKILL
+        let _ = self.proc.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What the clients saw.
+#[derive(Default)]
+struct Seen {
+    acked: Mutex<Vec<String>>,
+    http_refused: AtomicU64,
+    tcp_refused: AtomicU64,
+    refusal_texts: Mutex<Vec<String>>,
+}
+
+fn events(prefix: &str, batch: u64, n: u64) -> Vec<Value> {
+    let epoch = now();
+    let pad = "p".repeat(200);
+    (0..n).map(|i| json!({"type": "DISK", "epoch": epoch, "id": format!("{prefix}-{batch}-{i}"), "pad": pad})).collect()
+}
+
+/// Posts batches of 20 events over HTTP until `stop`; a refused batch is sent again (same ids).
+fn http_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut batch = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let evs = events("h", batch, 20);
+            let body: String = evs.iter().map(|e| e.to_string() + "\n").collect();
+            match request(addr, "POST", "/v1/events", body.as_bytes()) {
+                Ok((200, _)) => {
+                    seen.acked.lock().unwrap().extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+                    batch += 1;
+                }
+                Ok((503, text)) => {
+                    seen.http_refused.fetch_add(1, Ordering::Relaxed);
+                    seen.refusal_texts.lock().unwrap().push(text);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok((status, text)) => panic!("HTTP {status}: {text}"),
+                Err(_) => return, // the server is gone
+            }
+        }
+    })
+}
+
+/// Sends one array line of 10 events per message over TCP, waiting for each ack; a refused
+/// message is sent again.
+fn tcp_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(10)) else { return };
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut w = s.try_clone().unwrap();
+        let mut r = BufReader::new(s);
+        let mut batch = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let evs = events("t", batch, 10);
+            if w.write_all(format!("{}\n", Value::Array(evs.clone())).as_bytes()).is_err() {
+                return;
+            }
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap_or(0) == 0 {
+                return; // the server is gone
+            }
+            if line.starts_with("ok 10 0") {
+                seen.acked.lock().unwrap().extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+                batch += 1;
+            } else {
+                assert!(line.starts_with("error unavailable"), "TCP reply {line:?}");
+                seen.tcp_refused.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    })
+}
+
+#[test]
+fn full_disk_is_a_state_the_server_leaves_and_a_restart_stores_nothing_twice() {
+    full_disk(false);
+}
+
+#[test]
+fn sigkill_while_the_disk_is_full_then_restart_stores_nothing_twice() {
+    full_disk(true);
+}
+
+/// Clients ingest over HTTP and TCP; the disk fills and is freed; SIGKILL (while full with
+/// `kill_while_full`, then the disk is freed before the restart), restart, read back.
+fn full_disk(kill_while_full: bool) {
+    if !is_root() {
+        println!("SKIPPED: needs root (mounts a tmpfs)");
+        return;
+    }
+    let fs = Tmpfs::mount(if kill_while_full { "full-kill" } else { "full" }, 48);
+    let data = fs.0.join("data");
+    let start = now();
+    let mut child = Child::start(&data, 1);
+    let (http, tcp) = (child.http, child.tcp);
+    let seen = Arc::new(Seen::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients = [http_client(http, seen.clone(), stop.clone()), tcp_client(tcp, seen.clone(), stop.clone())];
+    let acked = || seen.acked.lock().unwrap().len();
+    wait_until("acks before the disk fills", 30, || acked() >= 2000);
+
+    // Full: every acknowledged write is refused, health and metrics say so, nothing is acked.
+    let filler = fill(&fs.0, 0);
+    wait_until("HTTP and TCP refusals", 30, || {
+        seen.http_refused.load(Ordering::Relaxed) >= 3 && seen.tcp_refused.load(Ordering::Relaxed) >= 3
+    });
+    let (status, body) = request(http, "GET", "/healthz", b"").unwrap();
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("not ready"), "{body}");
+    assert_eq!(metric(http, "sluice_disk_unavailable"), 1.0);
+    assert!(metric(http, "sluice_payloads_refused_unavailable_total") + metric(http, "sluice_wal_errors_total") > 0.0);
+    let during = acked();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(acked(), during, "nothing is acknowledged while the disk is full");
+    let text = seen.refusal_texts.lock().unwrap().first().cloned().unwrap_or_default();
+    assert!(text.contains("unavailable"), "{text}");
+    if kill_while_full {
+        // The groups closed while full could be neither stored nor noted: a restart must store
+        // them once, from the WAL.
+        std::thread::sleep(Duration::from_millis(1500));
+        child.kill();
+        stop.store(true, Ordering::Relaxed);
+        for c in clients {
+            c.join().unwrap();
+        }
+        std::fs::remove_file(&filler).unwrap();
+        let acked = seen.acked.lock().unwrap().clone();
+        let server = spawn(server_config(&data, 1)).unwrap();
+        let addr = server.http_addr.unwrap();
+        wait_stored(addr);
+        let stored = stored_ids(addr, start - 2, now() + 2);
+        assert_exactly_once(&stored, &acked);
+        println!("acked {} ids, killed while full, stored {} ids once each", acked.len(), stored.len());
+        server.shutdown().unwrap();
+        return;
+    }
+
+    // Freed: ingest resumes in the same process.
+    std::fs::remove_file(&filler).unwrap();
+    wait_until("healthz ready again", 30, || request(http, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200));
+    wait_until("acks after the disk is freed", 30, || acked() >= during + 2000);
+    assert_eq!(metric(http, "sluice_disk_unavailable"), 0.0);
+    let refused_http = seen.http_refused.load(Ordering::Relaxed);
+    let refused_tcp = seen.tcp_refused.load(Ordering::Relaxed);
+
+    // SIGKILL mid-stream, then a restart on the same data dir.
+    child.kill();
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let acked = seen.acked.lock().unwrap().clone();
+    let server = spawn(server_config(&data, 1)).unwrap();
+    let addr = server.http_addr.unwrap();
+    wait_stored(addr);
+    let stored = stored_ids(addr, start - 2, now() + 2);
+    assert_exactly_once(&stored, &acked);
+    println!(
+        "acked {} ids, refused {refused_http} HTTP / {refused_tcp} TCP payloads while full, stored {} ids once each",
+        acked.len(),
+        stored.len()
+    );
+    server.shutdown().unwrap();
+}
+
+#[test]
+fn restart_on_a_nearly_full_disk_replays_fully() {
+    if !is_root() {
+        println!("SKIPPED: needs root (mounts a tmpfs)");
+        return;
+    }
+    let fs = Tmpfs::mount("nearly", 24);
+    let data = fs.0.join("data");
+    let start = now();
+    // A grace of an hour: nothing is stored before the kill, every event is in the WAL only.
+    let mut child = Child::start(&data, 3600);
+    let seen = Arc::new(Seen::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let client = http_client(child.http, seen.clone(), stop.clone());
+    wait_until("a WAL of 6 MB", 60, || {
+        dir_bytes(&data.join("wal")) >= 6 << 20
+    });
+    child.kill();
+    stop.store(true, Ordering::Relaxed);
+    client.join().unwrap();
+    let acked = seen.acked.lock().unwrap().clone();
+    // Leave less free than the reserve (2 MiB): ingest is refused, the replay still stores
+    // everything and the checkpoint frees the WAL's space.
+    let filler = fill(&fs.0, 1 << 20);
+    let server = spawn(server_config(&data, 1)).unwrap();
+    let addr = server.http_addr.unwrap();
+    wait_stored(addr);
+    wait_until("the WAL shrinks and ingest is available", 30, || {
+        request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
+    });
+    assert!(dir_bytes(&data.join("wal")) < 1 << 20, "the replayed segments are deleted");
+    let stored = stored_ids(addr, start - 2, now() + 2);
+    assert_exactly_once(&stored, &acked);
+    server.shutdown().unwrap();
+    drop(filler);
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .unwrap_or(0)
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Posts `batches` batches of 20 events; returns their ids.
+fn post_batches(addr: SocketAddr, prefix: &str, batches: u64) -> Vec<String> {
+    let mut ids = Vec::new();
+    for b in 0..batches {
+        let evs = events(prefix, b, 20);
+        let body: String = evs.iter().map(|e| e.to_string() + "\n").collect();
+        let (status, text) = request(addr, "POST", "/v1/events", body.as_bytes()).unwrap();
+        assert_eq!(status, 200, "{text}");
+        ids.extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+    }
+    ids
+}
+
+fn segments(wal: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(wal)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("wal-"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
+    let dir = temp_dir("salvage");
+    let start = now();
+    let cfg = ServerConfig { udp: None, tcp: None, ..server_config(&dir, 1) };
+    let server = spawn(cfg.clone()).unwrap();
+    let first = post_batches(server.http_addr.unwrap(), "a", 5);
+    server.shutdown().unwrap(); // clean: stored, checkpointed
+    // A real process, SIGKILLed before it stores anything: its records are only in the WAL.
+    let mut child = Child::start(&dir, 3600);
+    let lost = post_batches(child.http, "b", 5);
+    child.kill();
+    let seg = segments(&dir.join("wal")).pop().unwrap();
+    let len = std::fs::metadata(&seg).unwrap().len() as usize;
+    let garbage: Vec<u8> = (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    std::fs::write(&seg, &garbage).unwrap();
+
+    // The start refuses, says how to get past it, and touches nothing.
+    let err = spawn(cfg.clone()).unwrap().shutdown().unwrap_err().to_string();
+    assert!(err.contains("corrupted record") && err.contains("--salvage-wal"), "{err}");
+    assert_eq!(std::fs::read(&seg).unwrap(), garbage, "nothing cut");
+
+    // Salvage: the damaged file is copied aside byte for byte, the server starts and serves.
+    let server = spawn(ServerConfig { salvage_wal: true, ..cfg.clone() }).unwrap();
+    let addr = server.http_addr.unwrap();
+    wait_until("the salvaged server serving", 30, || {
+        request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
+    });
+    let aside: Vec<PathBuf> =
+        std::fs::read_dir(dir.join("wal").join("damaged")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(aside.len(), 1);
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), garbage, "the damaged file is kept");
+    let more = post_batches(addr, "c", 2);
+    wait_stored(addr);
+    server.shutdown().unwrap();
+    let server = spawn(cfg).unwrap();
+    let stored = stored_ids(server.http_addr.unwrap(), start - 2, now() + 2);
+    // Stored before the damage and after the salvage: once each. The damaged records are
+    // what the salvage gave up (kept aside, and logged).
+    assert_exactly_once(&stored, &[first, more].concat());
+    assert!(lost.iter().all(|id| !stored.contains_key(id)));
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_checkpoint_file_warns_and_stores_nothing_twice() {
+    let dir = temp_dir("checkpoint");
+    let start = now();
+    let cfg = ServerConfig { udp: None, tcp: None, wal_segment_bytes: 64 << 20, ..server_config(&dir, 1) };
+    let server = spawn(cfg.clone()).unwrap();
+    let addr = server.http_addr.unwrap();
+    let ids = post_batches(addr, "k", 30);
+    wait_stored(addr);
+    server.shutdown().unwrap();
+    // Everything is stored and checkpointed, but the records are still in the (only) segment.
+    let cp = dir.join("wal").join("checkpoint");
+    let mut bytes = std::fs::read(&cp).unwrap();
+    bytes[0] ^= 0xff;
+    std::fs::write(&cp, bytes).unwrap();
+    let server = spawn(cfg).unwrap();
+    let addr = server.http_addr.unwrap();
+    assert!(metric(addr, "sluice_wal_replayed_records") >= 30.0, "every record present is replayed");
+    assert!(metric(addr, "sluice_wal_replay_skipped_events") >= 600.0, "done notes skip what is stored");
+    wait_stored(addr);
+    assert_exactly_once(&stored_ids(addr, start - 2, now() + 2), &ids);
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
