@@ -48,7 +48,7 @@ use std::fmt;
 
 use crate::aggregate::{Aggregator, GroupKey};
 use crate::ingest::Ingestor;
-use crate::wal::{RecordKind, WalRecord};
+use crate::wal::{RecordKind, ReplayLog, WalError, WalRecord};
 
 const MAGIC: &[u8; 2] = b"D1";
 /// A note with a proof entry (after the three tags).
@@ -205,17 +205,47 @@ pub fn replay(
     aggregator: &mut Aggregator,
     aggregator_now: impl Fn(i64) -> i64,
 ) -> ReplayReport {
-    let mut report = ReplayReport::default();
-    let mut done: HashMap<u64, HashSet<GroupKey>> = HashMap::new();
-    let mut indexes: HashMap<(i64, String), Option<HashSet<String>>> = HashMap::new();
-    // An empty note is a probe the server writes while the WAL fails: it names nothing.
-    for r in records.iter().filter(|r| r.kind == RecordKind::Note && !r.payload.is_empty()) {
+    let mut r = Replayer::default();
+    records.iter().for_each(|rec| r.note(rec, aggregator));
+    records.iter().for_each(|rec| r.payload(rec, ingestor, aggregator, &aggregator_now));
+    r.report
+}
+
+/// [`replay`] from a [`ReplayLog`] (what a server uses): two passes over the log, one segment in
+/// memory at a time — the notes first (they follow the records they name), then the payloads.
+pub fn replay_log(
+    log: &ReplayLog,
+    ingestor: &mut Ingestor,
+    aggregator: &mut Aggregator,
+    aggregator_now: impl Fn(i64) -> i64,
+) -> Result<ReplayReport, WalError> {
+    let mut r = Replayer::default();
+    log.for_each(|rec| r.note(&rec, aggregator))?;
+    log.for_each(|rec| r.payload(&rec, ingestor, aggregator, &aggregator_now))?;
+    Ok(r.report)
+}
+
+/// The state of one replay: which groups of which records the notes name.
+#[derive(Default)]
+struct Replayer {
+    report: ReplayReport,
+    done: HashMap<u64, HashSet<GroupKey>>,
+    indexes: HashMap<(i64, String), Option<HashSet<String>>>,
+}
+
+impl Replayer {
+    fn note(&mut self, r: &WalRecord, aggregator: &Aggregator) {
+        // An empty note is a probe the server writes while the WAL fails: it names nothing.
+        if r.kind != RecordKind::Note || r.payload.is_empty() {
+            return;
+        }
+        let report = &mut self.report;
         report.notes += 1;
         match DoneNote::decode(&r.payload) {
             Ok(note) => {
                 if let Some(proof) = &note.proof {
                     let (epoch, dc) = (note.group.0, note.group.1.clone());
-                    let index = indexes.entry((epoch, dc.clone())).or_insert_with(|| {
+                    let index = self.indexes.entry((epoch, dc.clone())).or_insert_with(|| {
                         match aggregator.epoch_index_entries(epoch, &dc) {
                             Ok(entries) => Some(entries.into_iter().collect()),
                             Err(e) => {
@@ -226,29 +256,38 @@ pub fn replay(
                     });
                     if !index.as_ref().is_some_and(|entries| entries.contains(proof)) {
                         report.unproven += u64::from(index.is_some());
-                        continue;
+                        return;
                     }
                 }
                 for s in note.seqs {
-                    done.entry(s).or_default().insert(note.group.clone());
+                    self.done.entry(s).or_default().insert(note.group.clone());
                 }
             }
             Err(e) => report.bad_notes.push(format!("record {}: {e}", r.seq)),
         }
     }
-    for r in records.iter().filter(|r| r.kind == RecordKind::Payload) {
-        report.records += 1;
+
+    fn payload(
+        &mut self,
+        r: &WalRecord,
+        ingestor: &mut Ingestor,
+        aggregator: &mut Aggregator,
+        aggregator_now: &impl Fn(i64) -> i64,
+    ) {
+        if r.kind != RecordKind::Payload {
+            return;
+        }
+        self.report.records += 1;
         let mut events = ingestor.ingest(&r.payload, r.now).events;
-        if let Some(groups) = done.get(&r.seq) {
+        if let Some(groups) = self.done.get(&r.seq) {
             let before = events.len();
             // The key is built per event only for records that have notes (rare: crash replay).
             events.retain(|e| !groups.contains(&(e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone())));
-            report.skipped += (before - events.len()) as u64;
+            self.report.skipped += (before - events.len()) as u64;
         }
-        report.events += events.len() as u64;
+        self.report.events += events.len() as u64;
         aggregator.add_logged(events, aggregator_now(r.now), r.seq);
     }
-    report
 }
 
 #[cfg(test)]

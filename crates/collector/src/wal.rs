@@ -25,8 +25,9 @@
 //! for the caller to replay through an `Ingestor` and an
 //! [`Aggregator`](crate::aggregate::Aggregator) (with
 //! [`add_logged`](crate::aggregate::Aggregator::add_logged)); [`Wal::open_with`] also returns
-//! an [`OpenReport`] of everything skipped, for the caller to log. Damage is never skipped
-//! silently:
+//! an [`OpenReport`] of everything skipped, for the caller to log; [`Wal::open_replay`] returns
+//! the records as a [`ReplayLog`] read again one segment at a time (a server's replay holds one
+//! segment in memory, however long the log is). Damage is never skipped silently:
 //! - A *torn tail* — what a crash in the middle of the last write leaves: a header cut short,
 //!   the expected next record cut short or failing its CRC while reaching exactly the end of
 //!   the last segment, or a tail of zeros, with no intact record anywhere after it — is
@@ -429,6 +430,57 @@ fn set_aside(dir: &Path, file: &Path) -> Result<PathBuf> {
     Ok(to)
 }
 
+/// The records after the checkpoint, as [`Wal::open_replay`] found them: read again from their
+/// segments, one at a time, by [`for_each`](Self::for_each), so replaying a long log holds one
+/// segment in memory, not the log. The segments are not written while it is used (the log
+/// appends to a fresh segment when there are records to replay) and are deleted only by a
+/// checkpoint past them.
+#[derive(Debug, Default)]
+pub struct ReplayLog {
+    segments: Vec<ReplaySegment>,
+    records: u64,
+}
+
+#[derive(Debug)]
+struct ReplaySegment {
+    path: PathBuf,
+    valid_len: u64,
+    first: u64,
+    keep_after: u64,
+    next: Option<u64>,
+    last: bool,
+}
+
+impl ReplayLog {
+    /// Records to replay (payloads and notes).
+    pub fn len(&self) -> u64 {
+        self.records
+    }
+
+    /// Nothing to replay.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+
+    /// Calls `f` with every record, oldest first, reading one segment at a time. A segment
+    /// that no longer reads as it did at open (changed underneath) is [`WalError::Corrupted`].
+    pub fn for_each(&self, mut f: impl FnMut(WalRecord)) -> Result<()> {
+        for s in &self.segments {
+            let mut bytes = Vec::new();
+            File::open(&s.path)
+                .and_then(|file| file.take(s.valid_len).read_to_end(&mut bytes))
+                .map_err(io_err(format!("reading {}", s.path.display())))?;
+            if bytes.len() as u64 != s.valid_len {
+                return Err(WalError::Corrupted { segment: s.path.clone(), offset: bytes.len() as u64 });
+            }
+            let parsed = parse_segment(&s.path, &bytes, s.last, s.first, s.keep_after, s.next)?;
+            drop(bytes);
+            parsed.records.into_iter().for_each(&mut f);
+        }
+        Ok(())
+    }
+}
+
 /// What [`Wal::open_with`] skipped or cut away, besides the records it returns.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct OpenReport {
@@ -669,6 +721,17 @@ impl Wal {
     /// `dir`, then cut at the damage (its records after it are lost, and said so), and gaps
     /// in the sequence are accepted; without it such damage is [`WalError::Corrupted`].
     pub fn open_with(dir: impl AsRef<Path>, cfg: WalConfig, salvage: bool) -> Result<(Wal, Vec<WalRecord>, OpenReport)> {
+        let (wal, log, report) = Wal::open_replay(dir, cfg, salvage)?;
+        let mut records = Vec::new();
+        log.for_each(|r| records.push(r))?;
+        Ok((wal, records, report))
+    }
+
+    /// [`open_with`](Self::open_with), returning the records to replay as a [`ReplayLog`] that
+    /// reads them again one segment at a time: memory for one segment, however long the log
+    /// grew (a pending future-dated payload holds the checkpoint back while later ones pile
+    /// up behind it). What a server uses.
+    pub fn open_replay(dir: impl AsRef<Path>, cfg: WalConfig, salvage: bool) -> Result<(Wal, ReplayLog, OpenReport)> {
         let dir = dir.as_ref().to_owned();
         let mut report = OpenReport::default();
         fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
@@ -695,7 +758,7 @@ impl Wal {
             Err(e) => return Err(e),
         };
 
-        let mut records = Vec::new();
+        let mut replay = ReplayLog::default();
         let mut last_seq = checkpointed;
         let mut expect: Option<u64> = None;
         let n = segments.len();
@@ -770,7 +833,18 @@ impl Wal {
                 last_seq = last_seq.max(seg.first + count - 1);
             }
             expect = Some(seg.first + count);
-            records.extend(parsed.records);
+            if !parsed.records.is_empty() {
+                // Read again at replay (only this segment's bytes are held meanwhile).
+                replay.records += parsed.records.len() as u64;
+                replay.segments.push(ReplaySegment {
+                    path: seg.path.clone(),
+                    valid_len: parsed.valid_len,
+                    first: seg.first,
+                    keep_after: checkpointed,
+                    next,
+                    last,
+                });
+            }
             if last {
                 active = Some((f, parsed.valid_len));
             }
@@ -780,7 +854,7 @@ impl Wal {
             // Append to the last segment, unless it is empty and misnamed, or it holds records
             // to replay: a fresh segment lets the checkpoint after the replay delete them all,
             // so a replay on a nearly full disk frees the log's space.
-            Some((f, len)) if (len > 0 && records.is_empty()) || (len == 0 && segments.last().is_some_and(|s| s.first == next)) => (f, len),
+            Some((f, len)) if (len > 0 && replay.is_empty()) || (len == 0 && segments.last().is_some_and(|s| s.first == next)) => (f, len),
             other => {
                 if other.as_ref().is_some_and(|(_, len)| *len == 0) {
                     if let Some(s) = segments.pop() {
@@ -828,7 +902,7 @@ impl Wal {
             }
             _ => None,
         };
-        Ok((Wal { shared, flusher }, records, report))
+        Ok((Wal { shared, flusher }, replay, report))
     }
 
     /// Appends a record and returns its sequence number. With [`FsyncPolicy::Always`] it is

@@ -226,7 +226,9 @@ async fn run_with(
         let wal_cfg = config.wal_config()?;
         let salvage = config.salvage_wal;
         tokio::task::spawn_blocking(move || -> Result<_> {
-            let (wal, records, opened) = Wal::open_with(&dir, wal_cfg, salvage).map_err(|e| match e {
+            // The records are read again segment by segment as they are replayed: a long log
+            // (a future-dated payload holds the checkpoint back) never sits in memory whole.
+            let (wal, records, opened) = Wal::open_replay(&dir, wal_cfg, salvage).map_err(|e| match e {
                 WalError::Corrupted { .. } => Error::Io(format!(
                     "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
                      --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
@@ -239,12 +241,13 @@ async fn run_with(
                 eprintln!("sluice-server: WAL open: {w}");
             }
             let (mut ingestor, mut aggregator) = (ingestor, aggregator);
-            let report = sluice_collector::replay::replay(
+            let report = sluice_collector::replay::replay_log(
                 &records,
                 &mut ingestor,
                 &mut aggregator,
                 |now| clock.at_end_of(now),
-            );
+            )
+            .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
             for bad in &report.bad_notes {
                 eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
             }

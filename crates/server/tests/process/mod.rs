@@ -257,3 +257,13 @@ impl XorShift {
         self.next() % n
     }
 }
+
+/// `VmHWM` (peak resident set size) of process `pid`, bytes (0 when it is gone).
+pub fn peak_rss_of(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
