@@ -1,6 +1,6 @@
 //! The HTTP API (axum). See the crate README for the endpoints and their formats.
 
-use std::fmt::Write as _;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,8 @@ use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadReques
 use sluice_store::{BlobKey, Namespace, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::pipeline::{now_unix, IngestSummary, Msg, SharedMetrics};
+use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::pipeline::{now_unix, IngestSummary, Msg};
 
 /// Most drops listed one by one in an ingest response (`dropped_total` counts them all).
 pub const MAX_LISTED_DROPS: usize = 1000;
@@ -235,8 +236,7 @@ async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Respo
         let served = stream_range(store, req, format, start_tx, tx);
         if served > 0 {
             *metrics
-                .lock()
-                .unwrap()
+                .locked()
                 .events_out
                 .entry("events".into())
                 .or_default() += served;
@@ -464,365 +464,17 @@ async fn healthz(State(st): State<AppState>) -> Response {
     if st.tx.is_closed() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline stopped");
     }
-    let unavailable = st.metrics.lock().unwrap().disk_unavailable.clone();
+    let unavailable = st.metrics.locked().disk_unavailable.clone();
     if let Some(why) = unavailable {
         return error(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: ingest unavailable: {why}"));
     }
     (StatusCode::OK, "ok\n").into_response()
 }
 
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// Renders the metrics in the Prometheus text format.
-pub(crate) fn render_metrics(m: &crate::pipeline::Metrics) -> String {
-    let mut o = String::new();
-    let counter = |o: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    counter(
-        &mut o,
-        "sluice_events_in_total",
-        "Events accepted, by transport and type.",
-        "counter",
-    );
-    for ((transport, type_), n) in &m.events_in {
-        let _ = writeln!(
-            o,
-            "sluice_events_in_total{{transport=\"{}\",type=\"{}\"}} {n}",
-            label(transport),
-            label(type_)
-        );
-    }
-    counter(
-        &mut o,
-        "sluice_events_dropped_total",
-        "Events (or payloads) dropped at ingest, by reason.",
-        "counter",
-    );
-    for (reason, n) in m.drops.iter() {
-        let _ = writeln!(
-            o,
-            "sluice_events_dropped_total{{reason=\"{}\"}} {n}",
-            reason.as_str()
-        );
-    }
-    let rows: [(&str, &str, &str, f64); 35] = [
-        (
-            "sluice_payloads_total",
-            "Payloads received.",
-            "counter",
-            m.drops.payloads as f64,
-        ),
-        (
-            "sluice_payloads_rejected_total",
-            "Payloads refused as a whole.",
-            "counter",
-            m.drops.payloads_rejected as f64,
-        ),
-        (
-            "sluice_events_flushed_total",
-            "Events written to the store and readable.",
-            "counter",
-            m.events_flushed as f64,
-        ),
-        (
-            "sluice_events_late_total",
-            "Events written after their epoch was first flushed.",
-            "counter",
-            m.late_events as f64,
-        ),
-        (
-            "sluice_events_unencodable_total",
-            "Events lost because they could not be encoded.",
-            "counter",
-            m.dropped_events as f64,
-        ),
-        (
-            "sluice_blobs_written_total",
-            "Blob chunks written.",
-            "counter",
-            m.blobs_written as f64,
-        ),
-        (
-            "sluice_blob_bytes_written_total",
-            "Bytes of blob chunks written.",
-            "counter",
-            m.blob_bytes_written as f64,
-        ),
-        (
-            "sluice_store_errors_total",
-            "Store errors while flushing, syncing or expiring (work is retried).",
-            "counter",
-            m.store_errors as f64,
-        ),
-        (
-            "sluice_pending_events",
-            "Events held in open epochs, not yet written.",
-            "gauge",
-            m.pending_events as f64,
-        ),
-        (
-            "sluice_pending_bytes",
-            "Bytes of pending events in memory (open epochs and unwritten batches).",
-            "gauge",
-            m.pending_bytes as f64,
-        ),
-        (
-            "sluice_max_pending_bytes",
-            "Memory budget for pending events; beyond it the server applies backpressure.",
-            "gauge",
-            m.max_pending_bytes as f64,
-        ),
-        (
-            "sluice_flush_duration_seconds",
-            "Duration of the last flush (build, write, sync).",
-            "gauge",
-            m.last_flush_seconds,
-        ),
-        (
-            "sluice_flush_lag_seconds",
-            "Seconds since the last flush that wrote data (0 before any).",
-            "gauge",
-            if m.last_write_unix == 0 {
-                0.0
-            } else {
-                (now_unix() - m.last_write_unix) as f64
-            },
-        ),
-        (
-            "sluice_partitions_expired_total",
-            "Time partitions dropped by retention.",
-            "counter",
-            m.partitions_expired as f64,
-        ),
-        (
-            "sluice_wal_replayed_records",
-            "WAL records replayed at start.",
-            "gauge",
-            m.wal_replayed_records as f64,
-        ),
-        (
-            "sluice_wal_appends_total",
-            "Payloads logged in the WAL.",
-            "counter",
-            m.wal_appends as f64,
-        ),
-        (
-            "sluice_wal_errors_total",
-            "WAL append or checkpoint errors.",
-            "counter",
-            m.wal_errors as f64,
-        ),
-        (
-            "sluice_wal_checkpointed_seq",
-            "Highest WAL record whose events are stored.",
-            "gauge",
-            m.wal_checkpointed_seq as f64,
-        ),
-        (
-            "sluice_wal_notes_total",
-            "WAL done notes appended (groups stored or spooled; replay skips them).",
-            "counter",
-            m.wal_notes as f64,
-        ),
-        (
-            "sluice_wal_replay_skipped_events",
-            "Events the WAL replay at start skipped because a done note covered them.",
-            "gauge",
-            m.wal_replay_skipped_events as f64,
-        ),
-        (
-            "sluice_spool_batches",
-            "Batches waiting in the on-disk spool for the store (the backlog).",
-            "gauge",
-            m.spool_batches as f64,
-        ),
-        (
-            "sluice_spool_bytes",
-            "Bytes of batches waiting in the spool.",
-            "gauge",
-            m.spool_bytes as f64,
-        ),
-        (
-            "sluice_spool_events",
-            "Events in batches waiting in the spool.",
-            "gauge",
-            m.spool_events as f64,
-        ),
-        (
-            "sluice_spool_max_bytes",
-            "Spool bound; beyond it the server applies backpressure.",
-            "gauge",
-            m.spool_max_bytes as f64,
-        ),
-        (
-            "sluice_memory_batches",
-            "Closed batches held in memory, not yet stored or spooled.",
-            "gauge",
-            m.memory_batches as f64,
-        ),
-        (
-            "sluice_backpressure",
-            "1 while the spool is full or pending events exceed max_pending_bytes: acknowledged payloads get 503, UDP events are shed.",
-            "gauge",
-            if m.backpressure { 1.0 } else { 0.0 },
-        ),
-        (
-            "sluice_payloads_shed_total",
-            "Acknowledged payloads refused under backpressure (the sender retries).",
-            "counter",
-            m.payloads_shed as f64,
-        ),
-        (
-            "sluice_tcp_connections_total",
-            "TCP connections accepted.",
-            "counter",
-            m.tcp_connections as f64,
-        ),
-        (
-            "sluice_tcp_connections_open",
-            "TCP connections open.",
-            "gauge",
-            m.tcp_connections_open as f64,
-        ),
-        (
-            "sluice_udp_datagrams_total",
-            "UDP datagrams received.",
-            "counter",
-            m.udp_datagrams as f64,
-        ),
-        (
-            "sluice_udp_bytes_total",
-            "UDP payload bytes received.",
-            "counter",
-            m.udp_bytes as f64,
-        ),
-        (
-            "sluice_udp_truncated_total",
-            "UDP datagrams over the largest size, dropped.",
-            "counter",
-            m.udp_truncated as f64,
-        ),
-        (
-            "sluice_udp_kernel_drops_total",
-            "UDP datagrams the kernel dropped before Sluice read them.",
-            "counter",
-            m.udp_kernel_drops as f64,
-        ),
-        (
-            "sluice_udp_payloads_total",
-            "UDP datagrams ingested (same as datagrams).",
-            "counter",
-            m.udp_datagrams as f64,
-        ),
-        (
-            "sluice_tcp_messages_total",
-            "TCP messages (lines or frames) received.",
-            "counter",
-            m.tcp_messages as f64,
-        ),
-    ];
-    for (name, help, kind, v) in rows {
-        counter(&mut o, name, help, kind);
-        let _ = writeln!(o, "{name} {v}");
-    }
-    // The disk guard (crate::disk).
-    let disk: [(&str, &str, &str, f64); 4] = [
-        (
-            "sluice_disk_unavailable",
-            "1 while acknowledged ingest is refused: a disk below min_free_bytes, or WAL writes failing.",
-            "gauge",
-            if m.disk_unavailable.is_some() { 1.0 } else { 0.0 },
-        ),
-        (
-            "sluice_disk_free_bytes",
-            "Lowest free space of the data, WAL and spool disks at the last check.",
-            "gauge",
-            m.disk_free_bytes as f64,
-        ),
-        (
-            "sluice_disk_min_free_bytes",
-            "The free-space reserve below which ingest is refused.",
-            "gauge",
-            m.min_free_bytes as f64,
-        ),
-        (
-            "sluice_payloads_refused_unavailable_total",
-            "Acknowledged payloads refused while ingest was unavailable (the sender retries).",
-            "counter",
-            m.payloads_refused_unavailable as f64,
-        ),
-    ];
-    for (name, help, kind, v) in disk {
-        counter(&mut o, name, help, kind);
-        let _ = writeln!(o, "{name} {v}");
-    }
-    counter(
-        &mut o,
-        "sluice_events_out_total",
-        "Events served by the read endpoints, by endpoint (events, tail).",
-        "counter",
-    );
-    for endpoint in ["events", "tail"] {
-        let n = m.events_out.get(endpoint).copied().unwrap_or(0);
-        let _ = writeln!(o, "sluice_events_out_total{{endpoint=\"{endpoint}\"}} {n}");
-    }
-    crate::limits::render_metrics(&mut o, m);
-    m.store_write_seconds.render(
-        &mut o,
-        "sluice_store_write_seconds",
-        "Duration of store writes (blob put, epoch index, counts, flush), seconds.",
-    );
-    m.blob_bytes.render(
-        &mut o,
-        "sluice_blob_bytes",
-        "Size of the blob chunks written, bytes.",
-    );
-    o
-}
-
-/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
-fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
-    let rows = [
-        (
-            "sluice_store_damaged_ranges_total",
-            "Damaged ranges skipped in the middle of store logs.",
-            d.damaged_ranges,
-        ),
-        (
-            "sluice_store_damaged_bytes_total",
-            "Bytes in those damaged ranges.",
-            d.damaged_bytes,
-        ),
-        (
-            "sluice_store_torn_tails_total",
-            "Torn log tails found (cut by this writer).",
-            d.torn_tails,
-        ),
-        (
-            "sluice_store_torn_tail_bytes_total",
-            "Bytes in those torn tails.",
-            d.torn_tail_bytes,
-        ),
-        (
-            "sluice_store_index_entries_rebuilt_total",
-            "Epoch index entries rebuilt from blob keys.",
-            d.index_entries_rebuilt,
-        ),
-    ];
-    for (name, help, v) in rows {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-    }
-}
-
 async fn metrics(State(st): State<AppState>) -> Response {
-    let m = st.metrics.lock().unwrap().clone();
-    let mut body = render_metrics(&m);
-    render_store_damage(&mut body, &st.store.damage_stats());
+    let m = st.metrics.locked().clone();
+    let mut body = crate::metrics::render(&m);
+    crate::metrics::render_store_damage(&mut body, &st.store.damage_stats());
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -38,7 +38,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::limits::{ConnState, Slot};
-use crate::pipeline::SharedMetrics;
+use crate::metrics::{LockMetrics, SharedMetrics};
 
 /// How long an idle connection that served requests may take to finish writing before it is
 /// dropped when closed (timeout, eviction, shutdown).
@@ -61,8 +61,7 @@ struct OpenGauge(SharedMetrics);
 impl OpenGauge {
     fn new(metrics: SharedMetrics) -> OpenGauge {
         metrics
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .http_connections_open += 1;
         OpenGauge(metrics)
     }

@@ -31,6 +31,7 @@ pub mod disk;
 pub mod http;
 pub mod http_server;
 pub mod limits;
+pub mod metrics;
 pub mod pipeline;
 pub mod tail;
 pub mod tcp;
@@ -50,9 +51,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_collector::wal::{Wal, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
+use metrics::LockMetrics;
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
-pub use pipeline::{IngestSummary, Metrics};
+pub use metrics::Metrics;
+pub use pipeline::IngestSummary;
 
 /// Why the server could not start or stopped badly.
 #[derive(Debug)]
@@ -193,7 +196,7 @@ async fn run_with(
     let (caps, caps_line) = limits::fit_caps(&config, limits::nofile_limit())?;
     eprintln!("sluice-server: {caps_line}");
     {
-        let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = metrics.locked();
         if sockets.http.is_some() {
             m.max_connections.insert("http", caps.http as u64);
         }
@@ -263,7 +266,7 @@ async fn run_with(
         .map_err(|e| Error::Internal(e.to_string()))??
     };
     {
-        let mut m = metrics.lock().unwrap();
+        let mut m = metrics.locked();
         m.wal_replayed_records = replayed.records;
         m.wal_replay_skipped_events = replayed.skipped;
         m.spool_max_bytes = config.spool_max_bytes;
@@ -281,7 +284,7 @@ async fn run_with(
     let mut disk = disk::DiskGuard::new(watched, config.min_free_bytes);
     disk.refresh(wal.failing());
     {
-        let mut m = metrics.lock().unwrap();
+        let mut m = metrics.locked();
         m.disk_unavailable = disk.why().map(str::to_owned);
         m.disk_free_bytes = disk.free;
     }
@@ -293,7 +296,7 @@ async fn run_with(
         let (wal, metrics) = (wal.clone(), metrics.clone());
         aggregator.set_note_log(Box::new(move |note| {
             let appended = wal.append_note(&note.encode(), pipeline::now_unix());
-            let mut m = metrics.lock().unwrap();
+            let mut m = metrics.locked();
             match appended {
                 Ok(_) => {
                     m.wal_notes += 1;

@@ -33,7 +33,7 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::pipeline::SharedMetrics;
+use crate::metrics::{LockMetrics, SharedMetrics};
 use crate::{Error, ServerConfig};
 
 /// Connections per listener that may wait for an eviction or receive a refusal at once.
@@ -219,13 +219,13 @@ pub(crate) struct Slot {
 impl Slot {
     /// Counts this connection as closed by eviction.
     pub fn count_evicted(&self) {
-        let mut m = self.limiter.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.limiter.metrics.locked();
         *m.connections_evicted.entry(self.limiter.transport).or_default() += 1;
     }
 
     /// Counts this connection as closed by a timeout of `kind`.
     pub fn count_timeout(&self, kind: &'static str) {
-        let mut m = self.limiter.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.limiter.metrics.locked();
         *m.connection_timeouts
             .entry((self.limiter.transport, kind))
             .or_default() += 1;
@@ -327,7 +327,7 @@ impl Limiter {
     }
 
     fn count_refused(&self, reason: &'static str) {
-        let mut m = self.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.metrics.locked();
         *m.connections_refused
             .entry((self.transport, reason))
             .or_default() += 1;
@@ -502,7 +502,7 @@ pub fn fit_caps(config: &ServerConfig, nofile: Option<u64>) -> Result<(Caps, Str
 }
 
 /// The connection metrics (caps, refusals, evictions, timeouts; see the module doc).
-pub(crate) fn render_metrics(o: &mut String, m: &crate::pipeline::Metrics) {
+pub(crate) fn render_metrics(o: &mut String, m: &crate::metrics::Metrics) {
     use std::fmt::Write as _;
     let head = |o: &mut String, name: &str, help: &str, kind: &str| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");

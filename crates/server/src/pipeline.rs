@@ -7,15 +7,17 @@
 //! store writes never block the async workers.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
 use sluice_collector::replay::DoneNote;
 use sluice_collector::wal::Wal;
-use sluice_collector::{Drop, DropCounters, DropReason, Ingestor, ParsedEvent};
+use sluice_collector::{Drop, DropReason, Ingestor, ParsedEvent};
 use sluice_store::{Counts, Store};
 use tokio::sync::{mpsc, oneshot};
+
+use crate::metrics::{LockMetrics, SharedMetrics};
 
 /// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
 pub const MAX_TYPE_LABELS: usize = 256;
@@ -73,111 +75,6 @@ pub enum Msg {
     /// Flush everything and stop; answered once the store is flushed.
     Shutdown(oneshot::Sender<()>),
 }
-
-/// Counters shown by `/metrics`, updated by the pipeline thread.
-#[derive(Debug, Default, Clone)]
-pub struct Metrics {
-    /// Events accepted, per (transport, type).
-    pub events_in: BTreeMap<(String, String), u64>,
-    /// Payloads, accepted events and drops per reason.
-    pub drops: DropCounters,
-    /// Events written to the store.
-    pub events_flushed: u64,
-    /// Events that arrived after their epoch was flushed.
-    pub late_events: u64,
-    /// Events lost because they could not be encoded.
-    pub dropped_events: u64,
-    /// Blobs (chunks) written.
-    pub blobs_written: u64,
-    /// Bytes of blobs written.
-    pub blob_bytes_written: u64,
-    /// Store errors met while flushing, expiring or syncing (the work is retried).
-    pub store_errors: u64,
-    /// Events held by the aggregator, not yet written.
-    pub pending_events: u64,
-    /// Bytes of those events (see `Aggregator::pending_bytes`).
-    pub pending_bytes: u64,
-    /// The memory budget (`max_pending_bytes`).
-    pub max_pending_bytes: u64,
-    /// How long the last flush took (build, write, sync), seconds.
-    pub last_flush_seconds: f64,
-    /// Unix time of the last flush that wrote something.
-    pub last_write_unix: i64,
-    /// Partitions dropped by retention.
-    pub partitions_expired: u64,
-    /// WAL records replayed at start.
-    pub wal_replayed_records: u64,
-    /// WAL records appended.
-    pub wal_appends: u64,
-    /// WAL errors (append, checkpoint).
-    pub wal_errors: u64,
-    /// Highest WAL sequence number checkpointed (its events are in the store).
-    pub wal_checkpointed_seq: u64,
-    /// WAL done notes appended (groups stored or spooled, see `sluice_collector::replay`).
-    pub wal_notes: u64,
-    /// Events skipped by the WAL replay at start because notes said they were stored/spooled.
-    pub wal_replay_skipped_events: u64,
-    /// Batches waiting in the spool (the store failed to take them).
-    pub spool_batches: u64,
-    /// Bytes of batches waiting in the spool.
-    pub spool_bytes: u64,
-    /// Events in batches waiting in the spool.
-    pub spool_events: u64,
-    /// Batches written to neither store nor spool yet, in memory.
-    pub memory_batches: u64,
-    /// The spool's bound (`spool_max_bytes`).
-    pub spool_max_bytes: u64,
-    /// Backpressure is on: the spool is full; acknowledged payloads get 503, UDP is shed.
-    pub backpressure: bool,
-    /// Acknowledged payloads refused under backpressure.
-    pub payloads_shed: u64,
-    /// Why acknowledged ingest is unavailable now (disk below the reserve, WAL failing), if it
-    /// is (see [`crate::disk`]).
-    pub disk_unavailable: Option<String>,
-    /// Lowest free space of the data, WAL and spool disks at the last check, bytes.
-    pub disk_free_bytes: u64,
-    /// The free-space reserve (`min_free_bytes`).
-    pub min_free_bytes: u64,
-    /// Acknowledged payloads refused while ingest was unavailable.
-    pub payloads_refused_unavailable: u64,
-    /// TCP connections accepted.
-    pub tcp_connections: u64,
-    /// TCP connections open now.
-    pub tcp_connections_open: u64,
-    /// TCP messages (lines, frames) received.
-    pub tcp_messages: u64,
-    /// HTTP connections open now.
-    pub http_connections_open: u64,
-    /// `GET /v1/tail` streams open now.
-    pub tail_streams: u64,
-    /// Connections refused, per (transport, reason): `cap` (at the cap, none idle to evict),
-    /// `backlog` (too many waiting for an eviction: closed unanswered), `tail_cap` (HTTP 503).
-    pub connections_refused: BTreeMap<(&'static str, &'static str), u64>,
-    /// Idle connections closed to make room for a new one, per transport.
-    pub connections_evicted: BTreeMap<&'static str, u64>,
-    /// Connections closed by a timeout, per (transport, kind): HTTP `header` / `idle` /
-    /// `write`, TCP `idle` / `read`.
-    pub connection_timeouts: BTreeMap<(&'static str, &'static str), u64>,
-    /// The connection caps in force (after fitting them to `RLIMIT_NOFILE`), per transport.
-    pub max_connections: BTreeMap<&'static str, u64>,
-    /// UDP datagrams received (delivered to the ingestor).
-    pub udp_datagrams: u64,
-    /// UDP payload bytes received.
-    pub udp_bytes: u64,
-    /// UDP datagrams over the largest size, dropped.
-    pub udp_truncated: u64,
-    /// UDP datagrams the kernel dropped before Sluice read them.
-    pub udp_kernel_drops: u64,
-    /// Events served by the read endpoints, per endpoint (`events`, `tail`).
-    pub events_out: BTreeMap<String, u64>,
-    /// Durations of store writes (put, index, counts, flush).
-    pub store_write_seconds: crate::timing::StoreWriteSeconds,
-    /// Sizes of blobs written.
-    pub blob_bytes: crate::timing::BlobBytes,
-}
-
-/// Shared handle to the metrics.
-pub type SharedMetrics = Arc<Mutex<Metrics>>;
 
 pub(crate) fn now_unix() -> i64 {
     sluice_reader::time::now_unix()
@@ -261,7 +158,7 @@ impl Pipeline {
                     } else {
                         self.aggregator.add(events, self.clock.now());
                     }
-                    self.metrics.lock().unwrap().pending_events = self.aggregator.pending_events();
+                    self.metrics.locked().pending_events = self.aggregator.pending_events();
                 }
                 Msg::Tick => {
                     let now = now_unix();
@@ -278,12 +175,12 @@ impl Pipeline {
                         next_expire = now + self.expire_every;
                         match self.store.expire(now) {
                             Ok(r) => {
-                                self.metrics.lock().unwrap().partitions_expired +=
+                                self.metrics.locked().partitions_expired +=
                                     r.partitions_dropped as u64
                             }
                             Err(e) => {
                                 eprintln!("sluice-server: expiry failed: {e}");
-                                self.metrics.lock().unwrap().store_errors += 1;
+                                self.metrics.locked().store_errors += 1;
                             }
                         }
                     }
@@ -329,8 +226,7 @@ impl Pipeline {
     /// in their second's completeness counts.
     fn shed(&mut self, events: Vec<sluice_collector::ParsedEvent>) {
         self.metrics
-            .lock()
-            .unwrap()
+            .locked()
             .drops
             .record(DropReason::Shed, events.len() as u64);
         for e in events {
@@ -348,14 +244,14 @@ impl Pipeline {
         if let Some(why) = self.refusal() {
             // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
             // payload to retry; nothing of it is logged or counted as stored.
-            let mut m = self.metrics.lock().unwrap();
+            let mut m = self.metrics.locked();
             m.payloads_shed += 1;
             m.backpressure = true;
             return IngestSummary::refused(why);
         }
         if let Some(why) = self.disk.refuse() {
             // Refused before parsing, as under backpressure: nothing of it is logged or counted.
-            self.metrics.lock().unwrap().payloads_refused_unavailable += 1;
+            self.metrics.locked().payloads_refused_unavailable += 1;
             return IngestSummary::refused(format!("unavailable: {why}; retry later"));
         }
         let out = self.ingestor.ingest(payload, now);
@@ -368,13 +264,13 @@ impl Pipeline {
                 Err(e) => {
                     // Logged by the disk guard (once, not per payload).
                     self.disk.failed(e.to_string());
-                    self.metrics.lock().unwrap().wal_errors += 1;
+                    self.metrics.locked().wal_errors += 1;
                     return IngestSummary::refused(format!("unavailable: {e}; retry later"));
                 }
             }
         }
         {
-            let mut m = self.metrics.lock().unwrap();
+            let mut m = self.metrics.locked();
             m.drops.add(&out);
             for e in &out.events {
                 let known = m.events_in.len() < MAX_TYPE_LABELS
@@ -399,11 +295,11 @@ impl Pipeline {
             error: None,
         };
         if let Some(seq) = wal_seq {
-            self.metrics.lock().unwrap().wal_appends += 1;
+            self.metrics.locked().wal_appends += 1;
             self.aggregator
                 .add_logged(out.events, self.clock.now(), seq);
         }
-        let mut m = self.metrics.lock().unwrap();
+        let mut m = self.metrics.locked();
         m.pending_events = self.aggregator.pending_events();
         m.pending_bytes = self.aggregator.pending_bytes();
         summary
@@ -478,7 +374,7 @@ impl Pipeline {
             }
         }
         if errors > 0 {
-            self.metrics.lock().unwrap().store_errors += errors;
+            self.metrics.locked().store_errors += errors;
         }
     }
 
@@ -496,7 +392,7 @@ impl Pipeline {
             if report.blobs > 0 {
                 if let Err(e) = self.wal.sync() {
                     eprintln!("sluice-server: WAL sync failed: {e}");
-                    self.metrics.lock().unwrap().wal_errors += 1;
+                    self.metrics.locked().wal_errors += 1;
                     sync_error = true;
                 }
             }
@@ -523,12 +419,12 @@ impl Pipeline {
         let (upto, advance) = self.checkpoint_target();
         if advance && !sync_error {
             match self.wal.checkpoint(upto) {
-                Ok(()) => self.metrics.lock().unwrap().wal_checkpointed_seq = upto,
+                Ok(()) => self.metrics.locked().wal_checkpointed_seq = upto,
                 Err(e) => {
                     if self.disk.why().is_none() {
                         eprintln!("sluice-server: WAL checkpoint failed: {e}");
                     }
-                    self.metrics.lock().unwrap().wal_errors += 1;
+                    self.metrics.locked().wal_errors += 1;
                 }
             }
         }
@@ -537,7 +433,7 @@ impl Pipeline {
                 eprintln!("sluice-server: flush error (will retry): {e}");
             }
         }
-        let mut m = self.metrics.lock().unwrap();
+        let mut m = self.metrics.locked();
         m.spool_batches = self.aggregator.spooled_batches() as u64;
         m.spool_bytes = self.aggregator.spooled_bytes();
         m.spool_events = self.aggregator.spooled_events();
@@ -596,7 +492,7 @@ impl Pipeline {
     /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
     fn refresh_disk(&mut self) {
         self.disk.refresh(self.wal.failing());
-        let mut m = self.metrics.lock().unwrap();
+        let mut m = self.metrics.locked();
         m.disk_unavailable = self.disk.why().map(str::to_owned);
         m.disk_free_bytes = self.disk.free;
     }
@@ -612,15 +508,15 @@ impl Pipeline {
                     eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
                 }
                 self.disk.failed(e.to_string());
-                self.metrics.lock().unwrap().wal_errors += 1;
+                self.metrics.locked().wal_errors += 1;
                 return false;
             }
             self.pending_notes.remove(0);
-            self.metrics.lock().unwrap().wal_notes += 1;
+            self.metrics.locked().wal_notes += 1;
         }
         if let Err(e) = self.wal.sync() {
             eprintln!("sluice-server: WAL sync failed: {e}");
-            self.metrics.lock().unwrap().wal_errors += 1;
+            self.metrics.locked().wal_errors += 1;
             return false;
         }
         true

@@ -29,6 +29,7 @@ use sluice_store::Store;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use crate::http::{error, parse_query, AppState, FilterParams};
+use crate::metrics::LockMetrics;
 
 /// The last event of a stream the server ends because it is shutting down.
 pub const SHUTDOWN_EVENT: &str = "event: shutdown\ndata: {\"reason\":\"server shutting down\"}\n\n";
@@ -52,12 +53,12 @@ impl TailStreams {
 /// A stream's place under the cap, counted in `sluice_tail_streams` while it lives.
 struct TailSlot {
     _permit: OwnedSemaphorePermit,
-    metrics: crate::pipeline::SharedMetrics,
+    metrics: crate::metrics::SharedMetrics,
 }
 
 impl Drop for TailSlot {
     fn drop(&mut self) {
-        let mut m = self.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.metrics.locked();
         m.tail_streams = m.tail_streams.saturating_sub(1);
     }
 }
@@ -98,7 +99,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
-        let mut m = st.metrics.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = st.metrics.locked();
         *m.connections_refused.entry(("http", "tail_cap")).or_default() += 1;
         drop(m);
         let mut resp = error(
@@ -113,8 +114,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         return resp;
     };
     st.metrics
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .locked()
         .tail_streams += 1;
     let slot = TailSlot {
         _permit: permit,
@@ -157,7 +157,7 @@ fn follow(
     req: TailRequest,
     start: Cursor,
     tx: mpsc::Sender<Bytes>,
-    metrics: crate::pipeline::SharedMetrics,
+    metrics: crate::metrics::SharedMetrics,
 ) {
     // Poll as often as the pipeline flushes: a stored second goes out within ~0.1 s.
     let opts = TailOptions {
@@ -209,8 +209,7 @@ fn follow(
         }
         if served > 0 {
             *metrics
-                .lock()
-                .unwrap()
+                .locked()
                 .events_out
                 .entry("tail".into())
                 .or_default() += served;

@@ -21,7 +21,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
 
 use crate::limits::{ConnState, Limiter, Slot};
-use crate::pipeline::{IngestSummary, Msg, SharedMetrics};
+use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::pipeline::{IngestSummary, Msg};
 
 /// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
 pub const FRAME_MARK: u8 = b'S';
@@ -87,13 +88,13 @@ impl TcpServer {
                 let (me, stop) = (me.clone(), conn_stop.clone());
                 async move {
                     {
-                        let mut m = me.metrics.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut m = me.metrics.locked();
                         m.tcp_connections += 1;
                         m.tcp_connections_open += 1;
                     }
                     let metrics = me.metrics.clone();
                     me.connection(sock, &slot, stop).await;
-                    let mut m = metrics.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut m = metrics.locked();
                     m.tcp_connections_open = m.tcp_connections_open.saturating_sub(1);
                 }
             },
@@ -148,7 +149,7 @@ impl TcpServer {
             };
             let ack = match read {
                 Read::Payload(p) => {
-                    self.metrics.lock().unwrap().tcp_messages += 1;
+                    self.metrics.locked().tcp_messages += 1;
                     match crate::pipeline::submit(&self.tx, "tcp", p).await {
                         Ok(rx) => Ack::Pending(rx),
                         Err(e) => {
@@ -158,14 +159,14 @@ impl TcpServer {
                     }
                 }
                 Read::Oversized => {
-                    self.metrics.lock().unwrap().tcp_messages += 1;
+                    self.metrics.locked().tcp_messages += 1;
                     Ack::Line(format!(
                         "error oversized message over {} bytes",
                         self.max_message
                     ))
                 }
                 Read::OversizedFrame(len) => {
-                    self.metrics.lock().unwrap_or_else(|e| e.into_inner()).tcp_messages += 1;
+                    self.metrics.locked().tcp_messages += 1;
                     let _ = atx
                         .send(Ack::Line(format!(
                             "error oversized frame of {len} bytes over {} bytes; closing",

@@ -11,7 +11,7 @@ use sluice_store::{
     Store, TypeSubtype,
 };
 
-use crate::pipeline::SharedMetrics;
+use crate::metrics::{LockMetrics, SharedMetrics};
 
 /// Upper bounds (seconds) of the `sluice_store_write_seconds` buckets (`+Inf` is implied).
 pub const STORE_WRITE_BUCKETS: &[f64] = &[
@@ -140,7 +140,7 @@ impl TimedStore {
         let start = Instant::now();
         let out = f();
         let secs = start.elapsed().as_secs_f64();
-        let mut m = self.metrics.lock().unwrap();
+        let mut m = self.metrics.locked();
         m.store_write_seconds.observe(secs);
         if let Some(n) = blob_len {
             m.blob_bytes.observe(n as f64);
@@ -154,7 +154,7 @@ impl Store for TimedStore {
         let start = Instant::now();
         let out = self.inner.put_blob(ns, key, bytes);
         let secs = start.elapsed().as_secs_f64();
-        let mut m = self.metrics.lock().unwrap();
+        let mut m = self.metrics.locked();
         m.store_write_seconds.observe(secs);
         if matches!(out, Ok(PutOutcome::Written)) {
             m.blob_bytes.observe(bytes.len() as f64);

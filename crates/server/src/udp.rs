@@ -18,7 +18,8 @@ use sluice_store::{Counts, Store};
 use sluice_udp::{UdpReceiver, UdpStats};
 use tokio::sync::mpsc;
 
-use crate::pipeline::{now_unix, Msg, SharedMetrics, MAX_TYPE_LABELS};
+use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::pipeline::{now_unix, Msg, MAX_TYPE_LABELS};
 
 /// What the UDP thread needs.
 pub(crate) struct UdpContext {
@@ -57,7 +58,7 @@ impl UdpContext {
                 std::thread::sleep(Duration::from_millis(100));
             }
             if drops.payloads > 0 {
-                let mut m = self.metrics.lock().unwrap();
+                let mut m = self.metrics.locked();
                 m.drops.merge(&drops);
                 for e in &events {
                     let key = ("udp".to_string(), e.type_.clone());
@@ -92,7 +93,7 @@ impl UdpContext {
     ) -> UdpStats {
         let stats = receiver.stats();
         {
-            let mut m = self.metrics.lock().unwrap();
+            let mut m = self.metrics.locked();
             m.udp_datagrams = stats.datagrams;
             m.udp_bytes = stats.bytes;
             m.udp_truncated = stats.truncated;
@@ -116,7 +117,7 @@ impl UdpContext {
         if !counts.is_zero() {
             if let Err(e) = self.store.add_counts(now, &self.dc, "", "", &counts) {
                 eprintln!("sluice-server: recording UDP drops: {e}");
-                self.metrics.lock().unwrap().store_errors += 1;
+                self.metrics.locked().store_errors += 1;
             }
         }
         stats
