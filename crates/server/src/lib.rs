@@ -109,6 +109,43 @@ pub(crate) struct Sockets {
     udp: Option<UdpHandle>,
 }
 
+/// The sockets of `config`, bound (the one place that binds): plain listeners, so that they
+/// can be bound on any thread and handed to the runtime that serves them ([`Bound::serve`]).
+pub(crate) struct Bound {
+    http: Option<std::net::TcpListener>,
+    tcp: Option<std::net::TcpListener>,
+    udp: Option<UdpHandle>,
+}
+
+impl Bound {
+    /// Binds the HTTP, TCP and UDP addresses of `config` (those that are not off).
+    fn bind(config: &ServerConfig) -> Result<Bound> {
+        let bind = |addr: Option<SocketAddr>| -> Result<Option<std::net::TcpListener>> {
+            let Some(addr) = addr else { return Ok(None) };
+            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
+            l.set_nonblocking(true).map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
+            Ok(Some(l))
+        };
+        Ok(Bound { http: bind(config.http)?, tcp: bind(config.tcp)?, udp: bind_udp(config)? })
+    }
+
+    /// The bound (HTTP, TCP, UDP) addresses.
+    fn addrs(&self) -> Result<[Option<SocketAddr>; 3]> {
+        let addr_of = |l: &Option<std::net::TcpListener>| -> Result<Option<SocketAddr>> {
+            l.as_ref().map(|l| l.local_addr().map_err(|e| Error::Io(e.to_string()))).transpose()
+        };
+        Ok([addr_of(&self.http)?, addr_of(&self.tcp)?, self.udp.as_ref().map(|u| u.addr)])
+    }
+
+    /// The listeners, registered with the current tokio runtime.
+    fn into_sockets(self) -> Result<Sockets> {
+        let conv = |l: Option<std::net::TcpListener>| -> Result<Option<tokio::net::TcpListener>> {
+            l.map(|l| tokio::net::TcpListener::from_std(l).map_err(|e| Error::Io(e.to_string()))).transpose()
+        };
+        Ok(Sockets { http: conv(self.http)?, tcp: conv(self.tcp)?, udp: self.udp })
+    }
+}
+
 /// The UDP thread, its socket bound, waiting for its context (the receiver is not `Send`, so
 /// it is bound on the thread that uses it).
 pub(crate) struct UdpHandle {
@@ -162,21 +199,8 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
-    let mut tcp_listeners = Vec::new();
-    for addr in [config.http, config.tcp] {
-        tcp_listeners.push(match addr {
-            Some(addr) => Some(
-                tokio::net::TcpListener::bind(addr)
-                    .await
-                    .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?,
-            ),
-            None => None,
-        });
-    }
-    let tcp = tcp_listeners.pop().flatten();
-    let http = tcp_listeners.pop().flatten();
-    let udp = bind_udp(&config)?;
-    run_with(config, Sockets { http, tcp, udp }, None, shutdown).await
+    let sockets = Bound::bind(&config)?.into_sockets()?;
+    run_with(config, sockets, None, shutdown).await
 }
 
 async fn run_with(
@@ -551,30 +575,8 @@ pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<R
 
 fn spawn_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<RunningServer> {
     config.validate()?;
-    let bind = |addr: Option<SocketAddr>| -> Result<Option<std::net::TcpListener>> {
-        match addr {
-            Some(addr) => {
-                let l = std::net::TcpListener::bind(addr)
-                    .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
-                l.set_nonblocking(true)
-                    .map_err(|e| Error::Io(e.to_string()))?;
-                Ok(Some(l))
-            }
-            None => Ok(None),
-        }
-    };
-    let http = bind(config.http)?;
-    let tcp = bind(config.tcp)?;
-    let udp = bind_udp(&config)?;
-    let addr_of = |l: &Option<std::net::TcpListener>| -> Result<Option<SocketAddr>> {
-        match l {
-            Some(l) => Ok(Some(l.local_addr().map_err(|e| Error::Io(e.to_string()))?)),
-            None => Ok(None),
-        }
-    };
-    let http_addr = addr_of(&http)?;
-    let tcp_addr = addr_of(&tcp)?;
-    let udp_addr = udp.as_ref().map(|u| u.addr);
+    let bound = Bound::bind(&config)?;
+    let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
     let (stop, stopped) = oneshot::channel::<()>();
     let thread = std::thread::Builder::new()
         .name("sluice-server".into())
@@ -585,20 +587,7 @@ fn spawn_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<Ru
                 .build()
                 .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
             rt.block_on(async move {
-                let conv = |l: Option<std::net::TcpListener>| -> Result<_> {
-                    match l {
-                        Some(l) => Ok(Some(
-                            tokio::net::TcpListener::from_std(l)
-                                .map_err(|e| Error::Io(e.to_string()))?,
-                        )),
-                        None => Ok(None),
-                    }
-                };
-                let sockets = Sockets {
-                    http: conv(http)?,
-                    tcp: conv(tcp)?,
-                    udp,
-                };
+                let sockets = bound.into_sockets()?;
                 run_with(config, sockets, store, async move {
                     let _ = stopped.await;
                 })
