@@ -146,9 +146,10 @@ impl Selection {
         out.finish()
     }
 
-    /// The selection as command-line arguments (`--dc X --select P …`), one flag per value.
+    /// The selection as command-line arguments, one `--name=value` per value (the `=` form so
+    /// that a value starting with `-` is not taken for a flag).
     pub fn to_args(&self) -> Vec<String> {
-        self.query_pairs().into_iter().flat_map(|(k, v)| [format!("--{k}"), v]).collect()
+        self.query_pairs().into_iter().map(|(k, v)| format!("--{k}={v}")).collect()
     }
 
     /// Whether the lazy reader is needed (a `select` or a `where` is given).
