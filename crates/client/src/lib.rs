@@ -158,7 +158,15 @@ pub(crate) fn http_error(url: &str, e: ureq::Error) -> ClientError {
             let body = resp.into_string().unwrap_or_default();
             ClientError::Status { url: url.to_owned(), status, body }
         }
-        ureq::Error::Transport(t) => ClientError::Transport { url: url.to_owned(), message: t.to_string() },
+        // Its Display repeats the URL with the whole query (a long cursor): say the kind and why.
+        ureq::Error::Transport(t) => {
+            let message = match (t.message(), std::error::Error::source(&t)) {
+                (Some(m), _) => format!("{}: {m}", t.kind()),
+                (None, Some(src)) => format!("{}: {src}", t.kind()),
+                (None, None) => t.kind().to_string(),
+            };
+            ClientError::Transport { url: url.to_owned(), message }
+        }
     }
 }
 
