@@ -182,7 +182,7 @@ fn from_server(url: &str, selection: &Selection, start: Cursor, limit: u64, shar
     let mut printed = 0u64;
     let mut reconnecting = false;
     loop {
-        match client.next()? {
+        match client.next_item()? {
             TailItem::Batch(batch) => {
                 for w in &batch.warnings {
                     eprintln!("sluice: warning: {w}");

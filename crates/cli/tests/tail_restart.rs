@@ -151,7 +151,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     assert_eq!(got, (0..900).collect::<Vec<i64>>(), "every acknowledged event exactly once");
     let stderr = text(&err);
     assert!(stderr.contains("reconnected to http://127.0.0.1:"), "{stderr}");
-    let cursor = stderr.lines().filter_map(|l| l.strip_prefix("sluice: cursor ")).last().expect("cursor on stderr");
+    let cursor = stderr.lines().filter_map(|l| l.strip_prefix("sluice: cursor ")).next_back().expect("cursor on stderr");
 
     // The printed cursor resumes after everything printed.
     post(port, 900..901);

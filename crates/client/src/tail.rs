@@ -65,7 +65,7 @@ pub struct TailBatch {
     pub cursor: String,
 }
 
-/// What [`TailClient::next`] returns.
+/// What [`TailClient::next_item`] returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TailItem {
     /// A complete batch (possibly with no events: the cursor moved).
@@ -103,7 +103,7 @@ pub struct TailClient {
 
 impl TailClient {
     /// A tail of `server` (`http://HOST:PORT` or `HOST:PORT`) for `selection`, from `start`.
-    /// Nothing is connected until the first [`next`](TailClient::next).
+    /// Nothing is connected until the first [`next_item`](TailClient::next_item).
     pub fn new(
         server: &str,
         selection: &Selection,
@@ -135,7 +135,7 @@ impl TailClient {
 
     /// The next batch or connection change; blocks (reading, or sleeping before a reconnect).
     /// Errors only for what a retry cannot fix (a 4xx answer, an oversized batch).
-    pub fn next(&mut self) -> Result<TailItem> {
+    pub fn next_item(&mut self) -> Result<TailItem> {
         if let Some(d) = self.sleep_first.take() {
             std::thread::sleep(d);
         }
@@ -172,7 +172,11 @@ impl TailClient {
                     if held > self.max_batch_bytes {
                         return Err(self.oversized());
                     }
-                    if name == "event" { events.push(text) } else { warnings.push(text) }
+                    if name == "event" {
+                        events.push(text);
+                    } else {
+                        warnings.push(text);
+                    }
                 }
                 "cursor" => {
                     self.cursor = Some(text.clone());
