@@ -1,6 +1,7 @@
 //! `sluice emit`: NDJSON events from standard input to a collector, over UDP (fire-and-forget,
 //! many events per datagram), TCP (one line per event batch, acknowledged) or HTTP (POST batches,
-//! acknowledged). Also the transport behind `sluice gen --udp/--tcp/--http`.
+//! acknowledged). Also the transport behind `sluice gen --udp/--tcp/--http`. The transports are
+//! `sluice_client::send`; this module maps the flags onto it.
 
 use std::io::BufRead;
 use std::time::Duration;

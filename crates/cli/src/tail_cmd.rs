@@ -52,6 +52,8 @@ struct Output {
     out: BufWriter<Stdout>,
     cursor: String,
     file: Option<PathBuf>,
+    /// Set once the cursor is printed (by the signal watcher or the end of `run`: not both).
+    finished: bool,
 }
 
 impl Output {
@@ -75,7 +77,9 @@ impl Output {
 
     fn finish(&mut self) {
         let _ = self.out.flush();
-        eprintln!("sluice: cursor {}", self.cursor);
+        if !std::mem::replace(&mut self.finished, true) {
+            eprintln!("sluice: cursor {}", self.cursor);
+        }
     }
 }
 
@@ -123,6 +127,7 @@ pub fn run(a: TailArgs) -> Result<()> {
         out: BufWriter::new(std::io::stdout()),
         cursor: start.to_token(),
         file: a.cursor_file.clone(),
+        finished: false,
     };
     let shared = Arc::new(Mutex::new(output));
     watch_signals(shared.clone())?;
