@@ -1,6 +1,6 @@
 //! `sluice tail`: follow the live stream (history first, from `--from` or a `--cursor`), one
 //! event per line, for as long as it runs. The cursor of what has been printed goes to
-//! `--cursor-file` (and to stderr when the tail ends, however it ends: `--limit`, SIGINT /
+//! `--cursor-file` (and to stderr when the tail ends, however it ends: `--limit`, `--until`, SIGINT /
 //! SIGTERM, an error), so a later tail resumes with no gap and no duplicate.
 //!
 //! With `--server`, the tail reconnects from its last cursor when the connection drops or the
@@ -45,6 +45,10 @@ pub struct TailArgs {
     /// stays exact (default: run until interrupted).
     #[arg(long)]
     limit: Option<u64>,
+    /// Stop at this wall-clock time (Unix seconds, RFC 3339, `+10m`…), between batches so the
+    /// cursor stays exact.
+    #[arg(long, allow_hyphen_values = true)]
+    until: Option<String>,
 }
 
 /// Standard output and the cursor after what it holds, shared with the signal watcher.
@@ -90,17 +94,21 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Output> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// On SIGINT or SIGTERM: waits for the batch being printed, prints the cursor, exits 0.
-fn watch_signals(shared: Shared) -> Result<()> {
+/// On SIGINT, SIGTERM or at `until` (Unix seconds): waits for the batch being printed, prints
+/// the cursor, exits 0. (The deadline is kept here, not between batches: an idle stream may
+/// send nothing for a minute.)
+fn watch_signals(shared: Shared, until: i64) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("signal runtime")?;
     let mut term = rt
         .block_on(async { tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) })
         .context("SIGTERM handler")?;
+    let left = u64::try_from(until.saturating_sub(sluice_reader::time::now_unix())).unwrap_or(0);
     std::thread::spawn(move || {
         rt.block_on(async {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(left)) => {}
             }
         });
         lock(&shared).finish();
@@ -129,15 +137,32 @@ pub fn run(a: TailArgs) -> Result<()> {
         file: a.cursor_file.clone(),
         finished: false,
     };
+    let until = match &a.until {
+        Some(t) => parse_time(t, now).with_context(|| format!("--until {t:?}"))?,
+        None => i64::MAX,
+    };
     let shared = Arc::new(Mutex::new(output));
-    watch_signals(shared.clone())?;
-    let limit = a.limit.unwrap_or(u64::MAX);
+    watch_signals(shared.clone(), until)?;
+    let stop = Stop { limit: a.limit.unwrap_or(u64::MAX), until };
     let result = match source {
-        DataDir::Server(url) => from_server(&url, &selection, start, limit, &shared),
-        DataDir::Store(store) => from_store(&store, selection, start, limit, &shared),
+        DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
+        DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
     result
+}
+
+/// When a tail ends by itself (`--limit`, `--until`).
+#[derive(Clone, Copy)]
+struct Stop {
+    limit: u64,
+    until: i64,
+}
+
+impl Stop {
+    fn reached(&self, printed: u64) -> bool {
+        printed >= self.limit || sluice_reader::time::now_unix() >= self.until
+    }
 }
 
 /// Follows the store directly, one poll at a time.
@@ -145,7 +170,7 @@ fn from_store(
     store: &sluice_store::EmbeddedStore,
     selection: Selection,
     start: Cursor,
-    limit: u64,
+    stop: Stop,
     shared: &Shared,
 ) -> Result<()> {
     let mut tail = Tail::new(store, selection, start, TailOptions::default());
@@ -171,7 +196,7 @@ fn from_store(
             }
         }
         printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
-        if printed >= limit {
+        if stop.reached(printed) {
             return Ok(());
         }
         if tail.caught_up() {
@@ -181,9 +206,9 @@ fn from_store(
 }
 
 /// Follows `GET /v1/tail` (Server-Sent Events), reconnecting from the last cursor.
-fn from_server(url: &str, selection: &Selection, start: Cursor, limit: u64, shared: &Shared) -> Result<()> {
+fn from_server(url: &str, selection: &Selection, start: Cursor, stop: Stop, shared: &Shared) -> Result<()> {
     let start = TailStart::Cursor(start.to_token());
-    let mut client = TailClient::new(url, selection, start, &HttpOptions::default(), Backoff::default())?;
+    let mut client = TailClient::new(url, selection, start, &HttpOptions::tail(), Backoff::default())?;
     let mut printed = 0u64;
     let mut reconnecting = false;
     loop {
@@ -193,9 +218,6 @@ fn from_server(url: &str, selection: &Selection, start: Cursor, limit: u64, shar
                     eprintln!("sluice: warning: {w}");
                 }
                 printed += lock(shared).batch(batch.events.iter().map(|e| e.as_bytes()), batch.cursor)?;
-                if printed >= limit {
-                    return Ok(());
-                }
             }
             TailItem::Connected { .. } if reconnecting => {
                 eprintln!("sluice: reconnected to {url}; resuming from the cursor");
@@ -206,6 +228,9 @@ fn from_server(url: &str, selection: &Selection, start: Cursor, limit: u64, shar
                 eprintln!("sluice: {reason}; reconnecting to {url} in {:.1} s", after.as_secs_f64());
                 reconnecting = true;
             }
+        }
+        if stop.reached(printed) {
+            return Ok(());
         }
     }
 }

@@ -180,3 +180,34 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn tail_against_a_stopped_server_retries_until_its_deadline() {
+    let port = free_port();
+    let started = Instant::now();
+    let mut tail = Proc(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args(["tail", "--server", &format!("127.0.0.1:{port}"), "--from", "-1m", "--until", "+2s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sluice tail"),
+    );
+    let out = collect(tail.0.stdout.take().expect("stdout"));
+    let err = collect(tail.0.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = tail.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "the tail did not stop at --until: {}", text(&err));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(status.success(), "{status:?}: {}", text(&err));
+    assert!(started.elapsed() >= Duration::from_secs(1), "it retried instead of exiting at once");
+    let stderr = text(&err);
+    assert!(stderr.contains("reconnecting to http://127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("sluice: cursor t1."), "the start cursor is printed: {stderr}");
+    assert!(out.lock().expect("out").is_empty());
+}

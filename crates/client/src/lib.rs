@@ -114,8 +114,7 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 pub struct HttpOptions {
     /// Connecting (default 10 s).
     pub connect_timeout: Duration,
-    /// Waiting for any bytes of an answer (default 60 s; a tail stream sends a cursor about
-    /// every second, so silence this long means the connection is dead).
+    /// Waiting for any bytes of an answer (default 60 s; [`HttpOptions::tail`]: 150 s).
     pub read_timeout: Duration,
 }
 
@@ -126,6 +125,13 @@ impl Default for HttpOptions {
 }
 
 impl HttpOptions {
+    /// For a tail stream: a read timeout of 150 s. The server sends a cursor about every second
+    /// once the tail's watermark moves, but nothing for up to its late window (60 s) at the start
+    /// of an idle tail; silence longer than that means a dead connection (then: reconnect).
+    pub fn tail() -> HttpOptions {
+        HttpOptions { read_timeout: Duration::from_secs(150), ..HttpOptions::default() }
+    }
+
     pub(crate) fn agent(&self) -> ureq::Agent {
         ureq::AgentBuilder::new().timeout_connect(self.connect_timeout).timeout_read(self.read_timeout).build()
     }

@@ -6,7 +6,7 @@
 //!   keeps a batch until its cursor arrives and only then hands it out ([`TailItem::Batch`]),
 //!   so [`TailClient::cursor`] is always exactly "after everything handed out".
 //! - **Reconnects.** A refused or dropped connection, a read timeout
-//!   ([`HttpOptions::read_timeout`]), an error status of 5xx / 408 / 429, the end of the stream
+//!   ([`HttpOptions::read_timeout`]; use [`HttpOptions::tail`]), an error status of 5xx / 408 / 429, the end of the stream
 //!   and the server's `event: shutdown` all lead to a reconnect from the last cursor (before the
 //!   first cursor: from the start, resolved to an epoch once, so `now` does not move). A partial
 //!   batch is dropped (the server sends it again after the cursor). So across any number of
