@@ -37,7 +37,10 @@ pub fn run(a: CatArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
     let from = parse_time(&a.from, now).with_context(|| format!("--from {:?}", a.from))?;
     let to = parse_time(&a.to, now).with_context(|| format!("--to {:?}", a.to))?;
-    let format: range::OutputFormat = a.format.parse().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let format: range::OutputFormat = a
+        .format
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     let selection = a.filters.selection()?;
     if let Some(server) = &a.server {
         return from_server(server, from, to, &selection, format);
@@ -66,14 +69,23 @@ pub fn run(a: CatArgs) -> Result<()> {
 pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
     let opened = sluice_client::resolve_data_dir(dir)?;
     if let DataDir::Server(url) = &opened {
-        eprintln!("sluice: {} is in use by a running server; reading through {url}", dir.display());
+        eprintln!(
+            "sluice: {} is in use by a running server; reading through {url}",
+            dir.display()
+        );
     }
     Ok(opened)
 }
 
 /// `cat --server`: stream `GET /v1/events` to standard output; the chunks the server could not
 /// read (its final warnings line) go to stderr, one warning each, and make the exit status 3.
-fn from_server(server: &str, from: i64, to: i64, selection: &Selection, format: range::OutputFormat) -> Result<()> {
+fn from_server(
+    server: &str,
+    from: i64,
+    to: i64,
+    selection: &Selection,
+    format: range::OutputFormat,
+) -> Result<()> {
     let reader = HttpReader::new(server, &HttpOptions::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

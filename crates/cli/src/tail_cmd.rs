@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_client::{Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart};
+use sluice_client::{
+    Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
+};
 use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
 
 /// Flags of `sluice tail`.
@@ -62,7 +64,11 @@ struct Output {
 
 impl Output {
     /// Prints a batch and records the cursor after it (file first written atomically).
-    fn batch<'a>(&mut self, events: impl IntoIterator<Item = &'a [u8]>, cursor: String) -> Result<u64> {
+    fn batch<'a>(
+        &mut self,
+        events: impl IntoIterator<Item = &'a [u8]>,
+        cursor: String,
+    ) -> Result<u64> {
         let mut n = 0;
         for e in events {
             self.out.write_all(e)?;
@@ -98,9 +104,14 @@ fn lock(shared: &Shared) -> MutexGuard<'_, Output> {
 /// the cursor, exits 0. (The deadline is kept here, not between batches: an idle stream may
 /// send nothing for a minute.)
 fn watch_signals(shared: Shared, until: i64) -> Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("signal runtime")?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("signal runtime")?;
     let mut term = rt
-        .block_on(async { tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) })
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        })
         .context("SIGTERM handler")?;
     let left = u64::try_from(until.saturating_sub(sluice_reader::time::now_unix())).unwrap_or(0);
     std::thread::spawn(move || {
@@ -121,8 +132,12 @@ fn watch_signals(shared: Shared, until: i64) -> Result<()> {
 pub fn run(a: TailArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
     let start = match (&a.cursor, &a.from) {
-        (Some(token), _) => Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?,
-        (None, Some(from)) => Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?),
+        (Some(token), _) => {
+            Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?
+        }
+        (None, Some(from)) => {
+            Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?)
+        }
         (None, None) => Cursor::at(now),
     };
     let selection = a.filters.selection()?;
@@ -143,7 +158,10 @@ pub fn run(a: TailArgs) -> Result<()> {
     };
     let shared = Arc::new(Mutex::new(output));
     watch_signals(shared.clone(), until)?;
-    let stop = Stop { limit: a.limit.unwrap_or(u64::MAX), until };
+    let stop = Stop {
+        limit: a.limit.unwrap_or(u64::MAX),
+        until,
+    };
     let result = match source {
         DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
         DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
@@ -206,9 +224,21 @@ fn from_store(
 }
 
 /// Follows `GET /v1/tail` (Server-Sent Events), reconnecting from the last cursor.
-fn from_server(url: &str, selection: &Selection, start: Cursor, stop: Stop, shared: &Shared) -> Result<()> {
+fn from_server(
+    url: &str,
+    selection: &Selection,
+    start: Cursor,
+    stop: Stop,
+    shared: &Shared,
+) -> Result<()> {
     let start = TailStart::Cursor(start.to_token());
-    let mut client = TailClient::new(url, selection, start, &HttpOptions::tail(), Backoff::default())?;
+    let mut client = TailClient::new(
+        url,
+        selection,
+        start,
+        &HttpOptions::tail(),
+        Backoff::default(),
+    )?;
     let mut printed = 0u64;
     let mut reconnecting = false;
     loop {
@@ -217,7 +247,8 @@ fn from_server(url: &str, selection: &Selection, start: Cursor, stop: Stop, shar
                 for w in &batch.warnings {
                     eprintln!("sluice: warning: {w}");
                 }
-                printed += lock(shared).batch(batch.events.iter().map(|e| e.as_bytes()), batch.cursor)?;
+                printed +=
+                    lock(shared).batch(batch.events.iter().map(|e| e.as_bytes()), batch.cursor)?;
             }
             TailItem::Connected { .. } if reconnecting => {
                 eprintln!("sluice: reconnected to {url}; resuming from the cursor");
@@ -225,7 +256,10 @@ fn from_server(url: &str, selection: &Selection, start: Cursor, stop: Stop, shar
             }
             TailItem::Connected { .. } => {}
             TailItem::Reconnecting { reason, after } => {
-                eprintln!("sluice: {reason}; reconnecting to {url} in {:.1} s", after.as_secs_f64());
+                eprintln!(
+                    "sluice: {reason}; reconnecting to {url} in {:.1} s",
+                    after.as_secs_f64()
+                );
                 reconnecting = true;
             }
         }

@@ -22,14 +22,22 @@ pub enum DataDir {
 /// Opens `dir` read-only, or finds the server that holds it (see the [module docs](self)).
 pub fn resolve_data_dir(dir: &Path) -> Result<DataDir> {
     if !dir.is_dir() {
-        return Err(ClientError::Config(format!("{}: no such data directory", dir.display())));
+        return Err(ClientError::Config(format!(
+            "{}: no such data directory",
+            dir.display()
+        )));
     }
     match EmbeddedStore::open_read_only(dir) {
         Ok(s) => Ok(DataDir::Store(s)),
         Err(StoreError::Locked { .. }) => {
             let file: PathBuf = dir.join(SERVER_FILE);
             let text = std::fs::read_to_string(&file).ok();
-            match text.as_deref().map(str::trim).filter(|u| u.starts_with("http://")).map(base_url) {
+            match text
+                .as_deref()
+                .map(str::trim)
+                .filter(|u| u.starts_with("http://"))
+                .map(base_url)
+            {
                 Some(Ok(url)) => Ok(DataDir::Server(url)),
                 _ => Err(ClientError::Config(format!(
                     "{}: in use by another process (no HTTP address in {}); use --server URL",

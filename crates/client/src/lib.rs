@@ -34,7 +34,7 @@ use std::time::Duration;
 pub use args::SelectionArgs;
 pub use data_dir::{resolve_data_dir, DataDir};
 pub use read::{EventStream, HttpItem, HttpReader, NdjsonEvents};
-pub use send::{Sender, Sent, SendOptions, Transport};
+pub use send::{SendOptions, Sender, Sent, Transport};
 pub use tail::{Backoff, TailBatch, TailClient, TailItem, TailStart};
 
 /// What went wrong talking to a server or opening a data directory.
@@ -74,7 +74,9 @@ impl fmt::Display for ClientError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientError::Config(m) | ClientError::Protocol(m) => f.write_str(m),
-            ClientError::Status { url, status, body } => write!(f, "{url}: {status}: {}", body.trim()),
+            ClientError::Status { url, status, body } => {
+                write!(f, "{url}: {status}: {}", body.trim())
+            }
             ClientError::Transport { url, message } => write!(f, "{url}: {message}"),
             ClientError::Io { context, source } => write!(f, "{context}: {source}"),
         }
@@ -95,14 +97,19 @@ impl ClientError {
     /// opposed to a request it refuses (a 4xx: bad parameters, a bad cursor).
     pub fn is_retryable(&self) -> bool {
         match self {
-            ClientError::Status { status, .. } => *status >= 500 || *status == 408 || *status == 429,
+            ClientError::Status { status, .. } => {
+                *status >= 500 || *status == 408 || *status == 429
+            }
             ClientError::Transport { .. } | ClientError::Io { .. } => true,
             ClientError::Config(_) | ClientError::Protocol(_) => false,
         }
     }
 
     fn io(context: impl Into<String>, source: std::io::Error) -> ClientError {
-        ClientError::Io { context: context.into(), source }
+        ClientError::Io {
+            context: context.into(),
+            source,
+        }
     }
 }
 
@@ -120,7 +127,10 @@ pub struct HttpOptions {
 
 impl Default for HttpOptions {
     fn default() -> Self {
-        HttpOptions { connect_timeout: Duration::from_secs(10), read_timeout: Duration::from_secs(60) }
+        HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_timeout: Duration::from_secs(60),
+        }
     }
 }
 
@@ -129,11 +139,17 @@ impl HttpOptions {
     /// once the tail's watermark moves, but nothing for up to its late window (60 s) at the start
     /// of an idle tail; silence longer than that means a dead connection (then: reconnect).
     pub fn tail() -> HttpOptions {
-        HttpOptions { read_timeout: Duration::from_secs(150), ..HttpOptions::default() }
+        HttpOptions {
+            read_timeout: Duration::from_secs(150),
+            ..HttpOptions::default()
+        }
     }
 
     pub(crate) fn agent(&self) -> ureq::Agent {
-        ureq::AgentBuilder::new().timeout_connect(self.connect_timeout).timeout_read(self.read_timeout).build()
+        ureq::AgentBuilder::new()
+            .timeout_connect(self.connect_timeout)
+            .timeout_read(self.read_timeout)
+            .build()
     }
 }
 
@@ -162,7 +178,11 @@ pub(crate) fn http_error(url: &str, e: ureq::Error) -> ClientError {
     match e {
         ureq::Error::Status(status, resp) => {
             let body = resp.into_string().unwrap_or_default();
-            ClientError::Status { url: url.to_owned(), status, body }
+            ClientError::Status {
+                url: url.to_owned(),
+                status,
+                body,
+            }
         }
         // Its Display repeats the URL with the whole query (a long cursor): say the kind and why.
         ureq::Error::Transport(t) => {
@@ -171,7 +191,10 @@ pub(crate) fn http_error(url: &str, e: ureq::Error) -> ClientError {
                 (None, Some(src)) => format!("{}: {src}", t.kind()),
                 (None, None) => t.kind().to_string(),
             };
-            ClientError::Transport { url: url.to_owned(), message }
+            ClientError::Transport {
+                url: url.to_owned(),
+                message,
+            }
         }
     }
 }
@@ -183,7 +206,10 @@ mod tests {
     #[test]
     fn base_urls() {
         assert_eq!(base_url("127.0.0.1:8190").unwrap(), "http://127.0.0.1:8190");
-        assert_eq!(base_url("http://127.0.0.1:8190/").unwrap(), "http://127.0.0.1:8190");
+        assert_eq!(
+            base_url("http://127.0.0.1:8190/").unwrap(),
+            "http://127.0.0.1:8190"
+        );
         assert!(base_url("https://x:1").is_err());
         assert!(base_url("").is_err());
         assert!(base_url("http://").is_err());

@@ -48,7 +48,10 @@ pub struct NdjsonEvents {
 impl HttpReader {
     /// A reader of `server` (`http://HOST:PORT` or `HOST:PORT`).
     pub fn new(server: &str, opts: &HttpOptions) -> Result<HttpReader> {
-        Ok(HttpReader { base: base_url(server)?, agent: opts.agent() })
+        Ok(HttpReader {
+            base: base_url(server)?,
+            agent: opts.agent(),
+        })
     }
 
     /// The server's base URL.
@@ -57,14 +60,24 @@ impl HttpReader {
     }
 
     /// Reads the events of `from <= epoch < to` that `selection` picks.
-    pub fn events(&self, from: i64, to: i64, selection: &Selection, format: OutputFormat) -> Result<EventStream> {
+    pub fn events(
+        &self,
+        from: i64,
+        to: i64,
+        selection: &Selection,
+        format: OutputFormat,
+    ) -> Result<EventStream> {
         let url = format!("{}/v1/events", self.base);
         let format_name = match format {
             OutputFormat::Json => "json",
             OutputFormat::Sereal => "sereal",
         };
-        let mut req =
-            self.agent.get(&url).query("from", &from.to_string()).query("to", &to.to_string()).query("format", format_name);
+        let mut req = self
+            .agent
+            .get(&url)
+            .query("from", &from.to_string())
+            .query("to", &to.to_string())
+            .query("format", format_name);
         for (k, v) in selection.query_pairs() {
             req = req.query(k, &v);
         }
@@ -72,9 +85,11 @@ impl HttpReader {
         let body = resp.into_reader();
         Ok(match format {
             OutputFormat::Sereal => EventStream::Sereal(body),
-            OutputFormat::Json => {
-                EventStream::Ndjson(NdjsonEvents { url, lines: BufReader::new(body).lines(), warnings: VecDeque::new() })
-            }
+            OutputFormat::Json => EventStream::Ndjson(NdjsonEvents {
+                url,
+                lines: BufReader::new(body).lines(),
+                warnings: VecDeque::new(),
+            }),
         })
     }
 }
@@ -84,17 +99,26 @@ fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
     if !line.starts_with("{\"_sluice\"") {
         return None;
     }
-    let parsed: Option<Vec<ReadWarning>> = serde_json::from_str::<serde_json::Value>(line).ok().and_then(|v| {
-        v["_sluice"]["warnings"].as_array().map(|ws| {
-            ws.iter()
-                .map(|w| ReadWarning {
-                    key: w["key"].as_str().unwrap_or("?").to_owned(),
-                    reason: w["reason"].as_str().map_or_else(|| w["reason"].to_string(), str::to_owned),
-                })
-                .collect()
-        })
-    });
-    Some(parsed.unwrap_or_else(|| vec![ReadWarning { key: "_sluice".into(), reason: line.to_owned() }]))
+    let parsed: Option<Vec<ReadWarning>> = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v["_sluice"]["warnings"].as_array().map(|ws| {
+                ws.iter()
+                    .map(|w| ReadWarning {
+                        key: w["key"].as_str().unwrap_or("?").to_owned(),
+                        reason: w["reason"]
+                            .as_str()
+                            .map_or_else(|| w["reason"].to_string(), str::to_owned),
+                    })
+                    .collect()
+            })
+        });
+    Some(parsed.unwrap_or_else(|| {
+        vec![ReadWarning {
+            key: "_sluice".into(),
+            reason: line.to_owned(),
+        }]
+    }))
 }
 
 impl Iterator for NdjsonEvents {
@@ -130,7 +154,9 @@ mod tests {
     #[test]
     fn trailer_lines() {
         assert_eq!(trailer_warnings("{\"id\":1}"), None);
-        let ws = trailer_warnings(r#"{"_sluice":{"warnings":[{"key":"1:a:B::0","reason":"bad"},{"key":"k","reason":"r"}]}}"#);
+        let ws = trailer_warnings(
+            r#"{"_sluice":{"warnings":[{"key":"1:a:B::0","reason":"bad"},{"key":"k","reason":"r"}]}}"#,
+        );
         assert_eq!(ws.map(|w| w.len()), Some(2));
         let junk = trailer_warnings("{\"_sluice\": nope").unwrap();
         assert_eq!(junk[0].key, "_sluice");

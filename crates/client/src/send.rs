@@ -42,7 +42,11 @@ pub struct SendOptions {
 
 impl Default for SendOptions {
     fn default() -> Self {
-        SendOptions { batch: 500, max_datagram: 8192, timeout: Duration::from_secs(10) }
+        SendOptions {
+            batch: 500,
+            max_datagram: 8192,
+            timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -71,8 +75,14 @@ pub struct Sender {
 
 enum Kind {
     Udp(UdpSocket),
-    Tcp { stream: TcpStream, reader: BufReader<TcpStream> },
-    Http { agent: ureq::Agent, url: String },
+    Tcp {
+        stream: TcpStream,
+        reader: BufReader<TcpStream>,
+    },
+    Http {
+        agent: ureq::Agent,
+        url: String,
+    },
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr> {
@@ -87,7 +97,9 @@ impl Sender {
     pub fn connect(to: &Transport, opts: &SendOptions) -> Result<Sender> {
         let timeout = opts.timeout.max(Duration::from_secs(1));
         if !(64..=65_507).contains(&opts.max_datagram) {
-            return Err(ClientError::Config("--max-datagram must be 64..=65507".into()));
+            return Err(ClientError::Config(
+                "--max-datagram must be 64..=65507".into(),
+            ));
         }
         if opts.batch == 0 {
             return Err(ClientError::Config("--batch must be positive".into()));
@@ -96,8 +108,10 @@ impl Sender {
             Transport::Udp(addr) => {
                 let to = resolve(addr)?;
                 let bind = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-                let sock = UdpSocket::bind(bind).map_err(|e| ClientError::io("binding a UDP socket", e))?;
-                sock.connect(to).map_err(|e| ClientError::io(format!("udp {addr}"), e))?;
+                let sock = UdpSocket::bind(bind)
+                    .map_err(|e| ClientError::io("binding a UDP socket", e))?;
+                sock.connect(to)
+                    .map_err(|e| ClientError::io(format!("udp {addr}"), e))?;
                 Kind::Udp(sock)
             }
             Transport::Tcp(addr) => {
@@ -112,7 +126,10 @@ impl Sender {
             }
             Transport::Http(url) => {
                 let agent = ureq::AgentBuilder::new().timeout(timeout).build();
-                Kind::Http { agent, url: format!("{}/v1/events", base_url(url)?) }
+                Kind::Http {
+                    agent,
+                    url: format!("{}/v1/events", base_url(url)?),
+                }
             }
         };
         Ok(Sender {
@@ -180,16 +197,25 @@ impl Sender {
                 // One line carrying the batch as a JSON array keeps one acknowledgement per line.
                 let mut line = Vec::with_capacity(self.pending.len() + 2);
                 line.push(b'[');
-                for (i, ev) in self.pending.split(|b| *b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+                for (i, ev) in self
+                    .pending
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .enumerate()
+                {
                     if i > 0 {
                         line.push(b',');
                     }
                     line.extend_from_slice(ev);
                 }
                 line.extend_from_slice(b"]\n");
-                stream.write_all(&line).map_err(|e| ClientError::io("tcp write", e))?;
+                stream
+                    .write_all(&line)
+                    .map_err(|e| ClientError::io("tcp write", e))?;
                 let mut ack = String::new();
-                reader.read_line(&mut ack).map_err(|e| ClientError::io("waiting for the acknowledgement", e))?;
+                reader
+                    .read_line(&mut ack)
+                    .map_err(|e| ClientError::io("waiting for the acknowledgement", e))?;
                 let mut words = ack.split_whitespace();
                 match words.next() {
                     Some("ok") => {
@@ -199,19 +225,33 @@ impl Sender {
                     }
                     Some("error") => {
                         self.sent.refused += n;
-                        (self.on_refusal)(&format!("collector refused a batch of {n}: {}", ack.trim()));
+                        (self.on_refusal)(&format!(
+                            "collector refused a batch of {n}: {}",
+                            ack.trim()
+                        ));
                     }
                     _ if ack.is_empty() => {
-                        return Err(ClientError::Protocol("the collector closed the connection".into()))
+                        return Err(ClientError::Protocol(
+                            "the collector closed the connection".into(),
+                        ))
                     }
-                    _ => return Err(ClientError::Protocol(format!("unexpected acknowledgement {:?}", ack.trim()))),
+                    _ => {
+                        return Err(ClientError::Protocol(format!(
+                            "unexpected acknowledgement {:?}",
+                            ack.trim()
+                        )))
+                    }
                 }
             }
             Kind::Http { agent, url } => {
-                let resp = agent.post(url).set("Content-Type", "application/x-ndjson").send_bytes(&self.pending);
+                let resp = agent
+                    .post(url)
+                    .set("Content-Type", "application/x-ndjson")
+                    .send_bytes(&self.pending);
                 match resp {
                     Ok(r) => {
-                        let body: serde_json::Value = serde_json::from_reader(r.into_reader()).unwrap_or_default();
+                        let body: serde_json::Value =
+                            serde_json::from_reader(r.into_reader()).unwrap_or_default();
                         let accepted = body["accepted"].as_u64().unwrap_or(n);
                         self.sent.accepted += accepted;
                         self.sent.refused += n.saturating_sub(accepted);
@@ -219,10 +259,16 @@ impl Sender {
                     Err(ureq::Error::Status(code, r)) => {
                         self.sent.refused += n;
                         let text = r.into_string().unwrap_or_default();
-                        (self.on_refusal)(&format!("collector refused a batch of {n} ({code}): {}", text.trim()));
+                        (self.on_refusal)(&format!(
+                            "collector refused a batch of {n} ({code}): {}",
+                            text.trim()
+                        ));
                     }
                     Err(e) => {
-                        return Err(ClientError::Transport { url: format!("POST {url}"), message: e.to_string() })
+                        return Err(ClientError::Transport {
+                            url: format!("POST {url}"),
+                            message: e.to_string(),
+                        })
                     }
                 }
             }

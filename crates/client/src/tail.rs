@@ -50,7 +50,10 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { first: Duration::from_millis(200), max: Duration::from_secs(5) }
+        Backoff {
+            first: Duration::from_millis(200),
+            max: Duration::from_secs(5),
+        }
     }
 }
 
@@ -139,7 +142,9 @@ impl TailClient {
         if let Some(d) = self.sleep_first.take() {
             std::thread::sleep(d);
         }
-        let Some(lines) = self.stream.as_mut() else { return self.connect() };
+        let Some(lines) = self.stream.as_mut() else {
+            return self.connect();
+        };
         let (mut event, mut data) = (String::new(), String::new());
         let mut events = Vec::new();
         let mut warnings = Vec::new();
@@ -181,9 +186,15 @@ impl TailClient {
                 "cursor" => {
                     self.cursor = Some(text.clone());
                     self.delay = self.backoff.first;
-                    return Ok(TailItem::Batch(TailBatch { events, warnings, cursor: text }));
+                    return Ok(TailItem::Batch(TailBatch {
+                        events,
+                        warnings,
+                        cursor: text,
+                    }));
                 }
-                "shutdown" => return Ok(self.reconnect(format!("the server is shutting down ({text})"))),
+                "shutdown" => {
+                    return Ok(self.reconnect(format!("the server is shutting down ({text})")))
+                }
                 _ => {} // unknown events are ignored, as SSE clients do
             }
         }

@@ -39,7 +39,8 @@ fn query_selection_flags_round_trip() {
 #[test]
 fn flags_reject_what_the_query_rejects() {
     for bad in [vec!["--where", "status >"], vec!["--select", "a..b"]] {
-        let flags = Flags::try_parse_from(std::iter::once("t").chain(bad.iter().copied())).expect("clap");
+        let flags =
+            Flags::try_parse_from(std::iter::once("t").chain(bad.iter().copied())).expect("clap");
         let err = flags.selection.selection().expect_err("invalid");
         let q = format!("{}={}", err.param, "x");
         assert!(q.starts_with(bad[0].trim_start_matches('-')), "{err}");

@@ -46,16 +46,31 @@ fn partial_batches_are_dropped_and_the_cursor_resumes() {
         let (mut s, _) = listener.accept().expect("accept 3");
         lines.push(request_line(&s));
         let body = "bad cursor";
-        let resp = format!("HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        let resp = format!(
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
         s.write_all(resp.as_bytes()).expect("write");
         lines
     });
 
     let selection = Selection::from_query("type=WEB").expect("selection");
-    let http = HttpOptions { connect_timeout: Duration::from_secs(5), read_timeout: Duration::from_secs(5) };
-    let backoff = Backoff { first: Duration::from_millis(10), max: Duration::from_millis(20) };
-    let mut client =
-        TailClient::new(&addr.to_string(), &selection, TailStart::At(1_700_000_000), &http, backoff).expect("client");
+    let http = HttpOptions {
+        connect_timeout: Duration::from_secs(5),
+        read_timeout: Duration::from_secs(5),
+    };
+    let backoff = Backoff {
+        first: Duration::from_millis(10),
+        max: Duration::from_millis(20),
+    };
+    let mut client = TailClient::new(
+        &addr.to_string(),
+        &selection,
+        TailStart::At(1_700_000_000),
+        &http,
+        backoff,
+    )
+    .expect("client");
     let mut items = Vec::new();
     let err = loop {
         match client.next_item() {
@@ -64,7 +79,10 @@ fn partial_batches_are_dropped_and_the_cursor_resumes() {
         }
         assert!(items.len() < 20, "{items:?}");
     };
-    assert!(matches!(err, ClientError::Status { status: 400, .. }), "{err}");
+    assert!(
+        matches!(err, ClientError::Status { status: 400, .. }),
+        "{err}"
+    );
     let batches: Vec<(Vec<String>, Vec<String>, String)> = items
         .iter()
         .filter_map(|i| match i {
@@ -76,17 +94,30 @@ fn partial_batches_are_dropped_and_the_cursor_resumes() {
         batches,
         vec![
             (vec!["{\"id\":1}".to_owned()], vec![], "C1".to_owned()),
-            (vec!["{\"id\":2}".to_owned()], vec!["{\"key\":\"k\"}".to_owned()], "C2".to_owned()),
+            (
+                vec!["{\"id\":2}".to_owned()],
+                vec!["{\"key\":\"k\"}".to_owned()],
+                "C2".to_owned()
+            ),
         ],
         "{items:?}"
     );
     assert_eq!(client.cursor(), Some("C2"));
-    let reconnects = items.iter().filter(|i| matches!(i, TailItem::Reconnecting { .. })).count();
+    let reconnects = items
+        .iter()
+        .filter(|i| matches!(i, TailItem::Reconnecting { .. }))
+        .count();
     assert_eq!(reconnects, 2, "{items:?}");
-    assert!(items.iter().any(|i| matches!(i, TailItem::Reconnecting { reason, .. } if reason.contains("shutting down"))));
+    assert!(items.iter().any(
+        |i| matches!(i, TailItem::Reconnecting { reason, .. } if reason.contains("shutting down"))
+    ));
 
     let requests = peer.join().expect("peer");
-    assert!(requests[0].contains("from=1700000000") && requests[0].contains("type=WEB"), "{}", requests[0]);
+    assert!(
+        requests[0].contains("from=1700000000") && requests[0].contains("type=WEB"),
+        "{}",
+        requests[0]
+    );
     assert!(requests[1].contains("cursor=C1"), "{}", requests[1]);
     assert!(requests[2].contains("cursor=C2"), "{}", requests[2]);
 }

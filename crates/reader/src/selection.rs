@@ -86,7 +86,12 @@ impl Selection {
         select: &[S],
         where_: Option<&str>,
     ) -> Result<Selection, SelectionError> {
-        let mut sel = Selection { dc, type_, subtype, ..Selection::default() };
+        let mut sel = Selection {
+            dc,
+            type_,
+            subtype,
+            ..Selection::default()
+        };
         for p in select {
             sel.accept("select", p.as_ref())?;
         }
@@ -99,12 +104,17 @@ impl Selection {
     /// Takes one query parameter `key=value` if it is a selection parameter; returns false
     /// (and changes nothing) for any other name. `select` adds a path; the others replace.
     pub fn accept(&mut self, key: &str, value: &str) -> Result<bool, SelectionError> {
-        let err = |message: String| SelectionError { param: key.to_owned(), message };
+        let err = |message: String| SelectionError {
+            param: key.to_owned(),
+            message,
+        };
         match key {
             "dc" => self.dc = Some(value.to_owned()),
             "type" => self.type_ = Some(value.to_owned()),
             "subtype" => self.subtype = Some(value.to_owned()),
-            "select" => self.select.push(Path::parse(value).map_err(|e| err(format!("{value:?}: {e}")))?),
+            "select" => self
+                .select
+                .push(Path::parse(value).map_err(|e| err(format!("{value:?}: {e}")))?),
             "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.to_string()))?),
             _ => return Ok(false),
         }
@@ -116,7 +126,10 @@ impl Selection {
         let mut sel = Selection::default();
         for (k, v) in parse_query(query) {
             if !sel.accept(&k, &v)? {
-                return Err(SelectionError { param: k, message: "unknown parameter".into() });
+                return Err(SelectionError {
+                    param: k,
+                    message: "unknown parameter".into(),
+                });
             }
         }
         Ok(sel)
@@ -125,7 +138,11 @@ impl Selection {
     /// The selection as query parameters, in [`PARAMS`] order (`select` once per path).
     pub fn query_pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = Vec::new();
-        for (k, v) in [("dc", &self.dc), ("type", &self.type_), ("subtype", &self.subtype)] {
+        for (k, v) in [
+            ("dc", &self.dc),
+            ("type", &self.type_),
+            ("subtype", &self.subtype),
+        ] {
             if let Some(v) = v {
                 pairs.push((k, v.clone()));
             }
@@ -149,7 +166,10 @@ impl Selection {
     /// The selection as command-line arguments, one `--name=value` per value (the `=` form so
     /// that a value starting with `-` is not taken for a flag).
     pub fn to_args(&self) -> Vec<String> {
-        self.query_pairs().into_iter().map(|(k, v)| format!("--{k}={v}")).collect()
+        self.query_pairs()
+            .into_iter()
+            .map(|(k, v)| format!("--{k}={v}"))
+            .collect()
     }
 
     /// Whether the lazy reader is needed (a `select` or a `where` is given).
@@ -159,14 +179,17 @@ impl Selection {
 
     /// Whether chunks of this type and subtype are selected (the dc is chosen when listing).
     pub fn keeps(&self, type_: &str, subtype: &str) -> bool {
-        self.type_.as_deref().is_none_or(|t| t == type_) && self.subtype.as_deref().is_none_or(|s| s == subtype)
+        self.type_.as_deref().is_none_or(|t| t == type_)
+            && self.subtype.as_deref().is_none_or(|s| s == subtype)
     }
 }
 
 /// Splits a raw query string (`application/x-www-form-urlencoded`: `+` is a space, `%XX` a
 /// byte, invalid UTF-8 replaced) into decoded `(key, value)` pairs, in order.
 pub fn parse_query(query: &str) -> Vec<(String, String)> {
-    form_urlencoded::parse(query.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect()
+    form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
 }
 
 #[cfg(test)]
@@ -180,7 +203,10 @@ mod tests {
         assert_eq!(sel.dc.as_deref(), Some("ams1"));
         assert_eq!(sel.subtype.as_deref(), Some(""));
         assert_eq!(sel.select.len(), 2);
-        assert_eq!(sel.filter.as_ref().map(Filter::text), Some("status >= 500 and path == \"/x&y\""));
+        assert_eq!(
+            sel.filter.as_ref().map(Filter::text),
+            Some("status >= 500 and path == \"/x&y\"")
+        );
         assert_eq!(sel.to_query(), q);
         assert_eq!(Selection::from_query(&sel.to_query()).unwrap(), sel);
         assert_eq!(Selection::default().to_query(), "");
@@ -189,8 +215,14 @@ mod tests {
 
     #[test]
     fn bad_parameters_are_named() {
-        assert_eq!(Selection::from_query("where=status+%3E").unwrap_err().param, "where");
-        assert_eq!(Selection::from_query("select=a..b").unwrap_err().param, "select");
+        assert_eq!(
+            Selection::from_query("where=status+%3E").unwrap_err().param,
+            "where"
+        );
+        assert_eq!(
+            Selection::from_query("select=a..b").unwrap_err().param,
+            "select"
+        );
         assert_eq!(Selection::from_query("from=0").unwrap_err().param, "from");
         let mut sel = Selection::default();
         assert_eq!(sel.accept("cursor", "x"), Ok(false));
