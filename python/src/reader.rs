@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyList;
-use sereal::{Path, Value};
-use sluice_reader::{Cursor, Filter, RangeReader, ReadItem, ReadOptions, ReadRequest, Tail, TailOptions, TailRequest};
+use sereal::Value;
+use sluice_reader::{Cursor, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection, Tail, TailOptions};
 use sluice_store::{EmbeddedStore, StoreError};
 
 use crate::convert::{types, BinaryMode, ToPy};
@@ -40,31 +40,16 @@ fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
     }
 }
 
-struct Filters {
-    dc: Option<String>,
-    type_: Option<String>,
-    subtype: Option<String>,
-    select: Vec<Path>,
-    filter: Option<Filter>,
-}
-
-fn filters(
+/// The keyword arguments of a read as the one [`Selection`] every reader takes.
+fn selection(
     py: Python<'_>,
     dc: Option<String>,
     type_: Option<String>,
     subtype: Option<String>,
     select: Vec<String>,
     where_: Option<String>,
-) -> PyResult<Filters> {
-    let select = select
-        .iter()
-        .map(|p| Path::parse(p).map_err(|e| read_error(py, format!("select {p:?}: {e}"))))
-        .collect::<PyResult<Vec<_>>>()?;
-    let filter = where_
-        .as_deref()
-        .map(|w| Filter::parse(w).map_err(|e| read_error(py, format!("where {w:?}: {e}"))))
-        .transpose()?;
-    Ok(Filters { dc, type_, subtype, select, filter })
+) -> PyResult<Selection> {
+    Selection::from_texts(dc, type_, subtype, &select, where_.as_deref()).map_err(|e| read_error(py, e.to_string()))
 }
 
 /// Splits read items into events and `(key, reason)` warnings.
@@ -134,17 +119,9 @@ pub fn open_range(
     binary: &str,
 ) -> PyResult<RangeIter> {
     let binary = BinaryMode::parse(py, binary)?;
-    let f = filters(py, dc, type_, subtype, select, where_)?;
+    let selection = selection(py, dc, type_, subtype, select, where_)?;
     let store = open_store(py, dir)?;
-    let req = ReadRequest {
-        from: start,
-        to: end,
-        dc: f.dc,
-        type_: f.type_,
-        subtype: f.subtype,
-        select: f.select,
-        filter: f.filter,
-    };
+    let req = ReadRequest::selected(start, end, selection);
     let reader = py
         .allow_threads(|| RangeReader::new(store, req, ReadOptions::default()))
         .map_err(|e| read_error(py, e.to_string()))?;
@@ -215,15 +192,14 @@ pub fn open_tail(
     binary: &str,
 ) -> PyResult<TailHandle> {
     let binary = BinaryMode::parse(py, binary)?;
-    let f = filters(py, dc, type_, subtype, select, where_)?;
+    let selection = selection(py, dc, type_, subtype, select, where_)?;
     let start = match (cursor, start) {
         (Some(token), _) => token.parse::<Cursor>().map_err(|e| read_error(py, format!("cursor: {e}")))?,
         (None, Some(epoch)) => Cursor::at(epoch),
         (None, None) => Cursor::at(sluice_reader::time::now_unix()),
     };
     let store = open_store(py, dir)?;
-    let req = TailRequest { dc: f.dc, type_: f.type_, subtype: f.subtype, select: f.select, filter: f.filter };
-    let tail = Tail::new(store, req, start, TailOptions::default());
+    let tail = Tail::new(store, selection, start, TailOptions::default());
     Ok(TailHandle { tail: Some(tail), binary })
 }
 

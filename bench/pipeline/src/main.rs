@@ -433,8 +433,8 @@ fn build_read_store(store: &EmbeddedStore, n: usize, profile: Profile) -> Result
 fn ours_read(store: &EmbeddedStore, epoch: i64, lazy: bool) -> Result<(u64, f64)> {
     let mut req = ReadRequest::new(epoch, epoch + 1);
     if lazy {
-        req.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<std::result::Result<_, _>>()?;
-        req.filter = Some(Filter::parse(WHERE).map_err(|e| anyhow!("{e}"))?);
+        req.selection.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<std::result::Result<_, _>>()?;
+        req.selection.filter = Some(Filter::parse(WHERE).map_err(|e| anyhow!("{e}"))?);
     }
     let cpu0 = cpu_seconds();
     let reader = RangeReader::new(store, req, ReadOptions::default()).map_err(|e| anyhow!("{e}"))?;

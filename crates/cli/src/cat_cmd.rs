@@ -1,10 +1,12 @@
 //! `sluice cat`: every event of a time range from a data directory, as NDJSON (or Sereal).
 
+use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use sluice_reader::{parse_time, range};
+use sluice_client::{DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs};
+use sluice_reader::{parse_time, range, Selection};
 
 /// Flags of `sluice cat`.
 #[derive(Args)]
@@ -16,7 +18,7 @@ pub struct CatArgs {
     #[arg(long, allow_hyphen_values = true, default_value = "now")]
     to: String,
     #[command(flatten)]
-    filters: crate::filters::Filters,
+    filters: SelectionArgs,
     /// Output format: `json` (NDJSON) or `sereal` (one document per event).
     #[arg(long, default_value = "json")]
     format: String,
@@ -25,7 +27,7 @@ pub struct CatArgs {
     /// DIR/SERVER).
     #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
-    /// Read from a running server instead (e.g. http://127.0.0.1:8180).
+    /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
 }
@@ -35,21 +37,19 @@ pub fn run(a: CatArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
     let from = parse_time(&a.from, now).with_context(|| format!("--from {:?}", a.from))?;
     let to = parse_time(&a.to, now).with_context(|| format!("--to {:?}", a.to))?;
-    let format: range::OutputFormat = a.format.parse().map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let select = a.filters.paths()?;
-    let filter = a.filters.predicate()?;
+    let format: range::OutputFormat = a
+        .format
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
+    let selection = a.filters.selection()?;
     if let Some(server) = &a.server {
-        return from_server(server, from, to, &a);
-    }
-    if !a.data.is_dir() {
-        bail!("{}: no such data directory", a.data.display());
+        return from_server(server, from, to, &selection, format);
     }
     let store = match open_data_dir(&a.data)? {
         DataDir::Store(s) => s,
-        DataDir::Server(url) => return from_server(&url, from, to, &a),
+        DataDir::Server(url) => return from_server(&url, from, to, &selection, format),
     };
-    let f = a.filters.clone();
-    let req = range::ReadRequest { from, to, dc: f.dc, type_: f.type_, subtype: f.subtype, select, filter };
+    let req = range::ReadRequest::selected(from, to, selection);
     let reader = range::RangeReader::new(&store, req, range::ReadOptions::default())?;
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
@@ -64,73 +64,58 @@ pub fn run(a: CatArgs) -> Result<()> {
     Ok(())
 }
 
-/// A data directory opened for reading: its store, or the running server that holds it.
-pub(crate) enum DataDir {
-    /// No server runs on it: read the files.
-    Store(sluice_store::EmbeddedStore),
-    /// A server holds its lock: read through that server's HTTP API (`http://ADDR`).
-    Server(String),
-}
-
-/// Opens `dir`'s store read-only (a reader never changes the files: damage is skipped and
-/// reported, a torn tail left to the writer); when a running `sluice serve` holds it, finds that
-/// server's address in `<dir>/SERVER` and says so on stderr.
+/// Opens `dir` for reading ([`sluice_client::resolve_data_dir`]), saying on stderr when a
+/// running server holds it and the read goes through that server.
 pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
-    match sluice_store::EmbeddedStore::open_read_only(dir) {
-        Ok(s) => Ok(DataDir::Store(s)),
-        Err(sluice_store::StoreError::Locked { .. }) => {
-            let file = dir.join(sluice_server::SERVER_FILE);
-            let url = std::fs::read_to_string(&file).ok().map(|t| t.trim().to_string());
-            match url.filter(|u| u.starts_with("http://")) {
-                Some(url) => {
-                    eprintln!("sluice: {} is in use by a running server; reading through {url}", dir.display());
-                    Ok(DataDir::Server(url))
-                }
-                None => bail!(
-                    "{}: in use by another process (no HTTP address in {}); use --server URL",
-                    dir.display(),
-                    file.display()
-                ),
-            }
-        }
-        Err(e) => Err(e).with_context(|| dir.display().to_string()),
+    let opened = sluice_client::resolve_data_dir(dir)?;
+    if let DataDir::Server(url) = &opened {
+        eprintln!(
+            "sluice: {} is in use by a running server; reading through {url}",
+            dir.display()
+        );
     }
+    Ok(opened)
 }
 
-/// `cat --server`: stream `GET /v1/events` to standard output; the server reports unreadable
-/// chunks in a final `{"_sluice":{"warnings":[...]}}` line, which goes to stderr instead.
-fn from_server(server: &str, from: i64, to: i64, a: &CatArgs) -> Result<()> {
-    use std::io::{BufRead, Write};
-    let url = format!("{}/v1/events", server.trim_end_matches('/'));
-    let agent = ureq::AgentBuilder::new().timeout_connect(std::time::Duration::from_secs(10)).build();
-    let req = agent.get(&url).query("from", &from.to_string()).query("to", &to.to_string()).query("format", &a.format);
-    let req = a.filters.query(req);
-    let resp = match req.call() {
-        Ok(r) => r,
-        Err(ureq::Error::Status(code, r)) => bail!("{url}: {code}: {}", r.into_string().unwrap_or_default().trim()),
-        Err(e) => bail!("{url}: {e}"),
-    };
+/// `cat --server`: stream `GET /v1/events` to standard output; the chunks the server could not
+/// read (its final warnings line) go to stderr, one warning each, and make the exit status 3.
+fn from_server(
+    server: &str,
+    from: i64,
+    to: i64,
+    selection: &Selection,
+    format: range::OutputFormat,
+) -> Result<()> {
+    let reader = HttpReader::new(server, &HttpOptions::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if a.format != "json" {
-        std::io::copy(&mut resp.into_reader(), &mut out)?;
-        out.flush()?;
-        return Ok(());
-    }
-    let mut warnings = 0usize;
-    for line in std::io::BufReader::new(resp.into_reader()).lines() {
-        let line = line.context("reading the response")?;
-        if line.starts_with("{\"_sluice\"") {
-            eprintln!("sluice: {line}");
-            warnings += 1;
-            continue;
+    let events = match reader.events(from, to, selection, format)? {
+        EventStream::Sereal(mut body) => {
+            std::io::copy(&mut body, &mut out).context("reading the response")?;
+            out.flush()?;
+            return Ok(());
         }
-        out.write_all(line.as_bytes())?;
-        out.write_all(b"\n")?;
+        EventStream::Ndjson(events) => events,
+    };
+    let mut warnings = 0usize;
+    for item in events {
+        match item? {
+            HttpItem::Event(line) => {
+                out.write_all(line.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            HttpItem::Warning(w) => {
+                eprintln!("sluice: warning: {w}");
+                warnings += 1;
+            }
+        }
     }
     out.flush()?;
     if warnings > 0 {
-        return Err(crate::PartialRead("the server could not read part of the range (see above)".into()).into());
+        return Err(crate::PartialRead(format!(
+            "{warnings} warning(s): the server could not read part of the range (see above)"
+        ))
+        .into());
     }
     Ok(())
 }

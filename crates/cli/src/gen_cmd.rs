@@ -119,7 +119,7 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     }
     let target = crate::emit_cmd::Target { udp: a.udp.clone(), tcp: a.tcp.clone(), http: a.http.clone() };
     let mut sender = if target.udp.is_some() || target.tcp.is_some() || target.http.is_some() {
-        Some(crate::emit_cmd::Sender::connect(&target, &a.tuning)?)
+        Some(crate::emit_cmd::connect(&target, &a.tuning)?)
     } else {
         None
     };

@@ -7,7 +7,6 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cat_cmd;
 mod emit_cmd;
-mod filters;
 mod gen_cmd;
 mod sereal_cmd;
 mod serve_cmd;

@@ -1,15 +1,25 @@
 //! `sluice tail`: follow the live stream (history first, from `--from` or a `--cursor`), one
 //! event per line, for as long as it runs. The cursor of what has been printed goes to
-//! `--cursor-file` (and to stderr when the tail ends), so a later tail resumes with no gap and no
-//! duplicate.
+//! `--cursor-file` (and to stderr when the tail ends, however it ends: `--limit`, `--until`, SIGINT /
+//! SIGTERM, an error), so a later tail resumes with no gap and no duplicate.
+//!
+//! With `--server`, the tail reconnects from its last cursor when the connection drops or the
+//! server stops or restarts (`sluice_client::TailClient`: backoff 0.2 s doubling to 5 s, for
+//! ever), saying so on stderr. Events are printed a whole server batch at a time, with the
+//! cursor recorded after each batch under the same lock the signal handler takes, so the cursor
+//! printed on SIGINT / SIGTERM matches standard output exactly. Interrupted, it exits 0.
 
-use std::io::{BufRead, Write};
+use std::io::{BufWriter, Stdout, Write};
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_reader::{parse_time, Cursor, ReadItem, Tail, TailOptions, TailRequest};
+use sluice_client::{
+    Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
+};
+use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
 
 /// Flags of `sluice tail`.
 #[derive(Args)]
@@ -24,8 +34,9 @@ pub struct TailArgs {
     #[arg(long)]
     cursor_file: Option<PathBuf>,
     #[command(flatten)]
-    filters: crate::filters::Filters,
-    /// Follow a running server (e.g. http://127.0.0.1:8180).
+    filters: SelectionArgs,
+    /// Follow a running server (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180); reconnects from
+    /// the last cursor when the server restarts.
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
     /// Follow a data directory directly (or, while `sluice serve` runs on it, through that
@@ -36,53 +47,152 @@ pub struct TailArgs {
     /// stays exact (default: run until interrupted).
     #[arg(long)]
     limit: Option<u64>,
+    /// Stop at this wall-clock time (Unix seconds, RFC 3339, `+10m`…), between batches so the
+    /// cursor stays exact.
+    #[arg(long, allow_hyphen_values = true)]
+    until: Option<String>,
 }
 
-struct CursorSink {
+/// Standard output and the cursor after what it holds, shared with the signal watcher.
+struct Output {
+    out: BufWriter<Stdout>,
+    cursor: String,
     file: Option<PathBuf>,
+    /// Set once the cursor is printed (by the signal watcher or the end of `run`: not both).
+    finished: bool,
 }
 
-impl CursorSink {
-    fn record(&self, token: &str) -> Result<()> {
+impl Output {
+    /// Prints a batch and records the cursor after it (file first written atomically).
+    fn batch<'a>(
+        &mut self,
+        events: impl IntoIterator<Item = &'a [u8]>,
+        cursor: String,
+    ) -> Result<u64> {
+        let mut n = 0;
+        for e in events {
+            self.out.write_all(e)?;
+            self.out.write_all(b"\n")?;
+            n += 1;
+        }
+        self.out.flush()?;
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, token).with_context(|| tmp.display().to_string())?;
+            std::fs::write(&tmp, &cursor).with_context(|| tmp.display().to_string())?;
             std::fs::rename(&tmp, path).with_context(|| path.display().to_string())?;
         }
-        Ok(())
+        self.cursor = cursor;
+        Ok(n)
     }
+
+    fn finish(&mut self) {
+        let _ = self.out.flush();
+        if !std::mem::replace(&mut self.finished, true) {
+            eprintln!("sluice: cursor {}", self.cursor);
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Output>>;
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Output> {
+    // A panic while printing leaves the output as it was: still the right cursor to print.
+    shared.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// On SIGINT, SIGTERM or at `until` (Unix seconds): waits for the batch being printed, prints
+/// the cursor, exits 0. (The deadline is kept here, not between batches: an idle stream may
+/// send nothing for a minute.)
+fn watch_signals(shared: Shared, until: i64) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("signal runtime")?;
+    let mut term = rt
+        .block_on(async {
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        })
+        .context("SIGTERM handler")?;
+    let left = u64::try_from(until.saturating_sub(sluice_reader::time::now_unix())).unwrap_or(0);
+    std::thread::spawn(move || {
+        rt.block_on(async {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = tokio::time::sleep(std::time::Duration::from_secs(left)) => {}
+            }
+        });
+        lock(&shared).finish();
+        std::process::exit(0);
+    });
+    Ok(())
 }
 
 /// Run `sluice tail`.
 pub fn run(a: TailArgs) -> Result<()> {
-    let sink = CursorSink { file: a.cursor_file.clone() };
-    if let Some(server) = &a.server {
-        return from_server(server, &a, &sink);
-    }
-    let Some(dir) = &a.data else { bail!("give --server URL or --data DIR") };
     let now = sluice_reader::time::now_unix();
     let start = match (&a.cursor, &a.from) {
-        (Some(token), _) => Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?,
-        (None, Some(from)) => Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?),
+        (Some(token), _) => {
+            Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?
+        }
+        (None, Some(from)) => {
+            Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?)
+        }
         (None, None) => Cursor::at(now),
     };
-    let f = &a.filters;
-    let req = TailRequest {
-        dc: f.dc.clone(),
-        type_: f.type_.clone(),
-        subtype: f.subtype.clone(),
-        select: f.paths()?,
-        filter: f.predicate()?,
+    let selection = a.filters.selection()?;
+    let source = match (&a.server, &a.data) {
+        (Some(server), _) => DataDir::Server(sluice_client::base_url(server)?),
+        (None, Some(dir)) => crate::cat_cmd::open_data_dir(dir)?,
+        (None, None) => bail!("give --server URL or --data DIR"),
     };
-    let store = match crate::cat_cmd::open_data_dir(dir)? {
-        crate::cat_cmd::DataDir::Store(s) => s,
-        crate::cat_cmd::DataDir::Server(url) => return from_server(&url, &a, &sink),
+    let output = Output {
+        out: BufWriter::new(std::io::stdout()),
+        cursor: start.to_token(),
+        file: a.cursor_file.clone(),
+        finished: false,
     };
-    let mut tail = Tail::new(&store, req, start, TailOptions::default());
-    let stdout = std::io::stdout();
-    let mut out = std::io::LineWriter::new(stdout.lock());
+    let until = match &a.until {
+        Some(t) => parse_time(t, now).with_context(|| format!("--until {t:?}"))?,
+        None => i64::MAX,
+    };
+    let shared = Arc::new(Mutex::new(output));
+    watch_signals(shared.clone(), until)?;
+    let stop = Stop {
+        limit: a.limit.unwrap_or(u64::MAX),
+        until,
+    };
+    let result = match source {
+        DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
+        DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
+    };
+    lock(&shared).finish();
+    result
+}
+
+/// When a tail ends by itself (`--limit`, `--until`).
+#[derive(Clone, Copy)]
+struct Stop {
+    limit: u64,
+    until: i64,
+}
+
+impl Stop {
+    fn reached(&self, printed: u64) -> bool {
+        printed >= self.limit || sluice_reader::time::now_unix() >= self.until
+    }
+}
+
+/// Follows the store directly, one poll at a time.
+fn from_store(
+    store: &sluice_store::EmbeddedStore,
+    selection: Selection,
+    start: Cursor,
+    stop: Stop,
+    shared: &Shared,
+) -> Result<()> {
+    let mut tail = Tail::new(store, selection, start, TailOptions::default());
     let mut printed = 0u64;
-    let limit = a.limit.unwrap_or(u64::MAX);
     loop {
         let now = sluice_reader::time::now_unix();
         let items = match tail.poll(now) {
@@ -92,76 +202,69 @@ pub fn run(a: TailArgs) -> Result<()> {
                 Vec::new()
             }
         };
+        let mut lines = Vec::new();
         for item in items {
             match item {
                 ReadItem::Event(e) => {
-                    sereal::json::to_writer(&mut out, &e.value)?;
-                    out.write_all(b"\n")?;
-                    printed += 1;
+                    let mut line = Vec::new();
+                    sereal::json::to_writer(&mut line, &e.value)?;
+                    lines.push(line);
                 }
                 ReadItem::Warning(w) => eprintln!("sluice: warning: {w}"),
             }
         }
-        sink.record(&tail.cursor().to_token())?;
-        if printed >= limit {
-            break;
+        printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
+        if stop.reached(printed) {
+            return Ok(());
         }
         if tail.caught_up() {
             std::thread::sleep(tail.options().poll_interval);
         }
     }
-    eprintln!("sluice: cursor {}", tail.cursor().to_token());
-    Ok(())
 }
 
-/// Follow `GET /v1/tail` (Server-Sent Events).
-fn from_server(server: &str, a: &TailArgs, sink: &CursorSink) -> Result<()> {
-    let url = format!("{}/v1/tail", server.trim_end_matches('/'));
-    let agent = ureq::AgentBuilder::new().timeout_connect(std::time::Duration::from_secs(10)).build();
-    let mut req = agent.get(&url);
-    if let Some(c) = &a.cursor {
-        req = req.query("cursor", c);
-    }
-    if let Some(from) = &a.from {
-        req = req.query("from", from);
-    }
-    let req = a.filters.query(req);
-    let resp = match req.call() {
-        Ok(r) => r,
-        Err(ureq::Error::Status(code, r)) => bail!("{url}: {code}: {}", r.into_string().unwrap_or_default().trim()),
-        Err(e) => bail!("{url}: {e}"),
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::LineWriter::new(stdout.lock());
-    let mut event = String::new();
+/// Follows `GET /v1/tail` (Server-Sent Events), reconnecting from the last cursor.
+fn from_server(
+    url: &str,
+    selection: &Selection,
+    start: Cursor,
+    stop: Stop,
+    shared: &Shared,
+) -> Result<()> {
+    let start = TailStart::Cursor(start.to_token());
+    let mut client = TailClient::new(
+        url,
+        selection,
+        start,
+        &HttpOptions::tail(),
+        Backoff::default(),
+    )?;
     let mut printed = 0u64;
-    let mut last_cursor = None;
-    let limit = a.limit.unwrap_or(u64::MAX);
-    for line in std::io::BufReader::new(resp.into_reader()).lines() {
-        let line = line.context("reading the stream")?;
-        if let Some(name) = line.strip_prefix("event: ") {
-            event = name.to_owned();
-        } else if let Some(data) = line.strip_prefix("data: ") {
-            match event.as_str() {
-                "event" => {
-                    out.write_all(data.as_bytes())?;
-                    out.write_all(b"\n")?;
-                    printed += 1;
+    let mut reconnecting = false;
+    loop {
+        match client.next_item()? {
+            TailItem::Batch(batch) => {
+                for w in &batch.warnings {
+                    eprintln!("sluice: warning: {w}");
                 }
-                "warning" => eprintln!("sluice: warning: {data}"),
-                "cursor" => {
-                    sink.record(data)?;
-                    last_cursor = Some(data.to_owned());
-                    if printed >= limit {
-                        break;
-                    }
-                }
-                _ => {}
+                printed +=
+                    lock(shared).batch(batch.events.iter().map(|e| e.as_bytes()), batch.cursor)?;
+            }
+            TailItem::Connected { .. } if reconnecting => {
+                eprintln!("sluice: reconnected to {url}; resuming from the cursor");
+                reconnecting = false;
+            }
+            TailItem::Connected { .. } => {}
+            TailItem::Reconnecting { reason, after } => {
+                eprintln!(
+                    "sluice: {reason}; reconnecting to {url} in {:.1} s",
+                    after.as_secs_f64()
+                );
+                reconnecting = true;
             }
         }
+        if stop.reached(printed) {
+            return Ok(());
+        }
     }
-    if let Some(c) = last_cursor {
-        eprintln!("sluice: cursor {c}");
-    }
-    Ok(())
 }

@@ -403,6 +403,12 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     let _ = tail.read_to_end(&mut rest);
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("event: shutdown"), "the tail was not told: {rest:?}");
+    // The CLI tail is told too: it stays up to reconnect from its cursor (tail_restart.rs),
+    // and SIGTERM then stops it promptly with its cursor on stderr.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(tail_cli.try_wait().expect("wait tail").is_none(), "sluice tail exited when the server stopped");
+    let pid = tail_cli.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
     let deadline = Instant::now() + Duration::from_secs(5);
     let tail_status = loop {
         if let Some(status) = tail_cli.try_wait().expect("wait tail") {
@@ -410,13 +416,15 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
         }
         if Instant::now() > deadline {
             let _ = tail_cli.kill();
-            panic!("sluice tail still running after the server stopped");
+            panic!("sluice tail still running after SIGTERM");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
     let mut tail_err = String::new();
     let _ = tail_cli.stderr.take().expect("stderr").read_to_string(&mut tail_err);
     assert!(tail_status.success(), "sluice tail: {tail_status:?}: {tail_err}");
+    assert!(tail_err.contains("shutting down"), "{tail_err}");
+    assert!(tail_err.contains("sluice: cursor t1."), "{tail_err}");
 
     // Every acknowledged event is stored exactly once: in the store as left by the shutdown,
     // and through a restarted server (its WAL replay adds nothing twice).

@@ -88,8 +88,8 @@ fn build(dir: &str, n: usize, profile: Profile) -> R<()> {
 fn read(store: &EmbeddedStore, lazy: bool) -> R<u64> {
     let mut req = ReadRequest::new(EPOCH, EPOCH + 1);
     if lazy {
-        req.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<Result<_, _>>()?;
-        req.filter = Some(Filter::parse(WHERE)?);
+        req.selection.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<Result<_, _>>()?;
+        req.selection.filter = Some(Filter::parse(WHERE)?);
     }
     let reader = RangeReader::new(store, req, ReadOptions::default())?;
     let mut n = 0;

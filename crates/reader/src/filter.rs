@@ -46,6 +46,8 @@ pub const MAX_NESTING: usize = 64;
 pub struct Filter {
     expr: Expr,
     paths: Vec<Path>,
+    /// The text it was parsed from (so a selection can be passed on as a query or flags).
+    text: String,
 }
 
 /// Why an expression does not parse: a message and the byte column where it went wrong.
@@ -106,7 +108,12 @@ impl Filter {
         if p.pos < text.len() {
             return Err(p.error("unexpected text after the expression"));
         }
-        Ok(Filter { expr, paths: p.paths })
+        Ok(Filter { expr, paths: p.paths, text: text.to_owned() })
+    }
+
+    /// The expression as it was given to [`Filter::parse`].
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
     /// The paths the expression reads, in the order [`Filter::matches_selected`] expects their

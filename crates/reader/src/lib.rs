@@ -7,6 +7,8 @@
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
+//! - [`selection`]: the one [`Selection`] (dc, type, subtype, select, where) every read takes,
+//!   and its query-string and command-line spellings.
 //! - [`tail`]: following the live stream ([`Tail`]): history then new data with the same filters,
 //!   resumable from a printable [`Cursor`].
 
@@ -15,6 +17,7 @@
 
 pub mod filter;
 pub mod range;
+pub mod selection;
 pub mod tail;
 pub mod time;
 
@@ -23,5 +26,6 @@ pub use range::{
     write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem, ReadOptions, ReadRequest,
     ReadStats, ReadWarning, WriteSummary,
 };
+pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{parse_time, TimeError};

@@ -53,29 +53,22 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use sereal::lazy::{Selector, Step};
-use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Path, Value};
+use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Value};
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Namespace, Store, StoreError};
 
 use crate::filter::Filter;
+use crate::selection::Selection;
 
-/// What to read: a half-open range of epochs and optional filters.
+/// What to read: a half-open range of epochs and a [`Selection`].
 #[derive(Debug, Clone, Default)]
 pub struct ReadRequest {
     /// First epoch (Unix second) included.
     pub from: i64,
     /// First epoch *not* included (`to == from` reads nothing).
     pub to: i64,
-    /// Only this data centre.
-    pub dc: Option<String>,
-    /// Only this event type.
-    pub type_: Option<String>,
-    /// Only this subtype (`Some("")` selects the empty subtype).
-    pub subtype: Option<String>,
-    /// Paths to output instead of whole events (empty: whole events).
-    pub select: Vec<Path>,
-    /// Keep only events this predicate accepts.
-    pub filter: Option<Filter>,
+    /// Which events, and which parts of them.
+    pub selection: Selection,
 }
 
 impl ReadRequest {
@@ -84,9 +77,14 @@ impl ReadRequest {
         ReadRequest { from, to, ..ReadRequest::default() }
     }
 
+    /// The events `selection` picks from `from <= epoch < to`.
+    pub fn selected(from: i64, to: i64, selection: Selection) -> ReadRequest {
+        ReadRequest { from, to, selection }
+    }
+
     /// Whether the lazy reader is used (a `select` or a `filter` is given).
     pub fn is_lazy(&self) -> bool {
-        !self.select.is_empty() || self.filter.is_some()
+        self.selection.is_lazy()
     }
 }
 
@@ -231,7 +229,7 @@ where
         if req.to < req.from {
             return Err(ReadError::BadRequest(format!("`to` ({}) is before `from` ({})", req.to, req.from)));
         }
-        let epochs = store.list_epochs(req.dc.as_deref(), req.from, req.to).map_err(ReadError::Store)?;
+        let epochs = store.list_epochs(req.selection.dc.as_deref(), req.from, req.to).map_err(ReadError::Store)?;
         let chunk = ChunkDecoder::new(&req, &opts.limits);
         let stats = ReadStats { epochs: epochs.len(), ..ReadStats::default() };
         Ok(RangeReader {
@@ -297,8 +295,7 @@ where
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
-                    let keep = !matches!(self.req.type_.as_deref(), Some(t) if t != entry.type_())
-                        && !matches!(self.req.subtype.as_deref(), Some(s) if s != entry.subtype());
+                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype());
                     if keep {
                         entries.push(entry);
                     }
@@ -421,11 +418,12 @@ struct ChunkDecoder {
 
 impl ChunkDecoder {
     fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
-        let mut paths = req.select.clone();
-        if let Some(f) = &req.filter {
+        let mut paths = req.selection.select.clone();
+        if let Some(f) = &req.selection.filter {
             paths.extend(f.paths().iter().cloned());
         }
         let select_keys = req
+            .selection
             .select
             .iter()
             .map(|p| {
@@ -438,9 +436,9 @@ impl ChunkDecoder {
             limits: limits.clone(),
             decoder: Decoder::with_limits(limits.clone()),
             selector: Selector::new(paths),
-            n_select: req.select.len(),
+            n_select: req.selection.select.len(),
             select_keys,
-            filter: req.filter.clone(),
+            filter: req.selection.filter.clone(),
             scratch: Vec::new(),
             found: Vec::new(),
         }

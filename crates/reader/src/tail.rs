@@ -60,34 +60,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sereal::Path;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
 use sluice_blob::IndexEntry;
 use sluice_store::{
     BlobKey, Counts, Damage, ExpireReport, Namespace, PutOutcome, Retention, Store, StoreError, TypeSubtype,
 };
 
-use crate::filter::Filter;
+use crate::selection::Selection;
 use crate::range::{RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning};
 
-/// What to follow: the filters of a [`ReadRequest`], without a range.
-#[derive(Debug, Clone, Default)]
-pub struct TailRequest {
-    /// Only this data centre.
-    pub dc: Option<String>,
-    /// Only this event type.
-    pub type_: Option<String>,
-    /// Only this subtype (`Some("")` selects the empty subtype).
-    pub subtype: Option<String>,
-    /// Paths to output instead of whole events (empty: whole events).
-    pub select: Vec<Path>,
-    /// Keep only events this predicate accepts.
-    pub filter: Option<Filter>,
-}
+/// What to follow: a [`Selection`] (a tail has no range).
+pub type TailRequest = Selection;
 
-impl From<ReadRequest> for TailRequest {
-    /// The filters of `req` (its `from` / `to` are dropped).
-    fn from(req: ReadRequest) -> TailRequest {
-        TailRequest { dc: req.dc, type_: req.type_, subtype: req.subtype, select: req.select, filter: req.filter }
+impl From<ReadRequest> for Selection {
+    /// The selection of `req` (its `from` / `to` are dropped).
+    fn from(req: ReadRequest) -> Selection {
+        req.selection
     }
 }
 
@@ -323,40 +312,14 @@ impl fmt::Display for CursorError {
 
 impl std::error::Error for CursorError {}
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
+/// RFC 4648 §5 without padding; decoding rejects padding and non-zero unused bits, so every
+/// payload has exactly one encoding (tokens stay canonical).
 fn base64url_encode(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..=chunk.len() {
-            out.push(B64[(n >> (18 - 6 * i) & 63) as usize] as char);
-        }
-    }
-    out
+    URL_SAFE_NO_PAD.encode(bytes)
 }
 
 fn base64url_decode(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 4 == 1 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.as_bytes().chunks(4) {
-        let mut n = 0u32;
-        for (i, c) in chunk.iter().enumerate() {
-            let v = B64.iter().position(|b| b == c)? as u32;
-            n |= v << (18 - 6 * i);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        let len = chunk.len() - 1;
-        // Unused low bits must be zero, so that every payload has one encoding.
-        if bytes[len..].iter().any(|b| *b != 0) {
-            return None;
-        }
-        out.extend_from_slice(&bytes[..len]);
-    }
-    Some(out)
+    URL_SAFE_NO_PAD.decode(s).ok()
 }
 
 /// Follows a store: see the [module docs](self). `S` is anything that derefs to a store, as for
@@ -442,8 +405,7 @@ where
             for text in raw {
                 match IndexEntry::parse(&text) {
                     Ok(entry) => {
-                        let keep = !matches!(self.req.type_.as_deref(), Some(t) if t != entry.type_())
-                            && !matches!(self.req.subtype.as_deref(), Some(s) if s != entry.subtype());
+                        let keep = self.req.keeps(entry.type_(), entry.subtype());
                         if keep && !self.cursor.is_delivered(epoch, &dc, &entry) {
                             new.insert(text);
                             fresh.push((epoch, dc.clone(), entry));
@@ -472,15 +434,7 @@ where
                 failed: Mutex::new(HashSet::new()),
                 damage_seen: &self.damage_seen,
             };
-            let req = ReadRequest {
-                from: w,
-                to: end,
-                dc: self.req.dc.clone(),
-                type_: self.req.type_.clone(),
-                subtype: self.req.subtype.clone(),
-                select: self.req.select.clone(),
-                filter: self.req.filter.clone(),
-            };
+            let req = ReadRequest::selected(w, end, self.req.clone());
             match RangeReader::new(&view, req, self.opts.read.clone()) {
                 Ok(reader) => items.extend(reader),
                 Err(e) => return Err(e),
@@ -637,5 +591,6 @@ mod tests {
         assert_eq!(base64url_decode("Zm9"), None); // non-zero unused bits
         assert_eq!(base64url_decode("Z"), None);
         assert_eq!(base64url_decode("Zm+v"), None);
+        assert_eq!(base64url_decode("Zm8="), None); // padding
     }
 }

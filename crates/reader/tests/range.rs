@@ -10,7 +10,7 @@ use sluice_blob::{BlobBuilder, BlobOptions, ChunkId, EventKey, Profile};
 use sluice_gen::{GenConfig, Generator};
 use sluice_reader::time::{parse_time, TimeError};
 use sluice_reader::{
-    write_items, Filter, OutputFormat, RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning,
+    write_items, Filter, OutputFormat, RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning, Selection,
 };
 use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
 
@@ -170,20 +170,21 @@ fn dc_type_and_subtype_filters() {
     let store = InMemoryStore::new();
     write(&store, &groups, &no_tamper);
     let range = || ReadRequest::new(START, START + EPOCHS);
+    let sel = |selection: Selection| ReadRequest { selection, ..range() };
     let cases: Vec<(ReadRequest, Keep)> = vec![
-        (ReadRequest { dc: Some("lhr2".into()), ..range() }, Box::new(|k| k.1 == "lhr2")),
-        (ReadRequest { type_: Some("LB".into()), ..range() }, Box::new(|k| k.2 == "LB")),
-        (ReadRequest { type_: Some("WEB".into()), subtype: Some("api".into()), ..range() }, Box::new(|k| k.2 == "WEB" && k.3 == "api")),
-        (ReadRequest { subtype: Some("".into()), ..range() }, Box::new(|k| k.3.is_empty())),
+        (sel(Selection { dc: Some("lhr2".into()), ..Selection::default() }), Box::new(|k| k.1 == "lhr2")),
+        (sel(Selection { type_: Some("LB".into()), ..Selection::default() }), Box::new(|k| k.2 == "LB")),
+        (sel(Selection { type_: Some("WEB".into()), subtype: Some("api".into()), ..Selection::default() }), Box::new(|k| k.2 == "WEB" && k.3 == "api")),
+        (sel(Selection { subtype: Some("".into()), ..Selection::default() }), Box::new(|k| k.3.is_empty())),
         (
-            ReadRequest { dc: Some("ams1".into()), type_: Some("CRON".into()), ..range() },
+            sel(Selection { dc: Some("ams1".into()), type_: Some("CRON".into()), ..Selection::default() }),
             Box::new(|k| k.1 == "ams1" && k.2 == "CRON"),
         ),
-        (ReadRequest { dc: Some("nowhere".into()), ..range() }, Box::new(|_| false)),
-        (ReadRequest { type_: Some("NOPE".into()), ..range() }, Box::new(|_| false)),
+        (sel(Selection { dc: Some("nowhere".into()), ..Selection::default() }), Box::new(|_| false)),
+        (sel(Selection { type_: Some("NOPE".into()), ..Selection::default() }), Box::new(|_| false)),
     ];
     for (req, keep) in cases {
-        let label = format!("{:?}/{:?}/{:?}", req.dc, req.type_, req.subtype);
+        let label = format!("{:?}/{:?}/{:?}", req.selection.dc, req.selection.type_, req.selection.subtype);
         let (events, warnings) = read(&store, req);
         assert!(warnings.is_empty());
         let want = expected(&groups, keep);
@@ -239,11 +240,12 @@ fn select_and_where_equal_filtering_decoded_events() {
     ];
     for (select, filter) in cases {
         let filter = filter.map(|f| Filter::parse(f).unwrap());
-        let req = ReadRequest {
+        let selection = Selection {
             select: select.iter().map(|p| Path::parse(p).unwrap()).collect(),
             filter: filter.clone(),
-            ..ReadRequest::new(START, START + EPOCHS)
+            ..Selection::default()
         };
+        let req = ReadRequest::selected(START, START + EPOCHS, selection);
         let (events, warnings) = read(&store, req);
         assert!(warnings.is_empty());
         let want = select_expected(&groups, select, filter.as_ref());
@@ -307,11 +309,12 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
         }
 
         // Same with select + where (the lazy path) and the writer's summary.
-        let req = ReadRequest {
+        let selection = Selection {
             filter: Some(Filter::parse("exists dc").unwrap()),
             select: vec![Path::parse("dc").unwrap()],
-            ..ReadRequest::new(START, START + EPOCHS)
+            ..Selection::default()
         };
+        let req = ReadRequest::selected(START, START + EPOCHS, selection);
         let reader = RangeReader::new(&*store, req, ReadOptions::default()).unwrap();
         let mut seen = Vec::new();
         let mut out = Vec::new();
@@ -332,10 +335,8 @@ fn bad_index_entries_and_bad_blob_bodies_are_warnings() {
     store.put_blob(&Namespace::Events, BlobKey::new(START, &format!("{START}:ams1:WEB::0")), &blob).unwrap();
     store.add_to_epoch_index(START, "ams1", &["WEB::0", "not-an-entry"]).unwrap();
     for lazy in [false, true] {
-        let req = ReadRequest {
-            filter: lazy.then(|| Filter::parse("exists x").unwrap()),
-            ..ReadRequest::new(START, START + 1)
-        };
+        let selection = Selection { filter: lazy.then(|| Filter::parse("exists x").unwrap()), ..Selection::default() };
+        let req = ReadRequest::selected(START, START + 1, selection);
         let (events, warnings) = read(&store, req);
         assert!(events.is_empty());
         assert_eq!(warnings.len(), 2, "{warnings:?}");

@@ -11,7 +11,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest};
+use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
 use sluice_store::{BlobKey, Namespace, Store, StoreError};
 use tokio::sync::{mpsc, oneshot};
 
@@ -124,76 +124,13 @@ fn ingest_response(s: &IngestSummary) -> Response {
 }
 
 /// Splits a raw query string into decoded `(key, value)` pairs (`+` is a space).
-pub(crate) fn parse_query(q: &str) -> Vec<(String, String)> {
-    fn decode(s: &str) -> String {
-        let b = s.as_bytes();
-        let mut out = Vec::with_capacity(b.len());
-        let mut i = 0;
-        while i < b.len() {
-            match b[i] {
-                b'+' => out.push(b' '),
-                b'%' if i + 2 < b.len() => {
-                    let hex = std::str::from_utf8(&b[i + 1..i + 3])
-                        .ok()
-                        .and_then(|h| u8::from_str_radix(h, 16).ok());
-                    match hex {
-                        Some(v) => {
-                            out.push(v);
-                            i += 2;
-                        }
-                        None => out.push(b'%'),
-                    }
-                }
-                c => out.push(c),
-            }
-            i += 1;
-        }
-        String::from_utf8_lossy(&out).into_owned()
-    }
-    q.split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (decode(k), decode(v)),
-            None => (decode(p), String::new()),
-        })
-        .collect()
-}
-
-/// The event filters shared by `GET /v1/events` and `GET /v1/tail`.
-#[derive(Default)]
-pub(crate) struct FilterParams {
-    pub dc: Option<String>,
-    pub type_: Option<String>,
-    pub subtype: Option<String>,
-    pub select: Vec<sereal::Path>,
-    pub filter: Option<sluice_reader::Filter>,
-}
-
-impl FilterParams {
-    /// Takes `k=v` if it is a filter parameter (returns false for any other name).
-    pub(crate) fn accept(&mut self, k: &str, v: String) -> Result<bool, String> {
-        match k {
-            "dc" => self.dc = Some(v),
-            "type" => self.type_ = Some(v),
-            "subtype" => self.subtype = Some(v),
-            "select" => self
-                .select
-                .push(sereal::Path::parse(&v).map_err(|e| format!("select {v:?}: {e}"))?),
-            "where" => {
-                self.filter =
-                    Some(sluice_reader::Filter::parse(&v).map_err(|e| format!("where: {e}"))?)
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-}
+pub(crate) use sluice_reader::selection::parse_query;
 
 /// Builds the read request of `GET /v1/events`.
 fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
     let mut from = None;
     let mut to = None;
-    let mut f = FilterParams::default();
+    let mut selection = Selection::default();
     let mut format = OutputFormat::Json;
     for (k, v) in parse_query(query) {
         match k.as_str() {
@@ -203,18 +140,14 @@ fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), St
             "to" => to = Some(sluice_reader::parse_time(&v, now).map_err(|e| format!("to: {e}"))?),
             "format" => format = v.parse().map_err(|e| format!("format: {e}"))?,
             other => {
-                if !f.accept(other, v)? {
+                if !selection.accept(other, &v).map_err(|e| e.to_string())? {
                     return Err(format!("unknown parameter {other:?}"));
                 }
             }
         }
     }
     let mut req = ReadRequest {
-        dc: f.dc,
-        type_: f.type_,
-        subtype: f.subtype,
-        select: f.select,
-        filter: f.filter,
+        selection,
         ..ReadRequest::default()
     };
     req.from =

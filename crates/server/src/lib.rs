@@ -86,11 +86,9 @@ impl std::error::Error for Error {}
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// The file in the data directory naming the running server's HTTP address (`http://ADDR`),
-/// so that `sluice cat --data DIR` / `tail --data DIR` can read through it while the server holds
-/// the store's lock. Written at start, removed at shutdown (a stale one is harmless: it is read
-/// only when the lock is held).
-pub const SERVER_FILE: &str = "SERVER";
+/// The file in the data directory naming the running server's HTTP address (owned by the store
+/// crate, which owns the data directory's layout).
+pub use sluice_store::SERVER_FILE;
 
 /// Opens the embedded store of `config`.
 pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {

@@ -28,7 +28,7 @@ use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::Store;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::http::{error, parse_query, AppState, FilterParams};
+use crate::http::{error, parse_query, AppState};
 use crate::metrics::LockMetrics;
 
 /// The last event of a stream the server ends because it is shutting down.
@@ -65,7 +65,7 @@ impl Drop for TailSlot {
 
 /// Builds the tail request and starting cursor from the query string.
 fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
-    let mut f = FilterParams::default();
+    let mut selection = TailRequest::default();
     let mut start = None;
     for (k, v) in parse_query(query) {
         match k.as_str() {
@@ -76,20 +76,13 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
             }
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
             other => {
-                if !f.accept(other, v)? {
+                if !selection.accept(other, &v).map_err(|e| e.to_string())? {
                     return Err(format!("unknown parameter {other:?}"));
                 }
             }
         }
     }
-    let req = TailRequest {
-        dc: f.dc,
-        type_: f.type_,
-        subtype: f.subtype,
-        select: f.select,
-        filter: f.filter,
-    };
-    Ok((req, start.unwrap_or_else(|| Cursor::at(now))))
+    Ok((selection, start.unwrap_or_else(|| Cursor::at(now))))
 }
 
 pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {

@@ -55,6 +55,12 @@ pub use crate::embedded::{
 pub use crate::error::{Result, StoreError};
 pub use crate::faulty::{Faults, FaultyStore};
 pub use crate::memory::InMemoryStore;
+
+/// The file in a data directory naming the running server's HTTP address (`http://ADDR`), so
+/// that readers (`sluice cat --data DIR`, `sluice_client::resolve_data_dir`) can go through that
+/// server while it holds the store's lock. The server writes it at start and removes it at
+/// shutdown; a stale one is harmless (it is read only when the lock is held).
+pub const SERVER_FILE: &str = "SERVER";
 pub use crate::store::{
     BlobKey, Counts, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome,
     Retention, Store, TypeSubtype, MAX_BLOB_LEN,

@@ -1,0 +1,329 @@
+//! `sluice tail --server` across a server restart, with real processes: the tail starts before
+//! the server (it waits and retries), follows it, survives SIGTERM and a restart of the server
+//! on the same data directory and port (it gets `event: shutdown`, reconnects from its cursor),
+//! and prints every acknowledged event exactly once. SIGTERM to the tail prints its cursor, and
+//! a tail resumed from that cursor prints only what came after.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64
+}
+
+/// A child killed (and reaped) if the test ends early.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Proc {
+    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success());
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.0.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process {pid} still running {within:?} after SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn serve(dir: &Path, port: u16) -> Proc {
+    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args([
+            "serve",
+            "--data",
+            dir.to_str().expect("path"),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--grace",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sluice serve");
+    let server = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(2))
+        .build();
+    while agent
+        .get(&format!("http://127.0.0.1:{port}/healthz"))
+        .call()
+        .is_err()
+    {
+        assert!(Instant::now() < deadline, "server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// POSTs events `ids` (epoch now) and checks that all were acknowledged.
+fn post(port: u16, ids: std::ops::Range<i64>) {
+    let epoch = now();
+    let body: String = ids
+        .clone()
+        .map(|i| format!("{{\"type\":\"RESTART\",\"epoch\":{epoch},\"id\":{i}}}\n"))
+        .collect();
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+    let resp = agent
+        .post(&format!("http://127.0.0.1:{port}/v1/events"))
+        .send_string(&body)
+        .expect("post");
+    let reply: serde_json::Value = serde_json::from_reader(resp.into_reader()).expect("json reply");
+    assert_eq!(
+        reply["accepted"].as_u64(),
+        Some(ids.count() as u64),
+        "{reply}"
+    );
+}
+
+/// Collects a child's output lines on a thread.
+fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let sink = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines() {
+            let Ok(line) = line else { break };
+            sink.lock().expect("lines").push(line);
+        }
+    });
+    lines
+}
+
+fn ids(lines: &Arc<Mutex<Vec<String>>>) -> Vec<i64> {
+    lines
+        .lock()
+        .expect("lines")
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("json line")["id"]
+                .as_i64()
+                .expect("id")
+        })
+        .collect()
+}
+
+fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn text(lines: &Arc<Mutex<Vec<String>>>) -> String {
+    lines.lock().expect("lines").join("\n")
+}
+
+#[test]
+fn tail_server_gets_every_event_exactly_once_across_a_restart() {
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tail-restart");
+    let _ = std::fs::remove_dir_all(&dir);
+    let port = free_port();
+    let from = (now() - 2).to_string();
+
+    // The tail starts first, against no server (no scheme in the address): it keeps retrying.
+    let mut tail = Proc(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "tail",
+                "--server",
+                &format!("127.0.0.1:{port}"),
+                "--from",
+                &from,
+                "--type",
+                "RESTART",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sluice tail"),
+    );
+    let out = collect(tail.0.stdout.take().expect("stdout"));
+    let err = collect(tail.0.stderr.take().expect("stderr"));
+    wait_for("a reconnect message", Duration::from_secs(10), || {
+        text(&err).contains("reconnecting to")
+    });
+    assert!(
+        tail.0.try_wait().expect("wait").is_none(),
+        "the tail gave up on a stopped server: {}",
+        text(&err)
+    );
+
+    let mut server = serve(&dir, port);
+    post(port, 0..300);
+    wait_for("the first batch", Duration::from_secs(30), || {
+        ids(&out).len() >= 300
+    });
+
+    // Acknowledged just before SIGTERM (still in the grace period): stored by the clean shutdown.
+    post(port, 300..600);
+    let status = server.terminate(Duration::from_secs(10));
+    assert!(status.success(), "serve exited with {status:?}");
+    wait_for("the shutdown notice", Duration::from_secs(10), || {
+        text(&err).contains("shutting down")
+    });
+    std::thread::sleep(Duration::from_millis(500)); // the tail now retries a closed port
+    assert!(
+        tail.0.try_wait().expect("wait").is_none(),
+        "the tail exited on shutdown: {}",
+        text(&err)
+    );
+
+    let server = serve(&dir, port);
+    post(port, 600..900);
+    wait_for("every event", Duration::from_secs(40), || {
+        ids(&out).len() >= 900
+    });
+    std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up
+    let status = tail.terminate(Duration::from_secs(5));
+    assert!(
+        status.success(),
+        "tail exited with {status:?}: {}",
+        text(&err)
+    );
+    std::thread::sleep(Duration::from_millis(200)); // the collector threads drain the pipes
+
+    let mut got = ids(&out);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        (0..900).collect::<Vec<i64>>(),
+        "every acknowledged event exactly once"
+    );
+    let stderr = text(&err);
+    assert!(
+        stderr.contains("reconnected to http://127.0.0.1:"),
+        "{stderr}"
+    );
+    let cursor = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("sluice: cursor "))
+        .next_back()
+        .expect("cursor on stderr");
+
+    // The printed cursor resumes after everything printed.
+    post(port, 900..901);
+    let mut resumed = Proc(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "tail",
+                "--server",
+                &format!("http://127.0.0.1:{port}"),
+                "--cursor",
+                cursor,
+                "--type",
+                "RESTART",
+            ])
+            .args(["--limit", "1"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("resumed tail"),
+    );
+    let out = collect(resumed.0.stdout.take().expect("stdout"));
+    let err = collect(resumed.0.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = resumed.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed tail did not stop: {}",
+            text(&err)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(status.success(), "{}", text(&err));
+    assert_eq!(ids(&out), vec![900], "only what came after the cursor");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tail_against_a_stopped_server_retries_until_its_deadline() {
+    let port = free_port();
+    let started = Instant::now();
+    let mut tail = Proc(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "tail",
+                "--server",
+                &format!("127.0.0.1:{port}"),
+                "--from",
+                "-1m",
+                "--until",
+                "+2s",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn sluice tail"),
+    );
+    let out = collect(tail.0.stdout.take().expect("stdout"));
+    let err = collect(tail.0.stderr.take().expect("stderr"));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = tail.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the tail did not stop at --until: {}",
+            text(&err)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(status.success(), "{status:?}: {}", text(&err));
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "it retried instead of exiting at once"
+    );
+    let stderr = text(&err);
+    assert!(
+        stderr.contains("reconnecting to http://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sluice: cursor t1."),
+        "the start cursor is printed: {stderr}"
+    );
+    assert!(out.lock().expect("out").is_empty());
+}

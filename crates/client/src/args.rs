@@ -1,0 +1,41 @@
+//! The command-line spelling of a [`Selection`]: `--dc`, `--type`, `--subtype`, `--select`,
+//! `--where` (shared by `sluice cat` and `sluice tail`).
+//!
+//! `--select` takes comma-separated paths (and may be repeated), so a path whose quoted key
+//! holds a comma cannot be given on the command line (use the query string or the Rust type).
+
+use clap::Args;
+use sluice_reader::{Selection, SelectionError};
+
+/// Which events, and which parts of them (flags).
+#[derive(Args, Clone, Debug, Default)]
+pub struct SelectionArgs {
+    /// Only this data centre.
+    #[arg(long)]
+    pub dc: Option<String>,
+    /// Only this event type.
+    #[arg(long = "type")]
+    pub type_: Option<String>,
+    /// Only this subtype (`--subtype ''` for the empty one).
+    #[arg(long)]
+    pub subtype: Option<String>,
+    /// Print only these paths (comma-separated), read lazily.
+    #[arg(long, value_delimiter = ',')]
+    pub select: Vec<String>,
+    /// Print only events for which this holds, e.g. `status >= 500`.
+    #[arg(long = "where")]
+    pub filter: Option<String>,
+}
+
+impl SelectionArgs {
+    /// The selection (paths and expression parsed).
+    pub fn selection(&self) -> Result<Selection, SelectionError> {
+        Selection::from_texts(
+            self.dc.clone(),
+            self.type_.clone(),
+            self.subtype.clone(),
+            &self.select,
+            self.filter.as_deref(),
+        )
+    }
+}

@@ -1,0 +1,164 @@
+//! Range reads through a server: `GET /v1/events`.
+//!
+//! [`HttpReader::events`] sends `from`, `to`, `format` and the [`Selection`] as query
+//! parameters. For NDJSON the answer is read line by line ([`NdjsonEvents`]): each line is an
+//! event, except the server's last line `{"_sluice":{"warnings":[{"key":…,"reason":…},…]}}`
+//! which becomes one [`HttpItem::Warning`] per chunk it could not read (an unparsable warnings
+//! line becomes one warning with key `_sluice` and the line as reason: never dropped). For
+//! Sereal the body is handed over as it is ([`EventStream::Sereal`]).
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+
+use sluice_reader::{OutputFormat, ReadWarning, Selection};
+
+use crate::{base_url, http_error, ClientError, HttpOptions, Result};
+
+/// A server's read API.
+#[derive(Clone)]
+pub struct HttpReader {
+    base: String,
+    agent: ureq::Agent,
+}
+
+/// What an NDJSON range read yields.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HttpItem {
+    /// One event as a JSON line (without the newline).
+    Event(String),
+    /// A chunk the server could not read (skipped).
+    Warning(ReadWarning),
+}
+
+/// The answer of [`HttpReader::events`].
+pub enum EventStream {
+    /// NDJSON, parsed into events and warnings.
+    Ndjson(NdjsonEvents),
+    /// Sereal documents, one per event, as the server sends them.
+    Sereal(Box<dyn Read + Send + Sync>),
+}
+
+/// The events and warnings of an NDJSON answer, in order.
+pub struct NdjsonEvents {
+    url: String,
+    lines: std::io::Lines<BufReader<Box<dyn Read + Send + Sync>>>,
+    warnings: VecDeque<ReadWarning>,
+}
+
+impl HttpReader {
+    /// A reader of `server` (`http://HOST:PORT` or `HOST:PORT`).
+    pub fn new(server: &str, opts: &HttpOptions) -> Result<HttpReader> {
+        Ok(HttpReader {
+            base: base_url(server)?,
+            agent: opts.agent(),
+        })
+    }
+
+    /// The server's base URL.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// Reads the events of `from <= epoch < to` that `selection` picks.
+    pub fn events(
+        &self,
+        from: i64,
+        to: i64,
+        selection: &Selection,
+        format: OutputFormat,
+    ) -> Result<EventStream> {
+        let url = format!("{}/v1/events", self.base);
+        let format_name = match format {
+            OutputFormat::Json => "json",
+            OutputFormat::Sereal => "sereal",
+        };
+        let mut req = self
+            .agent
+            .get(&url)
+            .query("from", &from.to_string())
+            .query("to", &to.to_string())
+            .query("format", format_name);
+        for (k, v) in selection.query_pairs() {
+            req = req.query(k, &v);
+        }
+        let resp = req.call().map_err(|e| http_error(&url, e))?;
+        let body = resp.into_reader();
+        Ok(match format {
+            OutputFormat::Sereal => EventStream::Sereal(body),
+            OutputFormat::Json => EventStream::Ndjson(NdjsonEvents {
+                url,
+                lines: BufReader::new(body).lines(),
+                warnings: VecDeque::new(),
+            }),
+        })
+    }
+}
+
+/// The warnings of a `{"_sluice":{"warnings":[…]}}` line, or `None` if `line` is an event.
+fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
+    if !line.starts_with("{\"_sluice\"") {
+        return None;
+    }
+    let parsed: Option<Vec<ReadWarning>> = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| {
+            v["_sluice"]["warnings"].as_array().map(|ws| {
+                ws.iter()
+                    .map(|w| ReadWarning {
+                        key: w["key"].as_str().unwrap_or("?").to_owned(),
+                        reason: w["reason"]
+                            .as_str()
+                            .map_or_else(|| w["reason"].to_string(), str::to_owned),
+                    })
+                    .collect()
+            })
+        });
+    Some(parsed.unwrap_or_else(|| {
+        vec![ReadWarning {
+            key: "_sluice".into(),
+            reason: line.to_owned(),
+        }]
+    }))
+}
+
+impl Iterator for NdjsonEvents {
+    type Item = Result<HttpItem>;
+
+    fn next(&mut self) -> Option<Result<HttpItem>> {
+        loop {
+            if let Some(w) = self.warnings.pop_front() {
+                return Some(Ok(HttpItem::Warning(w)));
+            }
+            let line = match self.lines.next()? {
+                Ok(line) => line,
+                Err(e) => {
+                    return Some(Err(ClientError::Transport {
+                        url: self.url.clone(),
+                        message: format!("reading the answer: {e}"),
+                    }))
+                }
+            };
+            match trailer_warnings(&line) {
+                Some(ws) => self.warnings.extend(ws),
+                None if line.is_empty() => {}
+                None => return Some(Ok(HttpItem::Event(line))),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailer_lines() {
+        assert_eq!(trailer_warnings("{\"id\":1}"), None);
+        let ws = trailer_warnings(
+            r#"{"_sluice":{"warnings":[{"key":"1:a:B::0","reason":"bad"},{"key":"k","reason":"r"}]}}"#,
+        );
+        assert_eq!(ws.map(|w| w.len()), Some(2));
+        let junk = trailer_warnings("{\"_sluice\": nope").unwrap();
+        assert_eq!(junk[0].key, "_sluice");
+    }
+}
