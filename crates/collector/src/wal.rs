@@ -296,7 +296,7 @@ fn sync_dir(dir: &Path) -> Result<()> {
 /// How one segment parsed.
 struct Parsed {
     /// Its records after the checkpoint.
-    records: Vec<WalRecord>,
+    records: Vec<RecordAt>,
     /// How many valid records it holds (those up to the checkpoint included).
     count: u64,
     /// Length of the valid prefix.
@@ -306,6 +306,14 @@ struct Parsed {
     torn: bool,
     /// Whether the records after the valid prefix were re-logged in the next segment.
     relogged: bool,
+}
+
+/// A valid record found in a segment's bytes: its header fields and where its payload is.
+struct RecordAt {
+    seq: u64,
+    now: i64,
+    kind: RecordKind,
+    payload: std::ops::Range<usize>,
 }
 
 /// Parses a segment's bytes. `last`: the last segment, where a bad final record is a torn tail.
@@ -349,7 +357,7 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
                         Some(false)
                     } else {
                         if seq > keep_after {
-                            p.records.push(WalRecord { seq, now, kind, payload: rest[HEADER_LEN..end].to_vec() });
+                            p.records.push(RecordAt { seq, now, kind, payload: off + HEADER_LEN..off + end });
                         }
                         p.count += 1;
                         off += end;
@@ -466,7 +474,9 @@ impl ReplayLog {
     /// that no longer reads as it did at open (changed underneath) is [`WalError::Corrupted`].
     pub fn for_each(&self, mut f: impl FnMut(WalRecord)) -> Result<()> {
         for s in &self.segments {
-            let mut bytes = Vec::new();
+            // Sized up front: `take` hides the file's size from `read_to_end`, which would then
+            // grow the buffer by doubling (twice the segment, briefly).
+            let mut bytes = Vec::with_capacity(usize::try_from(s.valid_len).unwrap_or(0));
             File::open(&s.path)
                 .and_then(|file| file.take(s.valid_len).read_to_end(&mut bytes))
                 .map_err(io_err(format!("reading {}", s.path.display())))?;
@@ -474,8 +484,10 @@ impl ReplayLog {
                 return Err(WalError::Corrupted { segment: s.path.clone(), offset: bytes.len() as u64 });
             }
             let parsed = parse_segment(&s.path, &bytes, s.last, s.first, s.keep_after, s.next)?;
-            drop(bytes);
-            parsed.records.into_iter().for_each(&mut f);
+            // One payload copied at a time: the segment's bytes and one record are held.
+            for r in parsed.records {
+                f(WalRecord { seq: r.seq, now: r.now, kind: r.kind, payload: bytes[r.payload].to_vec() });
+            }
         }
         Ok(())
     }

@@ -283,9 +283,9 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
     let server = Server::start(&config, &data);
     let peak = process::peak_rss_of(server.child.id());
     // One segment (4 MiB) and one payload (1.2 MB) at a time, their copies and the events
-    // decoded from them, and the allocator's slack (measured: idle + 34 MB; reading the whole
+    // decoded from them, and the allocator's slack (measured: idle + 8 MB; reading the whole
     // log, as before: idle + 130 MB).
-    let bound = idle + (56 << 20);
+    let bound = idle + (32 << 20);
     println!(
         "WAL {} MB replayed with a peak RSS of {} MB (idle {} MB, bound {} MB)",
         wal_bytes >> 20,
