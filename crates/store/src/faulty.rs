@@ -26,7 +26,7 @@ struct FaultState {
 
 impl Faults {
     /// Every write (blob put, index add, counts add, flush) fails while `on` is true. (A
-    /// `put_blobs` call is one write: all of its items fail together.)
+    /// `put_blobs` call is one write: its first item fails, so none is attempted.)
     pub fn fail_writes(&self, on: bool) {
         self.inner.fail_writes.store(on, Ordering::SeqCst);
     }
@@ -106,16 +106,11 @@ impl<S: Store> Store for FaultyStore<S> {
     }
 
     fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        if items.is_empty() {
+            return Vec::new();
+        }
         if let Err(e) = self.faults.check_write("put_blobs") {
-            let reason = e.to_string();
-            return items
-                .iter()
-                .map(|_| {
-                    Err(StoreError::Unavailable {
-                        reason: reason.clone(),
-                    })
-                })
-                .collect();
+            return vec![Err(e)];
         }
         self.inner.put_blobs(ns, items)
     }

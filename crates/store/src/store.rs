@@ -277,7 +277,8 @@ pub struct DamageStats {
 /// - Blobs are write-once: a second `put_blob` of the same `(namespace, epoch, key)` with identical
 ///   bytes returns [`PutOutcome::AlreadyPresent`], with different bytes [`StoreError::Exists`]. A
 ///   stored blob is never changed until it expires. [`put_blobs`](Store::put_blobs) is the same
-///   per item (each item succeeds or fails on its own; there is no all-or-nothing).
+///   per item, in order, up to the first item that fails (no all-or-nothing, no later item
+///   stored after a failed one).
 /// - The epoch index of `(epoch, dc)` is a *set* of entry strings (`type:subtype:chunk`);
 ///   [`add_to_epoch_index`](Store::add_to_epoch_index) is a set union, so concurrent writers never
 ///   lose each other's entries. The pipe-separated form is built by the caller.
@@ -294,14 +295,24 @@ pub trait Store: Send + Sync {
     /// Stores `bytes` under `key` in `ns`. Never overwrites: see the contract above.
     fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome>;
 
-    /// Stores many blobs of `ns`; one result per item, in order, each as
-    /// [`put_blob`](Store::put_blob) would give it. Backends may batch the writes (the embedded
-    /// store appends a partition's blobs under one lock); the default puts one after another.
+    /// Stores many blobs of `ns`, in order, each as [`put_blob`](Store::put_blob) would, and
+    /// **stops at the first item that fails**: the result holds one entry per item attempted,
+    /// the last one being the error (if any); the items after it were not attempted. (A writer
+    /// numbers chunks in order and renumbers the unstored ones after a conflict: a later chunk
+    /// stored past a failed one would be left orphaned under its old number.) Backends may
+    /// batch the writes (the embedded store appends a partition's blobs under one lock); the
+    /// default puts one after another.
     fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
-        items
-            .iter()
-            .map(|(key, bytes)| self.put_blob(ns, *key, bytes))
-            .collect()
+        let mut out = Vec::with_capacity(items.len());
+        for (key, bytes) in items {
+            let r = self.put_blob(ns, *key, bytes);
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        out
     }
 
     /// Reads a blob; `Ok(None)` if there is none. A blob whose stored checksum fails gives

@@ -82,9 +82,12 @@ impl<F: FnMut(Retention) -> Arc<dyn Store>> StoreHarness for Harness<F> {
     }
 }
 
+/// One item of the contract suite.
+pub type ContractItem = fn(&mut dyn StoreHarness);
+
 /// Every item of the contract, by name (the order [`store_contract_tests!`](crate::store_contract_tests)
 /// defines them in).
-pub const CONTRACT: &[(&str, fn(&mut dyn StoreHarness))] = &[
+pub const CONTRACT: &[(&str, ContractItem)] = &[
     ("put_then_get", put_then_get),
     ("chunks_are_never_overwritten", chunks_are_never_overwritten),
     ("concurrent_puts_of_one_key_have_one_winner", concurrent_puts_of_one_key_have_one_winner),
@@ -595,45 +598,53 @@ pub fn refuses_bad_arguments(h: &mut dyn StoreHarness) {
 }
 
 
-/// `put_blobs` gives, per item and in order, what `put_blob` would: new blobs `Written`,
-/// identical ones `AlreadyPresent`, different bytes `Exists`, bad keys `InvalidArgument`,
-/// across partitions, with the good items stored despite the bad ones.
+/// `put_blobs` gives, per item and in order, what `put_blob` would (new blobs `Written`,
+/// identical ones `AlreadyPresent`, across partitions) and stops at the first item that fails
+/// (`Exists`, `InvalidArgument`): the items after it are not stored.
 pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
     let s = h.store();
     let ev = Namespace::Events;
     let old = format!("{E}:ams:WEB::0");
     s.put_blob(&ev, BlobKey::new(E, &old), b"old").unwrap();
-    let keys: Vec<String> = (1..5).map(|i| format!("{E}:ams:WEB::{i}")).collect();
-    let datas: Vec<Vec<u8>> = (1..5).map(|i| blob(i, 1000 * i as usize)).collect();
-    let items: Vec<(BlobKey<'_>, &[u8])> = vec![
-        (BlobKey::new(E, &keys[0]), &datas[0]),
-        (BlobKey::new(E, &old), b"old"),
-        (BlobKey::new(E, &old), b"other"),
-        (BlobKey::new(E, ""), b"x"),
-        (BlobKey::new(E + 7200, &keys[1]), &datas[1]),
-        (BlobKey::new(E, &keys[2]), &datas[2]),
-        (BlobKey::new(E, &keys[2]), &datas[2]),
+    let keys: Vec<String> = (1..8).map(|i| format!("{E}:ams:WEB::{i}")).collect();
+    let datas: Vec<Vec<u8>> = (1..8).map(|i| blob(i, 1000 * i as usize)).collect();
+    let item = |i: usize, epoch: i64| (BlobKey::new(epoch, keys[i].as_str()), datas[i].as_slice());
+    let ok = [
+        item(0, E),
+        (BlobKey::new(E, old.as_str()), &b"old"[..]),
+        item(1, E + 7200),
+        item(2, E),
+        // The same key twice in one call: the second sees the first.
+        item(2, E),
     ];
-    let got = s.put_blobs(&ev, &items);
-    assert_eq!(got.len(), items.len());
-    assert!(matches!(got[0], Ok(PutOutcome::Written)), "{got:?}");
-    assert!(matches!(got[1], Ok(PutOutcome::AlreadyPresent)), "{got:?}");
-    assert!(matches!(got[2], Err(StoreError::Exists { .. })), "{got:?}");
-    assert!(matches!(got[3], Err(StoreError::InvalidArgument { .. })), "{got:?}");
-    assert!(matches!(got[4], Ok(PutOutcome::Written)), "{got:?}");
-    assert!(matches!(got[5], Ok(PutOutcome::Written)), "{got:?}");
-    // The same key twice in one call: the second sees the first.
-    assert!(matches!(got[6], Ok(PutOutcome::AlreadyPresent)), "{got:?}");
+    let got = s.put_blobs(&ev, &ok);
+    let outcomes: Vec<PutOutcome> = got.into_iter().map(|r| r.unwrap()).collect();
+    use PutOutcome::{AlreadyPresent, Written};
+    assert_eq!(outcomes, [Written, AlreadyPresent, Written, Written, AlreadyPresent]);
+    let conflict = [item(3, E), (BlobKey::new(E, old.as_str()), &b"other"[..]), item(4, E)];
+    let got = s.put_blobs(&ev, &conflict);
+    assert_eq!(got.len(), 2, "stops at the first failure: {got:?}");
+    assert!(matches!(got[0], Ok(Written)), "{got:?}");
+    assert!(matches!(got[1], Err(StoreError::Exists { .. })), "{got:?}");
+    let bad = [(BlobKey::new(E + 3600, ""), &b"x"[..]), item(5, E + 3600)];
+    let got = s.put_blobs(&ev, &bad);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(matches!(got[0], Err(StoreError::InvalidArgument { .. })), "{got:?}");
     assert!(s.put_blobs(&ev, &[]).is_empty());
     drop(s);
     let s = h.reopen();
-    assert_eq!(s.get_blob(&ev, BlobKey::new(E, &old)).unwrap().as_deref(), Some(&b"old"[..]));
-    assert_eq!(s.get_blob(&ev, BlobKey::new(E, &keys[0])).unwrap(), Some(datas[0].clone()));
-    assert_eq!(s.get_blob(&ev, BlobKey::new(E + 7200, &keys[1])).unwrap(), Some(datas[1].clone()));
-    assert_eq!(s.get_blob(&ev, BlobKey::new(E, &keys[2])).unwrap(), Some(datas[2].clone()));
-    // A retry of the whole call (after an unknown outcome) is harmless.
-    let again = s.put_blobs(&ev, &items[..2]);
-    assert!(again.iter().all(|r| matches!(r, Ok(PutOutcome::AlreadyPresent))), "{again:?}");
+    let read = |epoch: i64, key: &str| s.get_blob(&ev, BlobKey::new(epoch, key)).unwrap();
+    assert_eq!(read(E, &old).as_deref(), Some(&b"old"[..]));
+    assert_eq!(read(E, &keys[0]), Some(datas[0].clone()));
+    assert_eq!(read(E + 7200, &keys[1]), Some(datas[1].clone()));
+    assert_eq!(read(E, &keys[2]), Some(datas[2].clone()));
+    assert_eq!(read(E, &keys[3]), Some(datas[3].clone()));
+    assert_eq!(read(E, &keys[4]), None, "attempted after a failure");
+    assert_eq!(read(E + 3600, &keys[5]), None, "attempted after a failure");
+    // A retry of a whole call (after an unknown outcome) is harmless.
+    let again = s.put_blobs(&ev, &ok);
+    assert_eq!(again.len(), ok.len());
+    assert!(again.iter().all(|r| matches!(r, Ok(AlreadyPresent))), "{again:?}");
 }
 
 fn stored(n: u64) -> Counts {
@@ -713,7 +724,10 @@ pub fn concurrent_retries_of_one_token_add_once(h: &mut dyn StoreHarness) {
     assert_eq!(got[&("WEB".to_string(), String::new())].stored, 20, "{got:?}");
 }
 
-fn read_all<R: crate::ReadStore + ?Sized>(r: &R) -> (Vec<(i64, String)>, Vec<Option<Vec<u8>>>, usize) {
+/// What a reader sees: epochs listed, two blobs, index entries + counts rows.
+type ReadAll = (Vec<(i64, String)>, Vec<Option<Vec<u8>>>, usize);
+
+fn read_all<R: crate::ReadStore + ?Sized>(r: &R) -> ReadAll {
     let listed = r.list_epochs(None, E - 10, E + 10).unwrap();
     let key = format!("{E}:ams:WEB::0");
     let blobs = r

@@ -78,3 +78,13 @@ fn faulty_wrapper_fails_on_demand_memory() {
 fn faulty_wrapper_fails_on_demand_embedded() {
     faulty_wrapper_fails_on_demand(&mut embedded());
 }
+
+/// `testkit::CONTRACT` (for runners without `#[test]`) holds working items.
+#[test]
+fn contract_list_runs_on_memory() {
+    assert_eq!(sluice_store::testkit::CONTRACT.len(), 14);
+    for (name, item) in sluice_store::testkit::CONTRACT {
+        eprintln!("{name}");
+        item(&mut memory());
+    }
+}

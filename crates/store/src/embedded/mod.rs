@@ -545,9 +545,8 @@ impl Store for EmbeddedStore {
             let mut len = lock(&log.file.len);
             Self::put_locked(log, &mut len, &ns_name, key, bytes)?
         };
-        if outcome == PutOutcome::Written {
-            self.after_write(&log.file)?;
-        }
+        // Also after `AlreadyPresent`: it may be the retry of a put whose sync failed.
+        self.after_write(&log.file)?;
         Ok(outcome)
     }
 
@@ -558,50 +557,56 @@ impl Store for EmbeddedStore {
         let mut out: Vec<Result<PutOutcome>> = Vec::with_capacity(items.len());
         let mut i = 0;
         while i < items.len() {
-            let part = self.retention().partition_of(items[i].0.epoch);
+            let part = self.opts.retention.partition_of(items[i].0.epoch);
             let end = items[i..]
                 .iter()
-                .position(|(k, _)| self.retention().partition_of(k.epoch) != part)
+                .position(|(k, _)| self.opts.retention.partition_of(k.epoch) != part)
                 .map_or(items.len(), |n| i + n);
             let run = &items[i..end];
             i = end;
-            // When the partition cannot be opened, each item gets its own error (with its kind).
-            let one_by_one = |out: &mut Vec<Result<PutOutcome>>| {
-                out.extend(run.iter().map(|(key, bytes)| self.put_blob(ns, *key, bytes)));
+            let (first_key, first_bytes) = run[0];
+            let opened = check_put(ns, first_key, first_bytes)
+                .and_then(|()| self.partition_for_write(first_key.epoch));
+            let p = match opened {
+                Ok(p) => p,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
             };
-            let Ok(p) = self.partition_for_write(run[0].0.epoch) else {
-                one_by_one(&mut out);
-                continue;
-            };
-            let Ok(log) = self.blobs(&p) else {
-                one_by_one(&mut out);
-                continue;
+            let log = match self.blobs(&p) {
+                Ok(log) => log,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
             };
             let first = out.len();
+            let mut failed = false;
             {
                 let mut len = lock(&log.file.len);
                 for (key, bytes) in run {
-                    out.push(
-                        check_put(ns, *key, bytes)
-                            .and_then(|()| Self::put_locked(log, &mut len, &ns_name, *key, bytes)),
-                    );
-                }
-            }
-            if out[first..]
-                .iter()
-                .any(|r| matches!(r, Ok(PutOutcome::Written)))
-            {
-                if let Err(e) = self.after_write(&log.file) {
-                    // Written but not durable as promised: every write of the run reports it.
-                    let reason = e.to_string();
-                    for r in &mut out[first..] {
-                        if matches!(r, Ok(PutOutcome::Written)) {
-                            *r = Err(StoreError::Unavailable {
-                                reason: reason.clone(),
-                            });
-                        }
+                    let r = check_put(ns, *key, bytes)
+                        .and_then(|()| Self::put_locked(log, &mut len, &ns_name, *key, bytes));
+                    failed = r.is_err();
+                    out.push(r);
+                    if failed {
+                        break;
                     }
                 }
+            }
+            // Also after `AlreadyPresent` only: it may be the retry of a put whose sync failed.
+            if out[first..].iter().any(Result::is_ok) {
+                if let Err(e) = self.after_write(&log.file) {
+                    // Handed to the kernel but not synced as `Immediate` promises: the run's
+                    // first write reports it, as a lone `put_blob` would (a retry is harmless).
+                    out.truncate(first);
+                    out.push(Err(e));
+                    return out;
+                }
+            }
+            if failed {
+                return out;
             }
         }
         out
