@@ -269,7 +269,7 @@ impl FailAt {
         let i = self.writes.fetch_add(1, Ordering::SeqCst);
         if i >= self.from && i < self.from + self.n {
             // A transient error, as a network backend would give.
-            return Err(StoreError::Io { path: "fail-at".into(), source: std::io::Error::other("injected") });
+            return Err(StoreError::Io { location: "fail-at".into(), source: std::io::Error::other("injected") });
         }
         Ok(())
     }
@@ -293,6 +293,18 @@ impl Store for FailAt {
     fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
         self.check()?;
         self.inner.add_counts(epoch, dc, t, st, counts)
+    }
+    fn add_counts_once(
+        &self,
+        w: sluice_store::CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
+        self.check()?;
+        self.inner.add_counts_once(w, epoch, dc, t, st, counts)
     }
     fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)

@@ -117,6 +117,19 @@ impl<S: Store> Store for Recording<S> {
         self.log.lock().unwrap().push(("counts", epoch));
         Ok(())
     }
+    fn add_counts_once(
+        &self,
+        w: sluice_store::CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
+        self.inner.add_counts_once(w, epoch, dc, t, st, counts)?;
+        self.log.lock().unwrap().push(("counts", epoch));
+        Ok(())
+    }
     fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
     }
