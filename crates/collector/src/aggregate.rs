@@ -217,7 +217,7 @@ pub struct FlushReport {
     pub errors: Vec<AggregateError>,
     /// The batches whose blobs *and* epoch-index entries were stored by this call (readable
     /// from now on), in the order they were stored. Each batch is listed once, by the call that
-    /// indexed it (its counts may still be pending).
+    /// indexed it (its counts may still be pending); batches without chunks are not listed.
     pub stored: Vec<StoredBatch>,
 }
 
@@ -927,20 +927,27 @@ impl Aggregator {
             report.late_events += b.counts.late;
             // The stored-chunk hook. Every put is done, so the bytes are not needed again (a
             // retry of the counts, or spooling, skips the stored chunks).
-            report.stored.push(StoredBatch {
-                namespace: Namespace::Events,
-                epoch,
-                dc: dc.clone(),
-                type_: b.key.2.clone(),
-                subtype: b.key.3.clone(),
-                events: b.events,
-                late_events: b.counts.late,
-                chunks: b
+            if !b.chunks.is_empty() {
+                let chunks = b
                     .chunks
                     .iter_mut()
-                    .map(|c| StoredChunk { key: c.key.clone(), entry: c.entry.clone(), data: std::mem::take(&mut c.bytes) })
-                    .collect(),
-            });
+                    .map(|c| StoredChunk {
+                        key: c.key.clone(),
+                        entry: c.entry.clone(),
+                        data: std::mem::take(&mut c.bytes),
+                    })
+                    .collect();
+                report.stored.push(StoredBatch {
+                    namespace: Namespace::Events,
+                    epoch,
+                    dc: dc.clone(),
+                    type_: b.key.2.clone(),
+                    subtype: b.key.3.clone(),
+                    events: b.events,
+                    late_events: b.counts.late,
+                    chunks,
+                });
+            }
         }
         if !b.counted {
             if !b.counts.is_zero() {

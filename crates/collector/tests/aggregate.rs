@@ -532,7 +532,7 @@ fn unknown_outcomes_are_retried_without_double_counts() {
                 for b in r.stored {
                     let ek = EpochKey::new(b.epoch, &b.dc).unwrap();
                     let indexed = store.inner.get_epoch_index(b.epoch, &b.dc).unwrap();
-                    assert_eq!(b.events > 0, !b.chunks.is_empty());
+                    assert!(b.events > 0 && !b.chunks.is_empty(), "{b:?}");
                     for c in b.chunks {
                         assert!(indexed.contains(&c.entry), "{} reported before it is indexed", c.key);
                         assert_eq!(EventKey::from_parts(&ek, &IndexEntry::parse(&c.entry).unwrap()).to_string(), c.key);
