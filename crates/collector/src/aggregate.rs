@@ -21,7 +21,13 @@
 //!   everything below it may be checkpointed (see [`crate::wal`]).
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
-//!   Index entries are written only once every blob of the batch is stored.
+//!   Index entries are written only once every blob of the batch is stored. A batch's blobs go
+//!   in one [`Store::put_blobs`] call (in order, stopping at the first failure); its counts go
+//!   through [`Store::add_counts_once`] under the token (collector id, epoch-index entry of the
+//!   batch's first chunk), so a retry after an unknown outcome never adds them twice.
+//! - **Stored-chunk hook**: [`FlushReport::stored`] lists every batch whose blobs and index
+//!   entries were both stored by that call, with its chunks' keys and bytes (moved out of the
+//!   batch, not copied): the place for write-time work on stored data (substreams).
 //! - Spool ([`AggregatorConfig::spool`], off by default): when a store write fails and more than
 //!   [`SpoolConfig::memory_batches`] batches are pending, the oldest pending batches are spilled
 //!   to a bounded on-disk [`Spool`] (see [`crate::spool`]). Every flush first replays the spool,
@@ -68,7 +74,7 @@ use std::sync::Arc;
 
 use sereal::{ArrayEncoder, Value};
 use sluice_blob::{Blob, BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry};
-use sluice_store::{BlobKey, Counts, Namespace, Store, StoreError};
+use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
 use crate::replay::DoneNote;
@@ -187,7 +193,8 @@ impl std::error::Error for AggregateError {
 }
 
 impl AggregateError {
-    /// Whether this is a store error that retrying later may fix.
+    /// Whether this is a store error that retrying later may fix ([`StoreError::is_transient`]:
+    /// I/O, unavailable, timeout, unknown outcome; the batch then waits, or goes to the spool).
     pub fn is_transient(&self) -> bool {
         matches!(self, AggregateError::Store { source, .. } if source.is_transient())
     }
@@ -208,6 +215,53 @@ pub struct FlushReport {
     pub dropped_events: u64,
     /// Errors met. Store errors leave the work pending for the next call; nothing is lost.
     pub errors: Vec<AggregateError>,
+    /// The batches whose blobs *and* epoch-index entries were stored by this call (readable
+    /// from now on), in the order they were stored. Each batch is listed once, by the call that
+    /// indexed it (its counts may still be pending); batches without chunks are not listed.
+    pub stored: Vec<StoredBatch>,
+}
+
+/// A batch of one (epoch, dc, type, subtype) whose data and index entries are stored (see
+/// [`FlushReport::stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredBatch {
+    /// The namespace the chunks were stored in ([`Namespace::Events`]).
+    pub namespace: Namespace,
+    /// The second the events belong to.
+    pub epoch: i64,
+    /// The datacenter.
+    pub dc: String,
+    /// The event type.
+    pub type_: String,
+    /// The event subtype.
+    pub subtype: String,
+    /// Events in the chunks, all together (a chunk's share is in its blob).
+    pub events: u64,
+    /// Of those, events that arrived late.
+    pub late_events: u64,
+    /// The chunks, in chunk order.
+    pub chunks: Vec<StoredChunk>,
+}
+
+/// One stored chunk of a [`StoredBatch`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoredChunk {
+    /// The blob key, `<epoch>:<dc>:<type>:<subtype>:<chunk>`.
+    pub key: String,
+    /// Its epoch-index entry, `<type>:<subtype>:<chunk>`.
+    pub entry: String,
+    /// The blob as stored.
+    pub data: Vec<u8>,
+}
+
+impl fmt::Debug for StoredChunk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredChunk")
+            .field("key", &self.key)
+            .field("entry", &self.entry)
+            .field("bytes", &self.data.len())
+            .finish()
+    }
 }
 
 impl FlushReport {
@@ -283,6 +337,9 @@ struct Batch {
     seqs: Vec<u64>,
     /// Its done note went to the note log (before its index entries).
     noted: bool,
+    /// The batch part of its counts token when it has no chunk to name it by (made unique per
+    /// aggregator run; see [`counts_batch_id`]).
+    counts_id: Option<String>,
 }
 
 /// Groups events per second and flushes them to a store. See the [module docs](self).
@@ -312,6 +369,9 @@ pub struct Aggregator {
     done: Vec<DoneNote>,
     /// Where the notes of stored batches go before their index entries are written.
     note_log: Option<NoteLog>,
+    /// Makes the counts tokens of chunkless batches unique: this run's start (ns) and a counter.
+    run_id: u128,
+    chunkless_batches: u64,
 }
 
 /// Appends a done note to the write-ahead log (see [`Aggregator::set_note_log`]); `Err` holds
@@ -366,6 +426,10 @@ impl Aggregator {
             spool_head: None,
             done: Vec::new(),
             note_log: None,
+            run_id: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
+            chunkless_batches: 0,
         })
     }
 
@@ -625,6 +689,7 @@ impl Aggregator {
             counts.dropped.insert(UNENCODABLE.to_owned(), dropped);
         }
         self.next_chunk.insert(key.clone(), n.max(start));
+        let counts_id = chunks.is_empty().then(|| self.chunkless_id());
         self.outbox.push_back(Batch {
             key,
             chunks,
@@ -635,8 +700,15 @@ impl Aggregator {
             counts,
             seqs,
             noted: false,
+            counts_id,
         });
         None
+    }
+
+    /// A counts batch id for a batch without chunks, unique across this writer's runs.
+    fn chunkless_id(&mut self) -> String {
+        self.chunkless_batches += 1;
+        format!("nochunk.{}.{}", self.run_id, self.chunkless_batches)
     }
 }
 
@@ -798,25 +870,40 @@ impl Aggregator {
         let (epoch, dc) = (b.key.0, b.key.1.clone());
         let mut renumbered = false;
         while b.stored < b.chunks.len() {
-            let c = &b.chunks[b.stored];
-            match self.store.put_blob(&Namespace::Events, BlobKey::new(epoch, &c.key), &c.bytes) {
-                Ok(_) => {
-                    report.blobs += 1;
-                    report.bytes += c.bytes.len() as u64;
-                    b.stored += 1;
-                }
-                Err(StoreError::Exists { key }) if !renumbered => {
-                    // Another writer (or an earlier run) owns this number: move the chunks not yet
-                    // stored past everything listed, and say so.
-                    renumbered = true;
-                    report.errors.push(AggregateError::Store {
-                        what: format!("storing {key} (chunks renumbered)"),
-                        source: StoreError::Exists { key: key.clone() },
-                    });
-                    self.renumber(b)?;
-                }
-                Err(source) => {
-                    return Err(AggregateError::Store { what: format!("storing {}", c.key), source });
+            let items: Vec<(BlobKey<'_>, &[u8])> =
+                b.chunks[b.stored..].iter().map(|c| (BlobKey::new(epoch, &c.key), c.bytes.as_slice())).collect();
+            let results = self.store.put_blobs(&Namespace::Events, &items);
+            drop(items);
+            if results.is_empty() {
+                // A store that attempted nothing (against the contract): fail rather than spin.
+                return Err(AggregateError::Store {
+                    what: format!("storing {}", b.chunks[b.stored].key),
+                    source: StoreError::Unavailable { reason: "put_blobs attempted no item".into() },
+                });
+            }
+            for r in results {
+                let c = &b.chunks[b.stored];
+                match r {
+                    Ok(PutOutcome::Written | PutOutcome::AlreadyPresent) => {
+                        report.blobs += 1;
+                        report.bytes += c.bytes.len() as u64;
+                        b.stored += 1;
+                    }
+                    Err(StoreError::Exists { key }) if !renumbered => {
+                        // Another writer (or an earlier run) owns this number: move the chunks not
+                        // yet stored past everything listed, and say so. (`put_blobs` stopped here:
+                        // no later chunk was stored under its old number.)
+                        renumbered = true;
+                        report.errors.push(AggregateError::Store {
+                            what: format!("storing {key} (chunks renumbered)"),
+                            source: StoreError::Exists { key: key.clone() },
+                        });
+                        self.renumber(b)?;
+                        break;
+                    }
+                    Err(source) => {
+                        return Err(AggregateError::Store { what: format!("storing {}", c.key), source });
+                    }
                 }
             }
         }
@@ -838,10 +925,38 @@ impl Aggregator {
             b.indexed = true;
             report.events += b.events;
             report.late_events += b.counts.late;
+            // The stored-chunk hook. Every put is done, so the bytes are not needed again (a
+            // retry of the counts, or spooling, skips the stored chunks).
+            if !b.chunks.is_empty() {
+                let chunks = b
+                    .chunks
+                    .iter_mut()
+                    .map(|c| StoredChunk {
+                        key: c.key.clone(),
+                        entry: c.entry.clone(),
+                        data: std::mem::take(&mut c.bytes),
+                    })
+                    .collect();
+                report.stored.push(StoredBatch {
+                    namespace: Namespace::Events,
+                    epoch,
+                    dc: dc.clone(),
+                    type_: b.key.2.clone(),
+                    subtype: b.key.3.clone(),
+                    events: b.events,
+                    late_events: b.counts.late,
+                    chunks,
+                });
+            }
         }
         if !b.counted {
             if !b.counts.is_zero() {
-                self.store.add_counts(epoch, &dc, &b.key.2, &b.key.3, &b.counts).map_err(|source| {
+                if b.chunks.is_empty() && b.counts_id.is_none() {
+                    b.counts_id = Some(self.chunkless_id());
+                }
+                let writer = self.cfg.collector_id.as_deref().unwrap_or("");
+                let token = CountsWrite::new(writer, counts_batch_id(b));
+                self.store.add_counts_once(token, epoch, &dc, &b.key.2, &b.key.3, &b.counts).map_err(|source| {
                     AggregateError::Store { what: format!("adding the counts of {}", group_name(&b.key)), source }
                 })?;
             }
@@ -916,6 +1031,18 @@ fn make_chunk(key: &GroupKey, collector: Option<&str>, n: u32, bytes: Vec<u8>) -
     Ok(Chunk { key: ek.to_string(), entry: ek.index_entry().to_string(), bytes })
 }
 
+/// The batch part of a batch's counts token: the epoch-index entry of its first chunk (unique to
+/// this writer within (epoch, dc): chunks are write-once, and their numbers are final before the
+/// counts are written), or for a batch without chunks its run-unique id.
+fn counts_batch_id(b: &Batch) -> &str {
+    match (b.chunks.first(), &b.counts_id) {
+        (Some(c), _) => &c.entry,
+        (None, Some(id)) => id,
+        // Set by `write_batch` before the counts are written; an empty id would be refused.
+        (None, None) => "",
+    }
+}
+
 /// The done note of a batch: a stored one is proved by its first index entry.
 fn done_note(b: &Batch, spooled: bool) -> DoneNote {
     DoneNote {
@@ -957,6 +1084,8 @@ fn batch_from_spooled(sb: SpooledBatch) -> Batch {
         // Released when it was spooled (its done note covers it).
         seqs: Vec::new(),
         noted: false,
+        // A chunkless batch gets a new id when its counts are written (see `counts_batch_id`).
+        counts_id: None,
     }
 }
 

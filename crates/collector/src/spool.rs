@@ -16,8 +16,10 @@
 //! - A batch leaves the spool ([`Spool::pop_front`], which appends an ack) only after the store
 //!   confirmed every write of it. Replaying a batch whose blobs and index entries were already
 //!   written is harmless (puts of identical bytes are `AlreadyPresent`, index entries form a set).
-//!   The counts add is not idempotent: a crash between the store confirming the counts and the ack
-//!   reaching disk makes that batch's counts be added twice (its events are stored once).
+//!   Nor are the counts added twice: the aggregator adds them with `Store::add_counts_once` under
+//!   a token naming the batch's first chunk (stored here with the batch), so a crash between the
+//!   store confirming the counts and the ack reaching disk is harmless. Only a batch without
+//!   chunks (all its events unencodable) gets a new token when replayed and may be counted twice.
 //! - A segment is deleted once none of its batches is live and it is not the one being appended
 //!   to; when the spool becomes empty all segments are removed.
 //!

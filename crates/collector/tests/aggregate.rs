@@ -269,7 +269,7 @@ impl FailAt {
         let i = self.writes.fetch_add(1, Ordering::SeqCst);
         if i >= self.from && i < self.from + self.n {
             // A transient error, as a network backend would give.
-            return Err(StoreError::Io { path: "fail-at".into(), source: std::io::Error::other("injected") });
+            return Err(StoreError::Io { location: "fail-at".into(), source: std::io::Error::other("injected") });
         }
         Ok(())
     }
@@ -293,6 +293,18 @@ impl Store for FailAt {
     fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
         self.check()?;
         self.inner.add_counts(epoch, dc, t, st, counts)
+    }
+    fn add_counts_once(
+        &self,
+        w: sluice_store::CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
+        self.check()?;
+        self.inner.add_counts_once(w, epoch, dc, t, st, counts)
     }
     fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
@@ -424,5 +436,130 @@ fn unencodable_events_are_dropped_and_counted() {
         let counts = total_counts(&*store, E0, E0 + 10);
         assert_eq!(counts.stored, want.values().sum::<usize>() as u64);
         assert_eq!(counts.dropped.values().sum::<u64>(), dropped);
+    }
+}
+
+/// Applies writes `from..from + n` (counting from 0) and then loses their reply: the caller gets
+/// `StoreError::UnknownOutcome`, as from a network backend whose answer timed out.
+struct LostReply {
+    inner: InMemoryStore,
+    writes: AtomicU64,
+    from: u64,
+    n: u64,
+}
+
+impl LostReply {
+    fn reply<T>(&self, op: &str, r: sluice_store::Result<T>) -> sluice_store::Result<T> {
+        let i = self.writes.fetch_add(1, Ordering::SeqCst);
+        let v = r?;
+        if i >= self.from && i < self.from + self.n {
+            return Err(StoreError::UnknownOutcome { op: op.to_owned() });
+        }
+        Ok(v)
+    }
+}
+
+impl Store for LostReply {
+    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> sluice_store::Result<PutOutcome> {
+        self.reply("put_blob", self.inner.put_blob(ns, key, bytes))
+    }
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
+        self.inner.get_blob(ns, key)
+    }
+    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> sluice_store::Result<()> {
+        self.reply("add_to_epoch_index", self.inner.add_to_epoch_index(epoch, dc, entries))
+    }
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
+        self.inner.get_epoch_index(epoch, dc)
+    }
+    fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
+        self.reply("add_counts", self.inner.add_counts(epoch, dc, t, st, counts))
+    }
+    fn add_counts_once(
+        &self,
+        w: sluice_store::CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
+        self.reply("add_counts_once", self.inner.add_counts_once(w, epoch, dc, t, st, counts))
+    }
+    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+        self.inner.get_counts(epoch, dc)
+    }
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+        self.inner.list_epochs(dc, from, to)
+    }
+    fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
+        self.inner.expire(now)
+    }
+    fn flush(&self) -> sluice_store::Result<()> {
+        self.inner.flush()
+    }
+    fn retention(&self) -> Retention {
+        self.inner.retention()
+    }
+}
+
+/// Writes `k..k + n` of a flush are applied but answered `UnknownOutcome`, for every `k`: the
+/// aggregator retries them, and in the end every event is stored once and counted once (the
+/// counts token makes the retried add a no-op). `FlushReport::stored` lists each stored chunk
+/// exactly once, with the bytes the store holds, and only once it is indexed.
+#[test]
+fn unknown_outcomes_are_retried_without_double_counts() {
+    let input = events(23, 600, 300, false);
+    let want = bag(&input);
+    let opts = BlobOptions { chunk_limit: 16 << 10, ..BlobOptions::default() };
+    let clean = Arc::new(LostReply { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from: 0, n: 0 });
+    let mut a = agg(clean.clone(), Some("c1"), opts.clone());
+    a.add(input.clone(), E0);
+    ok(a.flush_all(E0));
+    let writes = clean.writes.load(Ordering::SeqCst);
+    assert!(writes > 10, "{writes}");
+    for from in 0..writes {
+        for n in [1, 2] {
+            let store = Arc::new(LostReply { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from, n });
+            let mut a = agg(store.clone(), Some("c1"), opts.clone());
+            a.add(input.clone(), E0);
+            let mut listed: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            let mut rounds = 0;
+            loop {
+                let r = a.flush_due(E0 + 10 + rounds);
+                assert!(r.errors.iter().all(|e| e.is_transient()), "{:?}", r.errors);
+                let clean_round = r.is_ok();
+                for b in r.stored {
+                    let ek = EpochKey::new(b.epoch, &b.dc).unwrap();
+                    let indexed = store.inner.get_epoch_index(b.epoch, &b.dc).unwrap();
+                    assert!(b.events > 0 && !b.chunks.is_empty(), "{b:?}");
+                    for c in b.chunks {
+                        assert!(indexed.contains(&c.entry), "{} reported before it is indexed", c.key);
+                        assert_eq!(EventKey::from_parts(&ek, &IndexEntry::parse(&c.entry).unwrap()).to_string(), c.key);
+                        assert!(listed.insert(c.key.clone(), c.data).is_none(), "{} reported twice", c.key);
+                    }
+                }
+                if clean_round && a.pending_batches() == 0 {
+                    break;
+                }
+                rounds += 1;
+                assert!(rounds < 5, "from {from} n {n}");
+            }
+            assert_eq!(read_back(&store.inner, E0, E0 + 10), want, "from {from} n {n}");
+            let c = total_counts(&store.inner, E0, E0 + 10);
+            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+            // The hook listed every indexed chunk, with the stored bytes.
+            let mut indexed = 0;
+            for (epoch, dc) in store.inner.list_epochs(None, E0, E0 + 10).unwrap() {
+                let ek = EpochKey::new(epoch, &dc).unwrap();
+                for entry in store.inner.get_epoch_index(epoch, &dc).unwrap() {
+                    let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
+                    let stored = store.inner.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap();
+                    assert_eq!(listed.get(&key), stored.as_ref(), "{key}");
+                    indexed += 1;
+                }
+            }
+            assert_eq!(indexed, listed.len());
+        }
     }
 }

@@ -1,14 +1,15 @@
 //! Fixed-bucket histograms for `/metrics` and [`TimedStore`], a [`Store`] wrapper that records
-//! how long every store *write* takes (`put_blob`, `add_to_epoch_index`, `add_counts`, `flush`:
-//! `sluice_store_write_seconds`) and the size of every blob written (`sluice_blob_bytes`).
+//! how long every store *write* takes (`put_blob`, `put_blobs` (one observation per call),
+//! `add_to_epoch_index`, `add_counts`, `add_counts_once`, `flush`: `sluice_store_write_seconds`)
+//! and the size of every blob written (`sluice_blob_bytes`).
 //! Reads pass through untimed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use sluice_store::{
-    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Result, Retention,
-    Store, TypeSubtype,
+    BlobKey, Counts, CountsWrite, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Result,
+    Retention, Store, TypeSubtype,
 };
 
 use crate::metrics::{LockMetrics, SharedMetrics};
@@ -161,6 +162,19 @@ impl Store for TimedStore {
         }
         out
     }
+    fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        let start = Instant::now();
+        let out = self.inner.put_blobs(ns, items);
+        let secs = start.elapsed().as_secs_f64();
+        let mut m = self.metrics.lock().unwrap();
+        m.store_write_seconds.observe(secs);
+        for ((_, bytes), r) in items.iter().zip(&out) {
+            if matches!(r, Ok(PutOutcome::Written)) {
+                m.blob_bytes.observe(bytes.len() as f64);
+            }
+        }
+        out
+    }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
         self.inner.get_blob(ns, key)
     }
@@ -184,6 +198,20 @@ impl Store for TimedStore {
         self.timed(None, || {
             self.inner
                 .add_counts(epoch, dc, event_type, subtype, counts)
+        })
+    }
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        self.timed(None, || {
+            self.inner
+                .add_counts_once(write, epoch, dc, event_type, subtype, counts)
         })
     }
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {

@@ -1,15 +1,23 @@
 //! The error of the store layer.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::Path;
 
 /// An error returned by a [`Store`](crate::Store) operation.
 ///
 /// Every backend maps its own failures onto these variants, so callers (the collector's spool,
 /// the reader) can decide what to do without knowing the backend: retry later
-/// ([`Io`](StoreError::Io), [`Unavailable`](StoreError::Unavailable)), report and skip
+/// ([`Io`](StoreError::Io), [`Unavailable`](StoreError::Unavailable),
+/// [`Timeout`](StoreError::Timeout), [`UnknownOutcome`](StoreError::UnknownOutcome): see
+/// [`is_transient`](StoreError::is_transient)), report and skip
 /// ([`Corrupted`](StoreError::Corrupted)), or treat as a bug in the caller
 /// ([`Exists`](StoreError::Exists), [`InvalidArgument`](StoreError::InvalidArgument)).
+/// No variant assumes a filesystem: locations are strings (a path for the embedded store, a
+/// host or table for a network backend).
+///
+/// A retry after `Timeout` or `UnknownOutcome` is safe because every write is idempotent: puts
+/// are write-once ([`PutOutcome::AlreadyPresent`](crate::PutOutcome)), index adds are set unions,
+/// and [`Store::add_counts_once`](crate::Store::add_counts_once) applies a (writer, batch) once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
@@ -22,11 +30,11 @@ pub enum StoreError {
         /// What check failed.
         reason: String,
     },
-    /// An I/O error from the operating system, with the path it concerned.
-    #[error("I/O error on {}: {source}", path.display())]
+    /// An I/O error from the operating system or a transport, with where it happened.
+    #[error("I/O error on {location}: {source}")]
     Io {
-        /// The file or directory the operation was on.
-        path: PathBuf,
+        /// What the operation was on: a file or directory (embedded store), a host (network).
+        location: String,
         /// The underlying error.
         #[source]
         source: io::Error,
@@ -57,7 +65,7 @@ pub enum StoreError {
     #[error("{dir} is in use by another process (is a server running on it? read through it with --server)")]
     Locked {
         /// The data directory.
-        dir: PathBuf,
+        dir: String,
     },
     /// The store (or a wrapper injecting faults) cannot serve the request now; retrying later
     /// may succeed. Network backends map timeouts and unavailable replicas here.
@@ -66,13 +74,29 @@ pub enum StoreError {
         /// Why.
         reason: String,
     },
+    /// The operation did not complete within its deadline and was *not* applied (a backend
+    /// that cannot tell whether it was applied returns [`UnknownOutcome`](StoreError::UnknownOutcome)).
+    #[error("store operation {op} timed out")]
+    Timeout {
+        /// The operation, e.g. `put_blob 1700000000:ams:WEB::0`.
+        op: String,
+    },
+    /// The operation may or may not have been applied (a network backend lost the reply, a
+    /// write timed out after it was sent). Retrying the same call is the way to settle it:
+    /// writes are idempotent (see the type docs).
+    #[error("store operation {op} has an unknown outcome (it may have been applied)")]
+    UnknownOutcome {
+        /// The operation, e.g. `add_counts_once 1700000000-ams`.
+        op: String,
+    },
 }
 
 impl StoreError {
+    /// An [`Io`](StoreError::Io) error on a file or directory.
     #[cold]
-    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub(crate) fn io(path: impl AsRef<Path>, source: io::Error) -> Self {
         StoreError::Io {
-            path: path.into(),
+            location: path.as_ref().display().to_string(),
             source,
         }
     }
@@ -92,9 +116,16 @@ impl StoreError {
         }
     }
 
-    /// Whether retrying the same operation later may succeed (I/O and availability errors).
+    /// Whether retrying the same operation later may succeed: I/O, availability, timeout and
+    /// unknown-outcome errors. (Retrying is also how an unknown outcome is settled.)
     pub fn is_transient(&self) -> bool {
-        matches!(self, StoreError::Io { .. } | StoreError::Unavailable { .. })
+        matches!(
+            self,
+            StoreError::Io { .. }
+                | StoreError::Unavailable { .. }
+                | StoreError::Timeout { .. }
+                | StoreError::UnknownOutcome { .. }
+        )
     }
 }
 

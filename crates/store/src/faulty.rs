@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use crate::error::{Result, StoreError};
 use crate::store::{
-    BlobKey, Counts, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store,
-    TypeSubtype,
+    BlobKey, Counts, CountsWrite, Damage, DamageStats, ExpireReport, Namespace, PutOutcome,
+    Retention, Store, TypeSubtype,
 };
 
 /// The switches of a [`FaultyStore`], shared with the test that drives it (clone it freely).
@@ -25,7 +25,8 @@ struct FaultState {
 }
 
 impl Faults {
-    /// Every write (blob put, index add, counts add, flush) fails while `on` is true.
+    /// Every write (blob put, index add, counts add, flush) fails while `on` is true. (A
+    /// `put_blobs` call is one write: its first item fails, so none is attempted.)
     pub fn fail_writes(&self, on: bool) {
         self.inner.fail_writes.store(on, Ordering::SeqCst);
     }
@@ -104,6 +105,16 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.put_blob(ns, key, bytes)
     }
 
+    fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        if items.is_empty() {
+            return Vec::new();
+        }
+        if let Err(e) = self.faults.check_write("put_blobs") {
+            return vec![Err(e)];
+        }
+        self.inner.put_blobs(ns, items)
+    }
+
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
         self.faults.check_read("get_blob")?;
         self.inner.get_blob(ns, key)
@@ -145,6 +156,20 @@ impl<S: Store> Store for FaultyStore<S> {
         self.faults.check_write("add_counts")?;
         self.inner
             .add_counts(epoch, dc, event_type, subtype, counts)
+    }
+
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        self.faults.check_write("add_counts_once")?;
+        self.inner
+            .add_counts_once(write, epoch, dc, event_type, subtype, counts)
     }
 
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {

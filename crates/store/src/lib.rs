@@ -1,6 +1,7 @@
 //! The store of Sluice: where blobs and their per-second metadata live.
 //!
-//! One trait, [`Store`], several backends:
+//! One trait, [`Store`], several backends; its read half, [`ReadStore`], for readers and
+//! read-only views (every `Store` is one):
 //!
 //! | type | what | for |
 //! |---|---|---|
@@ -21,7 +22,9 @@
 //!   [`expire`](Store::expire) drops whole partitions.
 //!
 //! Modules: `store` (the trait and its value types), `memory`, `embedded` (with `record`, the
-//! byte layout), `faulty`, `error`. The on-disk layout is in the crate's README.md.
+//! byte layout), `faulty`, `error`, and with the `testkit` feature [`testkit`]: the contract
+//! suite any backend (in this crate or another) runs with [`store_contract_tests!`]. The
+//! on-disk layout is in the crate's README.md.
 //!
 //! ```
 //! use sluice_store::{BlobKey, EmbeddedStore, Namespace, PutOutcome, Store};
@@ -48,6 +51,8 @@ mod error;
 mod faulty;
 mod memory;
 mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use crate::embedded::{
     CheckReport, Durability, EmbeddedOptions, EmbeddedStore, RecoveryStats, RepairReport,
@@ -62,6 +67,6 @@ pub use crate::memory::InMemoryStore;
 /// shutdown; a stale one is harmless (it is read only when the lock is held).
 pub const SERVER_FILE: &str = "SERVER";
 pub use crate::store::{
-    BlobKey, Counts, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome,
-    Retention, Store, TypeSubtype, MAX_BLOB_LEN,
+    BlobKey, Counts, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace,
+    PutOutcome, ReadStore, Retention, Store, TypeSubtype, MAX_BLOB_LEN,
 };

@@ -1,12 +1,12 @@
 //! [`InMemoryStore`]: the reference behaviour, for tests.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::Result;
 use crate::store::{
-    check_counts, check_entries, check_key, check_put, BlobKey, Counts, ExpireReport, Namespace,
-    PutOutcome, Retention, Store, TypeSubtype,
+    check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey, Counts,
+    CountsWrite, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
 };
 use crate::StoreError;
 
@@ -15,6 +15,8 @@ struct Partition {
     blobs: HashMap<(Namespace, i64, String), Arc<[u8]>>,
     index: BTreeMap<(i64, String), BTreeSet<String>>,
     counts: BTreeMap<(i64, String), BTreeMap<TypeSubtype, Counts>>,
+    /// The `add_counts_once` tokens applied: (epoch, dc, writer, batch).
+    applied: HashSet<(i64, String, String, String)>,
     bytes: u64,
 }
 
@@ -117,6 +119,37 @@ impl Store for InMemoryStore {
         check_counts(dc, event_type, subtype, counts)?;
         let mut parts = self.write();
         let part = parts.entry(self.retention.partition_of(epoch)).or_default();
+        part.counts
+            .entry((epoch, dc.to_owned()))
+            .or_default()
+            .entry((event_type.to_owned(), subtype.to_owned()))
+            .or_default()
+            .merge(counts);
+        Ok(())
+    }
+
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        check_counts_write(write)?;
+        check_counts(dc, event_type, subtype, counts)?;
+        let mut parts = self.write();
+        let part = parts.entry(self.retention.partition_of(epoch)).or_default();
+        let token = (
+            epoch,
+            dc.to_owned(),
+            write.writer.to_owned(),
+            write.batch.to_owned(),
+        );
+        if !part.applied.insert(token) {
+            return Ok(());
+        }
         part.counts
             .entry((epoch, dc.to_owned()))
             .or_default()

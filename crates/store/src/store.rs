@@ -126,6 +126,28 @@ impl Counts {
 /// `(type, subtype)`: the key of an epoch's counts.
 pub type TypeSubtype = (String, String);
 
+/// Who adds a set of counts, so that a retried add is applied once
+/// ([`Store::add_counts_once`]).
+///
+/// `writer` names the writing process or collector (stable across its restarts); `batch` names
+/// the unit of work within that writer and `(epoch, dc)`, and must never be reused for other
+/// counts. The collector uses its collector id and the epoch-index entry of the batch's first
+/// chunk (unique because chunks are write-once).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CountsWrite<'a> {
+    /// The writer, e.g. a collector id (may be empty for a sole writer).
+    pub writer: &'a str,
+    /// The batch within the writer and `(epoch, dc)`; not empty.
+    pub batch: &'a str,
+}
+
+impl<'a> CountsWrite<'a> {
+    /// The token of `batch` written by `writer`.
+    pub fn new(writer: &'a str, batch: &'a str) -> Self {
+        CountsWrite { writer, batch }
+    }
+}
+
 /// How long data is kept and how coarse expiry is.
 ///
 /// Data is grouped in partitions of `partition_secs` seconds of epochs (aligned to multiples of
@@ -250,14 +272,21 @@ pub struct DamageStats {
 /// Object-safe (`Box<dyn Store>` / `Arc<dyn Store>`) and synchronous: callers run it from blocking
 /// threads. Implementations are internally synchronised; every method may be called concurrently.
 ///
-/// # Contract (tested for every backend by `store_test!` in `tests/`)
+/// # Contract (the suite in [`testkit`](crate::testkit), feature `testkit`, checks it for every
+/// backend: a backend crate calls `sluice_store::store_contract_tests!` in one of its tests)
 /// - Blobs are write-once: a second `put_blob` of the same `(namespace, epoch, key)` with identical
 ///   bytes returns [`PutOutcome::AlreadyPresent`], with different bytes [`StoreError::Exists`]. A
-///   stored blob is never changed until it expires.
+///   stored blob is never changed until it expires. [`put_blobs`](Store::put_blobs) is the same
+///   per item, in order, up to the first item that fails (no all-or-nothing, no later item
+///   stored after a failed one).
 /// - The epoch index of `(epoch, dc)` is a *set* of entry strings (`type:subtype:chunk`);
 ///   [`add_to_epoch_index`](Store::add_to_epoch_index) is a set union, so concurrent writers never
 ///   lose each other's entries. The pipe-separated form is built by the caller.
-/// - Counts are merged by addition.
+/// - Counts are merged by addition. [`add_counts_once`](Store::add_counts_once) adds the counts
+///   of one [`CountsWrite`] token at most once per `(epoch, dc)`, however often it is retried
+///   (and across reopens), so a write with an unknown outcome can be retried.
+/// - Every write is idempotent under retry, so [`StoreError::Timeout`] and
+///   [`StoreError::UnknownOutcome`] are settled by retrying the same call.
 /// - Durability: when a write method returns `Ok`, the write survives a crash of the calling
 ///   process. Whether it also survives a power loss before [`flush`](Store::flush) depends on the
 ///   backend's configuration (see [`EmbeddedStore`](crate::EmbeddedStore)'s `Durability`).
@@ -265,6 +294,26 @@ pub struct DamageStats {
 pub trait Store: Send + Sync {
     /// Stores `bytes` under `key` in `ns`. Never overwrites: see the contract above.
     fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome>;
+
+    /// Stores many blobs of `ns`, in order, each as [`put_blob`](Store::put_blob) would, and
+    /// **stops at the first item that fails**: the result holds one entry per item attempted,
+    /// the last one being the error (if any); the items after it were not attempted. (A writer
+    /// numbers chunks in order and renumbers the unstored ones after a conflict: a later chunk
+    /// stored past a failed one would be left orphaned under its old number.) Backends may
+    /// batch the writes (the embedded store appends a partition's blobs under one lock); the
+    /// default puts one after another.
+    fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        let mut out = Vec::with_capacity(items.len());
+        for (key, bytes) in items {
+            let r = self.put_blob(ns, *key, bytes);
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
 
     /// Reads a blob; `Ok(None)` if there is none. A blob whose stored checksum fails gives
     /// [`StoreError::Corrupted`], never wrong bytes.
@@ -291,6 +340,27 @@ pub trait Store: Send + Sync {
         subtype: &str,
         counts: &Counts,
     ) -> Result<()>;
+
+    /// [`add_counts`](Store::add_counts), applied at most once per `write` token and
+    /// `(epoch, dc)`: a retry of the same token (after an error, an unknown outcome, a reopen)
+    /// returns `Ok` and adds nothing. The token is recorded atomically with the counts.
+    ///
+    /// The default refuses ([`StoreError::InvalidArgument`]): a backend must implement it (the
+    /// contract suite checks it); falling back to a plain add would silently count twice.
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        let _ = (write, epoch, dc, event_type, subtype, counts);
+        Err(StoreError::invalid(
+            "this store does not implement add_counts_once",
+        ))
+    }
 
     /// All counters of `(epoch, dc)`, by `(type, subtype)`; empty if there are none.
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>>;
@@ -375,6 +445,14 @@ pub(crate) fn check_entries(dc: &str, entries: &[&str]) -> Result<()> {
     Ok(())
 }
 
+pub(crate) fn check_counts_write(write: CountsWrite<'_>) -> Result<()> {
+    check_text("counts writer", write.writer, MAX_NAME_LEN)?;
+    if write.batch.is_empty() {
+        return Err(StoreError::invalid("empty counts batch id"));
+    }
+    check_text("counts batch id", write.batch, MAX_KEY_LEN)
+}
+
 pub(crate) fn check_counts(
     dc: &str,
     event_type: &str,
@@ -395,6 +473,9 @@ pub(crate) fn check_counts(
 impl<S: Store + ?Sized> Store for Arc<S> {
     fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome> {
         (**self).put_blob(ns, key, bytes)
+    }
+    fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        (**self).put_blobs(ns, items)
     }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
         (**self).get_blob(ns, key)
@@ -418,6 +499,17 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     ) -> Result<()> {
         (**self).add_counts(epoch, dc, event_type, subtype, counts)
     }
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        (**self).add_counts_once(write, epoch, dc, event_type, subtype, counts)
+    }
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {
         (**self).get_counts(epoch, dc)
     }
@@ -438,5 +530,71 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn damage_stats(&self) -> DamageStats {
         (**self).damage_stats()
+    }
+}
+
+/// The read half of a [`Store`]: what a reader (range reads, the tail) needs, and all a read-only
+/// view has to implement (it has no write methods to refuse).
+///
+/// Every [`Store`] is a `ReadStore` (blanket impl forwarding to the store's own methods, same
+/// contract). A type that only reads implements this trait instead of faking a store; generic
+/// readers take `T: ReadStore + ?Sized` and so accept `EmbeddedStore`, `dyn Store`,
+/// `Arc<dyn Store>` and such views alike.
+pub trait ReadStore: Send + Sync {
+    /// See [`Store::get_blob`].
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>>;
+
+    /// See [`Store::get_blobs`]. The default fetches one after another.
+    fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get_blob(ns, *k)).collect()
+    }
+
+    /// See [`Store::get_epoch_index`].
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
+
+    /// See [`Store::get_counts`].
+    fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>>;
+
+    /// See [`Store::list_epochs`].
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> Result<Vec<(i64, String)>>;
+
+    /// See [`Store::retention`].
+    fn retention(&self) -> Retention;
+
+    /// See [`Store::damage`]. Default: none.
+    fn damage(&self, _from: i64, _to: i64) -> Result<Vec<Damage>> {
+        Ok(Vec::new())
+    }
+
+    /// See [`Store::damage_stats`]. Default: none.
+    fn damage_stats(&self) -> DamageStats {
+        DamageStats::default()
+    }
+}
+
+impl<S: Store + ?Sized> ReadStore for S {
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
+        Store::get_blob(self, ns, key)
+    }
+    fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
+        Store::get_blobs(self, ns, keys)
+    }
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        Store::get_epoch_index(self, epoch, dc)
+    }
+    fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {
+        Store::get_counts(self, epoch, dc)
+    }
+    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> Result<Vec<(i64, String)>> {
+        Store::list_epochs(self, dc, from, to)
+    }
+    fn retention(&self) -> Retention {
+        Store::retention(self)
+    }
+    fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
+        Store::damage(self, from, to)
+    }
+    fn damage_stats(&self) -> DamageStats {
+        Store::damage_stats(self)
     }
 }

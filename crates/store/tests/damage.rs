@@ -384,3 +384,46 @@ fn check_finds_bad_values_and_repair_writes_clean_logs() {
     let again = EmbeddedStore::repair(dir.path()).expect("repair");
     assert!(again.replaced.is_empty(), "{again:?}");
 }
+
+/// Counts added once (meta.log kind 3 records) after a damaged record: the load resynchronises
+/// on them, their tokens still refuse a retry, and a repair keeps them; kind 2 records beside
+/// them (a log written before kind 3 existed) load as before.
+#[test]
+fn counts_once_records_survive_damage_and_repair() {
+    use sluice_store::CountsWrite;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_five(dir.path()); // kind 1 and kind 2 records only: 5 x 10 stored
+    let once = Counts {
+        stored: 7,
+        ..Counts::default()
+    };
+    {
+        let s = EmbeddedStore::open(dir.path()).expect("open");
+        for b in ["WEB::c.0", "WEB::c.1"] {
+            s.add_counts_once(CountsWrite::new("c", b), E, DC, "WEB", "", &once)
+                .expect("counts once");
+        }
+        s.flush().expect("flush");
+    }
+    let p = partition_dir(dir.path());
+    let offsets = meta_record_offsets(&fs::read(p.join("meta.log")).expect("read"));
+    assert_eq!(offsets.len(), 12);
+    // Damage the last kind 2 record (counts of blob 4): 10 stored lost, reported.
+    flip(&p.join("meta.log"), offsets[9] + 2, 8);
+    let web = ("WEB".to_string(), String::new());
+    {
+        let s = EmbeddedStore::open(dir.path()).expect("open");
+        assert_eq!(s.get_counts(E, DC).expect("counts")[&web].stored, 40 + 14);
+        assert_eq!(s.damage(E, E + 1).expect("damage").len(), 1);
+        s.add_counts_once(CountsWrite::new("c", "WEB::c.1"), E, DC, "WEB", "", &once)
+            .expect("retry");
+        assert_eq!(s.get_counts(E, DC).expect("counts")[&web].stored, 40 + 14);
+    }
+    let repaired = EmbeddedStore::repair(dir.path()).expect("repair");
+    assert_eq!(repaired.replaced.len(), 1, "{repaired:?}");
+    let s = EmbeddedStore::open(dir.path()).expect("open");
+    assert!(s.damage(E, E + 1).expect("damage").is_empty());
+    s.add_counts_once(CountsWrite::new("c", "WEB::c.0"), E, DC, "WEB", "", &once)
+        .expect("retry");
+    assert_eq!(s.get_counts(E, DC).expect("counts")[&web].stored, 40 + 14);
+}

@@ -25,7 +25,7 @@
 
 mod record;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::FileExt;
@@ -34,14 +34,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use record::{
-    BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, KIND_COUNTS_ADD, KIND_INDEX_ADD,
+    BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, KIND_COUNTS_ADD, KIND_COUNTS_ONCE,
+    KIND_INDEX_ADD,
     MAX_META_LEN, META_HEADER_LEN,
 };
 
 use crate::error::{Result, StoreError};
 use crate::store::{
-    check_counts, check_entries, check_key, check_put, BlobKey, Counts, Damage, DamageKind,
-    DamageStats, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype, MAX_BLOB_LEN,
+    check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey, Counts,
+    CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome, Retention,
+    Store, TypeSubtype, MAX_BLOB_LEN,
     MAX_KEY_LEN, MAX_NAME_LEN,
 };
 
@@ -448,6 +450,89 @@ impl EmbeddedStore {
             Durability::OnFlush => Ok(()),
         }
     }
+
+    /// Puts one blob into `log` while the caller holds its writer lock (`len`).
+    fn put_locked(
+        log: &BlobLog,
+        len: &mut MutexGuard<'_, u64>,
+        ns_name: &str,
+        key: BlobKey<'_>,
+        bytes: &[u8],
+    ) -> Result<PutOutcome> {
+        let id = blob_id(ns_name, key.epoch, key.key);
+        let existing = read_lock(&log.index).get(&id).copied();
+        if let Some(loc) = existing {
+            let stored = log.read(&loc, key.key)?;
+            return if stored == bytes {
+                Ok(PutOutcome::AlreadyPresent)
+            } else {
+                Err(StoreError::Exists {
+                    key: key.key.to_owned(),
+                })
+            };
+        }
+        let (record, value_crc) =
+            record::encode_blob(ns_name.as_bytes(), key.epoch, key.key.as_bytes(), bytes);
+        log.file.append(len, &record)?;
+        let loc = Loc {
+            value_off: **len - bytes.len() as u64,
+            value_len: bytes.len() as u32,
+            value_crc,
+        };
+        write_lock(&log.index).insert(id, loc);
+        Ok(PutOutcome::Written)
+    }
+
+    /// The counts add of [`Store::add_counts`] (`write: None`) and
+    /// [`Store::add_counts_once`]: one meta record, appended with the token under the log's
+    /// writer lock, so a token is applied (in memory and in the file) at most once.
+    fn add_counts_record(
+        &self,
+        write: Option<CountsWrite<'_>>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        check_counts(dc, event_type, subtype, counts)?;
+        if let Some(w) = write {
+            check_counts_write(w)?;
+        }
+        if counts.is_zero() {
+            return Ok(());
+        }
+        let p = self.partition_for_write(epoch)?;
+        let log = self.meta(&p)?;
+        {
+            let mut len = lock(&log.file.len);
+            let token = write.map(|w| applied_token(epoch, dc, w.writer, w.batch));
+            if let Some(t) = &token {
+                if read_lock(&log.applied).contains(t) {
+                    return Ok(());
+                }
+            }
+            let rec = record::encode_counts_add(
+                epoch,
+                dc,
+                write.map(|w| (w.writer, w.batch)),
+                event_type,
+                subtype,
+                counts,
+            );
+            log.file.append(&mut len, &rec)?;
+            if let Some(t) = token {
+                write_lock(&log.applied).insert(t);
+            }
+            write_lock(&log.counts)
+                .entry((epoch, dc.to_owned()))
+                .or_default()
+                .entry((event_type.to_owned(), subtype.to_owned()))
+                .or_default()
+                .merge(counts);
+        }
+        self.after_write(&log.file)
+    }
 }
 
 impl Store for EmbeddedStore {
@@ -456,32 +541,75 @@ impl Store for EmbeddedStore {
         let p = self.partition_for_write(key.epoch)?;
         let log = self.blobs(&p)?;
         let ns_name = ns.as_str();
-        let id = blob_id(&ns_name, key.epoch, key.key);
-        {
+        let outcome = {
             let mut len = lock(&log.file.len);
-            let existing = read_lock(&log.index).get(&id).copied();
-            if let Some(loc) = existing {
-                let stored = log.read(&loc, key.key)?;
-                return if stored == bytes {
-                    Ok(PutOutcome::AlreadyPresent)
-                } else {
-                    Err(StoreError::Exists {
-                        key: key.key.to_owned(),
-                    })
-                };
-            }
-            let (record, value_crc) =
-                record::encode_blob(ns_name.as_bytes(), key.epoch, key.key.as_bytes(), bytes);
-            log.file.append(&mut len, &record)?;
-            let loc = Loc {
-                value_off: *len - bytes.len() as u64,
-                value_len: bytes.len() as u32,
-                value_crc,
-            };
-            write_lock(&log.index).insert(id, loc);
-        }
+            Self::put_locked(log, &mut len, &ns_name, key, bytes)?
+        };
+        // Also after `AlreadyPresent`: it may be the retry of a put whose sync failed.
         self.after_write(&log.file)?;
-        Ok(PutOutcome::Written)
+        Ok(outcome)
+    }
+
+    /// Items of one partition that follow each other are appended under one hold of the log's
+    /// writer lock, and with [`Durability::Immediate`] share one fdatasync.
+    fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
+        let ns_name = ns.as_str();
+        let mut out: Vec<Result<PutOutcome>> = Vec::with_capacity(items.len());
+        let mut i = 0;
+        while i < items.len() {
+            let part = self.opts.retention.partition_of(items[i].0.epoch);
+            let end = items[i..]
+                .iter()
+                .position(|(k, _)| self.opts.retention.partition_of(k.epoch) != part)
+                .map_or(items.len(), |n| i + n);
+            let run = &items[i..end];
+            i = end;
+            let (first_key, first_bytes) = run[0];
+            let opened = check_put(ns, first_key, first_bytes)
+                .and_then(|()| self.partition_for_write(first_key.epoch));
+            let p = match opened {
+                Ok(p) => p,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            };
+            let log = match self.blobs(&p) {
+                Ok(log) => log,
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            };
+            let first = out.len();
+            let mut failed = false;
+            {
+                let mut len = lock(&log.file.len);
+                for (key, bytes) in run {
+                    let r = check_put(ns, *key, bytes)
+                        .and_then(|()| Self::put_locked(log, &mut len, &ns_name, *key, bytes));
+                    failed = r.is_err();
+                    out.push(r);
+                    if failed {
+                        break;
+                    }
+                }
+            }
+            // Also after `AlreadyPresent` only: it may be the retry of a put whose sync failed.
+            if out[first..].iter().any(Result::is_ok) {
+                if let Err(e) = self.after_write(&log.file) {
+                    // Handed to the kernel but not synced as `Immediate` promises: the run's
+                    // first write reports it, as a lone `put_blob` would (a retry is harmless).
+                    out.truncate(first);
+                    out.push(Err(e));
+                    return out;
+                }
+            }
+            if failed {
+                return out;
+            }
+        }
+        out
     }
 
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
@@ -595,24 +723,19 @@ impl Store for EmbeddedStore {
         subtype: &str,
         counts: &Counts,
     ) -> Result<()> {
-        check_counts(dc, event_type, subtype, counts)?;
-        if counts.is_zero() {
-            return Ok(());
-        }
-        let p = self.partition_for_write(epoch)?;
-        let log = self.meta(&p)?;
-        {
-            let mut len = lock(&log.file.len);
-            let rec = record::encode_counts_add(epoch, dc, event_type, subtype, counts);
-            log.file.append(&mut len, &rec)?;
-            write_lock(&log.counts)
-                .entry((epoch, dc.to_owned()))
-                .or_default()
-                .entry((event_type.to_owned(), subtype.to_owned()))
-                .or_default()
-                .merge(counts);
-        }
-        self.after_write(&log.file)
+        self.add_counts_record(None, epoch, dc, event_type, subtype, counts)
+    }
+
+    fn add_counts_once(
+        &self,
+        write: CountsWrite<'_>,
+        epoch: i64,
+        dc: &str,
+        event_type: &str,
+        subtype: &str,
+        counts: &Counts,
+    ) -> Result<()> {
+        self.add_counts_record(Some(write), epoch, dc, event_type, subtype, counts)
     }
 
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {
@@ -1110,10 +1233,26 @@ fn parse_blob_at(
 type IndexMap = BTreeMap<(i64, String), BTreeSet<String>>;
 type CountsMap = BTreeMap<(i64, String), BTreeMap<TypeSubtype, Counts>>;
 
+/// An applied `add_counts_once` token: `(epoch, "dc\0writer\0batch")` (NUL is refused in all
+/// three, so the join is unambiguous).
+type AppliedToken = (i64, Box<str>);
+
+fn applied_token(epoch: i64, dc: &str, writer: &str, batch: &str) -> AppliedToken {
+    let mut s = String::with_capacity(dc.len() + writer.len() + batch.len() + 2);
+    s.push_str(dc);
+    s.push('\0');
+    s.push_str(writer);
+    s.push('\0');
+    s.push_str(batch);
+    (epoch, s.into_boxed_str())
+}
+
 struct MetaLog {
     file: LogFile,
     index: RwLock<IndexMap>,
     counts: RwLock<CountsMap>,
+    /// Tokens of the counts adds in the log (changed only under the writer lock).
+    applied: RwLock<HashSet<AppliedToken>>,
 }
 
 impl MetaLog {
@@ -1128,6 +1267,7 @@ impl MetaLog {
         }
         let mut index = IndexMap::new();
         let mut counts = CountsMap::new();
+        let mut applied = HashSet::new();
         let scan = scan_meta(&bytes, path, |_, _, rec| match rec {
             MetaRecord::IndexAdd { epoch, dc, entries } => {
                 let set = index.entry((epoch, dc.to_owned())).or_default();
@@ -1136,10 +1276,17 @@ impl MetaLog {
             MetaRecord::CountsAdd {
                 epoch,
                 dc,
+                write,
                 event_type,
                 subtype,
                 counts: c,
             } => {
+                // A token seen twice (never written so by this code) counts once.
+                if let Some((writer, batch)) = write {
+                    if !applied.insert(applied_token(epoch, dc, writer, batch)) {
+                        return;
+                    }
+                }
                 counts
                     .entry((epoch, dc.to_owned()))
                     .or_default()
@@ -1161,6 +1308,7 @@ impl MetaLog {
                 file,
                 index: RwLock::new(index),
                 counts: RwLock::new(counts),
+                applied: RwLock::new(applied),
             },
             scan,
         ))
@@ -1212,7 +1360,10 @@ fn scan_meta<'a>(
         }
         let next = (pos + 1..bytes.len()).find(|&q| {
             let kind = bytes.get(q + META_HEADER_LEN).copied();
-            matches!(kind, Some(KIND_INDEX_ADD | KIND_COUNTS_ADD))
+            matches!(
+                kind,
+                Some(KIND_INDEX_ADD | KIND_COUNTS_ADD | KIND_COUNTS_ONCE)
+            )
                 && meta_record_at(bytes, q)
                     .is_some_and(|r| record::decode_meta(&bytes[r]).is_some())
         });
@@ -1412,7 +1563,7 @@ fn lock_dir(dir: &Path, shared: bool) -> Result<Option<File>> {
     match taken {
         Ok(()) => Ok(Some(lock)),
         Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
-            dir: dir.to_path_buf(),
+            dir: dir.display().to_string(),
         }),
         Err(fs::TryLockError::Error(e)) => Err(StoreError::io(&lock_path, e)),
     }

@@ -18,9 +18,11 @@
 //! ```text
 //!  0 u32 crc          CRC-32 of bytes 4..8+len
 //!  4 u32 len          payload length (kind byte included)
-//!  8 u8  kind         1 = epoch index add, 2 = counts add
+//!  8 u8  kind         1 = epoch index add, 2 = counts add, 3 = counts add once
 //!  9     payload      strings are u16 length + UTF-8
 //! ```
+//! Kind 3 (`add_counts_once`) is kind 2 with the token's `str writer, str batch` after the dc;
+//! a log without kind 3 records (written before it existed) loads as before.
 
 use std::collections::BTreeMap;
 
@@ -31,6 +33,7 @@ pub(crate) const KIND_BLOB: u8 = 1;
 pub(crate) const META_HEADER_LEN: usize = 8;
 pub(crate) const KIND_INDEX_ADD: u8 = 1;
 pub(crate) const KIND_COUNTS_ADD: u8 = 2;
+pub(crate) const KIND_COUNTS_ONCE: u8 = 3;
 /// Largest meta record accepted on read (a guard against a garbage length).
 pub(crate) const MAX_META_LEN: usize = 64 << 20;
 
@@ -186,6 +189,8 @@ pub(crate) enum MetaRecord<'a> {
     CountsAdd {
         epoch: i64,
         dc: &'a str,
+        /// `(writer, batch)` of a kind 3 record.
+        write: Option<(&'a str, &'a str)>,
         event_type: &'a str,
         subtype: &'a str,
         counts: Counts,
@@ -203,16 +208,27 @@ pub(crate) fn encode_index_add(epoch: i64, dc: &str, entries: &[&str]) -> Vec<u8
     w.finish()
 }
 
+/// A counts add: kind 2, or kind 3 with the `(writer, batch)` token when `write` is given.
 pub(crate) fn encode_counts_add(
     epoch: i64,
     dc: &str,
+    write: Option<(&str, &str)>,
     event_type: &str,
     subtype: &str,
     c: &Counts,
 ) -> Vec<u8> {
-    let mut w = MetaWriter::new(KIND_COUNTS_ADD);
+    let kind = if write.is_some() {
+        KIND_COUNTS_ONCE
+    } else {
+        KIND_COUNTS_ADD
+    };
+    let mut w = MetaWriter::new(kind);
     w.put_i64(epoch);
     w.put_str(dc);
+    if let Some((writer, batch)) = write {
+        w.put_str(writer);
+        w.put_str(batch);
+    }
     w.put_str(event_type);
     w.put_str(subtype);
     w.put_u64(c.stored);
@@ -241,9 +257,14 @@ pub(crate) fn decode_meta(payload: &[u8]) -> Option<MetaRecord<'_>> {
             }
             MetaRecord::IndexAdd { epoch, dc, entries }
         }
-        KIND_COUNTS_ADD => {
+        kind @ (KIND_COUNTS_ADD | KIND_COUNTS_ONCE) => {
             let epoch = r.i64()?;
             let dc = r.str()?;
+            let write = if kind == KIND_COUNTS_ONCE {
+                Some((r.str()?, r.str()?))
+            } else {
+                None
+            };
             let event_type = r.str()?;
             let subtype = r.str()?;
             let stored = r.u64()?;
@@ -266,6 +287,7 @@ pub(crate) fn decode_meta(payload: &[u8]) -> Option<MetaRecord<'_>> {
             MetaRecord::CountsAdd {
                 epoch,
                 dc,
+                write,
                 event_type,
                 subtype,
                 counts,
