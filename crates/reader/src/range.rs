@@ -1,4 +1,4 @@
-//! Range reads: the events of a time range (and dc / type / subtype), out of a [`Store`].
+//! Range reads: the events of a time range (and dc / type / subtype), out of a [`ReadStore`].
 //!
 //! ```text
 //! list_epochs(dc, from, to) ──► get_epoch_index per (epoch, dc) ──► keep type/subtype
@@ -12,7 +12,7 @@
 //! Dropping the iterator stops the read.
 //!
 //! # Order (guaranteed)
-//! Events come by epoch (ascending), then dc (ascending, as [`Store::list_epochs`] orders them),
+//! Events come by epoch (ascending), then dc (ascending, as [`ReadStore::list_epochs`] orders them),
 //! then type, subtype and chunk as [`IndexEntry`] orders them (by string; chunk ids: plain numbers
 //! numerically, then `<collector>.<n>` by collector and number), then in their order inside the
 //! chunk. Every listed chunk is read exactly once; an event is returned as often as it is stored.
@@ -25,7 +25,7 @@
 //! Only a failure to list the range at all is an error ([`ReadError`]). The caller decides the
 //! exit code (the CLI: non-zero at the end if any warning).
 //!
-//! Damage the store found in the partitions of the range ([`Store::damage`]: skipped ranges of
+//! Damage the store found in the partitions of the range ([`ReadStore::damage`]: skipped ranges of
 //! its files, torn tails a read-only store left) comes last, one warning per damaged range, key
 //! `store:<file>@<offset>`: the events in it are lost, everything else was returned.
 //!
@@ -55,7 +55,7 @@ use std::sync::Arc;
 use sereal::lazy::{Selector, Step};
 use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Value};
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
-use sluice_store::{BlobKey, Namespace, Store, StoreError};
+use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
 use crate::filter::Filter;
 use crate::selection::Selection;
@@ -95,7 +95,7 @@ pub struct ReadOptions {
     pub namespace: Namespace,
     /// Limits of the Sereal decoder (per chunk).
     pub limits: Limits,
-    /// Chunks fetched per [`Store::get_blobs`] call (at least 1; default 16). The store may fetch
+    /// Chunks fetched per [`ReadStore::get_blobs`] call (at least 1; default 16). The store may fetch
     /// them in parallel; the reader holds at most this many chunks' bytes at once.
     pub fetch_batch: usize,
 }
@@ -221,7 +221,7 @@ impl<S> fmt::Debug for RangeReader<S> {
 impl<S, T> RangeReader<S>
 where
     S: Deref<Target = T>,
-    T: Store + ?Sized,
+    T: ReadStore + ?Sized,
 {
     /// Starts a read: validates the request and lists the epochs of the range (the only step
     /// whose failure fails the whole read). Nothing else is fetched until the first `next()`.
@@ -374,7 +374,7 @@ where
 impl<S, T> Iterator for RangeReader<S>
 where
     S: Deref<Target = T>,
-    T: Store + ?Sized,
+    T: ReadStore + ?Sized,
 {
     type Item = ReadItem;
 

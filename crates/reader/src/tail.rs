@@ -39,10 +39,10 @@
 //! than `late_window_secs` after its epoch, by the tail's clock) may be missed by a tail; a range
 //! read (`sluice cat --from … --to …`) over the epoch still returns it. "Delivered" covers
 //! chunks that became warnings (corrupt or missing blob): they are not retried. A chunk whose fetch
-//! failed with a transient store error ([`StoreError::Io`], [`StoreError::Unavailable`]) is
+//! failed with a transient store error ([`StoreError::is_transient`]: I/O, unavailable, timeout, unknown outcome) is
 //! reported as a warning and retried on the next poll. A malformed index entry is reported once
 //! per [`Tail`] (it is not part of the cursor, so a resumed tail reports it again). So is each
-//! damaged store range ([`Store::damage`]) of the partitions a poll reads new chunks from.
+//! damaged store range ([`ReadStore::damage`]) of the partitions a poll reads new chunks from.
 //!
 //! Inside one poll, items come in (epoch, dc, type, subtype, chunk) order, as a [`RangeReader`]
 //! gives them; across polls, a late chunk of an old epoch comes after newer epochs already
@@ -64,7 +64,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use sluice_blob::IndexEntry;
 use sluice_store::{
-    BlobKey, Counts, Damage, ExpireReport, Namespace, PutOutcome, Retention, Store, StoreError, TypeSubtype,
+    BlobKey, Counts, Damage, Namespace, ReadStore, Retention, StoreError, TypeSubtype,
 };
 
 use crate::selection::Selection;
@@ -349,7 +349,7 @@ impl<S> fmt::Debug for Tail<S> {
 impl<S, T> Tail<S>
 where
     S: std::ops::Deref<Target = T>,
-    T: Store + ?Sized,
+    T: ReadStore + ?Sized,
 {
     /// A tail of `store` for `req`, starting at `start` ([`Cursor::at`] an epoch, or a parsed
     /// token). Reads nothing until [`poll`](Tail::poll).
@@ -501,15 +501,7 @@ struct Snapshot<'a, T: ?Sized> {
     damage_seen: &'a Mutex<HashSet<(String, u64)>>,
 }
 
-fn read_only() -> StoreError {
-    StoreError::Unavailable { reason: "a tail snapshot is read-only".into() }
-}
-
-impl<T: Store + ?Sized> Store for Snapshot<'_, T> {
-    fn put_blob(&self, _: &Namespace, _: BlobKey<'_>, _: &[u8]) -> sluice_store::Result<PutOutcome> {
-        Err(read_only())
-    }
-
+impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
         self.get_blobs(ns, &[key]).pop().unwrap_or(Ok(None))
     }
@@ -519,15 +511,11 @@ impl<T: Store + ?Sized> Store for Snapshot<'_, T> {
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         for (i, key) in keys.iter().enumerate() {
             // Transient errors (and a short answer) are retried; corrupt or missing blobs are not.
-            if matches!(results.get(i), None | Some(Err(StoreError::Io { .. } | StoreError::Unavailable { .. }))) {
+            if results.get(i).is_none_or(|r| r.as_ref().is_err_and(StoreError::is_transient)) {
                 failed.insert(key.key.to_owned());
             }
         }
         results
-    }
-
-    fn add_to_epoch_index(&self, _: i64, _: &str, _: &[&str]) -> sluice_store::Result<()> {
-        Err(read_only())
     }
 
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
@@ -536,10 +524,6 @@ impl<T: Store + ?Sized> Store for Snapshot<'_, T> {
             Some(Err(reason)) => Err(StoreError::Unavailable { reason: reason.clone() }),
             None => Ok(BTreeSet::new()),
         }
-    }
-
-    fn add_counts(&self, _: i64, _: &str, _: &str, _: &str, _: &Counts) -> sluice_store::Result<()> {
-        Err(read_only())
     }
 
     fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
@@ -553,14 +537,6 @@ impl<T: Store + ?Sized> Store for Snapshot<'_, T> {
             .filter(|(e, d)| *e >= from && *e < to && dc.is_none_or(|dc| dc == d))
             .cloned()
             .collect())
-    }
-
-    fn expire(&self, _: i64) -> sluice_store::Result<ExpireReport> {
-        Err(read_only())
-    }
-
-    fn flush(&self) -> sluice_store::Result<()> {
-        Ok(())
     }
 
     fn retention(&self) -> Retention {
