@@ -5,6 +5,10 @@
 //!
 //! The store API is synchronous, so the pipeline is a plain thread (not a tokio task): its
 //! store writes never block the async workers.
+//!
+//! This file is the loop and the ingest path; beside it, [`exactly_once`] holds the bookkeeping
+//! after each flush (syncs, done notes, checkpoint, the WAL-failing state) and [`drops`] the
+//! completeness counts of dropped events.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,10 +18,15 @@ use sluice_collector::aggregate::{Aggregator, FlushReport};
 use sluice_collector::replay::DoneNote;
 use sluice_collector::wal::Wal;
 use sluice_collector::{Drop, DropReason, Ingestor, ParsedEvent};
-use sluice_store::{Counts, Store};
+use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{LockMetrics, SharedMetrics};
+
+mod drops;
+mod exactly_once;
+
+
 
 /// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
 pub const MAX_TYPE_LABELS: usize = 256;
@@ -322,205 +331,6 @@ impl Pipeline {
             )
         })
     }
-
-    /// Adds one ingest drop to the pending counts, under the dropped event's own tags when they
-    /// can be read (see [`drop_tags`]), else under `(now, configured dc, "", "")`.
-    fn note_drop(&mut self, payload: &[u8], d: &Drop, now: i64) {
-        if d.count == 0 {
-            return;
-        }
-        let window = (now - self.max_past_secs)..=(now + self.max_future_secs);
-        let key = drop_tags(payload, d, &window).map_or_else(
-            || (now, self.dc.clone(), String::new(), String::new()),
-            |t| {
-                (
-                    t.epoch.unwrap_or(now),
-                    t.dc.unwrap_or_else(|| self.dc.clone()),
-                    t.type_,
-                    t.subtype,
-                )
-            },
-        );
-        *self
-            .pending_drops
-            .entry(key)
-            .or_default()
-            .entry(d.reason.as_str().to_string())
-            .or_default() += d.count;
-    }
-
-    /// Adds the pending ingest drops to the store's counts (one `add_counts` per
-    /// (epoch, dc, type, subtype)); what fails stays pending for the next tick.
-    fn write_drop_counts(&mut self) {
-        if self.pending_drops.is_empty() {
-            return;
-        }
-        let pending = std::mem::take(&mut self.pending_drops);
-        let mut errors = 0;
-        for (key, dropped) in pending {
-            let counts = Counts {
-                dropped,
-                ..Counts::default()
-            };
-            if let Err(e) = self
-                .store
-                .add_counts(key.0, &key.1, &key.2, &key.3, &counts)
-            {
-                errors += 1;
-                if errors == 1 {
-                    eprintln!("sluice-server: recording ingest drops (will retry): {e}");
-                }
-                self.pending_drops.insert(key, counts.dropped);
-            }
-        }
-        if errors > 0 {
-            self.metrics.locked().store_errors += errors;
-        }
-    }
-
-    /// Syncs the WAL (the notes of stored batches, logged by the aggregator before their index
-    /// entries) then the store after writes, appends the done notes of spooled batches to the
-    /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
-    /// flush report. See `sluice_collector::replay` for why this order is exactly once.
-    fn account(&mut self, report: FlushReport, start: Instant) {
-        let mut sync_error = false;
-        self.pending_notes.extend(self.aggregator.take_done());
-        let (_, advance) = self.checkpoint_target();
-        if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
-            // The notes the aggregator logged before writing index entries become durable
-            // before those entries do (see sluice_collector::replay).
-            if report.blobs > 0 {
-                if let Err(e) = self.wal.sync() {
-                    eprintln!("sluice-server: WAL sync failed: {e}");
-                    self.metrics.locked().wal_errors += 1;
-                    sync_error = true;
-                }
-            }
-            if let Err(e) = self.store.flush() {
-                // While the disk guard reports the state, it does the logging.
-                if self.disk.why().is_none() {
-                    eprintln!("sluice-server: store flush failed: {e}");
-                }
-                sync_error = true;
-            }
-        }
-        // Notes of spooled batches are durable facts already; those of stored batches wait for
-        // the store sync above.
-        if sync_error {
-            self.pending_notes.sort_by_key(|n| !n.spooled);
-            let spooled = self.pending_notes.iter().take_while(|n| n.spooled).count();
-            if spooled > 0 {
-                self.write_notes(spooled);
-            }
-        } else if !self.pending_notes.is_empty() {
-            sync_error = !self.write_notes(self.pending_notes.len());
-        }
-        // Notes appended just now are covered too when nothing is pending.
-        let (upto, advance) = self.checkpoint_target();
-        if advance && !sync_error {
-            match self.wal.checkpoint(upto) {
-                Ok(()) => self.metrics.locked().wal_checkpointed_seq = upto,
-                Err(e) => {
-                    if self.disk.why().is_none() {
-                        eprintln!("sluice-server: WAL checkpoint failed: {e}");
-                    }
-                    self.metrics.locked().wal_errors += 1;
-                }
-            }
-        }
-        if self.disk.why().is_none() {
-            for e in &report.errors {
-                eprintln!("sluice-server: flush error (will retry): {e}");
-            }
-        }
-        let mut m = self.metrics.locked();
-        m.spool_batches = self.aggregator.spooled_batches() as u64;
-        m.spool_bytes = self.aggregator.spooled_bytes();
-        m.spool_events = self.aggregator.spooled_events();
-        m.memory_batches = self.aggregator.memory_batches() as u64;
-        m.backpressure = self.aggregator.is_backpressured()
-            || self.aggregator.pending_bytes() >= self.max_pending_bytes;
-        m.pending_bytes = self.aggregator.pending_bytes();
-        m.events_flushed += report.events;
-        m.late_events += report.late_events;
-        m.dropped_events += report.dropped_events;
-        m.blobs_written += report.blobs as u64;
-        m.blob_bytes_written += report.bytes;
-        m.store_errors += report.errors.len() as u64 + u64::from(sync_error);
-        m.pending_events = self.aggregator.pending_events();
-        m.last_flush_seconds = start.elapsed().as_secs_f64();
-        if report.blobs > 0 {
-            m.last_write_unix = now_unix();
-        }
-    }
-}
-
-impl Pipeline {
-    /// How far the WAL may be checkpointed (every record below the aggregator's oldest pending
-    /// one), and whether that is beyond the current checkpoint.
-    fn checkpoint_target(&self) -> (u64, bool) {
-        let upto = self
-            .aggregator
-            .min_pending_seq()
-            .map_or(self.wal.last_seq(), |s| s - 1);
-        (upto, upto > self.wal.checkpointed())
-    }
-
-    /// Whether the WAL takes writes, so that groups may be stored: a batch stored while its done
-    /// note cannot be logged would be stored again by a replay after a crash. While the WAL
-    /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
-    /// empty note probes it (replay ignores empty notes).
-    fn wal_writable(&mut self) -> bool {
-        if self.wal.failing().is_some() {
-            self.disk.wal_failed = true;
-        }
-        if !self.disk.wal_failed {
-            return true;
-        }
-        // Recovering: the reserve must be back (else a note may not fit after the store took
-        // a batch), the pending notes written (`account` retries them), and a write succeed.
-        if !self.disk.reserve_free() || !self.pending_notes.is_empty() {
-            return false;
-        }
-        if self.wal.append_note(&[], now_unix()).is_err() {
-            return false;
-        }
-        self.disk.wal_failed = false;
-        true
-    }
-
-    /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
-    fn refresh_disk(&mut self) {
-        self.disk.refresh(self.wal.failing());
-        let mut m = self.metrics.locked();
-        m.disk_unavailable = self.disk.why().map(str::to_owned);
-        m.disk_free_bytes = self.disk.free;
-    }
-
-    /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
-    /// flush, checkpoint held back) on a WAL error.
-    fn write_notes(&mut self, n: usize) -> bool {
-        let now = now_unix();
-        for _ in 0..n {
-            let Some(note) = self.pending_notes.first() else { break };
-            if let Err(e) = self.wal.append_note(&note.encode(), now) {
-                if self.disk.why().is_none() {
-                    eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
-                }
-                self.disk.failed(e.to_string());
-                self.metrics.locked().wal_errors += 1;
-                return false;
-            }
-            self.pending_notes.remove(0);
-            self.metrics.locked().wal_notes += 1;
-        }
-        if let Err(e) = self.wal.sync() {
-            eprintln!("sluice-server: WAL sync failed: {e}");
-            self.metrics.locked().wal_errors += 1;
-            return false;
-        }
-        true
-    }
 }
 
 /// Hands `payload` to the pipeline; the receiver gets its summary (not yet durable).
@@ -563,137 +373,4 @@ pub(crate) async fn durable(
         }
     }
     Ok(summary)
-}
-
-/// The tags of a dropped event, as far as they could be read.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct DropTags {
-    /// Its `epoch`, when an integer inside the ingest window.
-    pub epoch: Option<i64>,
-    /// Its `dc`, when a valid tag.
-    pub dc: Option<String>,
-    /// Its `type` (valid, non-empty).
-    pub type_: String,
-    /// Its `subtype` (valid, or `""`).
-    pub subtype: String,
-}
-
-/// Reads the tags of the event a [`Drop`] stands for, when that is possible: a single event
-/// (not a whole payload, not `too_many`, not `bad_utf8`) of a JSON payload (array element or
-/// NDJSON line) that is a map with a valid `type`. Only the tag fields are decoded; the rest is
-/// skipped. `None` when the event is not a map, is not JSON (Sereal payloads), does not parse,
-/// or has no valid `type` — its drop is then counted under the documented fallback.
-pub(crate) fn drop_tags(
-    payload: &[u8],
-    d: &Drop,
-    window: &std::ops::RangeInclusive<i64>,
-) -> Option<DropTags> {
-    if d.whole_payload
-        || matches!(
-            d.reason,
-            DropReason::TooMany | DropReason::BadUtf8 | DropReason::PayloadError
-        )
-    {
-        return None;
-    }
-    if payload.starts_with(b"=srl") || payload.starts_with(b"=\xF3rl") {
-        return None;
-    }
-    let rest = payload.get(d.offset..)?;
-    let first = rest.iter().position(|b| !b.is_ascii_whitespace())?;
-    if rest[first] != b'{' {
-        return None;
-    }
-    #[derive(serde::Deserialize)]
-    struct Raw {
-        epoch: Option<serde_json::Value>,
-        dc: Option<serde_json::Value>,
-        #[serde(rename = "type")]
-        type_: Option<serde_json::Value>,
-        subtype: Option<serde_json::Value>,
-    }
-    let raw: Raw = serde_json::Deserializer::from_slice(&rest[first..])
-        .into_iter::<Raw>()
-        .next()?
-        .ok()?;
-    // The tag rule of keys (`check_tag`), so a drop is never counted under a tag that ingest
-    // refuses; an integer `dc` is named by its decimal form, as ingest does.
-    fn tag(v: &Option<serde_json::Value>, name: &str, allow_empty: bool) -> Option<String> {
-        let s = match v {
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Number(n)) if name == "dc" && (n.is_i64() || n.is_u64()) => n.to_string(),
-            _ => return None,
-        };
-        sluice_blob::key::check_tag(name, &s, allow_empty).ok().map(|()| s)
-    }
-    let type_ = tag(&raw.type_, "type", false)?;
-    Some(DropTags {
-        epoch: raw
-            .epoch
-            .as_ref()
-            .and_then(serde_json::Value::as_i64)
-            .filter(|e| window.contains(e)),
-        dc: tag(&raw.dc, "dc", false),
-        type_,
-        subtype: tag(&raw.subtype, "subtype", true).unwrap_or_default(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn drop_at(payload: &[u8], needle: &str, reason: DropReason) -> Drop {
-        let offset = payload
-            .windows(needle.len())
-            .position(|w| w == needle.as_bytes())
-            .unwrap();
-        Drop {
-            index: 0,
-            offset,
-            reason,
-            detail: String::new(),
-            count: 1,
-            whole_payload: false,
-        }
-    }
-
-    #[test]
-    fn tags_of_dropped_events() {
-        let w = 900..=1100;
-        let p = br#"[{"epoch":1000,"dc":"x","type":"t","subtype":"s","big":[1,2]}, 42, {"epoch":5,"type":"a:b"}, {"epoch":999,"type":"u","dc":7}]"#;
-        let t = drop_tags(
-            p,
-            &drop_at(p, r#"{"epoch":1000"#, DropReason::Oversized),
-            &w,
-        )
-        .unwrap();
-        assert_eq!(
-            t,
-            DropTags {
-                epoch: Some(1000),
-                dc: Some("x".into()),
-                type_: "t".into(),
-                subtype: "s".into()
-            }
-        );
-        assert_eq!(
-            drop_tags(p, &drop_at(p, "42", DropReason::NotAMap), &w),
-            None
-        );
-        assert_eq!(
-            drop_tags(p, &drop_at(p, r#"{"epoch":5"#, DropReason::BadTag), &w),
-            None
-        );
-        let t = drop_tags(p, &drop_at(p, r#"{"epoch":999"#, DropReason::BadTag), &w).unwrap();
-        // An integer dc is named as ingest names it.
-        assert_eq!((t.epoch, t.dc.as_deref(), t.type_.as_str()), (Some(999), Some("7"), "u"));
-        // A type ingest refuses (over 64 bytes) is not counted under that type.
-        let long = format!(r#"[{{"type":"{}","x":1}}]"#, "t".repeat(100));
-        let long = long.as_bytes();
-        assert_eq!(drop_tags(long, &drop_at(long, "{", DropReason::BadTag), &w), None);
-        let mut whole = drop_at(p, "[", DropReason::Oversized);
-        whole.whole_payload = true;
-        assert_eq!(drop_tags(p, &whole, &w), None);
-    }
 }

@@ -1,0 +1,156 @@
+//! The exactly-once bookkeeping of the pipeline, beside its loop: after each flush the WAL and
+//! the store are synced in the order `sluice_collector::replay` requires, the done notes of
+//! spooled batches are logged, the WAL is checkpointed up to what is stored or spooled; while the
+//! WAL fails nothing new is stored (a batch without its done note would be stored again by a
+//! replay), and the disk guard says whether ingest is available.
+
+use std::time::Instant;
+
+use sluice_collector::aggregate::FlushReport;
+
+use super::{now_unix, Pipeline};
+use crate::metrics::LockMetrics;
+
+impl Pipeline {
+    /// Syncs the WAL (the notes of stored batches, logged by the aggregator before their index
+    /// entries) then the store after writes, appends the done notes of spooled batches to the
+    /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
+    /// flush report. See `sluice_collector::replay` for why this order is exactly once.
+    pub(super) fn account(&mut self, report: FlushReport, start: Instant) {
+        let mut sync_error = false;
+        self.pending_notes.extend(self.aggregator.take_done());
+        let (_, advance) = self.checkpoint_target();
+        if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
+            // The notes the aggregator logged before writing index entries become durable
+            // before those entries do (see sluice_collector::replay).
+            if report.blobs > 0 {
+                if let Err(e) = self.wal.sync() {
+                    eprintln!("sluice-server: WAL sync failed: {e}");
+                    self.metrics.locked().wal_errors += 1;
+                    sync_error = true;
+                }
+            }
+            if let Err(e) = self.store.flush() {
+                // While the disk guard reports the state, it does the logging.
+                if self.disk.why().is_none() {
+                    eprintln!("sluice-server: store flush failed: {e}");
+                }
+                sync_error = true;
+            }
+        }
+        // Notes of spooled batches are durable facts already; those of stored batches wait for
+        // the store sync above.
+        if sync_error {
+            self.pending_notes.sort_by_key(|n| !n.spooled);
+            let spooled = self.pending_notes.iter().take_while(|n| n.spooled).count();
+            if spooled > 0 {
+                self.write_notes(spooled);
+            }
+        } else if !self.pending_notes.is_empty() {
+            sync_error = !self.write_notes(self.pending_notes.len());
+        }
+        // Notes appended just now are covered too when nothing is pending.
+        let (upto, advance) = self.checkpoint_target();
+        if advance && !sync_error {
+            match self.wal.checkpoint(upto) {
+                Ok(()) => self.metrics.locked().wal_checkpointed_seq = upto,
+                Err(e) => {
+                    if self.disk.why().is_none() {
+                        eprintln!("sluice-server: WAL checkpoint failed: {e}");
+                    }
+                    self.metrics.locked().wal_errors += 1;
+                }
+            }
+        }
+        if self.disk.why().is_none() {
+            for e in &report.errors {
+                eprintln!("sluice-server: flush error (will retry): {e}");
+            }
+        }
+        let mut m = self.metrics.locked();
+        m.spool_batches = self.aggregator.spooled_batches() as u64;
+        m.spool_bytes = self.aggregator.spooled_bytes();
+        m.spool_events = self.aggregator.spooled_events();
+        m.memory_batches = self.aggregator.memory_batches() as u64;
+        m.backpressure = self.aggregator.is_backpressured()
+            || self.aggregator.pending_bytes() >= self.max_pending_bytes;
+        m.pending_bytes = self.aggregator.pending_bytes();
+        m.events_flushed += report.events;
+        m.late_events += report.late_events;
+        m.dropped_events += report.dropped_events;
+        m.blobs_written += report.blobs as u64;
+        m.blob_bytes_written += report.bytes;
+        m.store_errors += report.errors.len() as u64 + u64::from(sync_error);
+        m.pending_events = self.aggregator.pending_events();
+        m.last_flush_seconds = start.elapsed().as_secs_f64();
+        if report.blobs > 0 {
+            m.last_write_unix = now_unix();
+        }
+    }
+
+    /// How far the WAL may be checkpointed (every record below the aggregator's oldest pending
+    /// one), and whether that is beyond the current checkpoint.
+    pub(super) fn checkpoint_target(&self) -> (u64, bool) {
+        let upto = self
+            .aggregator
+            .min_pending_seq()
+            .map_or(self.wal.last_seq(), |s| s - 1);
+        (upto, upto > self.wal.checkpointed())
+    }
+
+    /// Whether the WAL takes writes, so that groups may be stored: a batch stored while its done
+    /// note cannot be logged would be stored again by a replay after a crash. While the WAL
+    /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
+    /// empty note probes it (replay ignores empty notes).
+    pub(super) fn wal_writable(&mut self) -> bool {
+        if self.wal.failing().is_some() {
+            self.disk.wal_failed = true;
+        }
+        if !self.disk.wal_failed {
+            return true;
+        }
+        // Recovering: the reserve must be back (else a note may not fit after the store took
+        // a batch), the pending notes written (`account` retries them), and a write succeed.
+        if !self.disk.reserve_free() || !self.pending_notes.is_empty() {
+            return false;
+        }
+        if self.wal.append_note(&[], now_unix()).is_err() {
+            return false;
+        }
+        self.disk.wal_failed = false;
+        true
+    }
+
+    /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
+    pub(super) fn refresh_disk(&mut self) {
+        self.disk.refresh(self.wal.failing());
+        let mut m = self.metrics.locked();
+        m.disk_unavailable = self.disk.why().map(str::to_owned);
+        m.disk_free_bytes = self.disk.free;
+    }
+
+    /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
+    /// flush, checkpoint held back) on a WAL error.
+    pub(super) fn write_notes(&mut self, n: usize) -> bool {
+        let now = now_unix();
+        for _ in 0..n {
+            let Some(note) = self.pending_notes.first() else { break };
+            if let Err(e) = self.wal.append_note(&note.encode(), now) {
+                if self.disk.why().is_none() {
+                    eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
+                }
+                self.disk.failed(e.to_string());
+                self.metrics.locked().wal_errors += 1;
+                return false;
+            }
+            self.pending_notes.remove(0);
+            self.metrics.locked().wal_notes += 1;
+        }
+        if let Err(e) = self.wal.sync() {
+            eprintln!("sluice-server: WAL sync failed: {e}");
+            self.metrics.locked().wal_errors += 1;
+            return false;
+        }
+        true
+    }
+}
