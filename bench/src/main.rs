@@ -75,7 +75,10 @@ fn parse_args() -> Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| anyhow!("{name} needs a value\n\n{USAGE}"));
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow!("{name} needs a value\n\n{USAGE}"))
+        };
         match arg.as_str() {
             "--min-time" => a.min_time = value("--min-time")?.parse().context("--min-time")?,
             "--min-iters" => a.min_iters = value("--min-iters")?.parse().context("--min-iters")?,
@@ -110,7 +113,10 @@ fn parse_args() -> Result<Args> {
 
 /// Process CPU time in seconds (`CLOCK_PROCESS_CPUTIME_ID`), or `None` if the clock fails.
 fn cpu_seconds() -> Option<f64> {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     (rc == 0).then_some(ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9)
@@ -118,7 +124,11 @@ fn cpu_seconds() -> Option<f64> {
 
 /// Run `f` until both `min_time` seconds of wall time and `min_iters` iterations have passed;
 /// return (iterations, CPU seconds — wall seconds if the CPU clock is unavailable).
-fn timed_loop(min_time: f64, min_iters: u64, mut f: impl FnMut() -> Result<()>) -> Result<(u64, f64)> {
+fn timed_loop(
+    min_time: f64,
+    min_iters: u64,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<(u64, f64)> {
     let wall0 = Instant::now();
     let cpu0 = cpu_seconds();
     let mut iters = 0u64;
@@ -177,7 +187,9 @@ fn events_case(
     let doc = sereal::to_vec(value, &opts).with_context(|| format!("encoding {name}"))?;
     // Sanity: our own round trip must be exact (in the JSON mapping: ASCII strings come back as
     // Perl-style binary strings, which is the same data).
-    let back = Decoder::new().decode(&doc).with_context(|| format!("decoding {name}"))?;
+    let back = Decoder::new()
+        .decode(&doc)
+        .with_context(|| format!("decoding {name}"))?;
     if sereal::json::to_string(&back) != sereal::json::to_string(value) {
         bail!("{name}: decode(encode(events)) differs from the events");
     }
@@ -204,12 +216,23 @@ fn big_case(path: &Path) -> Result<(Case, String)> {
         Encoding::Zlib => Compression::Zlib { level: 6 },
         Encoding::Zstd => Compression::Zstd { level: 3 },
     };
-    let value = Decoder::new().decode(&doc).with_context(|| format!("decoding {}", path.display()))?;
-    let base = EncoderOptions { protocol: h.version.max(3), compression, ..Default::default() };
+    let value = Decoder::new()
+        .decode(&doc)
+        .with_context(|| format!("decoding {}", path.display()))?;
+    let base = EncoderOptions {
+        protocol: h.version.max(3),
+        compression,
+        ..Default::default()
+    };
     let mut best: Option<(usize, EncoderOptions, usize)> = None;
     for dedupe in [false, true] {
-        let opts = EncoderOptions { dedupe_strings: dedupe, ..base.clone() };
-        let n = sereal::to_vec(&value, &opts).context("re-encoding big.srl")?.len();
+        let opts = EncoderOptions {
+            dedupe_strings: dedupe,
+            ..base.clone()
+        };
+        let n = sereal::to_vec(&value, &opts)
+            .context("re-encoding big.srl")?
+            .len();
         let dist = n.abs_diff(doc.len());
         if !matches!(&best, Some(b) if dist >= b.0) {
             best = Some((dist, opts, n));
@@ -228,7 +251,11 @@ fn big_case(path: &Path) -> Result<(Case, String)> {
         doc.len()
     );
     let case = Case {
-        name: format!("big.srl (Perl_Splitter), v{} {}", opts.protocol, compression_label(opts.compression)),
+        name: format!(
+            "big.srl (Perl_Splitter), v{} {}",
+            opts.protocol,
+            compression_label(opts.compression)
+        ),
         file: "big".into(),
         value,
         doc,
@@ -260,7 +287,10 @@ fn perl_flags(opts: &EncoderOptions) -> Vec<String> {
     if let Some(l) = level {
         v.extend(["--level".to_string(), l.to_string()]);
     }
-    v.extend(["--dedupe".to_string(), (opts.dedupe_strings as u8).to_string()]);
+    v.extend([
+        "--dedupe".to_string(),
+        (opts.dedupe_strings as u8).to_string(),
+    ]);
     v
 }
 
@@ -303,7 +333,12 @@ fn perl_run(case: &Case, doc_path: &Path, args: &Args) -> Result<PerlResult> {
         .arg("--file")
         .arg(doc_path)
         .args(perl_flags(&case.opts))
-        .args(["--min-time", &args.min_time.to_string(), "--min-iters", &args.min_iters.to_string()])
+        .args([
+            "--min-time",
+            &args.min_time.to_string(),
+            "--min-iters",
+            &args.min_iters.to_string(),
+        ])
         .output()
         .context("running perl")?;
     if !out.status.success() {
@@ -314,9 +349,17 @@ fn perl_run(case: &Case, doc_path: &Path, args: &Args) -> Result<PerlResult> {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("parsing the Perl bench output {:?}", String::from_utf8_lossy(&out.stdout)))?;
-    let num = |k: &str| j.get(k).and_then(serde_json::Value::as_f64).ok_or_else(|| anyhow!("Perl output lacks {k}"));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "parsing the Perl bench output {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })?;
+    let num = |k: &str| {
+        j.get(k)
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| anyhow!("Perl output lacks {k}"))
+    };
     Ok(PerlResult {
         encode_mbps: num("encode_mbps")?,
         decode_mbps: num("decode_mbps")?,
@@ -330,11 +373,19 @@ fn perl_available(script: &Path) -> std::result::Result<String, String> {
         return Err(format!("{} not found", script.display()));
     }
     match Command::new("perl")
-        .args(["-MSereal::Encoder", "-MSereal::Decoder", "-e", "print $Sereal::Encoder::VERSION"])
+        .args([
+            "-MSereal::Encoder",
+            "-MSereal::Decoder",
+            "-e",
+            "print $Sereal::Encoder::VERSION",
+        ])
         .output()
     {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
-        Ok(o) => Err(format!("perl lacks Sereal: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => Err(format!(
+            "perl lacks Sereal: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => Err(format!("cannot run perl: {e}")),
     }
 }
@@ -389,7 +440,10 @@ fn run() -> Result<()> {
             &format!("events ({n} WEB), v3 plain"),
             "events_v3_plain",
             &events_value,
-            EncoderOptions { protocol: 3, ..Default::default() },
+            EncoderOptions {
+                protocol: 3,
+                ..Default::default()
+            },
             n,
             json_bytes,
         )?,
@@ -422,10 +476,17 @@ fn run() -> Result<()> {
         cases.push(case);
         notes.push(note);
     } else {
-        eprintln!("warning: {} not found; skipping the big.srl case", args.big.display());
+        eprintln!(
+            "warning: {} not found; skipping the big.srl case",
+            args.big.display()
+        );
     }
     if !args.cases.is_empty() {
-        cases.retain(|c| args.cases.iter().any(|f| c.name.contains(f.as_str()) || c.file.contains(f.as_str())));
+        cases.retain(|c| {
+            args.cases
+                .iter()
+                .any(|f| c.name.contains(f.as_str()) || c.file.contains(f.as_str()))
+        });
     }
 
     let tmp = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
@@ -448,12 +509,23 @@ fn run() -> Result<()> {
         let (perl_col, ratio_col, target_col) = match r.perl {
             Some(p) if p > 0.0 => {
                 let ratio = r.ours / p;
-                let verdict = if ratio >= TARGET_RATIO { "met" } else { "MISSED" };
-                (format!("{p:.1}"), format!("{ratio:.2}×"), format!("≥ {TARGET_RATIO}× {verdict}"))
+                let verdict = if ratio >= TARGET_RATIO {
+                    "met"
+                } else {
+                    "MISSED"
+                };
+                (
+                    format!("{p:.1}"),
+                    format!("{ratio:.2}×"),
+                    format!("≥ {TARGET_RATIO}× {verdict}"),
+                )
             }
             _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
         };
-        println!("| {} | {} | {:.1} | {} | {} | {} |", r.case, r.direction, r.ours, perl_col, ratio_col, target_col);
+        println!(
+            "| {} | {} | {:.1} | {} | {} | {} |",
+            r.case, r.direction, r.ours, perl_col, ratio_col, target_col
+        );
     }
     println!();
     println!(
@@ -475,7 +547,11 @@ fn run() -> Result<()> {
     println!();
     println!("| profile | document bytes | bytes/event (ours) | bytes/event (Perl reference) | vs JSON |");
     println!("|---|---:|---:|---:|---:|");
-    println!("| JSON lines (compact, for comparison) | {} | {:.1} | | 100 % |", json_bytes, json_bytes as f64 / n as f64);
+    println!(
+        "| JSON lines (compact, for comparison) | {} | {:.1} | | 100 % |",
+        json_bytes,
+        json_bytes as f64 / n as f64
+    );
     for c in cases.iter().filter(|c| c.events.is_some()) {
         let events = c.events.unwrap_or(1) as f64;
         let perl_col = perl_sizes
@@ -483,7 +559,10 @@ fn run() -> Result<()> {
             .find(|(name, _)| name == &c.name)
             .map(|(_, b)| format!("{:.1}", *b as f64 / events))
             .unwrap_or_else(|| "n/a".into());
-        let vs_json = c.json_bytes.map(|j| format!("{:.1} %", 100.0 * c.doc.len() as f64 / j as f64)).unwrap_or_default();
+        let vs_json = c
+            .json_bytes
+            .map(|j| format!("{:.1} %", 100.0 * c.doc.len() as f64 / j as f64))
+            .unwrap_or_default();
         println!(
             "| {} | {} | {:.1} | {} | {} |",
             c.name.split(", ").nth(1).unwrap_or(&c.name),
@@ -509,29 +588,40 @@ fn run() -> Result<()> {
             })).collect::<Vec<_>>(),
             "reps": args.reps, "min_time_s": args.min_time, "perl_version": perl,
         });
-        std::fs::write(path, serde_json::to_string_pretty(&j)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&j)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
 
 /// All measurements; per case, the repetitions interleave ours and the reference's so that
 /// machine noise falls on both alike.
-fn measure_all(args: &Args, cases: &[Case], perl: bool, tmp: &Path) -> Result<(Vec<Row>, PerlSizes)> {
+fn measure_all(
+    args: &Args,
+    cases: &[Case],
+    perl: bool,
+    tmp: &Path,
+) -> Result<(Vec<Row>, PerlSizes)> {
     let mut rows = Vec::new();
     let mut perl_sizes = Vec::new();
     for case in cases {
         let doc_path = tmp.join(format!("{}.srl", case.file));
-        std::fs::write(&doc_path, &case.doc).with_context(|| format!("writing {}", doc_path.display()))?;
+        std::fs::write(&doc_path, &case.doc)
+            .with_context(|| format!("writing {}", doc_path.display()))?;
         eprintln!("measuring {} ({} bytes) ...", case.name, case.doc.len());
         let (mut enc, mut dec, mut penc, mut pdec) = (vec![], vec![], vec![], vec![]);
         let mut perl_bytes = None;
         let wants = |d: &str| args.direction.as_deref().unwrap_or(d) == d;
         for _ in 0..args.reps {
             if wants("encode") {
-                enc.push(ours_encode(case, args).with_context(|| format!("{}: encode", case.name))?);
+                enc.push(
+                    ours_encode(case, args).with_context(|| format!("{}: encode", case.name))?,
+                );
             }
             if wants("decode") {
-                dec.push(ours_decode(case, args).with_context(|| format!("{}: decode", case.name))?);
+                dec.push(
+                    ours_decode(case, args).with_context(|| format!("{}: decode", case.name))?,
+                );
             }
             if perl {
                 let p = perl_run(case, &doc_path, args)?;
@@ -545,10 +635,20 @@ fn measure_all(args: &Args, cases: &[Case], perl: bool, tmp: &Path) -> Result<(V
         }
         let perl_med = |v: Vec<f64>| (!v.is_empty()).then(|| median(v));
         if wants("encode") {
-            rows.push(Row { case: case.name.clone(), direction: "encode", ours: median(enc), perl: perl_med(penc) });
+            rows.push(Row {
+                case: case.name.clone(),
+                direction: "encode",
+                ours: median(enc),
+                perl: perl_med(penc),
+            });
         }
         if wants("decode") {
-            rows.push(Row { case: case.name.clone(), direction: "decode", ours: median(dec), perl: perl_med(pdec) });
+            rows.push(Row {
+                case: case.name.clone(),
+                direction: "decode",
+                ours: median(dec),
+                perl: perl_med(pdec),
+            });
         }
     }
     Ok((rows, perl_sizes))

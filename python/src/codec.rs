@@ -19,7 +19,10 @@ thread_local! {
 /// Runs `f` with an encoder for `opts`: this thread's cached one when its options match (its
 /// buffers and tables are reused: a call per small event is then mostly encoding), else a new
 /// one, which is cached for the next call.
-fn with_encoder(opts: &EncoderOptions, f: impl FnOnce(&mut Encoder) -> sereal::Result<Vec<u8>>) -> sereal::Result<Vec<u8>> {
+fn with_encoder(
+    opts: &EncoderOptions,
+    f: impl FnOnce(&mut Encoder) -> sereal::Result<Vec<u8>>,
+) -> sereal::Result<Vec<u8>> {
     ENCODER.with(|cell| {
         let Ok(mut slot) = cell.try_borrow_mut() else {
             return f(&mut Encoder::new(opts.clone())?);
@@ -62,7 +65,9 @@ pub fn encoder_options(
             if !(1..=9).contains(&level) {
                 return Err(bad(format!("zlib level must be 1 to 9, not {level}")));
             }
-            Compression::Zlib { level: level as u32 }
+            Compression::Zlib {
+                level: level as u32,
+            }
         }
         Some("zstd") => {
             if protocol < 4 {
@@ -75,7 +80,9 @@ pub fn encoder_options(
             Compression::Zstd { level }
         }
         Some(other) => {
-            return Err(bad(format!("compress must be None, \"snappy\", \"zlib\" or \"zstd\", not {other:?}")))
+            return Err(bad(format!(
+                "compress must be None, \"snappy\", \"zlib\" or \"zstd\", not {other:?}"
+            )))
         }
     };
     if level.is_some() && matches!(compression, Compression::None | Compression::Snappy) {
@@ -106,7 +113,15 @@ pub fn dumps<'py>(
     compress_threshold: Option<usize>,
     max_depth: usize,
 ) -> PyResult<Bound<'py, PyBytes>> {
-    let mut opts = encoder_options(py, protocol, compress, level, dedupe, canonical, compress_threshold)?;
+    let mut opts = encoder_options(
+        py,
+        protocol,
+        compress,
+        level,
+        dedupe,
+        canonical,
+        compress_threshold,
+    )?;
     opts.max_depth = max_depth;
     let value = with_key_cache(|cache| ToValue::new(py, cache, max_depth).value(obj))?;
     let compressed = opts.compression != Compression::None;
@@ -171,7 +186,14 @@ pub fn loads<'py>(
     max_total_string_bytes: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let mode = BinaryMode::parse(py, binary)?;
-    let lim = limits(max_depth, max_decompressed_bytes, max_string_bytes, max_elements, max_values, max_total_string_bytes);
+    let lim = limits(
+        max_depth,
+        max_decompressed_bytes,
+        max_string_bytes,
+        max_elements,
+        max_values,
+        max_total_string_bytes,
+    );
     let value = with_bytes(data, |bytes| {
         let mut dec = Decoder::with_limits(lim);
         let r = if bytes.len() >= RELEASE_GIL_BYTES {
@@ -201,7 +223,14 @@ pub fn loads_many<'py>(
     max_total_string_bytes: Option<usize>,
 ) -> PyResult<Bound<'py, PyList>> {
     let mode = BinaryMode::parse(py, binary)?;
-    let lim = limits(max_depth, max_decompressed_bytes, max_string_bytes, max_elements, max_values, max_total_string_bytes);
+    let lim = limits(
+        max_depth,
+        max_decompressed_bytes,
+        max_string_bytes,
+        max_elements,
+        max_values,
+        max_total_string_bytes,
+    );
     let values = with_bytes(data, |bytes| {
         let mut dec = Decoder::with_limits(lim);
         let mut out = Vec::new();
@@ -210,7 +239,13 @@ pub fn loads_many<'py>(
             let doc = dec.decode_document(&bytes[at..]).map_err(|e| {
                 // Report offsets from the start of `data`, not of the document.
                 let msg = format!("document at offset {at}: {e}");
-                let category = if e.is_eof() { "eof" } else if e.is_limit() { "limit" } else { "invalid" };
+                let category = if e.is_eof() {
+                    "eof"
+                } else if e.is_limit() {
+                    "limit"
+                } else {
+                    "invalid"
+                };
                 sereal_error(py, msg, Some(at + e.offset()), category)
             })?;
             at += doc.len.max(1);
@@ -219,14 +254,19 @@ pub fn loads_many<'py>(
         Ok(out)
     })?;
     let mut conv = ToPy::new(py, mode);
-    let items = values.iter().map(|v| conv.value(v)).collect::<PyResult<Vec<_>>>()?;
+    let items = values
+        .iter()
+        .map(|v| conv.value(v))
+        .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, items)
 }
 
 /// Whether `s` may be a `dc` / `type` / `subtype` (the collector's rule: at most 64 bytes, no
 /// `:`, `|` or control character; `type` and `dc` not empty).
 fn valid_tag(s: &str, may_be_empty: bool) -> bool {
-    (may_be_empty || !s.is_empty()) && s.len() <= 64 && !s.chars().any(|c| c == ':' || c == '|' || c.is_control())
+    (may_be_empty || !s.is_empty())
+        && s.len() <= 64
+        && !s.chars().any(|c| c == ':' || c == '|' || c.is_control())
 }
 
 /// What `pack_events` returns to the emitter.
@@ -293,8 +333,17 @@ fn pack_with(
         }
     };
     if !dc_ok {
-        note(format!("bad dc {:?}", dc.unwrap_or_default()), &mut first_error);
-        return Ok(Packed { payloads: vec![], events: 0, invalid: items.len(), oversized: 0, first_error });
+        note(
+            format!("bad dc {:?}", dc.unwrap_or_default()),
+            &mut first_error,
+        );
+        return Ok(Packed {
+            payloads: vec![],
+            events: 0,
+            invalid: items.len(),
+            oversized: 0,
+            first_error,
+        });
     }
     for item in items.iter() {
         let event = (|| -> PyResult<Result<Value, String>> {
@@ -303,14 +352,22 @@ fn pack_with(
             let subtype: String = t.get_item(1)?.extract()?;
             let epoch: i64 = t.get_item(2)?.extract()?;
             if !valid_tag(&type_, false) {
-                return Ok(Err(format!("bad type {type_:?} (1-64 bytes, no ':', '|' or control characters)")));
+                return Ok(Err(format!(
+                    "bad type {type_:?} (1-64 bytes, no ':', '|' or control characters)"
+                )));
             }
             if !valid_tag(&subtype, true) {
-                return Ok(Err(format!("bad subtype {subtype:?} (0-64 bytes, no ':', '|' or control characters)")));
+                return Ok(Err(format!(
+                    "bad subtype {subtype:?} (0-64 bytes, no ':', '|' or control characters)"
+                )));
             }
             let ev = t.get_item(3)?;
             let Ok(d) = ev.downcast::<PyDict>() else {
-                let name = ev.get_type().name().map(|n| n.to_string()).unwrap_or_default();
+                let name = ev
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default();
                 return Ok(Err(format!("an event must be a dict, not {name}")));
             };
             let mut tags = Vec::with_capacity(4);
@@ -335,17 +392,29 @@ fn pack_with(
         }
     }
     if values.is_empty() {
-        return Ok(Packed { payloads: vec![], events: 0, invalid, oversized: 0, first_error });
+        return Ok(Packed {
+            payloads: vec![],
+            events: 0,
+            invalid,
+            oversized: 0,
+            first_error,
+        });
     }
     let n = values.len();
     let result = py.allow_threads(|| -> Result<(Vec<Vec<u8>>, usize), sereal::Error> {
         let mut enc = Encoder::new(opts.clone())?;
         let doc = enc.encode(&Value::Array(values))?;
-        let Some(max) = max_bytes else { return Ok((vec![doc], 0)) };
+        let Some(max) = max_bytes else {
+            return Ok((vec![doc], 0));
+        };
         if doc.len() <= max {
             return Ok((vec![doc], 0));
         }
-        let split_opts = sereal::SplitOptions { allow_oversized: true, threads: 1, ..Default::default() };
+        let split_opts = sereal::SplitOptions {
+            allow_oversized: true,
+            threads: 1,
+            ..Default::default()
+        };
         let chunks = sereal::split(&doc, max, &split_opts, &Limits::default())?;
         // A chunk over the limit is one event alone (the splitter only lets a single element
         // exceed it): drop it, it cannot go in a datagram.
@@ -356,8 +425,20 @@ fn pack_with(
     });
     let (docs, oversized) = result.map_err(|e| codec_error(py, &e))?;
     if oversized > 0 {
-        note(format!("{oversized} event(s) larger than a datagram ({} bytes)", max_bytes.unwrap_or(0)), &mut first_error);
+        note(
+            format!(
+                "{oversized} event(s) larger than a datagram ({} bytes)",
+                max_bytes.unwrap_or(0)
+            ),
+            &mut first_error,
+        );
     }
     let payloads = docs.iter().map(|d| PyBytes::new(py, d).unbind()).collect();
-    Ok(Packed { payloads, events: n - oversized, invalid, oversized, first_error })
+    Ok(Packed {
+        payloads,
+        events: n - oversized,
+        invalid,
+        oversized,
+        first_error,
+    })
 }

@@ -42,14 +42,16 @@ pub struct Types {
 pub static TYPES: GILOnceCell<Types> = GILOnceCell::new();
 
 pub fn types(py: Python<'_>) -> PyResult<&Types> {
-    TYPES
-        .get(py)
-        .ok_or_else(|| PyValueError::new_err("sluice._native used before sluice._types registered its classes"))
+    TYPES.get(py).ok_or_else(|| {
+        PyValueError::new_err("sluice._native used before sluice._types registered its classes")
+    })
 }
 
 /// A `SerealError(message)` with `.offset` and `.category` set.
 pub fn sereal_error(py: Python<'_>, msg: String, offset: Option<usize>, category: &str) -> PyErr {
-    let Ok(t) = types(py) else { return PyValueError::new_err(msg) };
+    let Ok(t) = types(py) else {
+        return PyValueError::new_err(msg);
+    };
     let err = PyErr::from_type(t.sereal_error.bind(py).clone(), (msg,));
     let v = err.value(py);
     // Attribute setting on a fresh exception instance cannot fail in practice; if it did, the
@@ -98,7 +100,11 @@ pub struct KeyCache {
 
 impl KeyCache {
     fn new() -> KeyCache {
-        KeyCache { generation: 0, recent: Box::new(std::array::from_fn(|_| (0, 0, None))), by_text: FxHashMap::default() }
+        KeyCache {
+            generation: 0,
+            recent: Box::new(std::array::from_fn(|_| (0, 0, None))),
+            by_text: FxHashMap::default(),
+        }
     }
 }
 
@@ -131,7 +137,12 @@ pub struct ToValue<'py, 'c> {
 
 impl<'py, 'c> ToValue<'py, 'c> {
     pub fn new(py: Python<'py>, cache: &'c mut KeyCache, max_depth: usize) -> Self {
-        ToValue { py, cache, depth: 0, max_depth }
+        ToValue {
+            py,
+            cache,
+            depth: 0,
+            max_depth,
+        }
     }
 
     pub fn value(&mut self, obj: &Bound<'py, PyAny>) -> PyResult<Value> {
@@ -207,24 +218,40 @@ impl<'py, 'c> ToValue<'py, 'c> {
             self.enter()?;
             let value = self.value(&obj.getattr("value")?)?;
             self.depth -= 1;
-            return Ok(Value::Object(Box::new(sereal::Object { class, value, frozen })));
+            return Ok(Value::Object(Box::new(sereal::Object {
+                class,
+                value,
+                frozen,
+            })));
         }
         if obj.is_instance(t.perl_regexp.bind(py))? {
             let pattern = self.value(&obj.getattr("pattern")?)?;
             let flags: String = obj.getattr("flags")?.extract()?;
             return Ok(Value::Regexp(Box::new(sereal::Regexp { pattern, flags })));
         }
-        let name = obj.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        Err(encode_error(py, format!("cannot encode an object of type {name} as Sereal")))
+        let name = obj
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        Err(encode_error(
+            py,
+            format!("cannot encode an object of type {name} as Sereal"),
+        ))
     }
 
     /// The UTF-8 of a `str` (a lone surrogate has none: an encode error, not a UnicodeError).
     fn text<'a>(&self, s: &'a Bound<'py, PyString>) -> PyResult<&'a str> {
-        s.to_str().map_err(|e| encode_error(self.py, format!("string is not encodable as UTF-8: {e}")))
+        s.to_str()
+            .map_err(|e| encode_error(self.py, format!("string is not encodable as UTF-8: {e}")))
     }
 
     /// A list or tuple (its `len` items) as an array, one nesting level deeper.
-    fn sequence(&mut self, len: usize, items: impl Iterator<Item = Bound<'py, PyAny>>) -> PyResult<Value> {
+    fn sequence(
+        &mut self,
+        len: usize,
+        items: impl Iterator<Item = Bound<'py, PyAny>>,
+    ) -> PyResult<Value> {
         self.enter()?;
         let mut out = Vec::with_capacity(len);
         for item in items {
@@ -239,7 +266,10 @@ impl<'py, 'c> ToValue<'py, 'c> {
         if self.depth > self.max_depth {
             return Err(encode_error(
                 self.py,
-                format!("nesting deeper than the limit of {} (or a reference cycle)", self.max_depth),
+                format!(
+                    "nesting deeper than the limit of {} (or a reference cycle)",
+                    self.max_depth
+                ),
             ));
         }
         Ok(())
@@ -285,8 +315,15 @@ impl<'py, 'c> ToValue<'py, 'c> {
         if let Ok(b) = k.downcast::<PyBytes>() {
             return Ok(Key::Binary(Arc::from(b.as_bytes())));
         }
-        let name = k.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        Err(encode_error(self.py, format!("dict keys must be str or bytes, not {name}")))
+        let name = k
+            .get_type()
+            .name()
+            .map(|n| n.to_string())
+            .unwrap_or_else(|_| "?".into());
+        Err(encode_error(
+            self.py,
+            format!("dict keys must be str or bytes, not {name}"),
+        ))
     }
 
     fn dict(&mut self, d: &Bound<'py, PyDict>) -> PyResult<Value> {
@@ -396,7 +433,9 @@ impl<'py> ToPy<'py> {
             Value::Object(o) => {
                 let t = types(py)?;
                 let value = self.value(&o.value)?;
-                t.perl_object.bind(py).call1((o.class.as_str(), value, o.frozen))?
+                t.perl_object
+                    .bind(py)
+                    .call1((o.class.as_str(), value, o.frozen))?
             }
             Value::Regexp(r) => {
                 let t = types(py)?;
@@ -433,7 +472,9 @@ impl<'py> ToPy<'py> {
         };
         // No Python code runs while the cache is borrowed, so the borrow cannot be re-entered.
         KEY_STRS.with(|cell| {
-            let Ok(mut cache) = cell.try_borrow_mut() else { return PyString::new(py, text).into_any() };
+            let Ok(mut cache) = cell.try_borrow_mut() else {
+                return PyString::new(py, text).into_any();
+            };
             if let Some(s) = cache.get(bytes) {
                 return s.bind(py).clone().into_any();
             }

@@ -33,7 +33,15 @@ fn register_types(
     perl_regexp: Py<PyType>,
 ) -> PyResult<()> {
     // A second registration (a reloaded module) keeps the first classes: the cell is set once.
-    let _ = convert::TYPES.set(py, convert::Types { sereal_error, read_error, perl_object, perl_regexp });
+    let _ = convert::TYPES.set(
+        py,
+        convert::Types {
+            sereal_error,
+            read_error,
+            perl_object,
+            perl_regexp,
+        },
+    );
     Ok(())
 }
 

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 use sereal::Value;
-use sluice_reader::{Cursor, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection, Tail, TailOptions};
+use sluice_reader::{
+    Cursor, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection, Tail, TailOptions,
+};
 use sluice_store::{EmbeddedStore, StoreError};
 
 use crate::convert::{types, BinaryMode, ToPy};
@@ -49,7 +51,8 @@ fn selection(
     select: Vec<String>,
     where_: Option<String>,
 ) -> PyResult<Selection> {
-    Selection::from_texts(dc, type_, subtype, &select, where_.as_deref()).map_err(|e| read_error(py, e.to_string()))
+    Selection::from_texts(dc, type_, subtype, &select, where_.as_deref())
+        .map_err(|e| read_error(py, e.to_string()))
 }
 
 /// Splits read items into events and `(key, reason)` warnings.
@@ -74,7 +77,9 @@ pub struct RangeIter {
 impl RangeIter {
     /// The next events (a list of dicts); an empty list when the read is over.
     fn next_batch<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let Some(reader) = self.reader.as_mut() else { return Ok(PyList::empty(py)) };
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(PyList::empty(py));
+        };
         let (items, done) = py.allow_threads(|| {
             let items: Vec<ReadItem> = reader.by_ref().take(BATCH).collect();
             let done = items.len() < BATCH;
@@ -87,7 +92,10 @@ impl RangeIter {
         let mut events = Vec::with_capacity(items.len());
         sort_items(items, &mut events, &mut self.warnings);
         let mut conv = ToPy::new(py, self.binary);
-        let out = events.iter().map(|v| conv.value(v)).collect::<PyResult<Vec<_>>>()?;
+        let out = events
+            .iter()
+            .map(|v| conv.value(v))
+            .collect::<PyResult<Vec<_>>>()?;
         PyList::new(py, out)
     }
 
@@ -125,7 +133,11 @@ pub fn open_range(
     let reader = py
         .allow_threads(|| RangeReader::new(store, req, ReadOptions::default()))
         .map_err(|e| read_error(py, e.to_string()))?;
-    Ok(RangeIter { reader: Some(reader), warnings: Vec::new(), binary })
+    Ok(RangeIter {
+        reader: Some(reader),
+        warnings: Vec::new(),
+        binary,
+    })
 }
 
 /// What one poll of a tail gives: the events, the `(key, reason)` warnings, and whether it
@@ -142,12 +154,10 @@ pub struct TailHandle {
 #[pymethods]
 impl TailHandle {
     /// Reads what is new at `now`: `(events, warnings, caught_up)`.
-    fn poll<'py>(
-        &mut self,
-        py: Python<'py>,
-        now: i64,
-    ) -> PyResult<Polled<'py>> {
-        let Some(tail) = self.tail.as_mut() else { return Err(read_error(py, "the tail is closed".into())) };
+    fn poll<'py>(&mut self, py: Python<'py>, now: i64) -> PyResult<Polled<'py>> {
+        let Some(tail) = self.tail.as_mut() else {
+            return Err(read_error(py, "the tail is closed".into()));
+        };
         let (result, caught_up) = py.allow_threads(|| {
             let r = tail.poll(now);
             (r, tail.caught_up())
@@ -160,7 +170,10 @@ impl TailHandle {
             Err(e) => warnings.push(("tail".to_owned(), e.to_string())),
         }
         let mut conv = ToPy::new(py, self.binary);
-        let out = events.iter().map(|v| conv.value(v)).collect::<PyResult<Vec<_>>>()?;
+        let out = events
+            .iter()
+            .map(|v| conv.value(v))
+            .collect::<PyResult<Vec<_>>>()?;
         Ok((PyList::new(py, out)?, warnings, caught_up))
     }
 
@@ -194,13 +207,18 @@ pub fn open_tail(
     let binary = BinaryMode::parse(py, binary)?;
     let selection = selection(py, dc, type_, subtype, select, where_)?;
     let start = match (cursor, start) {
-        (Some(token), _) => token.parse::<Cursor>().map_err(|e| read_error(py, format!("cursor: {e}")))?,
+        (Some(token), _) => token
+            .parse::<Cursor>()
+            .map_err(|e| read_error(py, format!("cursor: {e}")))?,
         (None, Some(epoch)) => Cursor::at(epoch),
         (None, None) => Cursor::at(sluice_reader::time::now_unix()),
     };
     let store = open_store(py, dir)?;
     let tail = Tail::new(store, selection, start, TailOptions::default());
-    Ok(TailHandle { tail: Some(tail), binary })
+    Ok(TailHandle {
+        tail: Some(tail),
+        binary,
+    })
 }
 
 /// Parses a time argument as `sluice cat --from` does (Unix seconds, RFC 3339, `now`, `-5m`).

@@ -19,11 +19,22 @@ use sluice_store::{EmbeddedStore, Store};
 
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
-    let profile: Profile = args.next().unwrap_or_else(|| "default".into()).parse().map_err(|e| anyhow!("{e}"))?;
-    let events: usize = args.next().map_or(Ok(100_000), |s| s.parse()).context("event count")?;
+    let profile: Profile = args
+        .next()
+        .unwrap_or_else(|| "default".into())
+        .parse()
+        .map_err(|e| anyhow!("{e}"))?;
+    let events: usize = args
+        .next()
+        .map_or(Ok(100_000), |s| s.parse())
+        .context("event count")?;
     let eps = 10_000usize;
     let base = 1_700_000_000i64;
-    let cfg = sluice_gen::GenConfig { epoch_start: base, events_per_second: eps as u32, ..sluice_gen::GenConfig::web(1, events) };
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: base,
+        events_per_second: eps as u32,
+        ..sluice_gen::GenConfig::web(1, events)
+    };
     // Generating costs more than ingesting: keep the text between runs so profiles show ingest.
     let cache = std::env::temp_dir().join(format!("ingest-prof-{events}.ndjson"));
     let text = match std::fs::read(&cache) {
@@ -50,7 +61,10 @@ fn main() -> Result<()> {
     let dir = std::env::temp_dir().join(format!("ingest-prof-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = Arc::new(EmbeddedStore::open(&dir).context("opening the store")?);
-    let acfg = AggregatorConfig { blob: BlobOptions::with_profile(profile), ..AggregatorConfig::default() };
+    let acfg = AggregatorConfig {
+        blob: BlobOptions::with_profile(profile),
+        ..AggregatorConfig::default()
+    };
     let mut agg = Aggregator::new(acfg, store.clone()).map_err(|e| anyhow!("{e}"))?;
     let mut ing = Ingestor::new(IngestConfig::default()).map_err(|e| anyhow!("{e}"))?;
     let t0 = Instant::now();
@@ -82,7 +96,10 @@ fn main() -> Result<()> {
     store.flush().context("store flush")?;
     let cpu = cpu_seconds() - cpu0;
     let secs = t0.elapsed().as_secs_f64();
-    eprintln!("{n} events in {secs:.3} s wall, {cpu:.3} CPU-s: {:.0} events/CPU-s", n as f64 / cpu);
+    eprintln!(
+        "{n} events in {secs:.3} s wall, {cpu:.3} CPU-s: {:.0} events/CPU-s",
+        n as f64 / cpu
+    );
     drop(agg);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
@@ -91,7 +108,10 @@ fn main() -> Result<()> {
 
 /// Process CPU time (all threads), seconds.
 fn cpu_seconds() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
     if rc != 0 {

@@ -83,7 +83,10 @@ fn parse_args() -> Result<Args> {
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or_else(|| anyhow!("{name} needs a value\n\n{USAGE}"));
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| anyhow!("{name} needs a value\n\n{USAGE}"))
+        };
         match arg.as_str() {
             "--only" => {
                 for r in value("--only")?.split(',') {
@@ -94,15 +97,36 @@ fn parse_args() -> Result<Args> {
                 }
             }
             "--reps" => a.reps = value("--reps")?.parse::<usize>().context("--reps")?.max(1),
-            "--ingest-events" => a.ingest_events = value("--ingest-events")?.parse().context("--ingest-events")?,
-            "--ingest-eps" => a.ingest_eps = value("--ingest-eps")?.parse::<u32>().context("--ingest-eps")?.max(1),
-            "--read-events" => a.read_events = value("--read-events")?.parse().context("--read-events")?,
+            "--ingest-events" => {
+                a.ingest_events = value("--ingest-events")?
+                    .parse()
+                    .context("--ingest-events")?
+            }
+            "--ingest-eps" => {
+                a.ingest_eps = value("--ingest-eps")?
+                    .parse::<u32>()
+                    .context("--ingest-eps")?
+                    .max(1)
+            }
+            "--read-events" => {
+                a.read_events = value("--read-events")?.parse().context("--read-events")?
+            }
             "--udp-count" => a.udp_count = value("--udp-count")?.parse().context("--udp-count")?,
             "--udp-pace" => a.udp_pace = value("--udp-pace")?.parse().context("--udp-pace")?,
-            "--size-events" => a.size_events = value("--size-events")?.parse().context("--size-events")?,
-            "--size-eps" => a.size_eps = value("--size-eps")?.parse::<u32>().context("--size-eps")?.max(1),
+            "--size-events" => {
+                a.size_events = value("--size-events")?.parse().context("--size-events")?
+            }
+            "--size-eps" => {
+                a.size_eps = value("--size-eps")?
+                    .parse::<u32>()
+                    .context("--size-eps")?
+                    .max(1)
+            }
             "--latency-samples" => {
-                a.latency_samples = value("--latency-samples")?.parse::<usize>().context("--latency-samples")?.max(1)
+                a.latency_samples = value("--latency-samples")?
+                    .parse::<usize>()
+                    .context("--latency-samples")?
+                    .max(1)
             }
             "--no-perl" => a.perl = false,
             "--no-statsd" => a.statsd = false,
@@ -131,7 +155,10 @@ impl Args {
 // ---------------------------------------------------------------------------------------------
 
 fn clock(id: libc::clockid_t) -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
     let rc = unsafe { libc::clock_gettime(id, &mut ts) };
     if rc != 0 {
@@ -175,7 +202,10 @@ fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
 }
 
 fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 fn manifest_dir() -> PathBuf {
@@ -185,16 +215,30 @@ fn manifest_dir() -> PathBuf {
 /// Runs a Perl script, returns its JSON output.
 fn run_perl(script: &str, args: &[&str]) -> Result<serde_json::Value> {
     let path = manifest_dir().join("perl").join(script);
-    let out = Command::new("perl").arg(&path).args(args).output().context("running perl")?;
+    let out = Command::new("perl")
+        .arg(&path)
+        .args(args)
+        .output()
+        .context("running perl")?;
     if !out.status.success() {
-        bail!("{script} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{script} failed ({}):\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    serde_json::from_slice(&out.stdout)
-        .with_context(|| format!("parsing the output of {script}: {:?}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).with_context(|| {
+        format!(
+            "parsing the output of {script}: {:?}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 fn num(j: &serde_json::Value, k: &str) -> Result<f64> {
-    j.get(k).and_then(serde_json::Value::as_f64).ok_or_else(|| anyhow!("Perl output lacks {k}"))
+    j.get(k)
+        .and_then(serde_json::Value::as_f64)
+        .ok_or_else(|| anyhow!("Perl output lacks {k}"))
 }
 
 fn perl_available(modules: &[&str]) -> std::result::Result<(), String> {
@@ -204,13 +248,20 @@ fn perl_available(modules: &[&str]) -> std::result::Result<(), String> {
     }
     match cmd.args(["-e", "1"]).output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => Err(String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("").to_string()),
+        Ok(o) => Err(String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()),
         Err(e) => Err(format!("cannot run perl: {e}")),
     }
 }
 
 fn profiles() -> [(&'static str, Profile); 2] {
-    [("default (v5 zstd 3)", Profile::default()), ("original (v3 zlib 6)", Profile::Original)]
+    [
+        ("default (v5 zstd 3)", Profile::default()),
+        ("original (v3 zlib 6)", Profile::Original),
+    ]
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,14 +285,20 @@ fn ingest_payloads(text: &[u8], per_payload: usize, base: i64, eps: u32) -> Vec<
         if b == b'\n' {
             lines += 1;
             if lines - first_index == per_payload {
-                out.push((base + (first_index / eps as usize) as i64, text[start..=i].to_vec()));
+                out.push((
+                    base + (first_index / eps as usize) as i64,
+                    text[start..=i].to_vec(),
+                ));
                 start = i + 1;
                 first_index = lines;
             }
         }
     }
     if start < text.len() {
-        out.push((base + (first_index / eps as usize) as i64, text[start..].to_vec()));
+        out.push((
+            base + (first_index / eps as usize) as i64,
+            text[start..].to_vec(),
+        ));
     }
     out
 }
@@ -249,7 +306,10 @@ fn ingest_payloads(text: &[u8], per_payload: usize, base: i64, eps: u32) -> Vec<
 fn ours_ingest(payloads: &[(i64, Vec<u8>)], profile: Profile, dir: &Path) -> Result<IngestRun> {
     let _ = std::fs::remove_dir_all(dir);
     let store = Arc::new(EmbeddedStore::open(dir).context("opening the store")?);
-    let cfg = AggregatorConfig { blob: BlobOptions::with_profile(profile), ..AggregatorConfig::default() };
+    let cfg = AggregatorConfig {
+        blob: BlobOptions::with_profile(profile),
+        ..AggregatorConfig::default()
+    };
     let mut agg = Aggregator::new(cfg, store.clone()).map_err(|e| anyhow!("{e}"))?;
     let mut ing = Ingestor::new(IngestConfig::default()).map_err(|e| anyhow!("{e}"))?;
     let (mut events, mut bytes) = (0u64, 0u64);
@@ -287,7 +347,12 @@ fn ours_ingest(payloads: &[(i64, Vec<u8>)], profile: Profile, dir: &Path) -> Res
     drop(agg);
     drop(store);
     let _ = std::fs::remove_dir_all(dir);
-    Ok(IngestRun { events, cpu, wall, bytes })
+    Ok(IngestRun {
+        events,
+        cpu,
+        wall,
+        bytes,
+    })
 }
 
 fn row_ingest(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()> {
@@ -318,7 +383,11 @@ fn row_ingest(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<(
             eprintln!("ingest: ours, {name}, rep {} ...", rep + 1);
             let r = ours_ingest(&payloads, profile, &tmp.join("ingest-store"))?;
             if r.events != args.ingest_events as u64 {
-                bail!("ingest: {} events stored, expected {}", r.events, args.ingest_events);
+                bail!(
+                    "ingest: {} events stored, expected {}",
+                    r.events,
+                    args.ingest_events
+                );
             }
             ours[i].1.push(r.events as f64 / r.cpu);
             ours[i].2.push(r.events as f64 / r.wall);
@@ -327,7 +396,10 @@ fn row_ingest(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<(
         }
         if perl {
             eprintln!("ingest: Perl reference, rep {} ...", rep + 1);
-            let j = run_perl("ingest_ref.pl", &["--file", ndjson.to_str().unwrap_or_default()])?;
+            let j = run_perl(
+                "ingest_ref.pl",
+                &["--file", ndjson.to_str().unwrap_or_default()],
+            )?;
             let ev = num(&j, "events")?;
             p_pe.push(ev / num(&j, "parse_encode_cpu_s")?);
             p_e.push(ev / num(&j, "encode_cpu_s")?);
@@ -361,7 +433,10 @@ fn row_ingest(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<(
         opt(pm(&p_e), fmt_rate)
     ));
     if let (Some(p), Some(o)) = (pm(&p_pe), ours.first().map(|o| median(o.1.clone()))) {
-        out.push_str(&format!("\nSluice default vs Perl parse+encode: {:.2}×. ", o / p));
+        out.push_str(&format!(
+            "\nSluice default vs Perl parse+encode: {:.2}×. ",
+            o / p
+        ));
     }
     out.push_str(&format!(
         "Events/s per CPU-s = events / process CPU time (all threads: the blob splitter may compress on up to 4), median of {} runs. \
@@ -381,7 +456,11 @@ const WHERE: &str = "status >= 500";
 /// Stores `n` WEB events of one second (4 dcs × 3 subtypes) as chunks, built in batches per
 /// group (each batch split at the 500 KB chunk limit like the aggregator does). Returns the
 /// epoch, the number of chunks, the stored bytes, and every blob (for the Perl reference).
-fn build_read_store(store: &EmbeddedStore, n: usize, profile: Profile) -> Result<(i64, usize, u64, Vec<Vec<u8>>)> {
+fn build_read_store(
+    store: &EmbeddedStore,
+    n: usize,
+    profile: Profile,
+) -> Result<(i64, usize, u64, Vec<Vec<u8>>)> {
     const BATCH: usize = 10_000;
     let epoch = unix_now() - 300;
     let cfg = sluice_gen::GenConfig {
@@ -393,7 +472,12 @@ fn build_read_store(store: &EmbeddedStore, n: usize, profile: Profile) -> Result
     let mut groups: BTreeMap<(String, String), (Vec<Value>, u32)> = BTreeMap::new();
     let mut blobs_out = Vec::new();
     let mut bytes = 0u64;
-    let mut flush = |dc: &str, sub: &str, events: &mut Vec<Value>, next: &mut u32, blobs_out: &mut Vec<Vec<u8>>| -> Result<()> {
+    let mut flush = |dc: &str,
+                     sub: &str,
+                     events: &mut Vec<Value>,
+                     next: &mut u32,
+                     blobs_out: &mut Vec<Vec<u8>>|
+     -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
@@ -413,8 +497,16 @@ fn build_read_store(store: &EmbeddedStore, n: usize, profile: Profile) -> Result
         Ok(())
     };
     for ev in sluice_gen::Generator::new(cfg) {
-        let dc = ev.get("dc").and_then(Value::as_str).unwrap_or("").to_string();
-        let sub = ev.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
+        let dc = ev
+            .get("dc")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let sub = ev
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let g = groups.entry((dc.clone(), sub.clone())).or_default();
         g.0.push(ev);
         if g.0.len() >= BATCH {
@@ -433,11 +525,15 @@ fn build_read_store(store: &EmbeddedStore, n: usize, profile: Profile) -> Result
 fn ours_read(store: &EmbeddedStore, epoch: i64, lazy: bool) -> Result<(u64, f64)> {
     let mut req = ReadRequest::new(epoch, epoch + 1);
     if lazy {
-        req.selection.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<std::result::Result<_, _>>()?;
+        req.selection.select = SELECT
+            .iter()
+            .map(|p| sereal::Path::parse(p))
+            .collect::<std::result::Result<_, _>>()?;
         req.selection.filter = Some(Filter::parse(WHERE).map_err(|e| anyhow!("{e}"))?);
     }
     let cpu0 = cpu_seconds();
-    let reader = RangeReader::new(store, req, ReadOptions::default()).map_err(|e| anyhow!("{e}"))?;
+    let reader =
+        RangeReader::new(store, req, ReadOptions::default()).map_err(|e| anyhow!("{e}"))?;
     let mut n = 0u64;
     for item in reader {
         match item {
@@ -485,12 +581,23 @@ fn row_read(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()>
             nfull = b;
             full.push(t);
             if perl && rep == 0 {
-                let j = run_perl("read_ref.pl", &["--file", blobs_file.to_str().unwrap_or_default(), "--select", &SELECT.join(",")])?;
+                let j = run_perl(
+                    "read_ref.pl",
+                    &[
+                        "--file",
+                        blobs_file.to_str().unwrap_or_default(),
+                        "--select",
+                        &SELECT.join(","),
+                    ],
+                )?;
                 psel.push(num(&j, "select_cpu_s")?);
                 pfull.push(num(&j, "full_cpu_s")?);
                 pmatched = num(&j, "matched")?;
                 if num(&j, "events")? as usize != n {
-                    bail!("read: the Perl reference decoded {} events, expected {n}", num(&j, "events")?);
+                    bail!(
+                        "read: the Perl reference decoded {} events, expected {n}",
+                        num(&j, "events")?
+                    );
                 }
             }
         }
@@ -507,11 +614,18 @@ fn row_read(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()>
         let mb = bytes as f64 / 1e6;
         let mut row = |reader: &str, events: u64, cpu: Option<f64>, tgt: Option<f64>| {
             let (cpu_s, per, ext) = match cpu {
-                Some(c) => (format!("{c:.3}"), format!("{:.2}", c / n as f64 * 1e6), format!("{:.2}", c * scale)),
+                Some(c) => (
+                    format!("{c:.3}"),
+                    format!("{:.2}", c / n as f64 * 1e6),
+                    format!("{:.2}", c * scale),
+                ),
                 None => ("n/a".into(), "n/a".into(), "n/a".into()),
             };
             let (t, v) = match (tgt, cpu) {
-                (Some(t), Some(c)) => (format!("≤ {t} CPU-s"), if c * scale <= t { "met" } else { "MISSED" }.to_string()),
+                (Some(t), Some(c)) => (
+                    format!("≤ {t} CPU-s"),
+                    if c * scale <= t { "met" } else { "MISSED" }.to_string(),
+                ),
                 (Some(t), None) => (format!("≤ {t} CPU-s"), String::new()),
                 _ => (String::new(), String::new()),
             };
@@ -520,10 +634,33 @@ fn row_read(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()>
             ));
         };
         let pm = |v: &Vec<f64>| (!v.is_empty()).then(|| median(v.clone()));
-        row(&format!("Sluice RangeReader, select {} where `{WHERE}`", SELECT.join(", ")), nsel, Some(median(sel.clone())), Some(target));
-        row("Sluice RangeReader, full decode", nfull, Some(median(full.clone())), None);
-        row("Perl reference (1 run): SHA-1 check, strip trailer, decode, filter, keep 3 fields", pmatched as u64, pm(&psel), None);
-        row("Perl reference (1 run): SHA-1 check, strip trailer, full decode", n as u64, pm(&pfull), None);
+        row(
+            &format!(
+                "Sluice RangeReader, select {} where `{WHERE}`",
+                SELECT.join(", ")
+            ),
+            nsel,
+            Some(median(sel.clone())),
+            Some(target),
+        );
+        row(
+            "Sluice RangeReader, full decode",
+            nfull,
+            Some(median(full.clone())),
+            None,
+        );
+        row(
+            "Perl reference (1 run): SHA-1 check, strip trailer, decode, filter, keep 3 fields",
+            pmatched as u64,
+            pm(&psel),
+            None,
+        );
+        row(
+            "Perl reference (1 run): SHA-1 check, strip trailer, full decode",
+            n as u64,
+            pm(&pfull),
+            None,
+        );
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&blobs_file);
@@ -543,8 +680,18 @@ fn row_read(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()>
 
 /// ~200 B JSON events, a few hundred distinct ones.
 fn udp_json_payloads() -> Vec<Vec<u8>> {
-    let paths = ["/", "/index.html", "/search", "/hotel/nl/amsterdam.html", "/api/autocomplete", "/basket"];
-    let uas = ["Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0", "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0) Safari/604.1"];
+    let paths = [
+        "/",
+        "/index.html",
+        "/search",
+        "/hotel/nl/amsterdam.html",
+        "/api/autocomplete",
+        "/basket",
+    ];
+    let uas = [
+        "Mozilla/5.0 (X11; Linux x86_64) Firefox/120.0",
+        "Mozilla/5.0 (iPhone; CPU iPhone OS 17_0) Safari/604.1",
+    ];
     (0..512)
         .map(|i| {
             format!(
@@ -591,7 +738,9 @@ fn send(target: SocketAddr, payloads: &[Vec<u8>], count: usize, rate: u64) -> Re
             let k = burst.min(count - sent);
             // Rotate the payloads so that every burst does not start with the same one.
             let start = sent % payloads.len();
-            let rot: Vec<&[u8]> = (0..payloads.len()).map(|j| payloads[(start + j) % payloads.len()].as_slice()).collect();
+            let rot: Vec<&[u8]> = (0..payloads.len())
+                .map(|j| payloads[(start + j) % payloads.len()].as_slice())
+                .collect();
             sluice_udp::blast(target, &rot, k)?;
             sent += k;
         }
@@ -616,7 +765,9 @@ fn wait_quiet(counter: impl Fn() -> Result<u64>) -> Result<u64> {
         if now != last {
             last = now;
             still = Instant::now();
-        } else if still.elapsed() >= Duration::from_millis(300) || t0.elapsed() > Duration::from_secs(20) {
+        } else if still.elapsed() >= Duration::from_millis(300)
+            || t0.elapsed() > Duration::from_secs(20)
+        {
             return Ok(now);
         }
     }
@@ -625,7 +776,9 @@ fn wait_quiet(counter: impl Fn() -> Result<u64>) -> Result<u64> {
 /// A receiving thread: `setup` binds and returns the address and the per-thread loop.
 fn run_receiver<F>(recv: F, payloads: &[Vec<u8>], count: usize, rate: u64) -> Result<UdpResult>
 where
-    F: FnOnce(Arc<AtomicBool>, Arc<AtomicU64>, std::sync::mpsc::Sender<SocketAddr>) -> Result<f64> + Send + 'static,
+    F: FnOnce(Arc<AtomicBool>, Arc<AtomicU64>, std::sync::mpsc::Sender<SocketAddr>) -> Result<f64>
+        + Send
+        + 'static,
 {
     let stop = Arc::new(AtomicBool::new(false));
     let counter = Arc::new(AtomicU64::new(0));
@@ -636,17 +789,29 @@ where
         Ok(a) => a,
         Err(_) => {
             stop.store(true, Ordering::Relaxed);
-            return Err(handle.join().map_err(|_| anyhow!("receiver panicked"))?.err().unwrap_or_else(|| anyhow!("receiver did not start")));
+            return Err(handle
+                .join()
+                .map_err(|_| anyhow!("receiver panicked"))?
+                .err()
+                .unwrap_or_else(|| anyhow!("receiver did not start")));
         }
     };
     let send_rate = send(addr, payloads, count, rate);
     let received = wait_quiet(|| Ok(counter.load(Ordering::Relaxed)));
     stop.store(true, Ordering::Relaxed);
     let cpu = handle.join().map_err(|_| anyhow!("receiver panicked"))??;
-    Ok(UdpResult { received: received?, cpu, send_rate: send_rate? })
+    Ok(UdpResult {
+        received: received?,
+        cpu,
+        send_rate: send_rate?,
+    })
 }
 
-fn bare_receiver(stop: Arc<AtomicBool>, counter: Arc<AtomicU64>, tx: std::sync::mpsc::Sender<SocketAddr>) -> Result<f64> {
+fn bare_receiver(
+    stop: Arc<AtomicBool>,
+    counter: Arc<AtomicU64>,
+    tx: std::sync::mpsc::Sender<SocketAddr>,
+) -> Result<f64> {
     use std::os::fd::AsRawFd;
     let sock = UdpSocket::bind("127.0.0.1:0")?;
     let size: libc::c_int = 32 << 20;
@@ -676,14 +841,24 @@ fn bare_receiver(stop: Arc<AtomicBool>, counter: Arc<AtomicU64>, tx: std::sync::
                 n += 1;
                 counter.store(n, Ordering::Relaxed);
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(e.into()),
         }
     }
     Ok(thread_cpu_seconds() - cpu0)
 }
 
-fn sluice_receiver(stop: Arc<AtomicBool>, counter: Arc<AtomicU64>, tx: std::sync::mpsc::Sender<SocketAddr>) -> Result<f64> {
+fn sluice_receiver(
+    stop: Arc<AtomicBool>,
+    counter: Arc<AtomicU64>,
+    tx: std::sync::mpsc::Sender<SocketAddr>,
+) -> Result<f64> {
     let mut rx = sluice_udp::UdpReceiver::bind("127.0.0.1:0", sluice_udp::UdpConfig::default())?;
     let mut ing = Ingestor::new(IngestConfig::default()).map_err(|e| anyhow!("{e}"))?;
     tx.send(rx.local_addr()?).ok();
@@ -702,7 +877,13 @@ fn sluice_receiver(stop: Arc<AtomicBool>, counter: Arc<AtomicU64>, tx: std::sync
             std::hint::black_box(out);
         }) {
             Ok(_) => counter.store(n, Ordering::Relaxed),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -728,7 +909,9 @@ impl Drop for Statsd {
 
 fn free_port() -> Result<u16> {
     // Both a UDP and a TCP port free at once (the same number is not needed).
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 fn start_statsd(tmp: &Path) -> std::result::Result<Statsd, String> {
@@ -738,13 +921,23 @@ fn start_statsd(tmp: &Path) -> std::result::Result<Statsd, String> {
     if !main.is_file() {
         eprintln!("udp: npm install statsd@0.9.0 into {} ...", dir.display());
         let o = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--ignore-scripts", "--silent", "statsd@0.9.0"])
+            .args([
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--silent",
+                "statsd@0.9.0",
+            ])
             .current_dir(&dir)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run npm: {e}"))?;
         if !o.status.success() || !main.is_file() {
-            return Err(format!("npm install statsd@0.9.0 failed: {}", String::from_utf8_lossy(&o.stderr).trim()));
+            return Err(format!(
+                "npm install statsd@0.9.0 failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
         }
     }
     let version = std::fs::read_to_string(dir.join("node_modules/statsd/package.json"))
@@ -752,7 +945,10 @@ fn start_statsd(tmp: &Path) -> std::result::Result<Statsd, String> {
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .and_then(|j| j.get("version").and_then(|v| v.as_str()).map(String::from))
         .unwrap_or_else(|| "?".into());
-    let (up, mp) = (free_port().map_err(|e| e.to_string())?, free_port().map_err(|e| e.to_string())?);
+    let (up, mp) = (
+        free_port().map_err(|e| e.to_string())?,
+        free_port().map_err(|e| e.to_string())?,
+    );
     let cfg = dir.join("bench-config.js");
     std::fs::write(
         &cfg,
@@ -770,7 +966,12 @@ fn start_statsd(tmp: &Path) -> std::result::Result<Statsd, String> {
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot run node: {e}"))?;
-    let s = Statsd { child, udp: ([127, 0, 0, 1], up).into(), mgmt: ([127, 0, 0, 1], mp).into(), version };
+    let s = Statsd {
+        child,
+        udp: ([127, 0, 0, 1], up).into(),
+        mgmt: ([127, 0, 0, 1], mp).into(),
+        version,
+    };
     let t0 = Instant::now();
     loop {
         if statsd_packets(&s).is_ok() {
@@ -798,8 +999,14 @@ fn statsd_packets(s: &Statsd) -> Result<u64> {
         text.push_str(&String::from_utf8_lossy(&buf[..k]));
     }
     let key = "'statsd.packets_received': ";
-    let at = text.find(key).ok_or_else(|| anyhow!("no packets_received in {text:?}"))? + key.len();
-    let digits: String = text[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+    let at = text
+        .find(key)
+        .ok_or_else(|| anyhow!("no packets_received in {text:?}"))?
+        + key.len();
+    let digits: String = text[at..]
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
     Ok(digits.parse()?)
 }
 
@@ -819,7 +1026,11 @@ fn statsd_run(s: &Statsd, payloads: &[Vec<u8>], count: usize, rate: u64) -> Resu
     let cpu0 = statsd_cpu(s)?;
     let send_rate = send(s.udp, payloads, count, rate)?;
     let after = wait_quiet(|| statsd_packets(s))?;
-    Ok(UdpResult { received: after - before, cpu: statsd_cpu(s)? - cpu0, send_rate })
+    Ok(UdpResult {
+        received: after - before,
+        cpu: statsd_cpu(s)? - cpu0,
+        send_rate,
+    })
 }
 
 fn row_udp(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
@@ -827,16 +1038,32 @@ fn row_udp(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     let json = udp_json_payloads();
     let avg = json.iter().map(Vec::len).sum::<usize>() / json.len();
     let lines = udp_statsd_payloads(avg);
-    let statsd = if args.statsd { start_statsd(tmp) } else { Err("--no-statsd".into()) };
+    let statsd = if args.statsd {
+        start_statsd(tmp)
+    } else {
+        Err("--no-statsd".into())
+    };
     if let Err(why) = &statsd {
         eprintln!("warning: statsd unavailable ({why}); its rows show n/a");
     }
     let mut rows: Vec<(String, Vec<UdpResult>, u64)> = vec![
-        ("bare counting receiver (std recv loop, 32 MiB buffer)".into(), vec![], 0),
-        ("Sluice: UdpReceiver recv_batch + Ingestor (no store)".into(), vec![], 0),
+        (
+            "bare counting receiver (std recv loop, 32 MiB buffer)".into(),
+            vec![],
+            0,
+        ),
+        (
+            "Sluice: UdpReceiver recv_batch + Ingestor (no store)".into(),
+            vec![],
+            0,
+        ),
         (
             match &statsd {
-                Ok(s) => format!("Etsy statsd {} (node {}, default buffer), statsd counter lines (`name:1\\|c`)", s.version, node_version()),
+                Ok(s) => format!(
+                    "Etsy statsd {} (node {}, default buffer), statsd counter lines (`name:1\\|c`)",
+                    s.version,
+                    node_version()
+                ),
                 Err(_) => "Etsy statsd 0.9.0".into(),
             },
             vec![],
@@ -854,27 +1081,41 @@ fn row_udp(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     let mut paced = vec![];
     if args.udp_pace > 0 {
         eprintln!("udp: paced run of {n} at {}/s ...", args.udp_pace);
-        paced.push(("Sluice: UdpReceiver recv_batch + Ingestor (no store)".to_string(), run_receiver(sluice_receiver, &json, n, args.udp_pace)?));
+        paced.push((
+            "Sluice: UdpReceiver recv_batch + Ingestor (no store)".to_string(),
+            run_receiver(sluice_receiver, &json, n, args.udp_pace)?,
+        ));
     }
     out.push_str(&format!(
         "\n## 3. UDP: {n} datagrams of ~{avg} B on loopback, one sender thread (sluice_udp::blast, sendmmsg)\n\n"
     ));
     out.push_str("| run | receiver | sent/s | received | share | receiver CPU-s | CPU µs/datagram | target | verdict |\n|---|---|---:|---:|---:|---:|---:|---|---|\n");
-    let sluice_target = |share: f64, t: f64| (format!("≥ {:.0} %", t * 100.0), if share >= t { "met" } else { "MISSED" }.to_string());
+    let sluice_target = |share: f64, t: f64| {
+        (
+            format!("≥ {:.0} %", t * 100.0),
+            if share >= t { "met" } else { "MISSED" }.to_string(),
+        )
+    };
     for (i, (name, rs, _)) in rows.iter().enumerate() {
         if rs.is_empty() {
             let why = match &statsd {
                 Err(w) => w.clone(),
                 Ok(_) => String::new(),
             };
-            out.push_str(&format!("| full blast | {name} | | n/a | n/a ({why}) | | | | |\n"));
+            out.push_str(&format!(
+                "| full blast | {name} | | n/a | n/a ({why}) | | | | |\n"
+            ));
             continue;
         }
         let share = median(rs.iter().map(|r| r.received as f64 / n as f64).collect());
         let recv = median(rs.iter().map(|r| r.received as f64).collect());
         let cpu = median(rs.iter().map(|r| r.cpu).collect());
         let rate = median(rs.iter().map(|r| r.send_rate).collect());
-        let (t, v) = if i == 1 { sluice_target(share, 0.9) } else { (String::new(), String::new()) };
+        let (t, v) = if i == 1 {
+            sluice_target(share, 0.9)
+        } else {
+            (String::new(), String::new())
+        };
         out.push_str(&format!(
             "| full blast (median of {}) | {name} | {} | {recv:.0} | {:.1} % | {cpu:.2} | {:.2} | {t} | {v} |\n",
             rs.len(),
@@ -885,7 +1126,11 @@ fn row_udp(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     }
     for (name, r) in &paced {
         let share = r.received as f64 / n as f64;
-        let (t, v) = if name.starts_with("Sluice") { sluice_target(share, 1.0) } else { (String::new(), String::new()) };
+        let (t, v) = if name.starts_with("Sluice") {
+            sluice_target(share, 1.0)
+        } else {
+            (String::new(), String::new())
+        };
         out.push_str(&format!(
             "| paced {} /s (1 run) | {name} | {} | {} | {:.1} % | {:.2} | {:.2} | {t} | {v} |\n",
             fmt_rate(args.udp_pace as f64),
@@ -936,7 +1181,11 @@ fn size_corpus(events: usize, eps: u32) -> SizeCorpus {
     let train_secs = (events.div_ceil(per_sec) / 5).max(2);
     let train_n = train_secs * per_sec;
     let base = 1_700_000_000;
-    let cfg = sluice_gen::GenConfig { epoch_start: base, events_per_second: eps, ..sluice_gen::GenConfig::web(3, train_n + events) };
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: base,
+        events_per_second: eps,
+        ..sluice_gen::GenConfig::web(3, train_n + events)
+    };
     let mut groups: BTreeMap<(i64, String, String), Vec<Value>> = BTreeMap::new();
     let mut json_bytes = 0usize;
     for (i, ev) in sluice_gen::Generator::new(cfg).enumerate() {
@@ -944,21 +1193,43 @@ fn size_corpus(events: usize, eps: u32) -> SizeCorpus {
             json_bytes += sereal::json::to_string(&ev).len();
         }
         let ep = ev.get("epoch").and_then(Value::as_i64).unwrap_or(0);
-        let dc = ev.get("dc").and_then(Value::as_str).unwrap_or("").to_string();
-        let sub = ev.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
+        let dc = ev
+            .get("dc")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let sub = ev
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         groups.entry((ep, dc, sub)).or_default().push(ev);
     }
     let split = base + train_secs as i64;
     let (mut train, mut test) = (Vec::new(), Vec::new());
     for ((ep, _, _), v) in groups {
-        if ep < split { train.push(Value::Array(v)) } else { test.push(Value::Array(v)) }
+        if ep < split {
+            train.push(Value::Array(v))
+        } else {
+            test.push(Value::Array(v))
+        }
     }
-    SizeCorpus { train, test, train_secs, json_bytes }
+    SizeCorpus {
+        train,
+        test,
+        train_secs,
+        json_bytes,
+    }
 }
 
 /// Plain (uncompressed) protocol 5 documents of `groups`, with or without string de-duplication.
 fn plain_docs(groups: &[Value], dedupe_strings: bool) -> Result<Vec<Vec<u8>>> {
-    let opts = EncoderOptions { protocol: 5, compression: Compression::None, dedupe_strings, ..Default::default() };
+    let opts = EncoderOptions {
+        protocol: 5,
+        compression: Compression::None,
+        dedupe_strings,
+        ..Default::default()
+    };
     let mut enc = sereal::Encoder::new(opts)?;
     groups
         .iter()
@@ -991,7 +1262,12 @@ fn real_blobs(groups: &[Value], opts: EncoderOptions) -> Result<(u64, f64)> {
         if doc.len() <= sluice_blob::DEFAULT_CHUNK_LIMIT {
             bytes += (doc.len() + sluice_blob::TRAILER_LEN) as u64;
         } else {
-            for chunk in sereal::split(&doc, sluice_blob::DEFAULT_CHUNK_LIMIT, &split_opts, &sereal::Limits::default())? {
+            for chunk in sereal::split(
+                &doc,
+                sluice_blob::DEFAULT_CHUNK_LIMIT,
+                &split_opts,
+                &sereal::Limits::default(),
+            )? {
                 bytes += (chunk.len() + sluice_blob::TRAILER_LEN) as u64;
             }
         }
@@ -1018,7 +1294,9 @@ fn zstd_bodies(docs: &[Vec<u8>], z: Zstd<'_>, limit_bytes: usize) -> Result<(u64
         None => zstd::bulk::Compressor::new(z.level)?,
     };
     if z.ldm {
-        c.set_parameter(zstd::stream::raw::CParameter::EnableLongDistanceMatching(true))?;
+        c.set_parameter(zstd::stream::raw::CParameter::EnableLongDistanceMatching(
+            true,
+        ))?;
         c.set_parameter(zstd::stream::raw::CParameter::WindowLog(24))?;
     }
     // The frame as the codec writes it: content size, no checksum; a dictionary frame names its
@@ -1043,13 +1321,22 @@ fn zstd_bodies(docs: &[Vec<u8>], z: Zstd<'_>, limit_bytes: usize) -> Result<(u64
         input += body.len();
     }
     let all: usize = docs.iter().map(Vec::len).sum();
-    let scale = if input == 0 { 0.0 } else { all as f64 / input as f64 };
+    let scale = if input == 0 {
+        0.0
+    } else {
+        all as f64 / input as f64
+    };
     Ok(((bytes as f64 * scale) as u64, cpu * scale))
 }
 
 /// The scalars of `v` by path (`/timings/total_ms`, `/queries[]/ms`, …; containers add their
 /// element count), each column the concatenated Sereal encodings of its values.
-fn columns(v: &Value, path: &str, enc: &mut sereal::Encoder, cols: &mut BTreeMap<String, Vec<u8>>) -> Result<()> {
+fn columns(
+    v: &Value,
+    path: &str,
+    enc: &mut sereal::Encoder,
+    cols: &mut BTreeMap<String, Vec<u8>>,
+) -> Result<()> {
     match v {
         Value::Hash(h) => {
             for (k, x) in h {
@@ -1058,7 +1345,9 @@ fn columns(v: &Value, path: &str, enc: &mut sereal::Encoder, cols: &mut BTreeMap
             }
         }
         Value::Array(a) => {
-            cols.entry(format!("{path}#")).or_default().extend_from_slice(&(a.len() as u32).to_le_bytes());
+            cols.entry(format!("{path}#"))
+                .or_default()
+                .extend_from_slice(&(a.len() as u32).to_le_bytes());
             for x in a {
                 columns(x, &format!("{path}[]"), enc, cols)?;
             }
@@ -1067,7 +1356,9 @@ fn columns(v: &Value, path: &str, enc: &mut sereal::Encoder, cols: &mut BTreeMap
             let mut doc = Vec::new();
             enc.encode_into(scalar, &mut doc)?;
             let body = sereal::header::parse(&doc)?.body_offset;
-            cols.entry(path.to_string()).or_default().extend_from_slice(&doc[body..]);
+            cols.entry(path.to_string())
+                .or_default()
+                .extend_from_slice(&doc[body..]);
         }
     }
     Ok(())
@@ -1077,7 +1368,10 @@ fn columns(v: &Value, path: &str, enc: &mut sereal::Encoder, cols: &mut BTreeMap
 /// alone with zstd `level` (what a columnar format could reach; an array of hashes cannot be
 /// laid out like this). Bytes only; keys and structure cost nothing here.
 fn columnar_bytes(groups: &[Value], level: i32) -> Result<u64> {
-    let mut enc = sereal::Encoder::new(EncoderOptions { protocol: 5, ..Default::default() })?;
+    let mut enc = sereal::Encoder::new(EncoderOptions {
+        protocol: 5,
+        ..Default::default()
+    })?;
     let mut c = zstd::bulk::Compressor::new(level)?;
     c.include_checksum(false)?;
     let mut bytes = 0u64;
@@ -1124,11 +1418,18 @@ struct SizeResult {
 /// Seconds since the first call, for the row's progress lines.
 fn stamp() -> String {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    format!("{:5.1}", START.get_or_init(Instant::now).elapsed().as_secs_f64())
+    format!(
+        "{:5.1}",
+        START.get_or_init(Instant::now).elapsed().as_secs_f64()
+    )
 }
 
 fn row_size(args: &Args, out: &mut String) -> Result<()> {
-    eprintln!("[{}] size: generating {} WEB events (+ earlier seconds for dictionary training) ...", stamp(), args.size_events);
+    eprintln!(
+        "[{}] size: generating {} WEB events (+ earlier seconds for dictionary training) ...",
+        stamp(),
+        args.size_events
+    );
     let corpus = size_corpus(args.size_events, args.size_eps);
     let test = &corpus.test;
     let n = args.size_events as f64;
@@ -1143,23 +1444,49 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
     let cap = |level: i32| if level >= 12 { 4 << 20 } else { usize::MAX };
     let input = |docs: &[Vec<u8>]| docs.iter().map(Vec::len).sum::<usize>();
     let compress_only = |docs: &[Vec<u8>], level: i32| -> Result<Option<(f64, usize)>> {
-        Ok(Some((zstd_bodies(docs, Zstd { level, dict: None, ldm: false }, cap(level))?.1, input(docs))))
+        Ok(Some((
+            zstd_bodies(
+                docs,
+                Zstd {
+                    level,
+                    dict: None,
+                    ldm: false,
+                },
+                cap(level),
+            )?
+            .1,
+            input(docs),
+        )))
     };
 
     eprintln!("[{}] size: blob profiles ...", stamp());
-    let mut profile = |name: &str, opts: BlobOptions, compress: Option<(f64, usize)>| -> Result<()> {
-        let mut b = BlobBuilder::new(BlobOptions { split_threads: 1, ..opts })?;
-        let c0 = thread_cpu_seconds();
-        let mut bytes = 0u64;
-        for g in test {
-            for blob in b.build_array(g)? {
-                bytes += blob.len() as u64;
+    let mut profile =
+        |name: &str, opts: BlobOptions, compress: Option<(f64, usize)>| -> Result<()> {
+            let mut b = BlobBuilder::new(BlobOptions {
+                split_threads: 1,
+                ..opts
+            })?;
+            let c0 = thread_cpu_seconds();
+            let mut bytes = 0u64;
+            for g in test {
+                for blob in b.build_array(g)? {
+                    bytes += blob.len() as u64;
+                }
             }
-        }
-        results.push(SizeResult { name: name.to_string(), bytes, cpu: thread_cpu_seconds() - c0, compress, reference: false });
-        Ok(())
-    };
-    profile("original: v3 zlib 6 + dedupe", BlobOptions::with_profile(Profile::Original), None)?;
+            results.push(SizeResult {
+                name: name.to_string(),
+                bytes,
+                cpu: thread_cpu_seconds() - c0,
+                compress,
+                reference: false,
+            });
+            Ok(())
+        };
+    profile(
+        "original: v3 zlib 6 + dedupe",
+        BlobOptions::with_profile(Profile::Original),
+        None,
+    )?;
     let default_level = match Profile::default() {
         Profile::Default { zstd_level } => zstd_level,
         Profile::Original => 0,
@@ -1171,16 +1498,29 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
     )?;
     profile(
         &format!("v5 zstd {default_level} + dedupe, canonical key order"),
-        BlobOptions { canonical: true, ..BlobOptions::with_profile(Profile::default()) },
+        BlobOptions {
+            canonical: true,
+            ..BlobOptions::with_profile(Profile::default())
+        },
         None,
     )?;
     results[0].reference = true;
 
-    eprintln!("[{}] size: zstd levels, de-duplication on and off ...", stamp());
-    for (dedupe, docs, label) in [(true, &docs_dd, "+ dedupe"), (false, &docs_keys, "keys-only dedupe")] {
+    eprintln!(
+        "[{}] size: zstd levels, de-duplication on and off ...",
+        stamp()
+    );
+    for (dedupe, docs, label) in [
+        (true, &docs_dd, "+ dedupe"),
+        (false, &docs_keys, "keys-only dedupe"),
+    ] {
         // zstd 19 without string de-duplication costs ~20 s here for 59.7 B/event (0.911×, worse
         // than with it): left out to keep the row short.
-        let levels: &[i32] = if dedupe { &[1, 3, 6, 9, 19] } else { &[1, 3, 6, 9] };
+        let levels: &[i32] = if dedupe {
+            &[1, 3, 6, 9, 19]
+        } else {
+            &[1, 3, 6, 9]
+        };
         for &level in levels {
             if dedupe && level == default_level {
                 continue;
@@ -1194,22 +1534,53 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
                 ..Default::default()
             };
             let (bytes, cpu) = real_blobs(test, opts)?;
-            results.push(SizeResult { name: format!("v5 zstd {level} {label}"), bytes, cpu, compress: compress_only(docs, level)?, reference: false });
+            results.push(SizeResult {
+                name: format!("v5 zstd {level} {label}"),
+                bytes,
+                cpu,
+                compress: compress_only(docs, level)?,
+                reference: false,
+            });
         }
     }
-    let plain_bytes: u64 = docs_dd.iter().map(|d| (d.len() + sluice_blob::TRAILER_LEN) as u64).sum();
-    results.push(SizeResult { name: "v5 plain + dedupe (no compression)".into(), bytes: plain_bytes, cpu: enc_dd, compress: None, reference: true });
+    let plain_bytes: u64 = docs_dd
+        .iter()
+        .map(|d| (d.len() + sluice_blob::TRAILER_LEN) as u64)
+        .sum();
+    results.push(SizeResult {
+        name: "v5 plain + dedupe (no compression)".into(),
+        bytes: plain_bytes,
+        cpu: enc_dd,
+        compress: None,
+        reference: true,
+    });
 
-    eprintln!("[{}] size: long-distance matching and dictionaries ...", stamp());
+    eprintln!(
+        "[{}] size: long-distance matching and dictionaries ...",
+        stamp()
+    );
     let mut estimate = |name: String, z: Zstd<'_>| -> Result<()> {
         let (bytes, cpu) = zstd_bodies(&docs_dd, z, usize::MAX)?;
-        results.push(SizeResult { name, bytes, cpu: cpu + enc_dd, compress: Some((cpu, input(&docs_dd))), reference: false });
+        results.push(SizeResult {
+            name,
+            bytes,
+            cpu: cpu + enc_dd,
+            compress: Some((cpu, input(&docs_dd))),
+            reference: false,
+        });
         Ok(())
     };
     // A blob body (≤ a few MB) fits zstd's normal window at these levels: LDM should change
     // nothing, and level 19 (which measured the same as without LDM) is left out for time.
     for level in [3, 9] {
-        estimate(format!("v5 zstd {level} + dedupe + long-distance matching (window 16 MiB) *"), Zstd { level, dict: None, ldm: true })?;
+        estimate(
+            format!("v5 zstd {level} + dedupe + long-distance matching (window 16 MiB) *"),
+            Zstd {
+                level,
+                dict: None,
+                ldm: true,
+            },
+        )?;
     }
     let train_docs = plain_docs(&corpus.train, true)?;
     let t0 = Instant::now();
@@ -1217,15 +1588,28 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
     let train_time = t0.elapsed().as_secs_f64();
     for level in [1, 3, 9, 19] {
         estimate(
-            format!("v5 zstd {level} + dedupe + WEB dictionary ({} KiB) *", dict.len() >> 10),
-            Zstd { level, dict: Some(&dict), ldm: false },
+            format!(
+                "v5 zstd {level} + dedupe + WEB dictionary ({} KiB) *",
+                dict.len() >> 10
+            ),
+            Zstd {
+                level,
+                dict: Some(&dict),
+                ldm: false,
+            },
         )?;
     }
 
     eprintln!("[{}] size: columnar reference ...", stamp());
     for level in [3, 19] {
         let bytes = columnar_bytes(test, level)?;
-        results.push(SizeResult { name: format!("columnar reference, zstd {level} per column †"), bytes, cpu: f64::NAN, compress: None, reference: true });
+        results.push(SizeResult {
+            name: format!("columnar reference, zstd {level} per column †"),
+            bytes,
+            cpu: f64::NAN,
+            compress: None,
+            reference: true,
+        });
     }
 
     let orig = results[0].bytes as f64;
@@ -1249,9 +1633,16 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
         } else {
             ("≤ 0.70×", if ratio <= 0.70 { "met" } else { "MISSED" })
         };
-        let cpu = if r.cpu.is_nan() { String::new() } else { format!("{:.2}", r.cpu / n * 1e6) };
+        let cpu = if r.cpu.is_nan() {
+            String::new()
+        } else {
+            format!("{:.2}", r.cpu / n * 1e6)
+        };
         let (cus, cmbs) = match r.compress {
-            Some((c, bytes_in)) if c > 0.0 => (format!("{:.2}", c / n * 1e6), format!("{:.0}", bytes_in as f64 / c / 1e6)),
+            Some((c, bytes_in)) if c > 0.0 => (
+                format!("{:.2}", c / n * 1e6),
+                format!("{:.0}", bytes_in as f64 / c / 1e6),
+            ),
             _ => (String::new(), String::new()),
         };
         out.push_str(&format!(
@@ -1288,7 +1679,10 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
         let c = size_corpus(events, eps);
         let ev = events as f64;
         let build = |p: Profile| -> Result<u64> {
-            let mut b = BlobBuilder::new(BlobOptions { split_threads: 1, ..BlobOptions::with_profile(p) })?;
+            let mut b = BlobBuilder::new(BlobOptions {
+                split_threads: 1,
+                ..BlobOptions::with_profile(p)
+            })?;
             let mut bytes = 0u64;
             for g in &c.test {
                 for blob in b.build_array(g)? {
@@ -1301,10 +1695,34 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
         let def = build(Profile::default())? as f64;
         let docs = plain_docs(&c.test, true)?;
         // zstd 19 on a prefix of ≥ 4 MB of bodies, scaled: the ratio is what matters here.
-        let (z19, _) = zstd_bodies(&docs, Zstd { level: 19, dict: None, ldm: false }, 4 << 20)?;
+        let (z19, _) = zstd_bodies(
+            &docs,
+            Zstd {
+                level: 19,
+                dict: None,
+                ldm: false,
+            },
+            4 << 20,
+        )?;
         let dict = train_dict(&plain_docs(&c.train, true)?)?;
-        let (d1, _) = zstd_bodies(&docs, Zstd { level: 1, dict: Some(&dict), ldm: false }, usize::MAX)?;
-        let (d3, _) = zstd_bodies(&docs, Zstd { level: 3, dict: Some(&dict), ldm: false }, usize::MAX)?;
+        let (d1, _) = zstd_bodies(
+            &docs,
+            Zstd {
+                level: 1,
+                dict: Some(&dict),
+                ldm: false,
+            },
+            usize::MAX,
+        )?;
+        let (d3, _) = zstd_bodies(
+            &docs,
+            Zstd {
+                level: 3,
+                dict: Some(&dict),
+                ldm: false,
+            },
+            usize::MAX,
+        )?;
         let cell = |b: f64| format!("{:.1} ({:.2}×)", b / ev, b / orig);
         out.push_str(&format!(
             "| {eps} | {:.0} | {:.1} | {} | {} | {} | {} |\n",
@@ -1337,22 +1755,35 @@ fn http(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> Result<(u1
     c.write_all(body)?;
     let mut resp = Vec::new();
     c.read_to_end(&mut resp)?;
-    let end = resp.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| anyhow!("bad HTTP response"))?;
+    let end = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow!("bad HTTP response"))?;
     let headers = String::from_utf8_lossy(&resp[..end]).to_ascii_lowercase();
-    let status: u16 = headers.split_whitespace().nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| anyhow!("bad status line"))?;
+    let status: u16 = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("bad status line"))?;
     let mut rest = &resp[end + 4..];
     if !headers.contains("transfer-encoding: chunked") {
         return Ok((status, rest.to_vec()));
     }
     let mut body = Vec::new();
     loop {
-        let nl = rest.windows(2).position(|w| w == b"\r\n").ok_or_else(|| anyhow!("bad chunk"))?;
+        let nl = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .ok_or_else(|| anyhow!("bad chunk"))?;
         let size_text = String::from_utf8_lossy(&rest[..nl]);
         let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)?;
         if size == 0 {
             return Ok((status, body));
         }
-        body.extend_from_slice(rest.get(nl + 2..nl + 2 + size).ok_or_else(|| anyhow!("short chunk"))?);
+        body.extend_from_slice(
+            rest.get(nl + 2..nl + 2 + size)
+                .ok_or_else(|| anyhow!("short chunk"))?,
+        );
         rest = rest.get(nl + 4 + size..).unwrap_or(&[]);
     }
 }
@@ -1364,7 +1795,11 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     ));
     out.push_str("| grace | samples seen | p50 s | p99 s | max s | target | verdict |\n|---|---:|---:|---:|---:|---|---|\n");
     for grace_ms in [0u64, 250, 1000] {
-        let grace = if grace_ms == 1000 { "1 s (default)".to_string() } else { format!("{grace_ms} ms") };
+        let grace = if grace_ms == 1000 {
+            "1 s (default)".to_string()
+        } else {
+            format!("{grace_ms} ms")
+        };
         let dir = tmp.join(format!("latency-{grace_ms}"));
         let cfg = sluice_server::ServerConfig {
             data_dir: dir.clone(),
@@ -1375,8 +1810,13 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
             ..sluice_server::ServerConfig::default()
         };
         let server = sluice_server::spawn(cfg).map_err(|e| anyhow!("starting the server: {e}"))?;
-        let addr = server.http_addr.ok_or_else(|| anyhow!("the server has no HTTP address"))?;
-        eprintln!("latency: grace {grace}, {} samples ...", args.latency_samples);
+        let addr = server
+            .http_addr
+            .ok_or_else(|| anyhow!("the server has no HTTP address"))?;
+        eprintln!(
+            "latency: grace {grace}, {} samples ...",
+            args.latency_samples
+        );
         let n = args.latency_samples;
         let t0 = Instant::now();
         let base = unix_now();
@@ -1387,7 +1827,11 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
         while seen.iter().any(Option::is_none) && t0.elapsed() < deadline {
             // Emit on schedule (the offsets within a second drift through the whole second).
             if next < n && t0.elapsed() >= Duration::from_secs_f64(next as f64 * 0.107) {
-                let body = format!(r#"{{"type":"LATENCY","subtype":"bench","seq":{},"epoch":{}}}"#, 1_000_000 + next, unix_now());
+                let body = format!(
+                    r#"{{"type":"LATENCY","subtype":"bench","seq":{},"epoch":{}}}"#,
+                    1_000_000 + next,
+                    unix_now()
+                );
                 let sent = Instant::now();
                 let (st, b) = http(addr, "POST", "/v1/events", body.as_bytes())?;
                 if !(200..300).contains(&st) {
@@ -1396,15 +1840,27 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
                 emitted[next] = Some(sent);
                 next += 1;
             }
-            let (st, b) = http(addr, "GET", &format!("/v1/events?from={}&to={}&type=LATENCY", base - 1, unix_now() + 2), b"")?;
+            let (st, b) = http(
+                addr,
+                "GET",
+                &format!(
+                    "/v1/events?from={}&to={}&type=LATENCY",
+                    base - 1,
+                    unix_now() + 2
+                ),
+                b"",
+            )?;
             let polled = Instant::now();
             if st != 200 {
                 bail!("GET /v1/events: {st} {}", String::from_utf8_lossy(&b));
             }
             let text = String::from_utf8_lossy(&b);
             for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                let j: serde_json::Value = serde_json::from_str(line).with_context(|| format!("bad line {line:?}"))?;
-                let Some(seq) = j.get("seq").and_then(serde_json::Value::as_u64) else { continue };
+                let j: serde_json::Value =
+                    serde_json::from_str(line).with_context(|| format!("bad line {line:?}"))?;
+                let Some(seq) = j.get("seq").and_then(serde_json::Value::as_u64) else {
+                    continue;
+                };
                 let i = (seq as usize).wrapping_sub(1_000_000);
                 if let (Some(slot), Some(Some(at))) = (seen.get_mut(i), emitted.get(i)) {
                     if slot.is_none() {
@@ -1414,11 +1870,20 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        server.shutdown().map_err(|e| anyhow!("server shutdown: {e}"))?;
+        server
+            .shutdown()
+            .map_err(|e| anyhow!("server shutdown: {e}"))?;
         let _ = std::fs::remove_dir_all(&dir);
         let mut lat: Vec<f64> = seen.iter().flatten().copied().collect();
         lat.sort_by(|a, b| a.total_cmp(b));
-        let pct = |p: f64| lat.get(((lat.len() as f64 * p).ceil() as usize).saturating_sub(1).min(lat.len().saturating_sub(1))).copied();
+        let pct = |p: f64| {
+            lat.get(
+                ((lat.len() as f64 * p).ceil() as usize)
+                    .saturating_sub(1)
+                    .min(lat.len().saturating_sub(1)),
+            )
+            .copied()
+        };
         let p99 = pct(0.99);
         out.push_str(&format!(
             "| {grace} | {}/{n} | {} | {} | {} | p99 ≤ 1.5 s | {} |\n",
@@ -1479,17 +1944,27 @@ fn run() -> Result<()> {
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
     let mut out = String::new();
     let result = (|| -> Result<()> {
-        let timed = |name: &str, out: &mut String, f: &mut dyn FnMut(&mut String) -> Result<()>| -> Result<()> {
+        let timed = |name: &str,
+                     out: &mut String,
+                     f: &mut dyn FnMut(&mut String) -> Result<()>|
+         -> Result<()> {
             if !args.wants(name) {
                 return Ok(());
             }
             let t0 = Instant::now();
             f(out)?;
-            out.push_str(&format!("\n(row time: {:.1} s)\n", t0.elapsed().as_secs_f64()));
+            out.push_str(&format!(
+                "\n(row time: {:.1} s)\n",
+                t0.elapsed().as_secs_f64()
+            ));
             Ok(())
         };
-        timed("ingest", &mut out, &mut |o| row_ingest(&args, perl_ingest, &tmp, o))?;
-        timed("read", &mut out, &mut |o| row_read(&args, perl_read, &tmp, o))?;
+        timed("ingest", &mut out, &mut |o| {
+            row_ingest(&args, perl_ingest, &tmp, o)
+        })?;
+        timed("read", &mut out, &mut |o| {
+            row_read(&args, perl_read, &tmp, o)
+        })?;
         timed("udp", &mut out, &mut |o| row_udp(&args, &tmp, o))?;
         timed("size", &mut out, &mut |o| row_size(&args, o))?;
         timed("latency", &mut out, &mut |o| row_latency(&args, &tmp, o))?;
@@ -1502,6 +1977,9 @@ fn run() -> Result<()> {
     }
     print!("{out}");
     result?;
-    println!("\nTotal bench time: {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "\nTotal bench time: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -39,7 +39,9 @@ pub enum Profile {
 
 impl Default for Profile {
     fn default() -> Profile {
-        Profile::Default { zstd_level: DEFAULT_ZSTD_LEVEL }
+        Profile::Default {
+            zstd_level: DEFAULT_ZSTD_LEVEL,
+        }
     }
 }
 
@@ -99,7 +101,9 @@ impl FromStr for Profile {
             "original" => Profile::Original,
             "default" => Profile::default(),
             _ => match s.strip_prefix("default:") {
-                Some(level) => Profile::Default { zstd_level: level.parse().map_err(|_| bad())? },
+                Some(level) => Profile::Default {
+                    zstd_level: level.parse().map_err(|_| bad())?,
+                },
                 None => return Err(bad()),
             },
         };
@@ -142,7 +146,10 @@ impl Default for BlobOptions {
 impl BlobOptions {
     /// The defaults with `profile`.
     pub fn with_profile(profile: Profile) -> BlobOptions {
-        BlobOptions { profile, ..BlobOptions::default() }
+        BlobOptions {
+            profile,
+            ..BlobOptions::default()
+        }
     }
 }
 
@@ -155,7 +162,10 @@ pub struct Blob {
 
 impl fmt::Debug for Blob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Blob").field("index", &self.index).field("len", &self.bytes.len()).finish()
+        f.debug_struct("Blob")
+            .field("index", &self.index)
+            .field("len", &self.bytes.len())
+            .finish()
     }
 }
 
@@ -220,7 +230,9 @@ pub struct BlobRef<'a> {
 
 impl fmt::Debug for BlobRef<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BlobRef").field("len", &self.bytes.len()).finish()
+        f.debug_struct("BlobRef")
+            .field("len", &self.bytes.len())
+            .finish()
     }
 }
 
@@ -284,13 +296,19 @@ impl<'a> BlobRef<'a> {
             Value::Array(events) => Ok(events),
             Value::Shared(inner) => match std::sync::Arc::try_unwrap(inner) {
                 Ok(Value::Array(events)) => Ok(events),
-                Ok(other) => Err(BlobError::NotAnArray { found: kind_of(&other) }),
+                Ok(other) => Err(BlobError::NotAnArray {
+                    found: kind_of(&other),
+                }),
                 Err(shared) => match shared.resolve() {
                     Value::Array(events) => Ok(events.clone()),
-                    other => Err(BlobError::NotAnArray { found: kind_of(other) }),
+                    other => Err(BlobError::NotAnArray {
+                        found: kind_of(other),
+                    }),
                 },
             },
-            other => Err(BlobError::NotAnArray { found: kind_of(&other) }),
+            other => Err(BlobError::NotAnArray {
+                found: kind_of(&other),
+            }),
         }
     }
 
@@ -323,7 +341,10 @@ impl BlobBuilder {
         opts.profile.check()?;
         if opts.chunk_limit < MIN_CHUNK_LIMIT {
             return Err(BlobError::BadOption {
-                reason: format!("chunk limit {} is below the minimum of {MIN_CHUNK_LIMIT} bytes", opts.chunk_limit),
+                reason: format!(
+                    "chunk limit {} is below the minimum of {MIN_CHUNK_LIMIT} bytes",
+                    opts.chunk_limit
+                ),
             });
         }
         let mut enc_opts = opts.profile.encoder_options();
@@ -347,7 +368,13 @@ impl BlobBuilder {
             max_total_string_bytes: huge,
         };
         let encoder = Encoder::new(enc_opts)?;
-        Ok(BlobBuilder { opts, encoder, split_opts, split_limits, doc: Vec::new() })
+        Ok(BlobBuilder {
+            opts,
+            encoder,
+            split_opts,
+            split_limits,
+            doc: Vec::new(),
+        })
     }
 
     /// A builder with the default options and `profile`.
@@ -376,7 +403,11 @@ impl BlobBuilder {
     pub fn build_array(&mut self, array: &Value) -> Result<Vec<Blob>> {
         match array {
             Value::Array(events) => check_events(events)?,
-            other => return Err(BlobError::NotAnArray { found: kind_of(other) }),
+            other => {
+                return Err(BlobError::NotAnArray {
+                    found: kind_of(other),
+                })
+            }
         }
         self.build_checked(array)
     }
@@ -390,8 +421,10 @@ impl BlobBuilder {
             if line.iter().all(|b| b.is_ascii_whitespace()) {
                 continue;
             }
-            let event = sereal::json::from_json_slice(line)
-                .map_err(|e| BlobError::Json { line: n + 1, reason: e.to_string() })?;
+            let event = sereal::json::from_json_slice(line).map_err(|e| BlobError::Json {
+                line: n + 1,
+                reason: e.to_string(),
+            })?;
             events.push(event);
         }
         self.build_array(&Value::Array(events))
@@ -414,15 +447,24 @@ impl BlobBuilder {
     /// [`sereal::ArrayEncoder`]). Its elements must be maps; this is not checked.
     pub fn build_document(&self, doc: &[u8]) -> Result<Vec<Blob>> {
         if doc.len() <= self.opts.chunk_limit {
-            return Ok(vec![Blob { index: 0, bytes: with_trailer(doc) }]);
+            return Ok(vec![Blob {
+                index: 0,
+                bytes: with_trailer(doc),
+            }]);
         }
-        let chunks = sereal::split(doc, self.opts.chunk_limit, &self.split_opts, &self.split_limits)?;
+        let chunks = sereal::split(
+            doc,
+            self.opts.chunk_limit,
+            &self.split_opts,
+            &self.split_limits,
+        )?;
         chunks
             .into_iter()
             .enumerate()
             .map(|(i, mut doc)| {
-                let index = u32::try_from(i)
-                    .map_err(|_| BlobError::BadOption { reason: "more than 2^32 chunks".into() })?;
+                let index = u32::try_from(i).map_err(|_| BlobError::BadOption {
+                    reason: "more than 2^32 chunks".into(),
+                })?;
                 append_trailer(&mut doc);
                 Ok(Blob { index, bytes: doc })
             })
@@ -433,7 +475,10 @@ impl BlobBuilder {
 fn check_events(events: &[Value]) -> Result<()> {
     for (index, e) in events.iter().enumerate() {
         if !matches!(e.resolve(), Value::Hash(_)) {
-            return Err(BlobError::NotAnEvent { index, found: kind_of(e) });
+            return Err(BlobError::NotAnEvent {
+                index,
+                found: kind_of(e),
+            });
         }
     }
     Ok(())

@@ -80,7 +80,10 @@ pub enum BlobError {
 
 impl BlobError {
     pub(crate) fn bad_key(key: &str, reason: impl Into<String>) -> BlobError {
-        BlobError::BadKey { key: shorten(key), reason: reason.into() }
+        BlobError::BadKey {
+            key: shorten(key),
+            reason: reason.into(),
+        }
     }
 }
 

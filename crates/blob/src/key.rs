@@ -60,7 +60,10 @@ impl ChunkId {
     /// Chunk `n` of collector `collector` (see the [module docs](self) for the rules on ids).
     pub fn collector(collector: &str, n: u32) -> Result<ChunkId> {
         check_collector(collector, collector)?;
-        Ok(ChunkId { collector: Some(collector.into()), n })
+        Ok(ChunkId {
+            collector: Some(collector.into()),
+            n,
+        })
     }
 
     /// The chunk number.
@@ -76,8 +79,16 @@ impl ChunkId {
     /// The same form and collector with number `n + i`: chunk `i` of a build whose first chunk
     /// is `self`. Errors if the number overflows `u32`.
     pub fn offset(&self, i: u32) -> Result<ChunkId> {
-        let n = self.n.checked_add(i).ok_or_else(|| BlobError::bad_key(&self.to_string(), format!("chunk number overflows adding {i}")))?;
-        Ok(ChunkId { collector: self.collector.clone(), n })
+        let n = self.n.checked_add(i).ok_or_else(|| {
+            BlobError::bad_key(
+                &self.to_string(),
+                format!("chunk number overflows adding {i}"),
+            )
+        })?;
+        Ok(ChunkId {
+            collector: self.collector.clone(),
+            n,
+        })
     }
 
     /// Parse the chunk part of a key.
@@ -87,7 +98,10 @@ impl ChunkId {
             Some((collector, n)) => {
                 check_collector(collector, s)?;
                 let n = parse_u32(n, s, "chunk number after the collector id")?;
-                Ok(ChunkId { collector: Some(collector.into()), n })
+                Ok(ChunkId {
+                    collector: Some(collector.into()),
+                    n,
+                })
             }
         }
     }
@@ -127,12 +141,24 @@ pub struct EventKey {
 
 impl EventKey {
     /// A key from its parts, validated (see the [module docs](self)).
-    pub fn new(epoch: i64, dc: &str, type_: &str, subtype: &str, chunk: ChunkId) -> Result<EventKey> {
+    pub fn new(
+        epoch: i64,
+        dc: &str,
+        type_: &str,
+        subtype: &str,
+        chunk: ChunkId,
+    ) -> Result<EventKey> {
         check_epoch(epoch)?;
         check_component(dc, "dc", false)?;
         check_component(type_, "type", false)?;
         check_component(subtype, "subtype", true)?;
-        Ok(EventKey { epoch, dc: dc.into(), type_: type_.into(), subtype: subtype.into(), chunk })
+        Ok(EventKey {
+            epoch,
+            dc: dc.into(),
+            type_: type_.into(),
+            subtype: subtype.into(),
+            chunk,
+        })
     }
 
     /// The key of `entry` in the `epochs` list of `epoch_key`.
@@ -160,7 +186,13 @@ impl EventKey {
         check_component_in(type_, "type", false, s)?;
         check_component_in(subtype, "subtype", true, s)?;
         let chunk = ChunkId::parse(chunk).map_err(|e| rekey(e, s))?;
-        Ok(EventKey { epoch, dc: dc.into(), type_: type_.into(), subtype: subtype.into(), chunk })
+        Ok(EventKey {
+            epoch,
+            dc: dc.into(),
+            type_: type_.into(),
+            subtype: subtype.into(),
+            chunk,
+        })
     }
 
     /// The Unix second.
@@ -186,23 +218,37 @@ impl EventKey {
 
     /// The same key with another chunk part.
     pub fn with_chunk(&self, chunk: ChunkId) -> EventKey {
-        EventKey { chunk, ..self.clone() }
+        EventKey {
+            chunk,
+            ..self.clone()
+        }
     }
 
     /// The `epochs` key this event key is listed under.
     pub fn epoch_key(&self) -> EpochKey {
-        EpochKey { epoch: self.epoch, dc: self.dc.clone() }
+        EpochKey {
+            epoch: self.epoch,
+            dc: self.dc.clone(),
+        }
     }
 
     /// The entry that lists this key in its epoch's [`EpochIndex`].
     pub fn index_entry(&self) -> IndexEntry {
-        IndexEntry { type_: self.type_.clone(), subtype: self.subtype.clone(), chunk: self.chunk.clone() }
+        IndexEntry {
+            type_: self.type_.clone(),
+            subtype: self.subtype.clone(),
+            chunk: self.chunk.clone(),
+        }
     }
 }
 
 impl fmt::Display for EventKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}:{}:{}", self.epoch, self.dc, self.type_, self.subtype, self.chunk)
+        write!(
+            f,
+            "{}:{}:{}:{}:{}",
+            self.epoch, self.dc, self.type_, self.subtype, self.chunk
+        )
     }
 }
 
@@ -225,7 +271,10 @@ impl EpochKey {
     pub fn new(epoch: i64, dc: &str) -> Result<EpochKey> {
         check_epoch(epoch)?;
         check_component(dc, "dc", false)?;
-        Ok(EpochKey { epoch, dc: dc.into() })
+        Ok(EpochKey {
+            epoch,
+            dc: dc.into(),
+        })
     }
 
     /// Parse `<epoch>-<dc>` (the epoch is digits only, so the first `-` ends it; the dc may hold
@@ -236,7 +285,10 @@ impl EpochKey {
         };
         let epoch = parse_epoch(epoch, s)?;
         check_component_in(dc, "dc", false, s)?;
-        Ok(EpochKey { epoch, dc: dc.into() })
+        Ok(EpochKey {
+            epoch,
+            dc: dc.into(),
+        })
     }
 
     /// The Unix second.
@@ -275,7 +327,11 @@ impl IndexEntry {
     pub fn new(type_: &str, subtype: &str, chunk: ChunkId) -> Result<IndexEntry> {
         check_component(type_, "type", false)?;
         check_component(subtype, "subtype", true)?;
-        Ok(IndexEntry { type_: type_.into(), subtype: subtype.into(), chunk })
+        Ok(IndexEntry {
+            type_: type_.into(),
+            subtype: subtype.into(),
+            chunk,
+        })
     }
 
     /// Parse `type:subtype:chunk`.
@@ -284,13 +340,20 @@ impl IndexEntry {
         let [type_, subtype, chunk] = parts[..] else {
             return Err(BlobError::bad_key(
                 s,
-                format!("expected 3 `:`-separated fields <type>:<subtype>:<chunk>, found {}", s.split(':').count()),
+                format!(
+                    "expected 3 `:`-separated fields <type>:<subtype>:<chunk>, found {}",
+                    s.split(':').count()
+                ),
             ));
         };
         check_component_in(type_, "type", false, s)?;
         check_component_in(subtype, "subtype", true, s)?;
         let chunk = ChunkId::parse(chunk).map_err(|e| rekey(e, s))?;
-        Ok(IndexEntry { type_: type_.into(), subtype: subtype.into(), chunk })
+        Ok(IndexEntry {
+            type_: type_.into(),
+            subtype: subtype.into(),
+            chunk,
+        })
     }
 
     /// The event type.
@@ -347,7 +410,10 @@ impl EpochIndex {
         }
         for (i, part) in s.split('|').enumerate() {
             let entry = IndexEntry::parse(part).map_err(|e| match e {
-                BlobError::BadKey { key, reason } => BlobError::BadIndex { entry: i, reason: format!("{key:?}: {reason}") },
+                BlobError::BadKey { key, reason } => BlobError::BadIndex {
+                    entry: i,
+                    reason: format!("{key:?}: {reason}"),
+                },
                 other => other,
             })?;
             index.entries.insert(entry);
@@ -358,7 +424,10 @@ impl EpochIndex {
     /// Parse a stored value (bytes that must be UTF-8).
     pub fn parse_bytes(bytes: &[u8]) -> Result<EpochIndex> {
         let s = std::str::from_utf8(bytes).map_err(|e| BlobError::BadIndex {
-            entry: bytes[..e.valid_up_to()].iter().filter(|&&b| b == b'|').count(),
+            entry: bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'|')
+                .count(),
             reason: format!("not UTF-8 at byte {}", e.valid_up_to()),
         })?;
         EpochIndex::parse(s)
@@ -407,14 +476,24 @@ impl EpochIndex {
     }
 
     /// The full event keys listed, for the epoch and dc of `epoch_key`.
-    pub fn event_keys<'s>(&'s self, epoch_key: &'s EpochKey) -> impl Iterator<Item = EventKey> + 's {
-        self.entries.iter().map(move |e| EventKey::from_parts(epoch_key, e))
+    pub fn event_keys<'s>(
+        &'s self,
+        epoch_key: &'s EpochKey,
+    ) -> impl Iterator<Item = EventKey> + 's {
+        self.entries
+            .iter()
+            .map(move |e| EventKey::from_parts(epoch_key, e))
     }
 
     /// The first unused chunk of (`type_`, `subtype`) in the given form: `collector: None` gives
     /// the plain number after the highest plain one listed, `Some(id)` the number after the
     /// highest `id.<n>` listed (0 if none). Errors if the number would overflow.
-    pub fn next_chunk(&self, type_: &str, subtype: &str, collector: Option<&str>) -> Result<ChunkId> {
+    pub fn next_chunk(
+        &self,
+        type_: &str,
+        subtype: &str,
+        collector: Option<&str>,
+    ) -> Result<ChunkId> {
         let start = match collector {
             None => ChunkId::plain(0),
             Some(id) => ChunkId::collector(id, 0)?,
@@ -422,7 +501,9 @@ impl EpochIndex {
         let last = self
             .entries
             .iter()
-            .filter(|e| e.type_ == type_ && e.subtype == subtype && e.chunk.collector == start.collector)
+            .filter(|e| {
+                e.type_ == type_ && e.subtype == subtype && e.chunk.collector == start.collector
+            })
             .map(|e| e.chunk.n)
             .max();
         match last {
@@ -453,7 +534,9 @@ impl FromStr for EpochIndex {
 
 impl FromIterator<IndexEntry> for EpochIndex {
     fn from_iter<I: IntoIterator<Item = IndexEntry>>(iter: I) -> EpochIndex {
-        EpochIndex { entries: iter.into_iter().collect() }
+        EpochIndex {
+            entries: iter.into_iter().collect(),
+        }
     }
 }
 
@@ -485,19 +568,32 @@ fn rekey(e: BlobError, whole: &str) -> BlobError {
 
 fn check_epoch(epoch: i64) -> Result<()> {
     if epoch < 0 {
-        return Err(BlobError::bad_key(&epoch.to_string(), "epoch must be a non-negative Unix second"));
+        return Err(BlobError::bad_key(
+            &epoch.to_string(),
+            "epoch must be a non-negative Unix second",
+        ));
     }
     Ok(())
 }
 
 fn parse_epoch(s: &str, whole: &str) -> Result<i64> {
     let digits = canonical_digits(s, whole, "epoch")?;
-    digits.parse::<i64>().map_err(|_| BlobError::bad_key(whole, format!("epoch {:?} does not fit in 64 bits", shorten(s))))
+    digits.parse::<i64>().map_err(|_| {
+        BlobError::bad_key(
+            whole,
+            format!("epoch {:?} does not fit in 64 bits", shorten(s)),
+        )
+    })
 }
 
 fn parse_u32(s: &str, whole: &str, what: &str) -> Result<u32> {
     let digits = canonical_digits(s, whole, what)?;
-    digits.parse::<u32>().map_err(|_| BlobError::bad_key(whole, format!("{what} {:?} is over {}", shorten(s), u32::MAX)))
+    digits.parse::<u32>().map_err(|_| {
+        BlobError::bad_key(
+            whole,
+            format!("{what} {:?} is over {}", shorten(s), u32::MAX),
+        )
+    })
 }
 
 /// `s` if it is a canonical decimal number: ASCII digits, no sign, no leading zero.
@@ -506,10 +602,16 @@ fn canonical_digits<'s>(s: &'s str, whole: &str, what: &str) -> Result<&'s str> 
         return Err(BlobError::bad_key(whole, format!("{what} is empty")));
     }
     if !s.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(BlobError::bad_key(whole, format!("{what} {:?} is not a decimal number", shorten(s))));
+        return Err(BlobError::bad_key(
+            whole,
+            format!("{what} {:?} is not a decimal number", shorten(s)),
+        ));
     }
     if s.len() > 1 && s.starts_with('0') {
-        return Err(BlobError::bad_key(whole, format!("{what} {:?} has a leading zero", shorten(s))));
+        return Err(BlobError::bad_key(
+            whole,
+            format!("{what} {:?} has a leading zero", shorten(s)),
+        ));
     }
     Ok(s)
 }
@@ -530,7 +632,10 @@ pub fn check_tag(what: &str, s: &str, allow_empty: bool) -> std::result::Result<
         return Err(format!("{what} is empty"));
     }
     if s.len() > MAX_TAG_BYTES {
-        return Err(format!("{what} is {} bytes long, over {MAX_TAG_BYTES}", s.len()));
+        return Err(format!(
+            "{what} is {} bytes long, over {MAX_TAG_BYTES}",
+            s.len()
+        ));
     }
     if let Some(c) = s.chars().find(|&c| c == ':' || c == '|' || c.is_control()) {
         return Err(format!(
@@ -545,11 +650,23 @@ fn check_collector(id: &str, whole: &str) -> Result<()> {
     let reason = if id.is_empty() {
         "collector id is empty".to_string()
     } else if id.len() > MAX_COLLECTOR_LEN {
-        format!("collector id is {} bytes long, over {MAX_COLLECTOR_LEN}", id.len())
+        format!(
+            "collector id is {} bytes long, over {MAX_COLLECTOR_LEN}",
+            id.len()
+        )
     } else if !id.as_bytes()[0].is_ascii_alphabetic() {
-        format!("collector id {:?} must start with an ASCII letter", shorten(id))
-    } else if let Some(c) = id.chars().find(|&c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_')) {
-        format!("collector id {:?} contains {c:?} (only A-Z, a-z, 0-9, `-`, `_`)", shorten(id))
+        format!(
+            "collector id {:?} must start with an ASCII letter",
+            shorten(id)
+        )
+    } else if let Some(c) = id
+        .chars()
+        .find(|&c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+    {
+        format!(
+            "collector id {:?} contains {c:?} (only A-Z, a-z, 0-9, `-`, `_`)",
+            shorten(id)
+        )
     } else {
         return Ok(());
     };

@@ -41,11 +41,18 @@ fn a_default_blob_from_before_the_measurements_still_reads() {
     let blob = Blob::parse(&bytes).expect("the pinned blob verifies");
     let h = blob.header().expect("header");
     assert_eq!((h.version, h.encoding), (5, Encoding::Zstd));
-    let events = blob.decode(&Limits::default()).expect("the pinned blob decodes");
-    assert_eq!(sereal::json::to_string(&Value::Array(events.clone())), PINNED_JSON);
+    let events = blob
+        .decode(&Limits::default())
+        .expect("the pinned blob decodes");
+    assert_eq!(
+        sereal::json::to_string(&Value::Array(events.clone())),
+        PINNED_JSON
+    );
     // The lazy path (select/where) reads it too.
     let mut scratch = Vec::new();
-    let doc = blob.lazy(&Limits::default(), &mut scratch).expect("lazy open");
+    let doc = blob
+        .lazy(&Limits::default(), &mut scratch)
+        .expect("lazy open");
     let mut n = 0;
     for item in doc.items().expect("items") {
         item.expect("lazy item");
@@ -73,7 +80,11 @@ fn every_measured_setting_reads_back() {
                 let doc = sereal::to_vec(&array, &opts).expect("encodes");
                 let stored = with_trailer(&doc);
                 let blob = Blob::parse(&stored).expect("verifies");
-                assert_eq!(blob.header().expect("header").encoding, Encoding::Zstd, "{what}");
+                assert_eq!(
+                    blob.header().expect("header").encoding,
+                    Encoding::Zstd,
+                    "{what}"
+                );
                 let back = blob.decode(&Limits::default()).expect("decodes");
                 // Canonical order changes key order only: the comparison treats objects as maps.
                 common::assert_same_events(&back, &events, &what);

@@ -9,11 +9,17 @@ fn sample_blobs() -> Vec<(String, Vec<u8>)> {
     let events = common::web_events(61, 40);
     let mut out = Vec::new();
     for profile in [Profile::Original, Profile::default()] {
-        let blobs = BlobBuilder::with_profile(profile).unwrap().build(&events).unwrap();
+        let blobs = BlobBuilder::with_profile(profile)
+            .unwrap()
+            .build(&events)
+            .unwrap();
         out.push((profile.to_string(), blobs[0].as_bytes().to_vec()));
     }
     // An uncompressed one too (tiny, under the original threshold).
-    let tiny = BlobBuilder::with_profile(Profile::Original).unwrap().build(&common::web_events(62, 1)).unwrap();
+    let tiny = BlobBuilder::with_profile(Profile::Original)
+        .unwrap()
+        .build(&common::web_events(62, 1))
+        .unwrap();
     out.push(("tiny".into(), tiny[0].as_bytes().to_vec()));
     out
 }
@@ -32,7 +38,9 @@ fn any_flipped_byte_is_detected() {
                         assert!(i < sereal_len || i >= sereal_len + 4, "{name}@{i}");
                         assert!(reason.contains("SHA-1"), "{reason}");
                     }
-                    Err(BlobError::MissingTrailer { .. }) => assert!((sereal_len..sereal_len + 4).contains(&i), "{name}@{i}"),
+                    Err(BlobError::MissingTrailer { .. }) => {
+                        assert!((sereal_len..sereal_len + 4).contains(&i), "{name}@{i}")
+                    }
                     other => panic!("{name}: byte {i} ^ {mask:#x}: {other:?}"),
                 }
             }
@@ -44,9 +52,13 @@ fn any_flipped_byte_is_detected() {
 fn every_prefix_and_truncated_trailer_is_an_error() {
     for (name, blob) in sample_blobs() {
         for n in 0..blob.len() {
-            let err = Blob::parse(&blob[..n]).expect_err(&format!("{name}: prefix of {n} bytes accepted"));
+            let err = Blob::parse(&blob[..n])
+                .expect_err(&format!("{name}: prefix of {n} bytes accepted"));
             if n < TRAILER_LEN {
-                assert!(matches!(err, BlobError::Truncated { len } if len == n), "{name}/{n}: {err}");
+                assert!(
+                    matches!(err, BlobError::Truncated { len } if len == n),
+                    "{name}/{n}: {err}"
+                );
             }
             // Display never panics and says something.
             assert!(!err.to_string().is_empty());
@@ -59,8 +71,14 @@ fn every_prefix_and_truncated_trailer_is_an_error() {
         longer.push(0);
         assert!(Blob::parse(&longer).is_err());
     }
-    assert!(matches!(Blob::parse(b""), Err(BlobError::Truncated { len: 0 })));
-    assert!(matches!(Blob::parse(&[0u8; 24]), Err(BlobError::MissingTrailer { len: 24 })));
+    assert!(matches!(
+        Blob::parse(b""),
+        Err(BlobError::Truncated { len: 0 })
+    ));
+    assert!(matches!(
+        Blob::parse(&[0u8; 24]),
+        Err(BlobError::MissingTrailer { len: 24 })
+    ));
 }
 
 /// Garbage inside a *valid* trailer (someone re-checksummed damaged data, or a writer bug):
@@ -74,7 +92,10 @@ fn damaged_sereal_with_a_valid_trailer_never_panics() {
         rng ^= rng << 17;
         rng
     };
-    let limits = Limits { max_decompressed_bytes: 1 << 20, ..Limits::default() };
+    let limits = Limits {
+        max_decompressed_bytes: 1 << 20,
+        ..Limits::default()
+    };
     let mut scratch = Vec::new();
     for (_, blob) in sample_blobs() {
         let part = &blob[..blob.len() - TRAILER_LEN];
@@ -109,7 +130,13 @@ fn damaged_sereal_with_a_valid_trailer_never_panics() {
 #[test]
 fn chunks_are_independently_verified() {
     let events = common::web_events(63, 1_000);
-    let blobs = BlobBuilder::new(BlobOptions { chunk_limit: 10_000, ..BlobOptions::default() }).unwrap().build(&events).unwrap();
+    let blobs = BlobBuilder::new(BlobOptions {
+        chunk_limit: 10_000,
+        ..BlobOptions::default()
+    })
+    .unwrap()
+    .build(&events)
+    .unwrap();
     assert!(blobs.len() > 2);
     // Damage one chunk: only that one fails; the others still verify and decode.
     let mut stored: Vec<Vec<u8>> = blobs.iter().map(|b| b.as_bytes().to_vec()).collect();

@@ -21,7 +21,11 @@ fn original_formats() {
     let keys: Vec<String> = index.event_keys(&ek).map(|k| k.to_string()).collect();
     assert_eq!(
         keys,
-        ["1700000000:ams4:type1:sub1:0", "1700000000:ams4:type1:sub1:1", "1700000000:ams4:type3::0"]
+        [
+            "1700000000:ams4:type1:sub1:0",
+            "1700000000:ams4:type1:sub1:1",
+            "1700000000:ams4:type3::0"
+        ]
     );
     assert_eq!(EpochIndex::parse("").unwrap().to_string(), "");
     assert!(EpochIndex::parse("").unwrap().is_empty());
@@ -60,8 +64,26 @@ fn chunk_ids() {
     assert_eq!(ChunkId::plain(4).offset(1).unwrap(), ChunkId::plain(5));
     assert!(ChunkId::plain(u32::MAX).offset(1).is_err());
     for bad in [
-        "", "-1", "+1", "01", "1.5", "4294967296", "a.", ".1", "a.01", "a.b.1", "1a.2", "_a.1", "a b.1", "a:b.1", "a|b.1", "x", "0x10",
-        "é.1", " 1", "1 ",
+        "",
+        "-1",
+        "+1",
+        "01",
+        "1.5",
+        "4294967296",
+        "a.",
+        ".1",
+        "a.01",
+        "a.b.1",
+        "1a.2",
+        "_a.1",
+        "a b.1",
+        "a:b.1",
+        "a|b.1",
+        "x",
+        "0x10",
+        "é.1",
+        " 1",
+        "1 ",
     ] {
         match ChunkId::parse(bad) {
             Err(BlobError::BadKey { reason, .. }) => assert!(!reason.is_empty()),
@@ -73,7 +95,10 @@ fn chunk_ids() {
     assert!(ChunkId::parse(&format!("{}.1", "a".repeat(64))).is_ok());
     assert!(ChunkId::collector("9lives", 0).is_err());
     // Order: plain first, numerically; then by collector, then number.
-    let mut v: Vec<ChunkId> = ["b.0", "10", "a.2", "2", "a.10", "0"].iter().map(|s| s.parse().unwrap()).collect();
+    let mut v: Vec<ChunkId> = ["b.0", "10", "a.2", "2", "a.10", "0"]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
     v.sort();
     let s: Vec<String> = v.iter().map(|c| c.to_string()).collect();
     assert_eq!(s, ["0", "2", "10", "a.2", "a.10", "b.0"]);
@@ -100,12 +125,26 @@ fn bad_keys_are_rejected_with_reasons() {
         "1700000000:ams4:WEB:www:9lives.0",
     ] {
         match EventKey::parse(bad) {
-            Err(e @ BlobError::BadKey { .. }) => assert!(e.to_string().starts_with("bad key"), "{e}"),
+            Err(e @ BlobError::BadKey { .. }) => {
+                assert!(e.to_string().starts_with("bad key"), "{e}")
+            }
             other => panic!("{bad:?} accepted or wrong error: {other:?}"),
         }
     }
-    for bad in ["", "1700000000", "1700000000-", "-1700000000-ams4", "x-ams4", "017-ams4", "1700000000-a:b", "1700000000-a|b"] {
-        assert!(matches!(EpochKey::parse(bad), Err(BlobError::BadKey { .. })), "{bad:?}");
+    for bad in [
+        "",
+        "1700000000",
+        "1700000000-",
+        "-1700000000-ams4",
+        "x-ams4",
+        "017-ams4",
+        "1700000000-a:b",
+        "1700000000-a|b",
+    ] {
+        assert!(
+            matches!(EpochKey::parse(bad), Err(BlobError::BadKey { .. })),
+            "{bad:?}"
+        );
     }
     // Constructors validate too.
     assert!(EventKey::new(-5, "a", "T", "", ChunkId::plain(0)).is_err());
@@ -143,7 +182,10 @@ fn bad_index_lists_are_rejected() {
             other => panic!("{bad:?}: {other:?}"),
         }
     }
-    assert!(matches!(EpochIndex::parse_bytes(b"a::0|\xff::1"), Err(BlobError::BadIndex { entry: 1, .. })));
+    assert!(matches!(
+        EpochIndex::parse_bytes(b"a::0|\xff::1"),
+        Err(BlobError::BadIndex { entry: 1, .. })
+    ));
     assert_eq!(EpochIndex::parse_bytes(b"a::0").unwrap().len(), 1);
 }
 
@@ -154,17 +196,26 @@ fn merge_is_a_set_union_in_a_fixed_order() {
     let ab = a.union(&b);
     let ba = b.union(&a);
     assert_eq!(ab, ba);
-    assert_eq!(ab.to_string(), "CRON::0|LB:edge:0|WEB:www:0|WEB:www:1|WEB:www:c2.0");
+    assert_eq!(
+        ab.to_string(),
+        "CRON::0|LB:edge:0|WEB:www:0|WEB:www:1|WEB:www:c2.0"
+    );
     assert_eq!(ab.union(&ab), ab, "idempotent");
     assert_eq!(ab.union(&a), ab);
     for e in a.iter().chain(b.iter()) {
         assert!(ab.contains(e), "{e} lost");
     }
     // Order independent of input order and duplicates.
-    let shuffled = EpochIndex::parse("WEB:www:c2.0|CRON::0|WEB:www:1|LB:edge:0|WEB:www:0|CRON::0").unwrap();
+    let shuffled =
+        EpochIndex::parse("WEB:www:c2.0|CRON::0|WEB:www:1|LB:edge:0|WEB:www:0|CRON::0").unwrap();
     assert_eq!(shuffled, ab);
     // Numeric, not lexicographic, chunk order.
-    assert_eq!(EpochIndex::parse("T::10|T::9|T::c.10|T::c.9").unwrap().to_string(), "T::9|T::10|T::c.9|T::c.10");
+    assert_eq!(
+        EpochIndex::parse("T::10|T::9|T::c.10|T::c.9")
+            .unwrap()
+            .to_string(),
+        "T::9|T::10|T::c.9|T::c.10"
+    );
 }
 
 /// Several collectors writing the same (epoch, dc, type, subtype), late chunks included: every
@@ -180,7 +231,14 @@ fn several_collectors_never_collide() {
         for chunks in [2u32, 1] {
             let first = idx.next_chunk("WEB", "www", Some(c)).unwrap();
             for i in 0..chunks {
-                let key = EventKey::new(1_700_000_000, "ams4", "WEB", "www", first.offset(i).unwrap()).unwrap();
+                let key = EventKey::new(
+                    1_700_000_000,
+                    "ams4",
+                    "WEB",
+                    "www",
+                    first.offset(i).unwrap(),
+                )
+                .unwrap();
                 assert!(all_keys.insert(key.to_string()), "{key} written twice");
                 idx.insert_key(&key);
             }
@@ -191,13 +249,33 @@ fn several_collectors_never_collide() {
         }
         per_collector.push(idx);
     }
-    let forward = per_collector.iter().fold(EpochIndex::new(), |acc, i| acc.union(i));
-    let backward = per_collector.iter().rev().fold(EpochIndex::new(), |acc, i| acc.union(i));
+    let forward = per_collector
+        .iter()
+        .fold(EpochIndex::new(), |acc, i| acc.union(i));
+    let backward = per_collector
+        .iter()
+        .rev()
+        .fold(EpochIndex::new(), |acc, i| acc.union(i));
     assert_eq!(forward, backward);
     assert_eq!(forward.len(), 3 * 3 + 2);
-    assert_eq!(forward.next_chunk("WEB", "www", None).unwrap(), ChunkId::plain(2));
-    assert_eq!(forward.next_chunk("WEB", "www", Some("ams4-b")).unwrap().to_string(), "ams4-b.3");
-    assert_eq!(forward.next_chunk("LB", "", Some("ams4-b")).unwrap().to_string(), "ams4-b.0");
+    assert_eq!(
+        forward.next_chunk("WEB", "www", None).unwrap(),
+        ChunkId::plain(2)
+    );
+    assert_eq!(
+        forward
+            .next_chunk("WEB", "www", Some("ams4-b"))
+            .unwrap()
+            .to_string(),
+        "ams4-b.3"
+    );
+    assert_eq!(
+        forward
+            .next_chunk("LB", "", Some("ams4-b"))
+            .unwrap()
+            .to_string(),
+        "ams4-b.0"
+    );
     let text = forward.to_string();
     assert_eq!(
         text,
@@ -213,14 +291,17 @@ fn generated_keys_round_trip_or_are_refused() {
     let alphabet: Vec<char> = "aZ09_-.: |\n\t\u{0}é東/\\%".chars().collect();
     let mut x: u64 = 12345;
     let mut next = move |n: usize| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((x >> 33) as usize) % n
     };
     let mut accepted = 0;
     for _ in 0..20_000 {
         let len = next(8);
         let s: String = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
-        let valid_component = !s.is_empty() && !s.contains([':', '|']) && !s.chars().any(char::is_control);
+        let valid_component =
+            !s.is_empty() && !s.contains([':', '|']) && !s.chars().any(char::is_control);
         let key = format!("1700000000:{s}:WEB:{s}:{}", next(5));
         match EventKey::parse(&key) {
             Ok(k) => {
@@ -234,7 +315,12 @@ fn generated_keys_round_trip_or_are_refused() {
             }
         }
         // Arbitrary strings in every position: never a panic, always round-trip when accepted.
-        for text in [s.clone(), format!("{s}:{s}:0"), format!("1-{s}"), format!("{s}.{}", next(3))] {
+        for text in [
+            s.clone(),
+            format!("{s}:{s}:0"),
+            format!("1-{s}"),
+            format!("{s}.{}", next(3)),
+        ] {
             if let Ok(k) = EventKey::parse(&text) {
                 assert_eq!(k.to_string(), text);
             }

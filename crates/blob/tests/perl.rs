@@ -90,7 +90,11 @@ fn perl_reads_our_blobs_and_chunks() {
     let events = mixed_events(21, 3_000);
     for profile in [Profile::Original, Profile::default()] {
         for limit in [sluice_blob::DEFAULT_CHUNK_LIMIT, 60_000] {
-            let opts = BlobOptions { profile, chunk_limit: limit, ..BlobOptions::default() };
+            let opts = BlobOptions {
+                profile,
+                chunk_limit: limit,
+                ..BlobOptions::default()
+            };
             let blobs = BlobBuilder::new(opts).unwrap().build(&events).unwrap();
             if limit < sluice_blob::DEFAULT_CHUNK_LIMIT {
                 assert!(blobs.len() > 2, "{profile}: {} chunks", blobs.len());
@@ -98,13 +102,22 @@ fn perl_reads_our_blobs_and_chunks() {
             let paths = write_blobs(dir.path(), &format!("{profile}-{limit}"), &blobs);
             let refs: Vec<&OsStr> = paths.iter().map(|p| p.as_os_str()).collect();
             let out = run_perl(PERL_READ, &refs);
-            let lines: Vec<&[u8]> = out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+            let lines: Vec<&[u8]> = out
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .collect();
             assert_eq!(lines.len(), blobs.len(), "{profile}: one line per blob");
             for (b, line) in blobs.iter().zip(lines) {
                 let theirs: serde_json::Value = serde_json::from_slice(line).unwrap();
-                let ours = Blob::parse(b.as_bytes()).unwrap().decode(&Limits::default()).unwrap();
+                let ours = Blob::parse(b.as_bytes())
+                    .unwrap()
+                    .decode(&Limits::default())
+                    .unwrap();
                 if let Some(d) = json_diff(&theirs, &to_json(&ours), "$") {
-                    panic!("{profile} chunk {}: Perl's decoding differs from ours: {d}", b.index());
+                    panic!(
+                        "{profile} chunk {}: Perl's decoding differs from ours: {d}",
+                        b.index()
+                    );
                 }
             }
         }
@@ -140,14 +153,27 @@ fn header_bytes(doc: &[u8]) -> &[u8] {
 fn perl_encoder_writes_the_same_original_document_canonical() {
     require_perl_sereal();
     let dir = tempfile::tempdir().unwrap();
-    for (name, events) in [("web", web_events(31, 1_500)), ("mixed", mixed_events(32, 1_500)), ("tiny", web_events(33, 1))] {
+    for (name, events) in [
+        ("web", web_events(31, 1_500)),
+        ("mixed", mixed_events(32, 1_500)),
+        ("tiny", web_events(33, 1)),
+    ] {
         let (json, ours_in) = events_via_json(&events);
         let theirs = perl_encode(dir.path(), &json, true);
-        let opts = BlobOptions { profile: Profile::Original, canonical: true, chunk_limit: usize::MAX, ..BlobOptions::default() };
+        let opts = BlobOptions {
+            profile: Profile::Original,
+            canonical: true,
+            chunk_limit: usize::MAX,
+            ..BlobOptions::default()
+        };
         let blobs = BlobBuilder::new(opts).unwrap().build(&ours_in).unwrap();
         assert_eq!(blobs.len(), 1);
         let ours = blobs[0].sereal_part();
-        assert_eq!(header_bytes(ours), header_bytes(&theirs), "{name}: headers differ");
+        assert_eq!(
+            header_bytes(ours),
+            header_bytes(&theirs),
+            "{name}: headers differ"
+        );
         let hdr = sereal::header::parse(ours).unwrap();
         if name != "tiny" {
             assert_eq!(hdr.encoding, sereal::header::Encoding::Zlib, "{name}");
@@ -157,8 +183,16 @@ fn perl_encoder_writes_the_same_original_document_canonical() {
             sereal::de::body_bytes(&theirs, &Limits::default()).unwrap(),
         );
         if ob != tb {
-            let at = ob.iter().zip(&tb).position(|(a, b)| a != b).unwrap_or(ob.len().min(tb.len()));
-            panic!("{name}: decompressed bodies differ at byte {at} (ours {} bytes, Perl's {})", ob.len(), tb.len());
+            let at = ob
+                .iter()
+                .zip(&tb)
+                .position(|(a, b)| a != b)
+                .unwrap_or(ob.len().min(tb.len()));
+            panic!(
+                "{name}: decompressed bodies differ at byte {at} (ours {} bytes, Perl's {})",
+                ob.len(),
+                tb.len()
+            );
         }
     }
 }
@@ -170,18 +204,28 @@ fn perl_encoder_non_canonical_same_header_same_data() {
     let events = mixed_events(41, 2_000);
     let (json, ours_in) = events_via_json(&events);
     let theirs = perl_encode(dir.path(), &json, false);
-    let blobs = BlobBuilder::with_profile(Profile::Original).unwrap().build(&ours_in).unwrap();
+    let blobs = BlobBuilder::with_profile(Profile::Original)
+        .unwrap()
+        .build(&ours_in)
+        .unwrap();
     assert_eq!(blobs.len(), 1);
     let ours = blobs[0].sereal_part();
     assert_eq!(header_bytes(ours), header_bytes(&theirs));
     // Perl's hash order is its own: compare what the documents hold.
     let a = sereal::from_slice(ours).unwrap();
     let b = sereal::from_slice(&theirs).unwrap();
-    if let Some(d) = json_diff(&sereal::json::to_json_value(&a), &sereal::json::to_json_value(&b), "$") {
+    if let Some(d) = json_diff(
+        &sereal::json::to_json_value(&a),
+        &sereal::json::to_json_value(&b),
+        "$",
+    ) {
         panic!("our document and Perl's hold different data: {d}");
     }
     // And Perl's document, given our trailer, is a blob we read.
     let blob = sluice_blob::with_trailer(&theirs);
-    let got = Blob::parse(&blob).unwrap().decode(&Limits::default()).unwrap();
+    let got = Blob::parse(&blob)
+        .unwrap()
+        .decode(&Limits::default())
+        .unwrap();
     common::assert_same_events(&got, &events, "Perl's document as a blob");
 }

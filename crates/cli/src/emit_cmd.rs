@@ -73,7 +73,11 @@ pub fn run(a: EmitArgs) -> Result<()> {
     let mut line = Vec::new();
     loop {
         line.clear();
-        if input.read_until(b'\n', &mut line).context("reading standard input")? == 0 {
+        if input
+            .read_until(b'\n', &mut line)
+            .context("reading standard input")?
+            == 0
+        {
             break;
         }
         sender.send_line(&line)?;
@@ -83,7 +87,11 @@ pub fn run(a: EmitArgs) -> Result<()> {
         "sluice: sent {} events in {} messages{}",
         sent.events,
         sent.messages,
-        if a.target.udp.is_some() { String::new() } else { format!(", {} accepted, {} refused", sent.accepted, sent.refused) }
+        if a.target.udp.is_some() {
+            String::new()
+        } else {
+            format!(", {} accepted, {} refused", sent.accepted, sent.refused)
+        }
     );
     if sent.refused > 0 {
         bail!("{} events were refused", sent.refused);

@@ -71,11 +71,18 @@ pub fn run(a: GenArgs) -> Result<()> {
         .map(|w| w.trim().parse::<u32>())
         .collect::<std::result::Result<_, _>>()
         .map_err(|e| anyhow::anyhow!("--mix: {e} (expected three integers like 75,5,20)"))?;
-    let [web, cron, lb] = weights[..] else { bail!("--mix needs three weights: WEB,CRON,LB") };
+    let [web, cron, lb] = weights[..] else {
+        bail!("--mix needs three weights: WEB,CRON,LB")
+    };
     if web + cron + lb == 0 {
         bail!("--mix: at least one weight must be positive");
     }
-    let dcs: Vec<String> = a.dcs.split(',').map(|d| d.trim().to_owned()).filter(|d| !d.is_empty()).collect();
+    let dcs: Vec<String> = a
+        .dcs
+        .split(',')
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
+        .collect();
     if dcs.is_empty() {
         bail!("--dcs: give at least one data-centre id");
     }
@@ -84,7 +91,9 @@ pub fn run(a: GenArgs) -> Result<()> {
     }
     let epoch_start = match a.epoch {
         Some(e) => e,
-        None => std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64,
+        None => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)?
+            .as_secs() as i64,
     };
     let cfg = GenConfig {
         seed: a.seed,
@@ -117,7 +126,11 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     if matches!(a.format, GenFormat::Sereal) {
         bail!("--format sereal writes a file; transports and --live send NDJSON");
     }
-    let target = crate::emit_cmd::Target { udp: a.udp.clone(), tcp: a.tcp.clone(), http: a.http.clone() };
+    let target = crate::emit_cmd::Target {
+        udp: a.udp.clone(),
+        tcp: a.tcp.clone(),
+        http: a.http.clone(),
+    };
     let mut sender = if target.udp.is_some() || target.tcp.is_some() || target.http.is_some() {
         Some(crate::emit_cmd::connect(&target, &a.tuning)?)
     } else {
@@ -126,7 +139,10 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let forever = a.live && a.count == 0;
-    let mut gen = sluice_gen::Generator::new(GenConfig { count: if forever { usize::MAX } else { cfg.count }, ..cfg });
+    let mut gen = sluice_gen::Generator::new(GenConfig {
+        count: if forever { usize::MAX } else { cfg.count },
+        ..cfg
+    });
     let started = std::time::Instant::now();
     let mut last_flush = started;
     let mut line = Vec::with_capacity(1024);
@@ -145,7 +161,9 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
                 }
                 std::thread::sleep(wait);
             }
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs() as i64;
             if let sereal::Value::Hash(entries) = &mut event {
                 for (k, v) in entries.iter_mut() {
                     if k.as_bytes() == b"epoch" {
@@ -167,7 +185,10 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     out.flush()?;
     if let Some(s) = sender {
         let sent = s.finish()?;
-        eprintln!("sluice: sent {} events in {} messages ({} refused)", sent.events, sent.messages, sent.refused);
+        eprintln!(
+            "sluice: sent {} events in {} messages ({} refused)",
+            sent.events, sent.messages, sent.refused
+        );
         if sent.refused > 0 {
             bail!("{} events were refused", sent.refused);
         }

@@ -107,7 +107,9 @@ impl EncodeFlags {
                 if !(1..=9).contains(&level) {
                     bail!("zlib level must be 1-9, got {level}");
                 }
-                Compression::Zlib { level: level as u32 }
+                Compression::Zlib {
+                    level: level as u32,
+                }
             }
             CompressArg::Zstd => {
                 let level = self.level.unwrap_or(3);
@@ -117,7 +119,8 @@ impl EncodeFlags {
                 Compression::Zstd { level }
             }
         };
-        if self.level.is_some() && matches!(self.compress, CompressArg::None | CompressArg::Snappy) {
+        if self.level.is_some() && matches!(self.compress, CompressArg::None | CompressArg::Snappy)
+        {
             bail!("--level applies to zlib and zstd only");
         }
         Ok(EncoderOptions {
@@ -152,7 +155,9 @@ pub fn run(cmd: SerealCommand) -> Result<()> {
 pub fn read_input(path: &PathBuf) -> Result<Vec<u8>> {
     let mut buf = Vec::new();
     if path.as_os_str() == "-" {
-        std::io::stdin().read_to_end(&mut buf).context("reading standard input")?;
+        std::io::stdin()
+            .read_to_end(&mut buf)
+            .context("reading standard input")?;
     } else {
         buf = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     }
@@ -161,7 +166,11 @@ pub fn read_input(path: &PathBuf) -> Result<Vec<u8>> {
 
 fn decode(a: DecodeArgs) -> Result<()> {
     let doc = read_input(&a.file)?;
-    let limits = Limits { max_depth: a.max_depth, max_decompressed_bytes: a.max_decompressed, ..Limits::default() };
+    let limits = Limits {
+        max_depth: a.max_depth,
+        max_decompressed_bytes: a.max_decompressed,
+        ..Limits::default()
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if !a.select.is_empty() || a.filter.is_some() {
@@ -172,7 +181,8 @@ fn decode(a: DecodeArgs) -> Result<()> {
         return select(&doc, &limits, &a.select, filter.as_ref(), &a.file, &mut out);
     }
     if a.dump {
-        let text = sereal::dump::dump(&doc, &limits).with_context(|| format!("{}", a.file.display()))?;
+        let text =
+            sereal::dump::dump(&doc, &limits).with_context(|| format!("{}", a.file.display()))?;
         out.write_all(text.as_bytes())?;
         out.flush()?;
         return Ok(());
@@ -185,11 +195,15 @@ fn decode(a: DecodeArgs) -> Result<()> {
     // another document.
     while !rest.iter().all(u8::is_ascii_whitespace) || (index == 0 && !rest.is_empty()) {
         let at = doc.len() - rest.len();
-        let d = decoder
-            .decode_document(rest)
-            .map_err(|e| anyhow::anyhow!("{}: document {index} at byte {at}: {e}", a.file.display()))?;
+        let d = decoder.decode_document(rest).map_err(|e| {
+            anyhow::anyhow!("{}: document {index} at byte {at}: {e}", a.file.display())
+        })?;
         if a.header {
-            print_value(&mut out, d.user_header.as_ref().unwrap_or(&sereal::Value::Undef), a.pretty)?;
+            print_value(
+                &mut out,
+                d.user_header.as_ref().unwrap_or(&sereal::Value::Undef),
+                a.pretty,
+            )?;
         }
         print_value(&mut out, &d.body, a.pretty)?;
         rest = &rest[d.len..];
@@ -247,11 +261,16 @@ fn select(
     }
     let many: Vec<bool> = all_paths[..n_select]
         .iter()
-        .map(|p| p.steps().iter().any(|s| matches!(s, sereal::lazy::Step::Wildcard)))
+        .map(|p| {
+            p.steps()
+                .iter()
+                .any(|s| matches!(s, sereal::lazy::Step::Wildcard))
+        })
         .collect();
     let mut selector = sereal::lazy::Selector::new(all_paths);
     let mut scratch = Vec::new();
-    let lazy = sereal::LazyDoc::open(doc, limits, &mut scratch).with_context(|| file.display().to_string())?;
+    let lazy = sereal::LazyDoc::open(doc, limits, &mut scratch)
+        .with_context(|| file.display().to_string())?;
     let root = lazy.root().with_context(|| file.display().to_string())?;
     let items: Vec<sereal::lazy::Item<'_>> = match root.elements()? {
         Some(elements) => elements.collect::<std::result::Result<_, _>>()?,
@@ -271,9 +290,14 @@ fn select(
             let mut obj = serde_json::Map::new();
             for ((path, values), many) in paths.iter().zip(&found).zip(&many) {
                 let v = if *many {
-                    serde_json::Value::Array(values.iter().map(sereal::json::to_json_value).collect())
+                    serde_json::Value::Array(
+                        values.iter().map(sereal::json::to_json_value).collect(),
+                    )
                 } else {
-                    values.first().map(sereal::json::to_json_value).unwrap_or(serde_json::Value::Null)
+                    values
+                        .first()
+                        .map(sereal::json::to_json_value)
+                        .unwrap_or(serde_json::Value::Null)
                 };
                 obj.insert(path.clone(), v);
             }
@@ -287,8 +311,13 @@ fn select(
 
 fn split(a: SplitArgs) -> Result<()> {
     let doc = read_input(&a.file)?;
-    let chunks = sereal::split(&doc, a.max_bytes, &sereal::SplitOptions::default(), &Limits::default())
-        .with_context(|| a.file.display().to_string())?;
+    let chunks = sereal::split(
+        &doc,
+        a.max_bytes,
+        &sereal::SplitOptions::default(),
+        &Limits::default(),
+    )
+    .with_context(|| a.file.display().to_string())?;
     for (i, chunk) in chunks.iter().enumerate() {
         let path = PathBuf::from(format!("{}.{i}.srl", a.out.display()));
         std::fs::write(&path, chunk).with_context(|| format!("writing {}", path.display()))?;

@@ -53,7 +53,10 @@ pub struct ServeArgs {
 fn parse_bytes(value: &str) -> std::result::Result<u64, String> {
     let bad = || format!("{value:?}: expected bytes (1048576) or a size (512k, 64m, 1g)");
     let v = value.trim().to_ascii_lowercase();
-    let v = v.strip_suffix("ib").or_else(|| v.strip_suffix('b')).unwrap_or(&v);
+    let v = v
+        .strip_suffix("ib")
+        .or_else(|| v.strip_suffix('b'))
+        .unwrap_or(&v);
     let (digits, shift) = match v.chars().last() {
         Some('k') => (&v[..v.len() - 1], 10),
         Some('m') => (&v[..v.len() - 1], 20),
@@ -70,7 +73,12 @@ fn parse_grace(value: &str) -> std::result::Result<std::time::Duration, String> 
     let ms = if let Some(ms) = value.strip_suffix("ms") {
         ms.trim().parse::<u64>().map_err(|_| bad())?
     } else {
-        let secs: f64 = value.strip_suffix('s').unwrap_or(value).trim().parse().map_err(|_| bad())?;
+        let secs: f64 = value
+            .strip_suffix('s')
+            .unwrap_or(value)
+            .trim()
+            .parse()
+            .map_err(|_| bad())?;
         if !secs.is_finite() || secs < 0.0 {
             return Err(bad());
         }
@@ -87,7 +95,10 @@ pub fn parse_listen(flag: &str, value: &str) -> Result<Option<SocketAddr>> {
     if value == "off" {
         return Ok(None);
     }
-    value.parse().map(Some).with_context(|| format!("--{flag} {value:?}: expected ADDR:PORT or off"))
+    value
+        .parse()
+        .map(Some)
+        .with_context(|| format!("--{flag} {value:?}: expected ADDR:PORT or off"))
 }
 
 /// Build the configuration from the file and the flags.
@@ -132,7 +143,10 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
 /// Run `sluice serve` until SIGTERM or Ctrl-C; open seconds are stored before it exits.
 pub fn run(a: ServeArgs) -> Result<()> {
     let config = config(&a)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the runtime")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
     runtime.block_on(sluice_server::run(config, sluice_server::shutdown_signal()))?;
     Ok(())
 }

@@ -11,31 +11,54 @@ use sluice_collector::ingest::{IngestConfig, Ingestor};
 const EPOCH: i64 = 1_700_000_000;
 
 fn write_store(dir: &Path) -> Vec<serde_json::Value> {
-    let cfg = sluice_gen::GenConfig { epoch_start: EPOCH, events_per_second: 400, ..sluice_gen::GenConfig::mixed(4, 2000) };
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: EPOCH,
+        events_per_second: 400,
+        ..sluice_gen::GenConfig::mixed(4, 2000)
+    };
     let mut lines = Vec::new();
     sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
     let now = EPOCH + 10;
-    let mut ingestor = Ingestor::new(IngestConfig { dc: "ams1".into(), ..IngestConfig::default() }).expect("ingestor");
+    let mut ingestor = Ingestor::new(IngestConfig {
+        dc: "ams1".into(),
+        ..IngestConfig::default()
+    })
+    .expect("ingestor");
     let outcome = ingestor.ingest(&lines, now);
     assert!(outcome.is_clean(), "{:?}", outcome.dropped.first());
-    let store: Arc<dyn sluice_store::Store> = Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
+    let store: Arc<dyn sluice_store::Store> =
+        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
     let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
     agg.add(outcome.events, now);
     let report = agg.flush_all(now);
     assert!(report.is_ok(), "{:?}", report.errors);
-    String::from_utf8_lossy(&lines).lines().map(|l| serde_json::from_str(l).expect("json")).collect()
+    String::from_utf8_lossy(&lines)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
 }
 
 fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["cat", "--data", dir.to_str().expect("path"), "--from", &EPOCH.to_string(), "--to", &(EPOCH + 100).to_string()])
+        .args([
+            "cat",
+            "--data",
+            dir.to_str().expect("path"),
+            "--from",
+            &EPOCH.to_string(),
+            "--to",
+            &(EPOCH + 100).to_string(),
+        ])
         .args(extra)
         .output()
         .expect("run sluice cat")
 }
 
 fn lines(out: &std::process::Output) -> Vec<serde_json::Value> {
-    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
 }
 
 fn key(e: &serde_json::Value) -> String {
@@ -49,7 +72,11 @@ fn cat_returns_every_event_once_and_filters() {
     let written = write_store(&dir);
 
     let out = cat(&dir, &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = lines(&out);
     assert_eq!(got.len(), written.len());
     let mut a: Vec<String> = got.iter().map(key).collect();
@@ -57,54 +84,91 @@ fn cat_returns_every_event_once_and_filters() {
     a.sort();
     b.sort();
     assert_eq!(a, b, "the same events, each once");
-    let epochs: Vec<i64> = got.iter().map(|e| e["epoch"].as_i64().expect("epoch")).collect();
+    let epochs: Vec<i64> = got
+        .iter()
+        .map(|e| e["epoch"].as_i64().expect("epoch"))
+        .collect();
     assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "epoch order");
 
     let web = lines(&cat(&dir, &["--type", "WEB", "--where", "status >= 500"]));
-    let expected = written.iter().filter(|e| e["type"] == "WEB" && e["status"].as_i64().is_some_and(|s| s >= 500)).count();
+    let expected = written
+        .iter()
+        .filter(|e| e["type"] == "WEB" && e["status"].as_i64().is_some_and(|s| s >= 500))
+        .count();
     assert_eq!(web.len(), expected);
     assert!(expected > 0);
 
     let sel = lines(&cat(&dir, &["--type", "LB", "--select", "dc,status"]));
-    assert_eq!(sel.len(), written.iter().filter(|e| e["type"] == "LB").count());
-    assert!(sel.iter().all(|e| e.as_object().is_some_and(|o| o.len() == 2)));
+    assert_eq!(
+        sel.len(),
+        written.iter().filter(|e| e["type"] == "LB").count()
+    );
+    assert!(sel
+        .iter()
+        .all(|e| e.as_object().is_some_and(|o| o.len() == 2)));
 
     let none = cat(&dir, &["--dc", "nowhere"]);
     assert!(none.status.success() && none.stdout.is_empty());
     let bad = cat(&dir, &["--where", "status >"]);
     assert_eq!(bad.status.code(), Some(1));
-    let missing = Command::new(env!("CARGO_BIN_EXE_sluice")).args(["cat", "--data", "/nonexistent/sluice", "--from", "-5m"]).output().expect("run");
+    let missing = Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["cat", "--data", "/nonexistent/sluice", "--from", "-5m"])
+        .output()
+        .expect("run");
     assert_eq!(missing.status.code(), Some(1));
 }
 
 fn write_at(dir: &Path, epoch: i64, seed: u64, count: usize) -> Vec<String> {
-    let cfg = sluice_gen::GenConfig { epoch_start: epoch, events_per_second: 500, ..sluice_gen::GenConfig::mixed(seed, count) };
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: epoch,
+        events_per_second: 500,
+        ..sluice_gen::GenConfig::mixed(seed, count)
+    };
     let mut lines = Vec::new();
     sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
     let now = epoch + 30;
     let mut ingestor = Ingestor::new(IngestConfig::default()).expect("ingestor");
     let outcome = ingestor.ingest(&lines, now);
     assert!(outcome.is_clean());
-    let store: Arc<dyn sluice_store::Store> = Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
+    let store: Arc<dyn sluice_store::Store> =
+        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
     let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
     agg.add(outcome.events, now);
     assert!(agg.flush_all(now).is_ok());
-    String::from_utf8_lossy(&lines).lines().map(|l| key(&serde_json::from_str(l).expect("json"))).collect()
+    String::from_utf8_lossy(&lines)
+        .lines()
+        .map(|l| key(&serde_json::from_str(l).expect("json")))
+        .collect()
 }
 
 #[test]
 fn tail_reads_history_then_resumes_from_its_cursor() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tail-data");
     let _ = std::fs::remove_dir_all(&dir);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
     let first = write_at(&dir, now - 40, 1, 1500);
     let cursor_file = dir.with_extension("cursor");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["tail", "--data", dir.to_str().expect("path"), "--from", &(now - 45).to_string(), "--limit", "1500"])
+        .args([
+            "tail",
+            "--data",
+            dir.to_str().expect("path"),
+            "--from",
+            &(now - 45).to_string(),
+            "--limit",
+            "1500",
+        ])
         .args(["--cursor-file", cursor_file.to_str().expect("path")])
         .output()
         .expect("tail");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut got: Vec<String> = lines(&out).iter().map(key).collect();
     let mut want = first.clone();
     got.sort();
@@ -116,10 +180,22 @@ fn tail_reads_history_then_resumes_from_its_cursor() {
     // More data (newer seconds); the resumed tail prints exactly it.
     let second = write_at(&dir, now - 20, 2, 700);
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["tail", "--data", dir.to_str().expect("path"), "--cursor", token.trim(), "--limit", "700"])
+        .args([
+            "tail",
+            "--data",
+            dir.to_str().expect("path"),
+            "--cursor",
+            token.trim(),
+            "--limit",
+            "700",
+        ])
         .output()
         .expect("tail");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut got: Vec<String> = lines(&out).iter().map(key).collect();
     let mut want = second;
     got.sort();

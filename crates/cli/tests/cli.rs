@@ -34,22 +34,40 @@ fn hex(bytes: &[u8]) -> String {
 
 #[test]
 fn encode_gives_the_reference_bytes() {
-    let out = sluice(&["sereal", "encode", "--protocol", "3", "-"], b"[{\"cpu\":5},{\"cpu\":99}]\n");
+    let out = sluice(
+        &["sereal", "encode", "--protocol", "3", "-"],
+        b"[{\"cpu\":5},{\"cpu\":99}]\n",
+    );
     assert!(out.status.success());
     assert_eq!(hex(&out.stdout), "3df3726c030042516363707505512f032063");
     // Defaults: protocol 5, no compression, no dedupe.
-    let out = sluice(&["sereal", "encode", "-"], b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}");
-    assert_eq!(hex(&out.stdout), "3df3726c0500526161647878787861626478787878");
-    let out = sluice(&["sereal", "encode", "--dedupe", "-"], b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}");
+    let out = sluice(
+        &["sereal", "encode", "-"],
+        b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}",
+    );
+    assert_eq!(
+        hex(&out.stdout),
+        "3df3726c0500526161647878787861626478787878"
+    );
+    let out = sluice(
+        &["sereal", "encode", "--dedupe", "-"],
+        b"{\"a\":\"xxxx\",\"b\":\"xxxx\"}",
+    );
     assert_eq!(hex(&out.stdout), "3df3726c0500526161647878787861622f04");
 }
 
 #[test]
 fn decode_prints_json_and_dump_prints_offsets() {
-    let doc = [0x3d, 0xf3, 0x72, 0x6c, 0x03, 0x00, 0x42, 0x28, 0x2a, 0x01, 0x63, 0x63, 0x70, 0x75, 0x05, 0x28, 0x2a, 0x01, 0x2f, 0x05, 0x20, 0x63];
+    let doc = [
+        0x3d, 0xf3, 0x72, 0x6c, 0x03, 0x00, 0x42, 0x28, 0x2a, 0x01, 0x63, 0x63, 0x70, 0x75, 0x05,
+        0x28, 0x2a, 0x01, 0x2f, 0x05, 0x20, 0x63,
+    ];
     let out = sluice(&["sereal", "decode", "-"], &doc);
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "[{\"cpu\":5},{\"cpu\":99}]\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[{\"cpu\":5},{\"cpu\":99}]\n"
+    );
     let out = sluice(&["sereal", "decode", "--dump", "-"], &doc);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("COPY -> 5"), "{text}");
@@ -66,18 +84,42 @@ fn decode_reads_streams_and_headers() {
             let f = f.expect("file").path();
             if f.extension().is_some_and(|e| e == "srl") {
                 let out = sluice(&["sereal", "decode", f.to_str().expect("path")], b"");
-                assert!(out.status.success(), "{}: {}", f.display(), String::from_utf8_lossy(&out.stderr));
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    f.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
         }
     }
-    let out = sluice(&["sereal", "decode", vectors().join("ruby_test/example-stream-snappy-i.srl").to_str().expect("path")], b"");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sluice(
+        &[
+            "sereal",
+            "decode",
+            vectors()
+                .join("ruby_test/example-stream-snappy-i.srl")
+                .to_str()
+                .expect("path"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 100);
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_1() {
-    for input in [&b"not sereal at all"[..], b"=\xf3rl\x03\x00\x2b\x05\x01", b"=\xf3rl\x03\x00\x36", b""] {
+    for input in [
+        &b"not sereal at all"[..],
+        b"=\xf3rl\x03\x00\x2b\x05\x01",
+        b"=\xf3rl\x03\x00\x36",
+        b"",
+    ] {
         let out = sluice(&["sereal", "decode", "-"], input);
         assert_eq!(out.status.code(), Some(1), "{input:?}");
         let err = String::from_utf8_lossy(&out.stderr);
@@ -87,42 +129,123 @@ fn bad_input_is_one_line_and_exit_1() {
     }
     let out = sluice(&["sereal", "encode", "-"], b"{not json");
     assert_eq!(out.status.code(), Some(1));
-    let out = sluice(&["sereal", "encode", "--compress", "zlib", "--level", "12", "-"], b"{}");
+    let out = sluice(
+        &[
+            "sereal",
+            "encode",
+            "--compress",
+            "zlib",
+            "--level",
+            "12",
+            "-",
+        ],
+        b"{}",
+    );
     assert_eq!(out.status.code(), Some(1));
 }
 
 #[test]
 fn gen_is_deterministic_and_round_trips() {
-    let args = ["gen", "--count", "300", "--seed", "5", "--epoch", "1700000000"];
+    let args = [
+        "gen",
+        "--count",
+        "300",
+        "--seed",
+        "5",
+        "--epoch",
+        "1700000000",
+    ];
     let a = sluice(&args, b"");
     let b = sluice(&args, b"");
     assert!(a.status.success());
     assert_eq!(a.stdout, b.stdout);
     assert_eq!(String::from_utf8_lossy(&a.stdout).lines().count(), 300);
     // The Sereal form holds the same events.
-    let srl = sluice(&[&args[..], &["--format", "sereal", "--protocol", "3", "--compress", "zlib", "--dedupe"]].concat(), b"");
+    let srl = sluice(
+        &[
+            &args[..],
+            &[
+                "--format",
+                "sereal",
+                "--protocol",
+                "3",
+                "--compress",
+                "zlib",
+                "--dedupe",
+            ],
+        ]
+        .concat(),
+        b"",
+    );
     let back = sluice(&["sereal", "decode", "-"], &srl.stdout);
     let events: serde_json::Value = serde_json::from_slice(&back.stdout).expect("json");
-    let lines: Vec<serde_json::Value> =
-        String::from_utf8_lossy(&a.stdout).lines().map(|l| serde_json::from_str(l).expect("line")).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&a.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("line"))
+        .collect();
     assert_eq!(events, serde_json::Value::Array(lines));
 }
 
 #[test]
 fn select_and_split() {
-    let srl = sluice(&["gen", "--count", "3000", "--seed", "9", "--format", "sereal", "--protocol", "3", "--compress", "zlib", "--dedupe"], b"");
+    let srl = sluice(
+        &[
+            "gen",
+            "--count",
+            "3000",
+            "--seed",
+            "9",
+            "--format",
+            "sereal",
+            "--protocol",
+            "3",
+            "--compress",
+            "zlib",
+            "--dedupe",
+        ],
+        b"",
+    );
     let file = tmp("events.srl");
     std::fs::write(&file, &srl.stdout).expect("write");
-    let sel = sluice(&["sereal", "decode", "--select", "type,timings.total_ms,experiments[*].id", file.to_str().expect("path")], b"");
-    assert!(sel.status.success(), "{}", String::from_utf8_lossy(&sel.stderr));
+    let sel = sluice(
+        &[
+            "sereal",
+            "decode",
+            "--select",
+            "type,timings.total_ms,experiments[*].id",
+            file.to_str().expect("path"),
+        ],
+        b"",
+    );
+    assert!(
+        sel.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sel.stderr)
+    );
     let text = String::from_utf8_lossy(&sel.stdout);
     assert_eq!(text.lines().count(), 3000);
-    let first: serde_json::Value = serde_json::from_str(text.lines().next().expect("line")).expect("json");
+    let first: serde_json::Value =
+        serde_json::from_str(text.lines().next().expect("line")).expect("json");
     assert!(first["experiments[*].id"].is_array());
 
     let prefix = tmp("chunk");
-    let out = sluice(&["sereal", "split", "--max-bytes", "40000", "--out", prefix.to_str().expect("path"), file.to_str().expect("path")], b"");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sluice(
+        &[
+            "sereal",
+            "split",
+            "--max-bytes",
+            "40000",
+            "--out",
+            prefix.to_str().expect("path"),
+            file.to_str().expect("path"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let mut total = 0;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let path = line.split('\t').next().expect("path");
@@ -145,30 +268,89 @@ fn a_closed_pipe_is_not_an_error() {
         .spawn()
         .expect("spawn");
     let mut first = [0u8; 4096];
-    child.stdout.as_mut().expect("stdout").read_exact(&mut first).expect("read");
+    child
+        .stdout
+        .as_mut()
+        .expect("stdout")
+        .read_exact(&mut first)
+        .expect("read");
     drop(child.stdout.take());
     let out = child.wait_with_output().expect("wait");
-    assert!(out.status.success(), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn where_filters_like_a_full_decode_would() {
-    let srl = sluice(&["gen", "--count", "4000", "--seed", "3", "--format", "sereal", "--protocol", "5", "--compress", "zstd", "--dedupe"], b"");
+    let srl = sluice(
+        &[
+            "gen",
+            "--count",
+            "4000",
+            "--seed",
+            "3",
+            "--format",
+            "sereal",
+            "--protocol",
+            "5",
+            "--compress",
+            "zstd",
+            "--dedupe",
+        ],
+        b"",
+    );
     let file = tmp("where.srl");
     std::fs::write(&file, &srl.stdout).expect("write");
     let all = sluice(&["sereal", "decode", file.to_str().expect("path")], b"");
-    let events: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&all.stdout).expect("json").as_array().expect("array").clone();
+    let events: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&all.stdout)
+        .expect("json")
+        .as_array()
+        .expect("array")
+        .clone();
     let expected: Vec<&serde_json::Value> = events
         .iter()
         .filter(|e| e["status"].as_i64().is_some_and(|s| s >= 500) && e["type"] == "WEB")
         .collect();
     assert!(!expected.is_empty());
-    let out = sluice(&["sereal", "decode", "--where", "status >= 500 and type == 'WEB'", file.to_str().expect("path")], b"");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let got: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).expect("line")).collect();
+    let out = sluice(
+        &[
+            "sereal",
+            "decode",
+            "--where",
+            "status >= 500 and type == 'WEB'",
+            file.to_str().expect("path"),
+        ],
+        b"",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("line"))
+        .collect();
     assert_eq!(got.iter().collect::<Vec<_>>(), expected);
-    let bad = sluice(&["sereal", "decode", "--where", "status >=", file.to_str().expect("path")], b"");
+    let bad = sluice(
+        &[
+            "sereal",
+            "decode",
+            "--where",
+            "status >=",
+            file.to_str().expect("path"),
+        ],
+        b"",
+    );
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("column"));
 }

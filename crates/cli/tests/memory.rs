@@ -90,7 +90,10 @@ fn hostile_10mb_inputs_stay_under_1gib() {
     for (name, doc, valid) in cases {
         assert!(doc.len() <= TEN_MB + 64, "{name} is {} bytes", doc.len());
         let (code, peak_mib) = decode_peak_rss(&doc, name);
-        eprintln!("{name}: {} bytes, exit {code:?}, peak RSS so far {peak_mib} MiB", doc.len());
+        eprintln!(
+            "{name}: {} bytes, exit {code:?}, peak RSS so far {peak_mib} MiB",
+            doc.len()
+        );
         assert_eq!(code, Some(if valid { 0 } else { 1 }), "{name}");
         assert!(peak_mib < 1024, "{name}: peak RSS {peak_mib} MiB");
     }

@@ -7,11 +7,18 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+    TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
 }
 
 fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice")).args(args).output().expect("run sluice")
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(args)
+        .output()
+        .expect("run sluice")
 }
 
 struct Server(Child);
@@ -24,14 +31,21 @@ impl Drop for Server {
 }
 
 fn lines(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect()
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
 }
 
 fn canonical(line: &str) -> String {
     // Same JSON value, independent of key order and number spelling.
     let v: serde_json::Value = serde_json::from_str(line).expect("json line");
-    let mut keys: Vec<(String, String)> =
-        v.as_object().expect("event").iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+    let mut keys: Vec<(String, String)> = v
+        .as_object()
+        .expect("event")
+        .iter()
+        .map(|(k, v)| (k.clone(), v.to_string()))
+        .collect();
     keys.sort();
     format!("{keys:?}")
 }
@@ -45,8 +59,21 @@ fn serve_ingest_read_and_shutdown() {
     let udp_port = free_port();
     let url = format!("http://127.0.0.1:{port}");
     let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--data", dir.to_str().expect("path"), "--http", &format!("127.0.0.1:{port}"), "--grace", "1"])
-        .args(["--tcp", &format!("127.0.0.1:{tcp_port}"), "--udp", &format!("127.0.0.1:{udp_port}")])
+        .args([
+            "serve",
+            "--data",
+            dir.to_str().expect("path"),
+            "--http",
+            &format!("127.0.0.1:{port}"),
+            "--grace",
+            "1",
+        ])
+        .args([
+            "--tcp",
+            &format!("127.0.0.1:{tcp_port}"),
+            "--udp",
+            &format!("127.0.0.1:{udp_port}"),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -58,22 +85,43 @@ fn serve_ingest_read_and_shutdown() {
         std::thread::sleep(Duration::from_millis(100));
     }
 
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs() as i64;
     let epoch = (now - 3).to_string();
-    let gen_args = ["gen", "--count", "3000", "--seed", "11", "--rate", "1000", "--epoch", &epoch];
+    let gen_args = [
+        "gen", "--count", "3000", "--seed", "11", "--rate", "1000", "--epoch", &epoch,
+    ];
     let sent = sluice(&[&gen_args[..], &["--http", &url]].concat());
-    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
-    let expected: Vec<String> = lines(&sluice(&gen_args)).iter().map(|l| canonical(l)).collect();
+    assert!(
+        sent.status.success(),
+        "{}",
+        String::from_utf8_lossy(&sent.stderr)
+    );
+    let expected: Vec<String> = lines(&sluice(&gen_args))
+        .iter()
+        .map(|l| canonical(l))
+        .collect();
 
     // Readable through the server once the seconds close (grace 1 s).
     let from = (now - 10).to_string();
     let to = (now + 10).to_string();
     let mut got = Vec::new();
     while got.len() < expected.len() {
-        assert!(Instant::now() < deadline + Duration::from_secs(10), "only {} of {} events readable", got.len(), expected.len());
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(10),
+            "only {} of {} events readable",
+            got.len(),
+            expected.len()
+        );
         std::thread::sleep(Duration::from_millis(300));
         let out = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         got = lines(&out);
     }
     let mut a: Vec<String> = got.iter().map(|l| canonical(l)).collect();
@@ -83,33 +131,91 @@ fn serve_ingest_read_and_shutdown() {
     assert_eq!(a, b, "every event exactly once, content identical");
 
     // A second server on the same directory fails before claiming to serve, and says why.
-    let second = sluice(&["serve", "--data", dir.to_str().expect("path"), "--http", "127.0.0.1:0", "--tcp", "off", "--udp", "off"]);
+    let second = sluice(&[
+        "serve",
+        "--data",
+        dir.to_str().expect("path"),
+        "--http",
+        "127.0.0.1:0",
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
+    ]);
     let second_err = String::from_utf8_lossy(&second.stderr);
-    assert!(!second.status.success(), "a second server on a directory in use must fail");
+    assert!(
+        !second.status.success(),
+        "a second server on a directory in use must fail"
+    );
     assert!(!second_err.contains("serving from"), "{second_err}");
-    assert!(second_err.contains("in use") || second_err.contains("lock"), "{second_err}");
+    assert!(
+        second_err.contains("in use") || second_err.contains("lock"),
+        "{second_err}"
+    );
 
     // `cat --data` on the live directory reads through the server that holds it.
-    let live = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
-    assert!(live.status.success(), "{}", String::from_utf8_lossy(&live.stderr));
+    let live = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
+    assert!(
+        live.status.success(),
+        "{}",
+        String::from_utf8_lossy(&live.stderr)
+    );
     assert!(String::from_utf8_lossy(&live.stderr).contains("in use by a running server"));
     let mut l: Vec<String> = lines(&live).iter().map(|l| canonical(l)).collect();
     l.sort();
     assert_eq!(l, b, "cat --data on a live directory");
 
-    let filtered = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to, "--type", "WEB", "--where", "status >= 500", "--select", "status"]);
+    let filtered = sluice(&[
+        "cat",
+        "--server",
+        &url,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--type",
+        "WEB",
+        "--where",
+        "status >= 500",
+        "--select",
+        "status",
+    ]);
     assert!(filtered.status.success());
     assert!(lines(&filtered).iter().all(|l| l.contains("\"status\":5")));
 
     // The live tail through the server (SSE) starts with the same history, then resumes from
     // its cursor with nothing new to print.
-    let tail = sluice(&["tail", "--server", &url, "--from", &from, "--limit", &expected.len().to_string()]);
-    assert!(tail.status.success(), "{}", String::from_utf8_lossy(&tail.stderr));
+    let tail = sluice(&[
+        "tail",
+        "--server",
+        &url,
+        "--from",
+        &from,
+        "--limit",
+        &expected.len().to_string(),
+    ]);
+    assert!(
+        tail.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tail.stderr)
+    );
     let mut t: Vec<String> = lines(&tail).iter().map(|l| canonical(l)).collect();
     t.sort();
     assert_eq!(t, b, "tail --server delivers the history exactly once");
     let stderr = String::from_utf8_lossy(&tail.stderr);
-    let cursor = stderr.lines().find_map(|l| l.strip_prefix("sluice: cursor ")).expect("a cursor on stderr").to_owned();
+    let cursor = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("sluice: cursor "))
+        .expect("a cursor on stderr")
+        .to_owned();
     let more = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(["emit", "--tcp", &format!("127.0.0.1:{tcp_port}")])
         .stdin(Stdio::piped())
@@ -121,26 +227,70 @@ fn serve_ingest_read_and_shutdown() {
         use std::io::Write;
         let mut child = more;
         let line = format!("{{\"type\":\"TAILTEST\",\"epoch\":{},\"n\":1}}\n", now);
-        child.stdin.take().expect("stdin").write_all(line.as_bytes()).expect("write");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(line.as_bytes())
+            .expect("write");
         let out = child.wait_with_output().expect("emit wait");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let resumed = sluice(&["tail", "--server", &url, "--cursor", &cursor, "--limit", "1"]);
-    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    let resumed = sluice(&[
+        "tail", "--server", &url, "--cursor", &cursor, "--limit", "1",
+    ]);
+    assert!(
+        resumed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&resumed.stderr)
+    );
     let new_lines = lines(&resumed);
     assert_eq!(new_lines.len(), 1, "only the new event: {new_lines:?}");
     assert!(new_lines[0].contains("TAILTEST"));
 
     // SIGTERM: a clean shutdown, and the data directory reads back the same.
     let pid = server.0.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().expect("kill").success());
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill")
+        .success());
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "serve exited with {status:?}");
-    assert!(!dir.join("SERVER").exists(), "a clean shutdown removes the address file");
-    let offline = sluice(&["cat", "--data", dir.to_str().expect("path"), "--from", &from, "--to", &to]);
-    assert!(offline.status.success(), "{}", String::from_utf8_lossy(&offline.stderr));
-    let mut c: Vec<String> = lines(&offline).iter().filter(|l| !l.contains("TAILTEST")).map(|l| canonical(l)).collect();
+    assert!(
+        !dir.join("SERVER").exists(),
+        "a clean shutdown removes the address file"
+    );
+    let offline = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        &from,
+        "--to",
+        &to,
+    ]);
+    assert!(
+        offline.status.success(),
+        "{}",
+        String::from_utf8_lossy(&offline.stderr)
+    );
+    let mut c: Vec<String> = lines(&offline)
+        .iter()
+        .filter(|l| !l.contains("TAILTEST"))
+        .map(|l| canonical(l))
+        .collect();
     c.sort();
     assert_eq!(c, b);
-    assert_eq!(lines(&offline).iter().filter(|l| l.contains("TAILTEST")).count(), 1);
+    assert_eq!(
+        lines(&offline)
+            .iter()
+            .filter(|l| l.contains("TAILTEST"))
+            .count(),
+        1
+    );
 }

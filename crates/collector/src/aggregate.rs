@@ -73,7 +73,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use sereal::{ArrayEncoder, Value};
-use sluice_blob::{Blob, BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry};
+use sluice_blob::{
+    Blob, BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry,
+};
 use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
@@ -300,14 +302,24 @@ struct Group {
 
 impl Group {
     fn new(doc: ArrayEncoder) -> Group {
-        Group { doc, events: 0, late: 0, error: None, seqs: Vec::new(), bytes: 0 }
+        Group {
+            doc,
+            events: 0,
+            late: 0,
+            error: None,
+            seqs: Vec::new(),
+            bytes: 0,
+        }
     }
 
     fn push(&mut self, event: &Value, late: bool) {
         self.events += 1;
         let result = match event.resolve() {
             Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
-            _ => Err(BlobError::NotAnEvent { index: self.events - 1, found: kind_name(event) }),
+            _ => Err(BlobError::NotAnEvent {
+                index: self.events - 1,
+                found: kind_name(event),
+            }),
         };
         match result {
             Ok(()) => self.late += u64::from(late),
@@ -397,9 +409,11 @@ impl Aggregator {
         if let Some(id) = &cfg.collector_id {
             ChunkId::collector(id, 0).map_err(|e| AggregateError::Config(e.to_string()))?;
         }
-        let builder = BlobBuilder::new(cfg.blob.clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
+        let builder = BlobBuilder::new(cfg.blob.clone())
+            .map_err(|e| AggregateError::Config(e.to_string()))?;
         // Checks the options once: groups' encoders are made with the same ones.
-        let first = ArrayEncoder::new(builder.encoder_options().clone()).map_err(|e| AggregateError::Config(e.to_string()))?;
+        let first = ArrayEncoder::new(builder.encoder_options().clone())
+            .map_err(|e| AggregateError::Config(e.to_string()))?;
         let spool = match &cfg.spool {
             Some(sc) => Some(
                 Spool::open(&sc.dir, sc.max_bytes)
@@ -445,10 +459,13 @@ impl Aggregator {
     /// The entries of the store's epoch index of (epoch, dc), as stored (for
     /// [`crate::replay`], which checks notes' proofs against them).
     pub fn epoch_index_entries(&self, epoch: i64, dc: &str) -> Result<Vec<String>, AggregateError> {
-        let entries = self.store.get_epoch_index(epoch, dc).map_err(|source| AggregateError::Store {
-            what: format!("reading the epoch index of {epoch}-{dc}"),
-            source,
-        })?;
+        let entries =
+            self.store
+                .get_epoch_index(epoch, dc)
+                .map_err(|source| AggregateError::Store {
+                    what: format!("reading the epoch index of {epoch}-{dc}"),
+                    source,
+                })?;
         Ok(entries.into_iter().collect())
     }
 
@@ -465,7 +482,13 @@ impl Aggregator {
 
     /// Events held in memory: in open groups plus in batches not yet fully written.
     pub fn pending_events(&self) -> u64 {
-        self.open_events as u64 + self.outbox.iter().filter(|b| !b.indexed).map(|b| b.events).sum::<u64>()
+        self.open_events as u64
+            + self
+                .outbox
+                .iter()
+                .filter(|b| !b.indexed)
+                .map(|b| b.events)
+                .sum::<u64>()
     }
 
     /// Bytes held in memory for pending events: what open groups' events added to their
@@ -474,7 +497,13 @@ impl Aggregator {
     /// refusing input while this exceeds its budget (the server's `max_pending_bytes`).
     pub fn pending_bytes(&self) -> u64 {
         self.open_bytes
-            + self.outbox.iter().filter(|b| !b.indexed).flat_map(|b| &b.chunks[b.stored..]).map(|c| c.bytes.len() as u64).sum::<u64>()
+            + self
+                .outbox
+                .iter()
+                .filter(|b| !b.indexed)
+                .flat_map(|b| &b.chunks[b.stored..])
+                .map(|c| c.bytes.len() as u64)
+                .sum::<u64>()
     }
 
     /// Closed groups whose writing is not finished (after store errors): in memory plus spooled.
@@ -506,7 +535,10 @@ impl Aggregator {
     /// `memory_batches` batches are in memory (see the [module docs](self)). Never true without a
     /// spool.
     pub fn is_backpressured(&self) -> bool {
-        self.cfg.spool.as_ref().is_some_and(|sc| self.outbox.len() > sc.memory_batches)
+        self.cfg
+            .spool
+            .as_ref()
+            .is_some_and(|sc| self.outbox.len() > sc.memory_batches)
     }
 
     /// Files `events` into their (epoch, dc, type, subtype) groups. An event is accepted and
@@ -533,7 +565,9 @@ impl Aggregator {
     }
 
     fn add_inner(&mut self, events: Vec<ParsedEvent>, now: i64, wal_seq: Option<u64>) {
-        let due = now.saturating_sub(i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX)).saturating_sub(1);
+        let due = now
+            .saturating_sub(i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX))
+            .saturating_sub(1);
         let closed = self.watermark.map_or(due, |w| w.max(due));
         for e in events {
             let key = (e.epoch, e.dc, e.type_, e.subtype);
@@ -543,7 +577,8 @@ impl Aggregator {
                 let doc = match spare.pop() {
                     Some(doc) => doc,
                     // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
-                    None => ArrayEncoder::new(builder.encoder_options().clone()).expect("options checked in new"),
+                    None => ArrayEncoder::new(builder.encoder_options().clone())
+                        .expect("options checked in new"),
                 };
                 Group::new(doc)
             });
@@ -569,7 +604,10 @@ impl Aggregator {
         let cutoff = now.saturating_sub(grace).saturating_sub(1);
         self.watermark = Some(self.watermark.map_or(cutoff, |w| w.max(cutoff)));
         let rest = match cutoff.checked_add(1) {
-            Some(first_open) => self.open.split_off(&(first_open, String::new(), String::new(), String::new())),
+            Some(first_open) => {
+                self.open
+                    .split_off(&(first_open, String::new(), String::new(), String::new()))
+            }
             None => BTreeMap::new(),
         };
         let closed = std::mem::replace(&mut self.open, rest);
@@ -603,7 +641,8 @@ impl Aggregator {
         for (key, group) in closed {
             self.open_events -= group.events;
             self.open_bytes -= group.bytes;
-            if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report) {
+            if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report)
+            {
                 // The store could not tell us where numbering starts: keep the group open.
                 self.open_events += group.events;
                 self.open_bytes += group.bytes;
@@ -635,22 +674,38 @@ impl Aggregator {
                 }
             },
         };
-        let Group { mut doc, events, late, error, seqs, bytes: _ } = group;
+        let Group {
+            mut doc,
+            events,
+            late,
+            error,
+            seqs,
+            bytes: _,
+        } = group;
         let total = events as u64;
         let what = || format!("building {}", group_name(&key));
         if let Some(err) = error {
-            report.errors.push(AggregateError::Blob { what: what(), source: err });
+            report.errors.push(AggregateError::Blob {
+                what: what(),
+                source: err,
+            });
         }
         let encoded = doc.len() as u64;
         let (blobs, mut stored_events) = if doc.is_empty() {
             (Vec::new(), 0)
         } else {
             let mut bytes = Vec::new();
-            let built = doc.finish_into(&mut bytes).map_err(BlobError::from).and_then(|()| self.builder.build_document(&bytes));
+            let built = doc
+                .finish_into(&mut bytes)
+                .map_err(BlobError::from)
+                .and_then(|()| self.builder.build_document(&bytes));
             match built {
                 Ok(blobs) => (blobs, encoded),
                 Err(err) => {
-                    report.errors.push(AggregateError::Blob { what: what(), source: err });
+                    report.errors.push(AggregateError::Blob {
+                        what: what(),
+                        source: err,
+                    });
                     self.isolate(&bytes, &mut report.errors, &what)
                 }
             }
@@ -716,7 +771,12 @@ impl Aggregator {
     /// After the document of a group could not be made into blobs (e.g. one event too big for a
     /// chunk): decode its events and keep those that make blobs on their own.
     #[cold]
-    fn isolate(&mut self, doc: &[u8], errors: &mut Vec<AggregateError>, what: &dyn Fn() -> String) -> (Vec<Blob>, u64) {
+    fn isolate(
+        &mut self,
+        doc: &[u8],
+        errors: &mut Vec<AggregateError>,
+        what: &dyn Fn() -> String,
+    ) -> (Vec<Blob>, u64) {
         let builder = &mut self.builder;
         // Our own document: only recursion needs a bound (the encoder's depth limit and some).
         let huge = usize::MAX / 4;
@@ -732,16 +792,29 @@ impl Aggregator {
             Ok(Value::Array(events)) => events,
             Ok(_) => Vec::new(),
             Err(e) => {
-                errors.push(AggregateError::Blob { what: what(), source: BlobError::from(e) });
+                errors.push(AggregateError::Blob {
+                    what: what(),
+                    source: BlobError::from(e),
+                });
                 Vec::new()
             }
         };
-        let good: Vec<Value> = events.into_iter().filter(|e| builder.build(std::slice::from_ref(e)).is_ok()).collect();
+        let good: Vec<Value> = events
+            .into_iter()
+            .filter(|e| builder.build(std::slice::from_ref(e)).is_ok())
+            .collect();
         let n = good.len() as u64;
-        match if good.is_empty() { Ok(Vec::new()) } else { builder.build(&good) } {
+        match if good.is_empty() {
+            Ok(Vec::new())
+        } else {
+            builder.build(&good)
+        } {
             Ok(blobs) => (blobs, n),
             Err(err) => {
-                errors.push(AggregateError::Blob { what: what(), source: err });
+                errors.push(AggregateError::Blob {
+                    what: what(),
+                    source: err,
+                });
                 (Vec::new(), 0)
             }
         }
@@ -760,15 +833,21 @@ impl Aggregator {
         }
         let chunk = index_cache[&ek]
             .next_chunk(&key.2, &key.3, self.cfg.collector_id.as_deref())
-            .map_err(|source| AggregateError::Blob { what: format!("numbering {}", group_name(key)), source })?;
+            .map_err(|source| AggregateError::Blob {
+                what: format!("numbering {}", group_name(key)),
+                source,
+            })?;
         Ok(chunk.n())
     }
 
     fn read_index(&self, epoch: i64, dc: &str) -> Result<EpochIndex, AggregateError> {
-        let entries = self.store.get_epoch_index(epoch, dc).map_err(|source| AggregateError::Store {
-            what: format!("reading the epoch index of {epoch}-{dc}"),
-            source,
-        })?;
+        let entries =
+            self.store
+                .get_epoch_index(epoch, dc)
+                .map_err(|source| AggregateError::Store {
+                    what: format!("reading the epoch index of {epoch}-{dc}"),
+                    source,
+                })?;
         let mut index = EpochIndex::new();
         // Entries this crate cannot parse belong to some other writer: skip them.
         for e in entries.iter().filter_map(|e| IndexEntry::parse(e).ok()) {
@@ -805,20 +884,28 @@ impl Aggregator {
     /// error, spool I/O error): newer batches must then wait too.
     fn drain_spool(&mut self, report: &mut FlushReport) -> bool {
         loop {
-            let Some(spool) = self.spool.as_mut() else { return true };
+            let Some(spool) = self.spool.as_mut() else {
+                return true;
+            };
             let mut batch = match self.spool_head.take() {
                 Some(b) => b,
                 None => match spool.front() {
                     Ok(Some(sb)) => batch_from_spooled(sb),
                     Ok(None) => return true,
                     Err(source) => {
-                        report.errors.push(AggregateError::Spool { what: "reading the spool".into(), source });
+                        report.errors.push(AggregateError::Spool {
+                            what: "reading the spool".into(),
+                            source,
+                        });
                         return false;
                     }
                 },
             };
             let result = self.write_batch(&mut batch, report);
-            let transient = result.as_ref().err().is_some_and(AggregateError::is_transient);
+            let transient = result
+                .as_ref()
+                .err()
+                .is_some_and(AggregateError::is_transient);
             if let Err(e) = result {
                 report.errors.push(e);
                 if transient {
@@ -830,7 +917,10 @@ impl Aggregator {
             // only itself, as for batches never spooled).
             let spool = self.spool.as_mut().expect("spool");
             if let Err(source) = spool.pop_front() {
-                report.errors.push(AggregateError::Spool { what: "removing a stored batch from the spool".into(), source });
+                report.errors.push(AggregateError::Spool {
+                    what: "removing a stored batch from the spool".into(),
+                    source,
+                });
                 self.spool_head = Some(batch);
                 return false;
             }
@@ -845,9 +935,13 @@ impl Aggregator {
     /// After store errors: moves the oldest in-memory batches to the spool until at most
     /// `memory_batches` remain in memory, or the spool refuses (full: backpressure).
     fn spill_excess(&mut self, report: &mut FlushReport) {
-        let Some(limit) = self.cfg.spool.as_ref().map(|sc| sc.memory_batches) else { return };
+        let Some(limit) = self.cfg.spool.as_ref().map(|sc| sc.memory_batches) else {
+            return;
+        };
         while self.outbox.len() > limit {
-            let Some(spool) = self.spool.as_mut() else { return };
+            let Some(spool) = self.spool.as_mut() else {
+                return;
+            };
             let b = self.outbox.front().expect("non-empty");
             match spool.push(&spooled_from_batch(b)) {
                 Ok(()) => {
@@ -866,19 +960,27 @@ impl Aggregator {
         }
     }
 
-    fn write_batch(&mut self, b: &mut Batch, report: &mut FlushReport) -> Result<(), AggregateError> {
+    fn write_batch(
+        &mut self,
+        b: &mut Batch,
+        report: &mut FlushReport,
+    ) -> Result<(), AggregateError> {
         let (epoch, dc) = (b.key.0, b.key.1.clone());
         let mut renumbered = false;
         while b.stored < b.chunks.len() {
-            let items: Vec<(BlobKey<'_>, &[u8])> =
-                b.chunks[b.stored..].iter().map(|c| (BlobKey::new(epoch, &c.key), c.bytes.as_slice())).collect();
+            let items: Vec<(BlobKey<'_>, &[u8])> = b.chunks[b.stored..]
+                .iter()
+                .map(|c| (BlobKey::new(epoch, &c.key), c.bytes.as_slice()))
+                .collect();
             let results = self.store.put_blobs(&Namespace::Events, &items);
             drop(items);
             if results.is_empty() {
                 // A store that attempted nothing (against the contract): fail rather than spin.
                 return Err(AggregateError::Store {
                     what: format!("storing {}", b.chunks[b.stored].key),
-                    source: StoreError::Unavailable { reason: "put_blobs attempted no item".into() },
+                    source: StoreError::Unavailable {
+                        reason: "put_blobs attempted no item".into(),
+                    },
                 });
             }
             for r in results {
@@ -902,7 +1004,10 @@ impl Aggregator {
                         break;
                     }
                     Err(source) => {
-                        return Err(AggregateError::Store { what: format!("storing {}", c.key), source });
+                        return Err(AggregateError::Store {
+                            what: format!("storing {}", c.key),
+                            source,
+                        });
                     }
                 }
             }
@@ -910,17 +1015,22 @@ impl Aggregator {
         if !b.indexed && !b.noted && !b.seqs.is_empty() {
             if let Some(log) = self.note_log.as_mut() {
                 // Before the index: an indexed batch must never lack its note (see crate::replay).
-                log(&done_note(b, false)).map_err(|reason| AggregateError::NoteLog { what: group_name(&b.key), reason })?;
+                log(&done_note(b, false)).map_err(|reason| AggregateError::NoteLog {
+                    what: group_name(&b.key),
+                    reason,
+                })?;
                 b.noted = true;
             }
         }
         if !b.indexed {
             let entries: Vec<&str> = b.chunks.iter().map(|c| c.entry.as_str()).collect();
             if !entries.is_empty() {
-                self.store.add_to_epoch_index(epoch, &dc, &entries).map_err(|source| AggregateError::Store {
-                    what: format!("indexing {} in {epoch}-{dc}", entries.join("|")),
-                    source,
-                })?;
+                self.store
+                    .add_to_epoch_index(epoch, &dc, &entries)
+                    .map_err(|source| AggregateError::Store {
+                        what: format!("indexing {} in {epoch}-{dc}", entries.join("|")),
+                        source,
+                    })?;
             }
             b.indexed = true;
             report.events += b.events;
@@ -956,9 +1066,12 @@ impl Aggregator {
                 }
                 let writer = self.cfg.collector_id.as_deref().unwrap_or("");
                 let token = CountsWrite::new(writer, counts_batch_id(b));
-                self.store.add_counts_once(token, epoch, &dc, &b.key.2, &b.key.3, &b.counts).map_err(|source| {
-                    AggregateError::Store { what: format!("adding the counts of {}", group_name(&b.key)), source }
-                })?;
+                self.store
+                    .add_counts_once(token, epoch, &dc, &b.key.2, &b.key.3, &b.counts)
+                    .map_err(|source| AggregateError::Store {
+                        what: format!("adding the counts of {}", group_name(&b.key)),
+                        source,
+                    })?;
             }
             b.counted = true;
         }
@@ -1008,9 +1121,16 @@ impl Aggregator {
     /// Forgets the chunk counters of epochs long closed (and not waiting in the outbox).
     fn forget_old(&mut self) {
         let Some(w) = self.watermark else { return };
-        let horizon = w.saturating_sub(i64::try_from(self.cfg.forget_after_secs).unwrap_or(i64::MAX));
-        if self.next_chunk.first_key_value().is_some_and(|(k, _)| k.0 < horizon) {
-            let keep = self.next_chunk.split_off(&(horizon, String::new(), String::new(), String::new()));
+        let horizon =
+            w.saturating_sub(i64::try_from(self.cfg.forget_after_secs).unwrap_or(i64::MAX));
+        if self
+            .next_chunk
+            .first_key_value()
+            .is_some_and(|(k, _)| k.0 < horizon)
+        {
+            let keep =
+                self.next_chunk
+                    .split_off(&(horizon, String::new(), String::new(), String::new()));
             let old = std::mem::replace(&mut self.next_chunk, keep);
             for (k, n) in old {
                 if self.outbox.iter().any(|b| b.key == k) {
@@ -1021,14 +1141,26 @@ impl Aggregator {
     }
 }
 
-fn make_chunk(key: &GroupKey, collector: Option<&str>, n: u32, bytes: Vec<u8>) -> Result<Chunk, AggregateError> {
-    let blob_err = |source| AggregateError::Blob { what: format!("keying {}", group_name(key)), source };
+fn make_chunk(
+    key: &GroupKey,
+    collector: Option<&str>,
+    n: u32,
+    bytes: Vec<u8>,
+) -> Result<Chunk, AggregateError> {
+    let blob_err = |source| AggregateError::Blob {
+        what: format!("keying {}", group_name(key)),
+        source,
+    };
     let id = match collector {
         Some(c) => ChunkId::collector(c, n).map_err(blob_err)?,
         None => ChunkId::plain(n),
     };
     let ek = EventKey::new(key.0, &key.1, &key.2, &key.3, id).map_err(blob_err)?;
-    Ok(Chunk { key: ek.to_string(), entry: ek.index_entry().to_string(), bytes })
+    Ok(Chunk {
+        key: ek.to_string(),
+        entry: ek.index_entry().to_string(),
+        bytes,
+    })
 }
 
 /// The batch part of a batch's counts token: the epoch-index entry of its first chunk (unique to
@@ -1049,7 +1181,11 @@ fn done_note(b: &Batch, spooled: bool) -> DoneNote {
         group: b.key.clone(),
         seqs: b.seqs.clone(),
         spooled,
-        proof: if spooled { None } else { b.chunks.first().map(|c| c.entry.clone()) },
+        proof: if spooled {
+            None
+        } else {
+            b.chunks.first().map(|c| c.entry.clone())
+        },
     }
 }
 
@@ -1062,7 +1198,11 @@ fn spooled_from_batch(b: &Batch) -> SpooledBatch {
         chunks: b
             .chunks
             .iter()
-            .map(|c| SpooledChunk { key: c.key.clone(), entry: c.entry.clone(), bytes: c.bytes.clone() })
+            .map(|c| SpooledChunk {
+                key: c.key.clone(),
+                entry: c.entry.clone(),
+                bytes: c.bytes.clone(),
+            })
             .collect(),
         stored: b.stored,
         indexed: b.indexed,
@@ -1076,7 +1216,15 @@ fn batch_from_spooled(sb: SpooledBatch) -> Batch {
     Batch {
         key: (sb.epoch, sb.dc, sb.type_, sb.subtype),
         stored: sb.stored.min(sb.chunks.len()),
-        chunks: sb.chunks.into_iter().map(|c| Chunk { key: c.key, entry: c.entry, bytes: c.bytes }).collect(),
+        chunks: sb
+            .chunks
+            .into_iter()
+            .map(|c| Chunk {
+                key: c.key,
+                entry: c.entry,
+                bytes: c.bytes,
+            })
+            .collect(),
         indexed: sb.indexed,
         counted: false,
         events: sb.events,

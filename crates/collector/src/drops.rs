@@ -126,7 +126,11 @@ impl fmt::Display for Drop {
         if self.whole_payload {
             write!(f, "payload rejected ({}): {}", self.reason, self.detail)
         } else {
-            write!(f, "event {} dropped ({}): {}", self.index, self.reason, self.detail)
+            write!(
+                f,
+                "event {} dropped ({}): {}",
+                self.index, self.reason, self.detail
+            )
         }
     }
 }
@@ -191,6 +195,8 @@ impl DropCounters {
         }
         self.accepted = self.accepted.saturating_add(other.accepted);
         self.payloads = self.payloads.saturating_add(other.payloads);
-        self.payloads_rejected = self.payloads_rejected.saturating_add(other.payloads_rejected);
+        self.payloads_rejected = self
+            .payloads_rejected
+            .saturating_add(other.payloads_rejected);
     }
 }

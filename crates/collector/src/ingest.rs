@@ -57,9 +57,9 @@ use crate::json::{self, Interner, ParseError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
+use sluice_blob::key::check_tag;
 /// Longest `dc`, `type` or `subtype`, in bytes (the key module owns the tag rule).
 pub use sluice_blob::key::MAX_TAG_BYTES;
-use sluice_blob::key::check_tag;
 
 /// Limits and defaults of the input layer. `Default` gives the documented defaults with
 /// `dc = "local"`.
@@ -132,7 +132,9 @@ impl IngestConfig {
             }
         }
         if self.max_past_secs < 0 || self.max_future_secs < 0 {
-            return Err(ConfigError("max_past_secs and max_future_secs must not be negative".into()));
+            return Err(ConfigError(
+                "max_past_secs and max_future_secs must not be negative".into(),
+            ));
         }
         Ok(())
     }
@@ -180,7 +182,11 @@ pub fn detect(payload: &[u8]) -> Format {
     };
     let more = lines.next().is_some();
     let (head, tail) = (first[0], first[first.len() - 1]);
-    if more && (!matches!(head, b'{' | b'[') || (head == b'{' && tail == b'}') || (head == b'[' && tail == b']')) {
+    if more
+        && (!matches!(head, b'{' | b'[')
+            || (head == b'{' && tail == b'}')
+            || (head == b'[' && tail == b']'))
+    {
         return Format::Ndjson;
     }
     if body.trim_ascii_start().first() == Some(&b'[') {
@@ -199,7 +205,11 @@ struct NonBlankLines<'a> {
 
 impl<'a> NonBlankLines<'a> {
     fn new(bytes: &'a [u8], base: usize) -> Self {
-        NonBlankLines { bytes, pos: 0, base }
+        NonBlankLines {
+            bytes,
+            pos: 0,
+            base,
+        }
     }
 }
 
@@ -257,7 +267,9 @@ impl IngestOutcome {
 
     /// Events dropped (sum of the drops' `count`).
     pub fn dropped_count(&self) -> u64 {
-        self.dropped.iter().fold(0u64, |a, d| a.saturating_add(d.count))
+        self.dropped
+            .iter()
+            .fold(0u64, |a, d| a.saturating_add(d.count))
     }
 
     /// True when nothing was dropped.
@@ -292,11 +304,25 @@ struct Sink {
 
 impl Sink {
     fn drop_event(&mut self, index: usize, offset: usize, reason: DropReason, detail: String) {
-        self.out.dropped.push(Drop { index, offset, reason, detail, count: 1, whole_payload: false });
+        self.out.dropped.push(Drop {
+            index,
+            offset,
+            reason,
+            detail,
+            count: 1,
+            whole_payload: false,
+        });
     }
 
     fn drop_payload(&mut self, offset: usize, reason: DropReason, detail: String) {
-        self.out.dropped.push(Drop { index: 0, offset, reason, detail, count: 1, whole_payload: true });
+        self.out.dropped.push(Drop {
+            index: 0,
+            offset,
+            reason,
+            detail,
+            count: 1,
+            whole_payload: true,
+        });
     }
 
     fn too_many(&mut self, offset: usize, count: usize, max: usize) {
@@ -324,7 +350,11 @@ impl Ingestor {
     pub fn new(cfg: IngestConfig) -> Result<Ingestor, ConfigError> {
         cfg.validate()?;
         let mut interner = Interner::default();
-        let keys = TagKeys { epoch: interner.key("epoch"), dc: interner.key("dc"), subtype: interner.key("subtype") };
+        let keys = TagKeys {
+            epoch: interner.key("epoch"),
+            dc: interner.key("dc"),
+            subtype: interner.key("subtype"),
+        };
         // Sereal nesting counts references too, so give the decoder room and check our own
         // container depth on the result.
         let limits = Limits {
@@ -332,7 +362,12 @@ impl Ingestor {
             max_decompressed_bytes: cfg.max_decompressed_bytes,
             ..Limits::default()
         };
-        Ok(Ingestor { decoder: Decoder::with_limits(limits), interner, keys, cfg })
+        Ok(Ingestor {
+            decoder: Decoder::with_limits(limits),
+            interner,
+            keys,
+            cfg,
+        })
     }
 
     /// The configuration in force.
@@ -344,13 +379,29 @@ impl Ingestor {
     /// epoch and the centre of the accepted epoch window. Never panics.
     pub fn ingest(&mut self, payload: &[u8], now: i64) -> IngestOutcome {
         let format = detect(payload);
-        let mut sink = Sink { out: IngestOutcome { format, events: Vec::new(), dropped: Vec::new() }, next_index: 0, now };
+        let mut sink = Sink {
+            out: IngestOutcome {
+                format,
+                events: Vec::new(),
+                dropped: Vec::new(),
+            },
+            next_index: 0,
+            now,
+        };
         if payload.len() > self.cfg.max_payload_bytes {
-            let detail = format!("payload of {} bytes exceeds the limit of {}", payload.len(), self.cfg.max_payload_bytes);
+            let detail = format!(
+                "payload of {} bytes exceeds the limit of {}",
+                payload.len(),
+                self.cfg.max_payload_bytes
+            );
             sink.drop_payload(0, DropReason::Oversized, detail);
             return sink.out;
         }
-        let bom = if payload.starts_with(BOM) && format != Format::Sereal { BOM.len() } else { 0 };
+        let bom = if payload.starts_with(BOM) && format != Format::Sereal {
+            BOM.len()
+        } else {
+            0
+        };
         let body = &payload[bom..];
         match format {
             Format::Empty => sink.drop_payload(0, DropReason::PayloadError, "empty payload".into()),
@@ -358,14 +409,20 @@ impl Ingestor {
             Format::JsonObject | Format::JsonArray => match std::str::from_utf8(body) {
                 Err(e) => {
                     let at = bom + e.valid_up_to();
-                    sink.drop_payload(at, DropReason::BadUtf8, format!("invalid UTF-8 at byte offset {at}"));
+                    sink.drop_payload(
+                        at,
+                        DropReason::BadUtf8,
+                        format!("invalid UTF-8 at byte offset {at}"),
+                    );
                 }
                 Ok(text) if format == Format::JsonArray => match json::split_array(text) {
                     Ok(elems) => self.json_elements(&mut sink, text, bom, &elems),
                     Err(ParseError::TooDeep(m)) => sink.drop_payload(0, DropReason::TooDeep, m),
-                    Err(ParseError::Syntax(m)) => {
-                        sink.drop_payload(0, DropReason::PayloadError, format!("malformed JSON array: {m}"))
-                    }
+                    Err(ParseError::Syntax(m)) => sink.drop_payload(
+                        0,
+                        DropReason::PayloadError,
+                        format!("malformed JSON array: {m}"),
+                    ),
                 },
                 Ok(text) => {
                     let lead = text.len() - text.trim_start().len();
@@ -377,10 +434,14 @@ impl Ingestor {
                     }
                     match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
                         Ok(v) => self.finish_event(&mut sink, index, bom + lead, v),
-                        Err(ParseError::TooDeep(m)) => sink.drop_event(index, bom + lead, DropReason::TooDeep, m),
-                        Err(ParseError::Syntax(m)) => {
-                            sink.drop_payload(0, DropReason::PayloadError, format!("malformed JSON: {m}"))
+                        Err(ParseError::TooDeep(m)) => {
+                            sink.drop_event(index, bom + lead, DropReason::TooDeep, m)
                         }
+                        Err(ParseError::Syntax(m)) => sink.drop_payload(
+                            0,
+                            DropReason::PayloadError,
+                            format!("malformed JSON: {m}"),
+                        ),
                     }
                 }
             },
@@ -390,7 +451,10 @@ impl Ingestor {
     }
 
     fn oversized_detail(&self, len: usize) -> String {
-        format!("event of {len} bytes exceeds the limit of {}", self.cfg.max_event_bytes)
+        format!(
+            "event of {len} bytes exceeds the limit of {}",
+            self.cfg.max_event_bytes
+        )
     }
 
     fn ingest_ndjson(&mut self, sink: &mut Sink, body: &[u8], base: usize) {
@@ -406,7 +470,12 @@ impl Ingestor {
                 Err(e) => {
                     let at = off + e.valid_up_to();
                     let index = sink.take_index();
-                    sink.drop_event(index, at, DropReason::BadUtf8, format!("invalid UTF-8 at byte offset {at}"));
+                    sink.drop_event(
+                        index,
+                        at,
+                        DropReason::BadUtf8,
+                        format!("invalid UTF-8 at byte offset {at}"),
+                    );
                     continue;
                 }
             };
@@ -419,7 +488,12 @@ impl Ingestor {
                             ParseError::TooDeep(m) => (DropReason::TooDeep, m),
                             ParseError::Syntax(m) => (DropReason::Malformed, m),
                         };
-                        sink.drop_event(index, off, reason, format!("line is not a valid JSON array: {m}"));
+                        sink.drop_event(
+                            index,
+                            off,
+                            reason,
+                            format!("line is not a valid JSON array: {m}"),
+                        );
                     }
                 }
             } else {
@@ -428,7 +502,13 @@ impl Ingestor {
         }
     }
 
-    fn json_elements(&mut self, sink: &mut Sink, text: &str, base: usize, elems: &[&serde_json::value::RawValue]) {
+    fn json_elements(
+        &mut self,
+        sink: &mut Sink,
+        text: &str,
+        base: usize,
+        elems: &[&serde_json::value::RawValue],
+    ) {
         for (i, raw) in elems.iter().enumerate() {
             let s = raw.get();
             let off = base + (s.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
@@ -446,7 +526,12 @@ impl Ingestor {
                     Some(b't' | b'f') => "a boolean",
                     _ => "a number",
                 };
-                sink.drop_event(index, off, DropReason::NotAMap, format!("top level is {what}, not a map"));
+                sink.drop_event(
+                    index,
+                    off,
+                    DropReason::NotAMap,
+                    format!("top level is {what}, not a map"),
+                );
                 continue;
             }
             self.json_event(sink, s, off, DropReason::Malformed);
@@ -464,7 +549,9 @@ impl Ingestor {
         match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
             Ok(v) => self.finish_event(sink, index, off, v),
             Err(ParseError::TooDeep(m)) => sink.drop_event(index, off, DropReason::TooDeep, m),
-            Err(ParseError::Syntax(m)) => sink.drop_event(index, off, syntax, format!("invalid JSON: {m}")),
+            Err(ParseError::Syntax(m)) => {
+                sink.drop_event(index, off, syntax, format!("invalid JSON: {m}"))
+            }
         }
     }
 
@@ -502,16 +589,32 @@ impl Ingestor {
     fn sereal_event(&mut self, sink: &mut Sink, v: Value) {
         let index = sink.take_index();
         if !matches!(v, Value::Hash(_)) {
-            sink.drop_event(index, 0, DropReason::NotAMap, format!("top level is {}, not a map", kind(&v)));
+            sink.drop_event(
+                index,
+                0,
+                DropReason::NotAMap,
+                format!("top level is {}, not a map", kind(&v)),
+            );
             return;
         }
         if depth_exceeds(&v, self.cfg.max_depth) {
-            sink.drop_event(index, 0, DropReason::TooDeep, format!("nesting deeper than {}", self.cfg.max_depth));
+            sink.drop_event(
+                index,
+                0,
+                DropReason::TooDeep,
+                format!("nesting deeper than {}", self.cfg.max_depth),
+            );
             return;
         }
-        let mut counter = ByteCounter { n: 0, limit: self.cfg.max_event_bytes };
+        let mut counter = ByteCounter {
+            n: 0,
+            limit: self.cfg.max_event_bytes,
+        };
         if sereal::json::to_writer(&mut counter, &v).is_err() {
-            let detail = format!("event exceeds the limit of {} bytes (as JSON)", self.cfg.max_event_bytes);
+            let detail = format!(
+                "event exceeds the limit of {} bytes (as JSON)",
+                self.cfg.max_event_bytes
+            );
             sink.drop_event(index, 0, DropReason::Oversized, detail);
             return;
         }
@@ -523,7 +626,12 @@ impl Ingestor {
         let hash = match v {
             Value::Hash(h) => h,
             other => {
-                sink.drop_event(index, off, DropReason::NotAMap, format!("top level is {}, not a map", kind(&other)));
+                sink.drop_event(
+                    index,
+                    off,
+                    DropReason::NotAMap,
+                    format!("top level is {}, not a map", kind(&other)),
+                );
                 return;
             }
         };
@@ -541,11 +649,19 @@ impl Ingestor {
                 continue;
             };
             if slots[t] != Slot::Missing {
-                let reason = if t == 0 { DropReason::BadEpoch } else { DropReason::BadTag };
+                let reason = if t == 0 {
+                    DropReason::BadEpoch
+                } else {
+                    DropReason::BadTag
+                };
                 return Err((reason, format!("duplicate top-level key {:?}", NAMES[t])));
             }
             // A null tag counts as missing; it is filled in place.
-            slots[t] = if matches!(v.resolve(), Value::Undef) { Slot::Null(i) } else { Slot::Present(i) };
+            slots[t] = if matches!(v.resolve(), Value::Undef) {
+                Slot::Null(i)
+            } else {
+                Slot::Present(i)
+            };
         }
         let [epoch_s, dc_s, type_s, subtype_s] = slots;
 
@@ -567,13 +683,23 @@ impl Ingestor {
                 let v = hash[i].1.resolve();
                 let e = match v {
                     Value::Int(e) => *e,
-                    Value::UInt(u) => return Err((DropReason::BadEpoch, format!("epoch {u} out of range"))),
-                    _ => return Err((DropReason::BadEpoch, format!("epoch is {}, not an integer", kind(v)))),
+                    Value::UInt(u) => {
+                        return Err((DropReason::BadEpoch, format!("epoch {u} out of range")))
+                    }
+                    _ => {
+                        return Err((
+                            DropReason::BadEpoch,
+                            format!("epoch is {}, not an integer", kind(v)),
+                        ))
+                    }
                 };
                 let lo = now.saturating_sub(self.cfg.max_past_secs);
                 let hi = now.saturating_add(self.cfg.max_future_secs);
                 if e < lo || e > hi {
-                    return Err((DropReason::BadEpoch, format!("epoch {e} outside the accepted window {lo}..={hi}")));
+                    return Err((
+                        DropReason::BadEpoch,
+                        format!("epoch {e} outside the accepted window {lo}..={hi}"),
+                    ));
                 }
                 e
             }
@@ -592,7 +718,13 @@ impl Ingestor {
         fill(epoch_s, &self.keys.epoch, Value::Int(epoch));
         fill(dc_s, &self.keys.dc, Value::String(dc.clone()));
         fill(subtype_s, &self.keys.subtype, Value::String(String::new()));
-        Ok(ParsedEvent { epoch, dc, type_, subtype, event: Value::Hash(hash) })
+        Ok(ParsedEvent {
+            epoch,
+            dc,
+            type_,
+            subtype,
+            event: Value::Hash(hash),
+        })
     }
 }
 
@@ -607,7 +739,10 @@ enum Slot {
 /// Validate one string tag and return it.
 fn tag_str(v: &Value, name: &str, allow_empty: bool) -> Result<String, (DropReason, String)> {
     let Some(s) = v.as_str() else {
-        return Err((DropReason::BadTag, format!("{name} is {}, not a string", kind(v))));
+        return Err((
+            DropReason::BadTag,
+            format!("{name} is {}, not a string", kind(v)),
+        ));
     };
     check_tag(name, s, allow_empty).map_err(|m| (DropReason::BadTag, m))?;
     Ok(s.to_owned())

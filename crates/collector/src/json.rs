@@ -43,7 +43,11 @@ struct Stacks {
 
 impl Default for Interner {
     fn default() -> Interner {
-        Interner { keys: FxHashMap::default(), recent: vec![None; RECENT], stacks: Stacks::default() }
+        Interner {
+            keys: FxHashMap::default(),
+            recent: vec![None; RECENT],
+            stacks: Stacks::default(),
+        }
     }
 }
 
@@ -64,7 +68,12 @@ fn recent_slot(s: &[u8]) -> (u64, usize) {
 /// `a == b` for the tails of keys (usually under 8 bytes) without a `memcmp` call.
 #[inline]
 fn short_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && if a.len() <= 16 { a.iter().zip(b).all(|(x, y)| x == y) } else { a == b }
+    a.len() == b.len()
+        && if a.len() <= 16 {
+            a.iter().zip(b).all(|(x, y)| x == y)
+        } else {
+            a == b
+        }
 }
 
 impl Interner {
@@ -124,10 +133,21 @@ struct State<'i> {
 /// Valid, ordinary JSON goes through [`Fast`]; anything it does not take (any error, a number
 /// whose kind needs care, deep nesting) is parsed again by serde_json, which then decides: the
 /// value, or the error and its message, are exactly serde_json's.
-pub(crate) fn parse_value(text: &str, interner: &mut Interner, max_depth: usize) -> Result<Value, ParseError> {
+pub(crate) fn parse_value(
+    text: &str,
+    interner: &mut Interner,
+    max_depth: usize,
+) -> Result<Value, ParseError> {
     let limit = max_depth.min(FAST_MAX_DEPTH);
     let stacks = std::mem::take(&mut interner.stacks);
-    let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut *interner, max_depth: limit, stacks };
+    let mut fast = Fast {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        interner: &mut *interner,
+        max_depth: limit,
+        stacks,
+    };
     let v = fast.document();
     let mut stacks = fast.stacks;
     // A declined document may leave entries behind.
@@ -141,15 +161,26 @@ pub(crate) fn parse_value(text: &str, interner: &mut Interner, max_depth: usize)
 }
 
 /// The slow, authoritative path: serde_json into a value.
-fn parse_value_serde(text: &str, interner: &mut Interner, max_depth: usize) -> Result<Value, ParseError> {
+fn parse_value_serde(
+    text: &str,
+    interner: &mut Interner,
+    max_depth: usize,
+) -> Result<Value, ParseError> {
     // serde_json (without `arbitrary_precision`) would turn an integer beyond 64 bits into a
     // float, silently changing it: keep it exactly, as a string of its digits (JSON::XS does the
     // same). docs/format.md states the rule.
     let quoted = quote_big_integers(text);
     let text = quoted.as_deref().unwrap_or(text);
-    let mut state = State { interner, depth: 0, max_depth, too_deep: false };
+    let mut state = State {
+        interner,
+        depth: 0,
+        max_depth,
+        too_deep: false,
+    };
     let mut de = serde_json::Deserializer::from_str(text);
-    let res = ValueSeed(&mut state).deserialize(&mut de).and_then(|v| de.end().map(|()| v));
+    let res = ValueSeed(&mut state)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v));
     res.map_err(|e| classify(e, state.too_deep))
 }
 
@@ -171,7 +202,8 @@ fn quote_big_integers(text: &str) -> Option<String> {
             }
             b'-' | b'0'..=b'9' => {
                 let start = i;
-                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E') {
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
                     i += 1;
                 }
                 let token = &text[start..i];
@@ -224,7 +256,10 @@ impl ValueSeed<'_, '_> {
         self.0.depth += 1;
         if self.0.depth > self.0.max_depth {
             self.0.too_deep = true;
-            return Err(E::custom(format_args!("nesting deeper than {}", self.0.max_depth)));
+            return Err(E::custom(format_args!(
+                "nesting deeper than {}",
+                self.0.max_depth
+            )));
         }
         Ok(())
     }
@@ -626,7 +661,14 @@ mod tests {
         let mut a = Interner::default();
         let mut b = Interner::default();
         let limit = max_depth.min(FAST_MAX_DEPTH);
-        let mut fast = Fast { text, bytes: text.as_bytes(), pos: 0, interner: &mut a, max_depth: limit, stacks: Stacks::default() };
+        let mut fast = Fast {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+            interner: &mut a,
+            max_depth: limit,
+            stacks: Stacks::default(),
+        };
         let got = fast.document();
         let want = parse_value_serde(text, &mut b, max_depth);
         match (&got, &want) {
@@ -640,22 +682,76 @@ mod tests {
     #[test]
     fn agrees_with_serde_json() {
         let cases = [
-            r#"{}"#, r#"[]"#, r#" { "a" : 1 , "b" : [ 1 , 2 ] } "#, r#"{"a":1,"a":2}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#" { "a" : 1 , "b" : [ 1 , 2 ] } "#,
+            r#"{"a":1,"a":2}"#,
             r#"{"s":"plain","e":"q\"b\\s\/n\nt\tr\rb\bf\f","u":"\u00e9\u4e2d\ud83d\ude00"}"#,
-            r#"{"lone":"\ud800"}"#, r#"{"lone":"\udc00x"}"#, r#"{"bad":"\x"}"#, r#"{"bad":"\u12"}"#,
-            "{\"ctl\":\"a\u{1}b\"}", "{\"tab\":\"a\tb\"}", "{\"del\":\"a\u{7f}b\"}", r#"{"naïve":"café ✓"}"#,
-            r#"{"n":0}"#, r#"{"n":-0}"#, r#"{"n":-0.0}"#, r#"{"n":0.0}"#, r#"{"n":1.5}"#, r#"{"n":-1.5e-3}"#,
-            r#"{"n":1e5}"#, r#"{"n":1E+5}"#, r#"{"n":1e-400}"#, r#"{"n":1e400}"#, r#"{"n":-1e400}"#,
-            r#"{"n":123456789012345678}"#, r#"{"n":1234567890123456789}"#, r#"{"n":9223372036854775807}"#,
-            r#"{"n":9223372036854775808}"#, r#"{"n":18446744073709551615}"#, r#"{"n":18446744073709551616}"#,
-            r#"{"n":-9223372036854775808}"#, r#"{"n":-9223372036854775809}"#, r#"{"n":0.1}"#,
-            r#"{"n":2.2250738585072014e-308}"#, r#"{"n":1.7976931348623157e308}"#,
-            r#"{"n":01}"#, r#"{"n":1.}"#, r#"{"n":.5}"#, r#"{"n":-}"#, r#"{"n":+1}"#, r#"{"n":1e}"#, r#"{"n":1e+}"#,
-            r#"{"n":--1}"#, r#"{"n":1.5.5}"#, r#"{"n":0x10}"#, r#"{"n":NaN}"#, r#"{"n":Infinity}"#,
-            r#"{"t":true,"f":false,"z":null}"#, r#"{"t":tru}"#, r#"{"t":nul}"#, r#"{"t":truex}"#,
-            r#"{"a":1}x"#, r#"{"a":1},"#, r#"{"a":1"#, r#"{"a" 1}"#, r#"{"a":}"#, r#"{,}"#, r#"{"a":1,}"#, r#"[1,]"#,
-            r#"{a:1}"#, r#"{'a':1}"#, r#"{"a":[1,2,[3,[4,{}]]]}"#, "{\"a\":1}\u{a0}", "\u{feff}{}", r#""str""#, "5",
-            r#"{"a":"unterminated"#, r#"{"a":"x\"#, "", "   ",
+            r#"{"lone":"\ud800"}"#,
+            r#"{"lone":"\udc00x"}"#,
+            r#"{"bad":"\x"}"#,
+            r#"{"bad":"\u12"}"#,
+            "{\"ctl\":\"a\u{1}b\"}",
+            "{\"tab\":\"a\tb\"}",
+            "{\"del\":\"a\u{7f}b\"}",
+            r#"{"naïve":"café ✓"}"#,
+            r#"{"n":0}"#,
+            r#"{"n":-0}"#,
+            r#"{"n":-0.0}"#,
+            r#"{"n":0.0}"#,
+            r#"{"n":1.5}"#,
+            r#"{"n":-1.5e-3}"#,
+            r#"{"n":1e5}"#,
+            r#"{"n":1E+5}"#,
+            r#"{"n":1e-400}"#,
+            r#"{"n":1e400}"#,
+            r#"{"n":-1e400}"#,
+            r#"{"n":123456789012345678}"#,
+            r#"{"n":1234567890123456789}"#,
+            r#"{"n":9223372036854775807}"#,
+            r#"{"n":9223372036854775808}"#,
+            r#"{"n":18446744073709551615}"#,
+            r#"{"n":18446744073709551616}"#,
+            r#"{"n":-9223372036854775808}"#,
+            r#"{"n":-9223372036854775809}"#,
+            r#"{"n":0.1}"#,
+            r#"{"n":2.2250738585072014e-308}"#,
+            r#"{"n":1.7976931348623157e308}"#,
+            r#"{"n":01}"#,
+            r#"{"n":1.}"#,
+            r#"{"n":.5}"#,
+            r#"{"n":-}"#,
+            r#"{"n":+1}"#,
+            r#"{"n":1e}"#,
+            r#"{"n":1e+}"#,
+            r#"{"n":--1}"#,
+            r#"{"n":1.5.5}"#,
+            r#"{"n":0x10}"#,
+            r#"{"n":NaN}"#,
+            r#"{"n":Infinity}"#,
+            r#"{"t":true,"f":false,"z":null}"#,
+            r#"{"t":tru}"#,
+            r#"{"t":nul}"#,
+            r#"{"t":truex}"#,
+            r#"{"a":1}x"#,
+            r#"{"a":1},"#,
+            r#"{"a":1"#,
+            r#"{"a" 1}"#,
+            r#"{"a":}"#,
+            r#"{,}"#,
+            r#"{"a":1,}"#,
+            r#"[1,]"#,
+            r#"{a:1}"#,
+            r#"{'a':1}"#,
+            r#"{"a":[1,2,[3,[4,{}]]]}"#,
+            "{\"a\":1}\u{a0}",
+            "\u{feff}{}",
+            r#""str""#,
+            "5",
+            r#"{"a":"unterminated"#,
+            r#"{"a":"x\"#,
+            "",
+            "   ",
         ];
         for c in cases {
             for depth in [1, 2, 32, 200] {
@@ -676,7 +772,10 @@ mod tests {
         let mut rng = sluice_gen::Rng::new(9);
         let alphabet = b"{}[]\":,\\ 0123456789.eE+-tfnu\x01ab";
         for line in text.lines() {
-            assert!(check(line, 32), "ordinary events take the fast path: {line}");
+            assert!(
+                check(line, 32),
+                "ordinary events take the fast path: {line}"
+            );
             for _ in 0..20 {
                 let mut bytes = line.as_bytes().to_vec();
                 for _ in 0..1 + rng.below(3) {

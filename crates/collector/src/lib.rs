@@ -33,9 +33,9 @@
 pub mod aggregate;
 pub mod drops;
 pub mod ingest;
+mod json;
 pub mod replay;
 pub mod spool;
-mod json;
 pub mod wal;
 
 pub use drops::{Drop, DropCounters, DropReason};

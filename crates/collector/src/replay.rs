@@ -93,7 +93,11 @@ impl DoneNote {
     pub fn encode(&self) -> Vec<u8> {
         let (epoch, dc, type_, subtype) = &self.group;
         let mut out = Vec::with_capacity(16 + dc.len() + type_.len() + subtype.len());
-        out.extend_from_slice(if self.proof.is_some() { MAGIC_PROOF } else { MAGIC });
+        out.extend_from_slice(if self.proof.is_some() {
+            MAGIC_PROOF
+        } else {
+            MAGIC
+        });
         out.extend_from_slice(&epoch.to_le_bytes());
         for tag in [dc, type_, subtype].into_iter().chain(self.proof.as_ref()) {
             // Tags are validated at ingest (≤ 255 bytes); clamp rather than panic.
@@ -106,7 +110,8 @@ impl DoneNote {
         while i < self.seqs.len() {
             let start = self.seqs[i];
             let mut len = 1u64;
-            while i + (len as usize) < self.seqs.len() && self.seqs[i + len as usize] == start + len {
+            while i + (len as usize) < self.seqs.len() && self.seqs[i + len as usize] == start + len
+            {
                 len += 1;
             }
             put_varint(&mut out, start.saturating_sub(prev_end));
@@ -120,7 +125,8 @@ impl DoneNote {
     /// Parses [`encode`](Self::encode)'s bytes.
     pub fn decode(bytes: &[u8]) -> Result<DoneNote, BadNote> {
         let bad = |why: &str| BadNote(why.to_string());
-        let (rest, with_proof) = match (bytes.strip_prefix(MAGIC), bytes.strip_prefix(MAGIC_PROOF)) {
+        let (rest, with_proof) = match (bytes.strip_prefix(MAGIC), bytes.strip_prefix(MAGIC_PROOF))
+        {
             (Some(rest), _) => (rest, false),
             (None, Some(rest)) => (rest, true),
             (None, None) => return Err(bad("no D1/D2 prefix")),
@@ -129,7 +135,9 @@ impl DoneNote {
         let epoch = i64::from_le_bytes(epoch.try_into().map_err(|_| bad("short epoch"))?);
         let mut tags = Vec::with_capacity(4);
         for _ in 0..3 + usize::from(with_proof) {
-            let (len, r) = rest.split_at_checked(2).ok_or_else(|| bad("short tag length"))?;
+            let (len, r) = rest
+                .split_at_checked(2)
+                .ok_or_else(|| bad("short tag length"))?;
             let len = u16::from_le_bytes([len[0], len[1]]) as usize;
             let (tag, r) = r.split_at_checked(len).ok_or_else(|| bad("short tag"))?;
             tags.push(String::from_utf8(tag.to_vec()).map_err(|_| bad("tag is not UTF-8"))?);
@@ -140,8 +148,12 @@ impl DoneNote {
         while !rest.is_empty() {
             let (gap, r) = get_varint(rest).ok_or_else(|| bad("bad run start"))?;
             let (len, r) = get_varint(r).ok_or_else(|| bad("bad run length"))?;
-            let start = prev_end.checked_add(gap).ok_or_else(|| bad("run start overflows"))?;
-            let end = start.checked_add(len).ok_or_else(|| bad("run end overflows"))?;
+            let start = prev_end
+                .checked_add(gap)
+                .ok_or_else(|| bad("run start overflows"))?;
+            let end = start
+                .checked_add(len)
+                .ok_or_else(|| bad("run end overflows"))?;
             if len == 0 || seqs.len() as u64 + len > MAX_SEQS {
                 return Err(bad("bad run length"));
             }
@@ -153,7 +165,12 @@ impl DoneNote {
         let subtype = tags.pop().unwrap_or_default();
         let type_ = tags.pop().unwrap_or_default();
         let dc = tags.pop().unwrap_or_default();
-        Ok(DoneNote { group: (epoch, dc, type_, subtype), seqs, spooled: false, proof })
+        Ok(DoneNote {
+            group: (epoch, dc, type_, subtype),
+            seqs,
+            spooled: false,
+            proof,
+        })
     }
 }
 
@@ -207,7 +224,9 @@ pub fn replay(
 ) -> ReplayReport {
     let mut r = Replayer::default();
     records.iter().for_each(|rec| r.note(rec, aggregator));
-    records.iter().for_each(|rec| r.payload(rec, ingestor, aggregator, &aggregator_now));
+    records
+        .iter()
+        .for_each(|rec| r.payload(rec, ingestor, aggregator, &aggregator_now));
     r.report
 }
 
@@ -245,16 +264,20 @@ impl Replayer {
             Ok(note) => {
                 if let Some(proof) = &note.proof {
                     let (epoch, dc) = (note.group.0, note.group.1.clone());
-                    let index = self.indexes.entry((epoch, dc.clone())).or_insert_with(|| {
-                        match aggregator.epoch_index_entries(epoch, &dc) {
-                            Ok(entries) => Some(entries.into_iter().collect()),
-                            Err(e) => {
-                                report.bad_notes.push(format!("record {}: {e}", r.seq));
-                                None
-                            }
-                        }
-                    });
-                    if !index.as_ref().is_some_and(|entries| entries.contains(proof)) {
+                    let index =
+                        self.indexes
+                            .entry((epoch, dc.clone()))
+                            .or_insert_with(|| match aggregator.epoch_index_entries(epoch, &dc) {
+                                Ok(entries) => Some(entries.into_iter().collect()),
+                                Err(e) => {
+                                    report.bad_notes.push(format!("record {}: {e}", r.seq));
+                                    None
+                                }
+                            });
+                    if !index
+                        .as_ref()
+                        .is_some_and(|entries| entries.contains(proof))
+                    {
                         report.unproven += u64::from(index.is_some());
                         return;
                     }
@@ -282,7 +305,9 @@ impl Replayer {
         if let Some(groups) = self.done.get(&r.seq) {
             let before = events.len();
             // The key is built per event only for records that have notes (rare: crash replay).
-            events.retain(|e| !groups.contains(&(e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone())));
+            events.retain(|e| {
+                !groups.contains(&(e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone()))
+            });
             self.report.skipped += (before - events.len()) as u64;
         }
         self.report.events += events.len() as u64;
@@ -304,29 +329,58 @@ mod tests {
         };
         let bytes = note.encode();
         assert_eq!(DoneNote::decode(&bytes).unwrap(), note);
-        let proved = DoneNote { proof: Some("WEB::3".into()), ..note.clone() };
+        let proved = DoneNote {
+            proof: Some("WEB::3".into()),
+            ..note.clone()
+        };
         assert!(proved.encode().starts_with(b"D2"));
         assert_eq!(DoneNote::decode(&proved.encode()).unwrap(), proved);
-        let many = DoneNote { group: note.group.clone(), seqs: (1..=100_000).collect(), spooled: false, proof: None };
+        let many = DoneNote {
+            group: note.group.clone(),
+            seqs: (1..=100_000).collect(),
+            spooled: false,
+            proof: None,
+        };
         assert!(many.encode().len() < 40, "consecutive records are one run");
         assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
     }
 
     #[test]
     fn bad_notes_are_errors() {
-        let bytes = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![3], spooled: false, proof: None }.encode();
+        let bytes = DoneNote {
+            group: (1, "a".into(), "b".into(), "c".into()),
+            seqs: vec![3],
+            spooled: false,
+            proof: None,
+        }
+        .encode();
         for cut in 0..bytes.len() - 1 {
             // Every strict prefix that cuts a field is refused (cuts between runs are valid).
             let r = DoneNote::decode(&bytes[..cut]);
             assert!(r.is_err() || cut == bytes.len() - 2, "prefix {cut}: {r:?}");
         }
         assert!(DoneNote::decode(b"D1\x01\x02").is_err());
-        let mut zero_run = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false, proof: None }.encode();
+        let mut zero_run = DoneNote {
+            group: (1, "a".into(), "b".into(), "c".into()),
+            seqs: vec![],
+            spooled: false,
+            proof: None,
+        }
+        .encode();
         zero_run.extend_from_slice(&[1, 0]);
         assert!(DoneNote::decode(&zero_run).is_err());
-        let mut huge = DoneNote { group: (1, "a".into(), "b".into(), "c".into()), seqs: vec![], spooled: false, proof: None }.encode();
+        let mut huge = DoneNote {
+            group: (1, "a".into(), "b".into(), "c".into()),
+            seqs: vec![],
+            spooled: false,
+            proof: None,
+        }
+        .encode();
         huge.push(0);
         put_varint(&mut huge, 1 << 41);
-        assert!(DoneNote::decode(&huge).is_err(), "a run longer than any group is refused, not allocated");
+        assert!(
+            DoneNote::decode(&huge).is_err(),
+            "a run longer than any group is refused, not allocated"
+        );
     }
 }

@@ -64,7 +64,11 @@ pub struct SpoolConfig {
 impl SpoolConfig {
     /// A spool in `dir` with the default limits.
     pub fn new(dir: impl Into<PathBuf>) -> SpoolConfig {
-        SpoolConfig { dir: dir.into(), max_bytes: DEFAULT_MAX_BYTES, memory_batches: DEFAULT_MEMORY_BATCHES }
+        SpoolConfig {
+            dir: dir.into(),
+            max_bytes: DEFAULT_MAX_BYTES,
+            memory_batches: DEFAULT_MEMORY_BATCHES,
+        }
     }
 }
 
@@ -100,8 +104,15 @@ pub enum SpoolError {
 impl fmt::Display for SpoolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SpoolError::Full { bytes, needed, max_bytes } => {
-                write!(f, "spool full: {bytes} bytes used, {needed} more needed, limit {max_bytes}")
+            SpoolError::Full {
+                bytes,
+                needed,
+                max_bytes,
+            } => {
+                write!(
+                    f,
+                    "spool full: {bytes} bytes used, {needed} more needed, limit {max_bytes}"
+                )
             }
             SpoolError::Io { path, source } => write!(f, "spool {}: {source}", path.display()),
             SpoolError::Corrupt { path, reason } => write!(f, "spool {}: {reason}", path.display()),
@@ -119,7 +130,10 @@ impl std::error::Error for SpoolError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> SpoolError + '_ {
-    move |source| SpoolError::Io { path: path.to_owned(), source }
+    move |source| SpoolError::Io {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// One chunk of a spooled batch.
@@ -166,7 +180,13 @@ impl SpooledBatch {
     }
 
     fn encode(&self, id: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.chunks.iter().map(|c| c.bytes.len() + c.key.len() * 2 + 12).sum::<usize>());
+        let mut out = Vec::with_capacity(
+            64 + self
+                .chunks
+                .iter()
+                .map(|c| c.bytes.len() + c.key.len() * 2 + 12)
+                .sum::<usize>(),
+        );
         out.push(KIND_BATCH);
         out.push(VERSION);
         out.extend_from_slice(&id.to_le_bytes());
@@ -234,8 +254,27 @@ impl SpooledBatch {
         if !r.p.is_empty() {
             return None;
         }
-        let counts = Counts { stored: stored_c, late, dropped, kernel_dropped };
-        Some((id, SpooledBatch { epoch, dc, type_, subtype, chunks, stored, indexed, events, counts, seqs }))
+        let counts = Counts {
+            stored: stored_c,
+            late,
+            dropped,
+            kernel_dropped,
+        };
+        Some((
+            id,
+            SpooledBatch {
+                epoch,
+                dc,
+                type_,
+                subtype,
+                chunks,
+                stored,
+                indexed,
+                events,
+                counts,
+                seqs,
+            },
+        ))
     }
 }
 
@@ -329,7 +368,10 @@ impl Spool {
             let e = e.map_err(io_err(&dir))?;
             let name = e.file_name();
             let Some(name) = name.to_str() else { continue };
-            if let Some(n) = name.strip_prefix("spool-").and_then(|s| s.strip_suffix(".log")) {
+            if let Some(n) = name
+                .strip_prefix("spool-")
+                .and_then(|s| s.strip_suffix(".log"))
+            {
                 if let Ok(n) = n.parse::<u64>() {
                     numbers.push(n);
                 }
@@ -343,23 +385,40 @@ impl Spool {
         for &n in &numbers {
             let path = dir.join(segment_name(n));
             let mut data = Vec::new();
-            File::open(&path).and_then(|mut f| f.read_to_end(&mut data)).map_err(io_err(&path))?;
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut data))
+                .map_err(io_err(&path))?;
             let mut off = 0usize;
             while off < data.len() {
-                let Some(rec) = frame_at(&data, off) else { break };
+                let Some(rec) = frame_at(&data, off) else {
+                    break;
+                };
                 let len = FRAME as usize + rec.len();
                 match rec.first() {
                     Some(&KIND_BATCH) => {
-                        let (id, b) = SpooledBatch::decode(&rec[1..])
-                            .ok_or_else(|| SpoolError::Corrupt { path: path.clone(), reason: format!("undecodable batch at offset {off}") })?;
-                        all.push(Entry { id, events: b.events, seqs: b.seqs, segment: n, offset: off as u64, len: len as u64 });
+                        let (id, b) =
+                            SpooledBatch::decode(&rec[1..]).ok_or_else(|| SpoolError::Corrupt {
+                                path: path.clone(),
+                                reason: format!("undecodable batch at offset {off}"),
+                            })?;
+                        all.push(Entry {
+                            id,
+                            events: b.events,
+                            seqs: b.seqs,
+                            segment: n,
+                            offset: off as u64,
+                            len: len as u64,
+                        });
                     }
                     Some(&KIND_ACK) if rec.len() == 9 => {
                         let id = u64::from_le_bytes(rec[1..9].try_into().expect("8 bytes"));
                         acked = Some(acked.map_or(id, |a| a.max(id)));
                     }
                     _ => {
-                        return Err(SpoolError::Corrupt { path, reason: format!("unknown record at offset {off}") });
+                        return Err(SpoolError::Corrupt {
+                            path,
+                            reason: format!("unknown record at offset {off}"),
+                        });
                     }
                 }
                 off += len;
@@ -367,20 +426,34 @@ impl Spool {
             if off < data.len() {
                 // A torn (or corrupt) tail: drop it.
                 dropped_on_open += (data.len() - off) as u64;
-                let f = OpenOptions::new().write(true).open(&path).map_err(io_err(&path))?;
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(io_err(&path))?;
                 f.set_len(off as u64).map_err(io_err(&path))?;
                 f.sync_all().map_err(io_err(&path))?;
             }
             sizes.insert(n, off as u64);
         }
-        let next_id = all.iter().map(|e| e.id + 1).max().unwrap_or(0).max(acked.map_or(0, |a| a + 1));
-        let live: VecDeque<Entry> = all.into_iter().filter(|e| acked.is_none_or(|a| e.id > a)).collect();
+        let next_id = all
+            .iter()
+            .map(|e| e.id + 1)
+            .max()
+            .unwrap_or(0)
+            .max(acked.map_or(0, |a| a + 1));
+        let live: VecDeque<Entry> = all
+            .into_iter()
+            .filter(|e| acked.is_none_or(|a| e.id > a))
+            .collect();
         let bytes = live.iter().map(|e| e.len).sum();
         let mut segments: VecDeque<u64> = numbers.into_iter().collect();
         let (writer, writer_len) = match segments.back() {
             Some(&n) => {
                 let path = dir.join(segment_name(n));
-                let f = OpenOptions::new().append(true).open(&path).map_err(io_err(&path))?;
+                let f = OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .map_err(io_err(&path))?;
                 (f, sizes[&n])
             }
             None => {
@@ -389,7 +462,18 @@ impl Spool {
             }
         };
         let segment_limit = (max_bytes / 8).clamp(64 << 10, 64 << 20);
-        let mut spool = Spool { dir, max_bytes, segment_limit, segments, writer, writer_len, live, next_id, bytes, dropped_on_open };
+        let mut spool = Spool {
+            dir,
+            max_bytes,
+            segment_limit,
+            segments,
+            writer,
+            writer_len,
+            live,
+            next_id,
+            bytes,
+            dropped_on_open,
+        };
         spool.collect_segments()?;
         Ok(spool)
     }
@@ -440,7 +524,11 @@ impl Spool {
         let payload = batch.encode(self.next_id);
         let needed = FRAME + payload.len() as u64;
         if self.bytes.saturating_add(needed) > self.max_bytes {
-            return Err(SpoolError::Full { bytes: self.bytes, needed, max_bytes: self.max_bytes });
+            return Err(SpoolError::Full {
+                bytes: self.bytes,
+                needed,
+                max_bytes: self.max_bytes,
+            });
         }
         if self.writer_len > 0 && self.writer_len + needed > self.segment_limit {
             self.rotate()?;
@@ -448,7 +536,14 @@ impl Spool {
         let offset = self.writer_len;
         self.append(&payload)?;
         let segment = *self.segments.back().expect("a segment");
-        self.live.push_back(Entry { id: self.next_id, events: batch.events, seqs: batch.seqs.clone(), segment, offset, len: needed });
+        self.live.push_back(Entry {
+            id: self.next_id,
+            events: batch.events,
+            seqs: batch.seqs.clone(),
+            segment,
+            offset,
+            len: needed,
+        });
         self.next_id += 1;
         self.bytes += needed;
         Ok(())
@@ -456,18 +551,24 @@ impl Spool {
 
     /// The oldest batch, read back from disk.
     pub fn front(&self) -> Result<Option<SpooledBatch>, SpoolError> {
-        let Some(e) = self.live.front() else { return Ok(None) };
+        let Some(e) = self.live.front() else {
+            return Ok(None);
+        };
         let path = self.dir.join(segment_name(e.segment));
         let mut f = File::open(&path).map_err(io_err(&path))?;
         f.seek(SeekFrom::Start(e.offset)).map_err(io_err(&path))?;
         let mut buf = vec![0u8; e.len as usize];
         f.read_exact(&mut buf).map_err(io_err(&path))?;
-        let corrupt = |reason: &str| SpoolError::Corrupt { path: path.clone(), reason: format!("{reason} at offset {}", e.offset) };
+        let corrupt = |reason: &str| SpoolError::Corrupt {
+            path: path.clone(),
+            reason: format!("{reason} at offset {}", e.offset),
+        };
         let rec = frame_at(&buf, 0).ok_or_else(|| corrupt("bad frame"))?;
         if rec.first() != Some(&KIND_BATCH) {
             return Err(corrupt("not a batch"));
         }
-        let (id, batch) = SpooledBatch::decode(&rec[1..]).ok_or_else(|| corrupt("undecodable batch"))?;
+        let (id, batch) =
+            SpooledBatch::decode(&rec[1..]).ok_or_else(|| corrupt("undecodable batch"))?;
         if id != e.id {
             return Err(corrupt("unexpected batch id"));
         }
@@ -477,7 +578,9 @@ impl Spool {
     /// Removes the oldest batch: durably records that it is stored, then deletes segments no
     /// longer needed. Call only once the store confirmed every write of it.
     pub fn pop_front(&mut self) -> Result<(), SpoolError> {
-        let Some(e) = self.live.front().cloned() else { return Ok(()) };
+        let Some(e) = self.live.front().cloned() else {
+            return Ok(());
+        };
         let mut payload = vec![KIND_ACK];
         payload.extend_from_slice(&e.id.to_le_bytes());
         self.append(&payload)?;
@@ -488,11 +591,20 @@ impl Spool {
 
     fn append(&mut self, payload: &[u8]) -> Result<(), SpoolError> {
         let mut frame = Vec::with_capacity(payload.len() + FRAME as usize);
-        frame.extend_from_slice(&u32::try_from(payload.len()).expect("batch under 4 GiB").to_le_bytes());
+        frame.extend_from_slice(
+            &u32::try_from(payload.len())
+                .expect("batch under 4 GiB")
+                .to_le_bytes(),
+        );
         frame.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
         frame.extend_from_slice(payload);
-        let path = self.dir.join(segment_name(*self.segments.back().expect("a segment")));
-        let res = self.writer.write_all(&frame).and_then(|()| self.writer.sync_data());
+        let path = self
+            .dir
+            .join(segment_name(*self.segments.back().expect("a segment")));
+        let res = self
+            .writer
+            .write_all(&frame)
+            .and_then(|()| self.writer.sync_data());
         if let Err(source) = res {
             // Cut off whatever part was written so the file stays well-formed.
             let _ = self.writer.set_len(self.writer_len);
@@ -555,7 +667,11 @@ fn frame_at(data: &[u8], off: usize) -> Option<&[u8]> {
 
 fn create_segment(dir: &Path, n: u64) -> Result<File, SpoolError> {
     let path = dir.join(segment_name(n));
-    let f = OpenOptions::new().create(true).append(true).open(&path).map_err(io_err(&path))?;
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_err(&path))?;
     f.set_len(0).map_err(io_err(&path))?;
     sync_dir(dir);
     Ok(f)

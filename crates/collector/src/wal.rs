@@ -156,7 +156,10 @@ pub struct WalConfig {
 
 impl Default for WalConfig {
     fn default() -> WalConfig {
-        WalConfig { fsync: FsyncPolicy::Always, segment_size: 64 << 20 }
+        WalConfig {
+            fsync: FsyncPolicy::Always,
+            segment_size: 64 << 20,
+        }
     }
 }
 
@@ -218,10 +221,19 @@ impl fmt::Display for WalError {
         match self {
             WalError::Io { what, source } => write!(f, "wal: {what}: {source}"),
             WalError::Corrupted { segment, offset } => {
-                write!(f, "wal: corrupted record in {} at byte {offset}", segment.display())
+                write!(
+                    f,
+                    "wal: corrupted record in {} at byte {offset}",
+                    segment.display()
+                )
             }
-            WalError::TooLarge(n) => write!(f, "wal: payload of {n} bytes is too large for a record"),
-            WalError::BadSeq { seq, last } => write!(f, "wal: sequence number {seq} is beyond the last one ({last})"),
+            WalError::TooLarge(n) => {
+                write!(f, "wal: payload of {n} bytes is too large for a record")
+            }
+            WalError::BadSeq { seq, last } => write!(
+                f,
+                "wal: sequence number {seq} is beyond the last one ({last})"
+            ),
         }
     }
 }
@@ -272,11 +284,22 @@ fn record_crc(kind: RecordKind, seq: u64, now: i64, payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-fn encode_record(kind: RecordKind, seq: u64, now: i64, payload: &[u8], out: &mut Vec<u8>) -> Result<()> {
+fn encode_record(
+    kind: RecordKind,
+    seq: u64,
+    now: i64,
+    payload: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<()> {
     if payload.len() > MAX_RECORD {
         return Err(WalError::TooLarge(payload.len()));
     }
-    let len = payload.len() as u32 | if kind == RecordKind::Note { NOTE_FLAG } else { 0 };
+    let len = payload.len() as u32
+        | if kind == RecordKind::Note {
+            NOTE_FLAG
+        } else {
+            0
+        };
     out.clear();
     out.reserve(HEADER_LEN + payload.len());
     out.extend_from_slice(&len.to_le_bytes());
@@ -321,8 +344,21 @@ struct RecordAt {
 /// but not returned. `next`: the first sequence number of the next segment: records from it on
 /// were re-logged there after a failed write or fsync, so they (and anything bad from there on)
 /// are ignored here.
-fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: u64, next: Option<u64>) -> Result<Parsed> {
-    let mut p = Parsed { records: Vec::new(), count: 0, valid_len: 0, torn: false, relogged: false };
+fn parse_segment(
+    path: &Path,
+    bytes: &[u8],
+    last: bool,
+    first: u64,
+    keep_after: u64,
+    next: Option<u64>,
+) -> Result<Parsed> {
+    let mut p = Parsed {
+        records: Vec::new(),
+        count: 0,
+        valid_len: 0,
+        torn: false,
+        relogged: false,
+    };
     let mut off = 0usize;
     while off < bytes.len() {
         let expect = first + p.count;
@@ -357,7 +393,12 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
                         Some(false)
                     } else {
                         if seq > keep_after {
-                            p.records.push(RecordAt { seq, now, kind, payload: off + HEADER_LEN..off + end });
+                            p.records.push(RecordAt {
+                                seq,
+                                now,
+                                kind,
+                                payload: off + HEADER_LEN..off + end,
+                            });
                         }
                         p.count += 1;
                         off += end;
@@ -379,7 +420,12 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
                 p.torn = true;
                 break;
             }
-            Some(_) => return Err(WalError::Corrupted { segment: path.to_owned(), offset: off as u64 }),
+            Some(_) => {
+                return Err(WalError::Corrupted {
+                    segment: path.to_owned(),
+                    offset: off as u64,
+                })
+            }
         }
     }
     p.valid_len = off as u64;
@@ -391,18 +437,37 @@ fn parse_segment(path: &Path, bytes: &[u8], last: bool, first: u64, keep_after: 
 fn intact_record_after(rest: &[u8], expect: u64) -> bool {
     (1..rest.len().saturating_sub(HEADER_LEN - 1)).any(|at| {
         let h = &rest[at..at + HEADER_LEN];
-        let word = |i: usize, n: usize| h[i..i + n].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
-        let ((kind, len), crc, seq, now) = (split_len(word(0, 4) as u32), word(4, 4) as u32, word(8, 8), word(16, 8) as i64);
+        let word = |i: usize, n: usize| {
+            h[i..i + n]
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+        };
+        let ((kind, len), crc, seq, now) = (
+            split_len(word(0, 4) as u32),
+            word(4, 4) as u32,
+            word(8, 8),
+            word(16, 8) as i64,
+        );
         seq >= expect
             && seq - expect < 1 << 32
             && len <= rest.len() - at - HEADER_LEN
-            && record_crc(kind, seq, now, &rest[at + HEADER_LEN..at + HEADER_LEN + len]) == crc
+            && record_crc(
+                kind,
+                seq,
+                now,
+                &rest[at + HEADER_LEN..at + HEADER_LEN + len],
+            ) == crc
     })
 }
 
 /// The kind and payload length held by a record's `len` field.
 fn split_len(field: u32) -> (RecordKind, usize) {
-    let kind = if field & NOTE_FLAG != 0 { RecordKind::Note } else { RecordKind::Payload };
+    let kind = if field & NOTE_FLAG != 0 {
+        RecordKind::Note
+    } else {
+        RecordKind::Payload
+    };
     (kind, (field & !NOTE_FLAG) as usize)
 }
 
@@ -413,7 +478,10 @@ fn read_checkpoint(dir: &Path) -> Result<u64> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(io_err(format!("reading {}", path.display()))(e)),
     };
-    let bad = || WalError::Corrupted { segment: path.clone(), offset: 0 };
+    let bad = || WalError::Corrupted {
+        segment: path.clone(),
+        offset: 0,
+    };
     if bytes.len() != 12 {
         return Err(bad());
     }
@@ -429,11 +497,21 @@ fn read_checkpoint(dir: &Path) -> Result<u64> {
 fn set_aside(dir: &Path, file: &Path) -> Result<PathBuf> {
     let aside_dir = dir.join("damaged");
     fs::create_dir_all(&aside_dir).map_err(io_err(format!("creating {}", aside_dir.display())))?;
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let name = file.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = file
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
     let to = aside_dir.join(format!("{name}.{secs}"));
-    fs::copy(file, &to).map_err(io_err(format!("copying {} to {}", file.display(), to.display())))?;
-    File::open(&to).and_then(|f| f.sync_all()).map_err(io_err(format!("fsync of {}", to.display())))?;
+    fs::copy(file, &to).map_err(io_err(format!(
+        "copying {} to {}",
+        file.display(),
+        to.display()
+    )))?;
+    File::open(&to)
+        .and_then(|f| f.sync_all())
+        .map_err(io_err(format!("fsync of {}", to.display())))?;
     sync_dir(&aside_dir)?;
     Ok(to)
 }
@@ -481,12 +559,20 @@ impl ReplayLog {
                 .and_then(|file| file.take(s.valid_len).read_to_end(&mut bytes))
                 .map_err(io_err(format!("reading {}", s.path.display())))?;
             if bytes.len() as u64 != s.valid_len {
-                return Err(WalError::Corrupted { segment: s.path.clone(), offset: bytes.len() as u64 });
+                return Err(WalError::Corrupted {
+                    segment: s.path.clone(),
+                    offset: bytes.len() as u64,
+                });
             }
             let parsed = parse_segment(&s.path, &bytes, s.last, s.first, s.keep_after, s.next)?;
             // One payload copied at a time: the segment's bytes and one record are held.
             for r in parsed.records {
-                f(WalRecord { seq: r.seq, now: r.now, kind: r.kind, payload: bytes[r.payload].to_vec() });
+                f(WalRecord {
+                    seq: r.seq,
+                    now: r.now,
+                    kind: r.kind,
+                    payload: bytes[r.payload].to_vec(),
+                });
             }
         }
         Ok(())
@@ -575,7 +661,11 @@ impl Shared {
     /// Fsyncs everything appended up to now (at least up to `seq`), sharing the fsync with
     /// concurrent callers. A failed fsync rolls to a fresh segment holding the records that
     /// were not durable ([`relog`](Self::relog)); the error is returned only if that fails too.
-    fn sync_upto<'a>(&'a self, mut st: MutexGuard<'a, State>, seq: u64) -> Result<MutexGuard<'a, State>> {
+    fn sync_upto<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        seq: u64,
+    ) -> Result<MutexGuard<'a, State>> {
         loop {
             if st.durable_seq >= seq {
                 return Ok(st);
@@ -603,7 +693,8 @@ impl Shared {
                 Ok(()) if Arc::ptr_eq(&file, &st.file) => {
                     st.fsyncs += 1;
                     if target > st.durable_seq {
-                        let done = (target_len.saturating_sub(st.durable_len) as usize).min(st.undurable.len());
+                        let done = (target_len.saturating_sub(st.durable_len) as usize)
+                            .min(st.undurable.len());
                         st.undurable.drain(..done);
                         st.durable_seq = target;
                         st.durable_len = target_len;
@@ -628,7 +719,11 @@ impl Shared {
         let fsync = self.cfg.fsync != FsyncPolicy::Never;
         // Under `Never` nothing is kept to re-log: the old segment keeps every record (in the
         // page cache) and the new one starts after the last.
-        let first = if fsync { st.durable_seq + 1 } else { st.last_seq + 1 };
+        let first = if fsync {
+            st.durable_seq + 1
+        } else {
+            st.last_seq + 1
+        };
         let path = self.dir.join(segment_name(first));
         let same = st.segments.last().is_some_and(|s| s.path == path);
         let result = (|| -> Result<File> {
@@ -637,9 +732,11 @@ impl Shared {
                 let _ = st.file.set_len(st.durable_len);
             }
             let mut file = create_segment(&path)?;
-            file.write_all(&st.undurable).map_err(io_err(format!("appending to {}", path.display())))?;
+            file.write_all(&st.undurable)
+                .map_err(io_err(format!("appending to {}", path.display())))?;
             if fsync {
-                file.sync_data().map_err(io_err(format!("fsync of {}", path.display())))?;
+                file.sync_data()
+                    .map_err(io_err(format!("fsync of {}", path.display())))?;
                 sync_dir(&self.dir)?;
             }
             Ok(file)
@@ -676,7 +773,9 @@ impl Shared {
     }
 
     fn active_path<'s>(&self, st: &'s State) -> &'s Path {
-        st.segments.last().map_or(Path::new("?"), |s| s.path.as_path())
+        st.segments
+            .last()
+            .map_or(Path::new("?"), |s| s.path.as_path())
     }
 
     /// Closes the active segment (fsynced unless `Never`) and starts `wal-<last_seq+1>.log`.
@@ -686,7 +785,10 @@ impl Shared {
             // Another thread may be fsyncing the old file outside the lock: harmless.
             if let Err(e) = st.file.sync_data() {
                 st.needs_roll = true;
-                return Err(io_err(format!("fsync of {}", self.active_path(st).display()))(e));
+                return Err(io_err(format!(
+                    "fsync of {}",
+                    self.active_path(st).display()
+                ))(e));
             }
             st.durable_seq = st.last_seq;
             st.fsyncs += 1;
@@ -711,7 +813,11 @@ impl Shared {
 }
 
 fn create_segment(path: &Path) -> Result<File> {
-    OpenOptions::new().create(true).truncate(true).write(true).open(path)
+    OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)
         .map_err(io_err(format!("creating {}", path.display())))
 }
 
@@ -732,7 +838,11 @@ impl Wal {
     /// With `salvage`, a damaged segment is first copied to `damaged/<name>.<unix time>` in
     /// `dir`, then cut at the damage (its records after it are lost, and said so), and gaps
     /// in the sequence are accepted; without it such damage is [`WalError::Corrupted`].
-    pub fn open_with(dir: impl AsRef<Path>, cfg: WalConfig, salvage: bool) -> Result<(Wal, Vec<WalRecord>, OpenReport)> {
+    pub fn open_with(
+        dir: impl AsRef<Path>,
+        cfg: WalConfig,
+        salvage: bool,
+    ) -> Result<(Wal, Vec<WalRecord>, OpenReport)> {
         let (wal, log, report) = Wal::open_replay(dir, cfg, salvage)?;
         let mut records = Vec::new();
         log.for_each(|r| records.push(r))?;
@@ -743,7 +853,11 @@ impl Wal {
     /// reads them again one segment at a time: memory for one segment, however long the log
     /// grew (a pending future-dated payload holds the checkpoint back while later ones pile
     /// up behind it). What a server uses.
-    pub fn open_replay(dir: impl AsRef<Path>, cfg: WalConfig, salvage: bool) -> Result<(Wal, ReplayLog, OpenReport)> {
+    pub fn open_replay(
+        dir: impl AsRef<Path>,
+        cfg: WalConfig,
+        salvage: bool,
+    ) -> Result<(Wal, ReplayLog, OpenReport)> {
         let dir = dir.as_ref().to_owned();
         let mut report = OpenReport::default();
         fs::create_dir_all(&dir).map_err(io_err(format!("creating {}", dir.display())))?;
@@ -752,7 +866,10 @@ impl Wal {
         for entry in fs::read_dir(&dir).map_err(io_err(format!("listing {}", dir.display())))? {
             let entry = entry.map_err(io_err(format!("listing {}", dir.display())))?;
             if let Some(first) = entry.file_name().to_str().and_then(parse_segment_name) {
-                segments.push(Segment { first, path: entry.path() });
+                segments.push(Segment {
+                    first,
+                    path: entry.path(),
+                });
             }
         }
         segments.sort_by_key(|s| s.first);
@@ -786,18 +903,27 @@ impl Wal {
                 .write(salvage) // a salvage may cut any segment
                 .open(&seg.path)
                 .map_err(io_err(format!("opening {}", seg.path.display())))?;
-            f.read_to_end(&mut bytes).map_err(io_err(format!("reading {}", seg.path.display())))?;
+            f.read_to_end(&mut bytes)
+                .map_err(io_err(format!("reading {}", seg.path.display())))?;
             // Segments follow each other without gaps; only checkpointed ones may be gone.
             if expect.map_or(seg.first > checkpointed + 1, |e| e != seg.first) {
-                let gap = WalError::Corrupted { segment: seg.path.clone(), offset: 0 };
+                let gap = WalError::Corrupted {
+                    segment: seg.path.clone(),
+                    offset: 0,
+                };
                 if !salvage {
                     return Err(gap);
                 }
-                report.warnings.push(format!("{gap}: records {} to {} are missing (salvage: skipped)", expect.unwrap_or(checkpointed + 1), seg.first.saturating_sub(1)));
+                report.warnings.push(format!(
+                    "{gap}: records {} to {} are missing (salvage: skipped)",
+                    expect.unwrap_or(checkpointed + 1),
+                    seg.first.saturating_sub(1)
+                ));
             }
             // Wholly behind the checkpoint: every record is stored, damage costs nothing.
             let behind = next.is_some_and(|nx| nx <= checkpointed + 1);
-            let parsed = match parse_segment(&seg.path, &bytes, last, seg.first, checkpointed, next) {
+            let parsed = match parse_segment(&seg.path, &bytes, last, seg.first, checkpointed, next)
+            {
                 Ok(p) => p,
                 Err(e) if behind => {
                     report.warnings.push(format!("{e}: the segment is wholly behind the checkpoint (its events are stored); skipped"));
@@ -806,7 +932,14 @@ impl Wal {
                 }
                 Err(WalError::Corrupted { segment, offset }) if salvage => {
                     let aside = set_aside(&dir, &segment)?;
-                    let mut p = parse_segment(&seg.path, &bytes[..offset as usize], last, seg.first, checkpointed, next)?;
+                    let mut p = parse_segment(
+                        &seg.path,
+                        &bytes[..offset as usize],
+                        last,
+                        seg.first,
+                        checkpointed,
+                        next,
+                    )?;
                     report.warnings.push(format!(
                         "wal: corrupted record in {} at byte {offset}: copied to {}; {} bytes after it skipped (salvage)",
                         segment.display(),
@@ -829,8 +962,10 @@ impl Wal {
                 ));
             } else if parsed.torn {
                 if last || salvage {
-                    f.set_len(parsed.valid_len).map_err(io_err(format!("truncating {}", seg.path.display())))?;
-                    f.sync_all().map_err(io_err(format!("fsync of {}", seg.path.display())))?;
+                    f.set_len(parsed.valid_len)
+                        .map_err(io_err(format!("truncating {}", seg.path.display())))?;
+                    f.sync_all()
+                        .map_err(io_err(format!("fsync of {}", seg.path.display())))?;
                 }
                 if bytes.len() as u64 > parsed.valid_len && !salvage {
                     report.warnings.push(format!(
@@ -866,11 +1001,17 @@ impl Wal {
             // Append to the last segment, unless it is empty and misnamed, or it holds records
             // to replay: a fresh segment lets the checkpoint after the replay delete them all,
             // so a replay on a nearly full disk frees the log's space.
-            Some((f, len)) if (len > 0 && replay.is_empty()) || (len == 0 && segments.last().is_some_and(|s| s.first == next)) => (f, len),
+            Some((f, len))
+                if (len > 0 && replay.is_empty())
+                    || (len == 0 && segments.last().is_some_and(|s| s.first == next)) =>
+            {
+                (f, len)
+            }
             other => {
                 if other.as_ref().is_some_and(|(_, len)| *len == 0) {
                     if let Some(s) = segments.pop() {
-                        fs::remove_file(&s.path).map_err(io_err(format!("removing {}", s.path.display())))?;
+                        fs::remove_file(&s.path)
+                            .map_err(io_err(format!("removing {}", s.path.display())))?;
                     }
                 }
                 let path = dir.join(segment_name(next));
@@ -955,7 +1096,12 @@ impl Wal {
             // the next write starts a fresh segment.
             // (The cursor goes back too: a segment created here is not in append mode.)
             let len = st.file_len;
-            if st.file.set_len(len).and_then(|()| (&*st.file).seek(SeekFrom::Start(len))).is_err() {
+            if st
+                .file
+                .set_len(len)
+                .and_then(|()| (&*st.file).seek(SeekFrom::Start(len)))
+                .is_err()
+            {
                 st.needs_roll = true;
             }
             st.failing = Some(e.to_string());
@@ -988,7 +1134,10 @@ impl Wal {
     pub fn wait_durable(&self, seq: u64) -> Result<()> {
         let st = self.shared.lock();
         if seq > st.last_seq {
-            return Err(WalError::BadSeq { seq, last: st.last_seq });
+            return Err(WalError::BadSeq {
+                seq,
+                last: st.last_seq,
+            });
         }
         if self.shared.cfg.fsync == FsyncPolicy::Never {
             return Ok(());
@@ -1016,7 +1165,11 @@ impl Wal {
 
     /// The last checkpointed sequence number (0 if none).
     pub fn checkpointed(&self) -> u64 {
-        *self.shared.checkpoint.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .shared
+            .checkpoint
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 
     /// How many fsyncs of records were done (group commit: fewer than appends).
@@ -1026,7 +1179,12 @@ impl Wal {
 
     /// The segment files on disk, oldest first.
     pub fn segments(&self) -> Vec<PathBuf> {
-        self.shared.lock().segments.iter().map(|s| s.path.clone()).collect()
+        self.shared
+            .lock()
+            .segments
+            .iter()
+            .map(|s| s.path.clone())
+            .collect()
     }
 
     /// Records durably that every record `≤ upto` has been stored (it will not be replayed),
@@ -1051,16 +1209,26 @@ impl Wal {
         let mut bytes = upto.to_le_bytes().to_vec();
         bytes.extend_from_slice(&crc32fast::hash(&upto.to_le_bytes()).to_le_bytes());
         let mut f = create_segment(&tmp)?;
-        f.write_all(&bytes).map_err(io_err(format!("writing {}", tmp.display())))?;
-        f.sync_all().map_err(io_err(format!("fsync of {}", tmp.display())))?;
+        f.write_all(&bytes)
+            .map_err(io_err(format!("writing {}", tmp.display())))?;
+        f.sync_all()
+            .map_err(io_err(format!("fsync of {}", tmp.display())))?;
         drop(f);
-        fs::rename(&tmp, &path).map_err(io_err(format!("renaming {} to {}", tmp.display(), path.display())))?;
+        fs::rename(&tmp, &path).map_err(io_err(format!(
+            "renaming {} to {}",
+            tmp.display(),
+            path.display()
+        )))?;
         sync_dir(&sh.dir)?;
         *cp = upto;
         // Segment i holds [first_i, first_{i+1} - 1]; never delete the active (last) one.
         let doomed: Vec<Segment> = {
             let mut st = sh.lock();
-            let keep_from = st.segments.windows(2).take_while(|w| w[1].first <= upto + 1).count();
+            let keep_from = st
+                .segments
+                .windows(2)
+                .take_while(|w| w[1].first <= upto + 1)
+                .count();
             st.segments.drain(..keep_from).collect()
         };
         for s in &doomed {
@@ -1093,7 +1261,11 @@ fn flusher(shared: &Shared, period: Duration) {
             };
             continue;
         }
-        st = shared.cv.wait_timeout(st, wait.max(Duration::from_millis(1))).unwrap_or_else(|e| e.into_inner()).0;
+        st = shared
+            .cv
+            .wait_timeout(st, wait.max(Duration::from_millis(1)))
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 

@@ -1,8 +1,8 @@
 //! The aggregator: group per second, flush after the grace period, read everything back.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sereal::Limits;
@@ -11,16 +11,24 @@ use sluice_collector::aggregate::{Aggregator, AggregatorConfig, FlushReport};
 use sluice_collector::{IngestConfig, Ingestor, ParsedEvent};
 use sluice_gen::GenConfig;
 use sluice_store::{
-    BlobKey, Counts, EmbeddedStore, ExpireReport, FaultyStore, InMemoryStore, Namespace, PutOutcome, Retention, Store,
-    StoreError, TypeSubtype,
+    BlobKey, Counts, EmbeddedStore, ExpireReport, FaultyStore, InMemoryStore, Namespace,
+    PutOutcome, Retention, Store, StoreError, TypeSubtype,
 };
 
 const E0: i64 = 1_700_000_000;
 
 /// `count` generated events, `per_sec` per second from `E0`, as the ingest layer gives them.
 fn events(seed: u64, count: usize, per_sec: u32, web_only: bool) -> Vec<ParsedEvent> {
-    let base = if web_only { GenConfig::web(seed, count) } else { GenConfig::mixed(seed, count) };
-    let cfg = GenConfig { epoch_start: E0, events_per_second: per_sec, ..base };
+    let base = if web_only {
+        GenConfig::web(seed, count)
+    } else {
+        GenConfig::mixed(seed, count)
+    };
+    let cfg = GenConfig {
+        epoch_start: E0,
+        events_per_second: per_sec,
+        ..base
+    };
     let mut buf = Vec::new();
     sluice_gen::write_json_lines(&cfg, &mut buf).unwrap();
     let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
@@ -55,11 +63,18 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
                 .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
                 .unwrap()
                 .unwrap_or_else(|| panic!("{key} is indexed but not stored"));
-            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
+            for v in Blob::parse(&bytes)
+                .unwrap()
+                .decode(&Limits::default())
+                .unwrap()
+            {
                 let j = sereal::json::to_json_value(&v);
                 assert_eq!(j["epoch"].as_i64(), Some(epoch), "{key}");
                 assert_eq!(j["dc"].as_str(), Some(dc.as_str()), "{key}");
-                assert!(key.contains(&format!(":{}:", j["type"].as_str().unwrap())), "{key}");
+                assert!(
+                    key.contains(&format!(":{}:", j["type"].as_str().unwrap())),
+                    "{key}"
+                );
                 *m.entry(j.to_string()).or_insert(0) += 1;
             }
         }
@@ -84,7 +99,11 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn agg(store: Arc<dyn Store>, collector_id: Option<&str>, blob: BlobOptions) -> Aggregator {
-    let cfg = AggregatorConfig { collector_id: collector_id.map(str::to_owned), blob, ..Default::default() };
+    let cfg = AggregatorConfig {
+        collector_id: collector_id.map(str::to_owned),
+        blob,
+        ..Default::default()
+    };
     Aggregator::new(cfg, store).unwrap()
 }
 
@@ -105,7 +124,15 @@ fn round_trip(store: Arc<dyn Store>) {
     // E0 is due at E0 + 2, the other seconds not yet.
     let r = ok(a.flush_due(E0 + 2));
     assert_eq!(r.events, 500);
-    assert_eq!(store.list_epochs(None, E0, E0 + 10).unwrap().iter().filter(|(e, _)| *e != E0).count(), 0);
+    assert_eq!(
+        store
+            .list_epochs(None, E0, E0 + 10)
+            .unwrap()
+            .iter()
+            .filter(|(e, _)| *e != E0)
+            .count(),
+        0
+    );
     assert_eq!(a.pending_events(), 1_500);
     let r = ok(a.flush_due(E0 + 5));
     assert_eq!((r.events, r.late_events), (1_500, 0));
@@ -115,7 +142,11 @@ fn round_trip(store: Arc<dyn Store>) {
     assert_eq!((c.stored, c.late), (2_000, 0));
     // Plain chunk numbers from 0.
     for (epoch, dc) in store.list_epochs(None, E0, E0 + 10).unwrap() {
-        assert!(store.get_epoch_index(epoch, &dc).unwrap().iter().all(|e| e.ends_with(":0")));
+        assert!(store
+            .get_epoch_index(epoch, &dc)
+            .unwrap()
+            .iter()
+            .all(|e| e.ends_with(":0")));
     }
     // Nothing left: a further flush writes nothing.
     let r = ok(a.flush_all(E0 + 6));
@@ -137,7 +168,10 @@ fn round_trip_embedded() {
     }
     // Reopened, everything is still there.
     let store = EmbeddedStore::open(&dir).unwrap();
-    assert_eq!(read_back(&store, E0, E0 + 10), bag(&events(7, 2_000, 500, false)));
+    assert_eq!(
+        read_back(&store, E0, E0 + 10),
+        bag(&events(7, 2_000, 500, false))
+    );
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -147,12 +181,19 @@ fn late_events_become_a_further_chunk() {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let input = events(3, 300, 1_000, true);
     let (dc, sub) = (input[0].dc.clone(), input[0].subtype.clone());
-    let first: Vec<ParsedEvent> = input.iter().filter(|e| e.dc == dc && e.subtype == sub).cloned().collect();
+    let first: Vec<ParsedEvent> = input
+        .iter()
+        .filter(|e| e.dc == dc && e.subtype == sub)
+        .cloned()
+        .collect();
     assert!(first.len() > 4);
     let listed = |store: &Arc<dyn Store>| -> Vec<String> {
         let prefix = format!("WEB:{sub}:");
         let index = store.get_epoch_index(E0, &dc).unwrap();
-        index.into_iter().filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned)).collect()
+        index
+            .into_iter()
+            .filter_map(|e| e.strip_prefix(&prefix).map(str::to_owned))
+            .collect()
     };
     let (on_time, late) = first.split_at(first.len() - 3);
     let mut a = agg(store.clone(), None, BlobOptions::default());
@@ -182,7 +223,10 @@ fn late_events_become_a_further_chunk() {
 fn small_chunk_limit_gives_several_chunks() {
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let input: Vec<ParsedEvent> = events(5, 2_000, 2_000, true);
-    let opts = BlobOptions { chunk_limit: 8 << 10, ..BlobOptions::default() };
+    let opts = BlobOptions {
+        chunk_limit: 8 << 10,
+        ..BlobOptions::default()
+    };
     let mut a = agg(store.clone(), Some("c1"), opts);
     a.add(input.clone(), E0);
     let r = ok(a.flush_all(E0));
@@ -193,7 +237,10 @@ fn small_chunk_limit_gives_several_chunks() {
         for e in store.get_epoch_index(epoch, &dc).unwrap() {
             let entry = IndexEntry::parse(&e).unwrap();
             assert_eq!(entry.chunk().collector_id(), Some("c1"));
-            per_group.entry(format!("{}:{}", entry.type_(), entry.subtype())).or_default().push(entry.chunk().n());
+            per_group
+                .entry(format!("{}:{}", entry.type_(), entry.subtype()))
+                .or_default()
+                .push(entry.chunk().n());
         }
         for (group, mut ns) in per_group {
             ns.sort();
@@ -233,7 +280,11 @@ fn two_collectors_do_not_overwrite_each_other() {
     ok(b.flush_due(E0 + 3));
     ok(a.flush_due(E0 + 3));
     for (epoch, dc) in store.list_epochs(None, E0, E0 + 1).unwrap() {
-        let index: Vec<String> = store.get_epoch_index(epoch, &dc).unwrap().into_iter().collect();
+        let index: Vec<String> = store
+            .get_epoch_index(epoch, &dc)
+            .unwrap()
+            .into_iter()
+            .collect();
         let has = |s: &str| index.iter().any(|e| e.ends_with(s));
         assert!(has(":c1.0") && has(":c2.0"), "{dc}: {index:?}");
     }
@@ -269,28 +320,48 @@ impl FailAt {
         let i = self.writes.fetch_add(1, Ordering::SeqCst);
         if i >= self.from && i < self.from + self.n {
             // A transient error, as a network backend would give.
-            return Err(StoreError::Io { location: "fail-at".into(), source: std::io::Error::other("injected") });
+            return Err(StoreError::Io {
+                location: "fail-at".into(),
+                source: std::io::Error::other("injected"),
+            });
         }
         Ok(())
     }
 }
 
 impl Store for FailAt {
-    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> sluice_store::Result<PutOutcome> {
+    fn put_blob(
+        &self,
+        ns: &Namespace,
+        key: BlobKey<'_>,
+        bytes: &[u8],
+    ) -> sluice_store::Result<PutOutcome> {
         self.check()?;
         self.inner.put_blob(ns, key, bytes)
     }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
         self.inner.get_blob(ns, key)
     }
-    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> sluice_store::Result<()> {
+    fn add_to_epoch_index(
+        &self,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> sluice_store::Result<()> {
         self.check()?;
         self.inner.add_to_epoch_index(epoch, dc, entries)
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
     }
-    fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
+    fn add_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
         self.check()?;
         self.inner.add_counts(epoch, dc, t, st, counts)
     }
@@ -306,10 +377,19 @@ impl Store for FailAt {
         self.check()?;
         self.inner.add_counts_once(w, epoch, dc, t, st, counts)
     }
-    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+    fn get_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
     }
-    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+    fn list_epochs(
+        &self,
+        dc: Option<&str>,
+        from: i64,
+        to: i64,
+    ) -> sluice_store::Result<Vec<(i64, String)>> {
         self.inner.list_epochs(dc, from, to)
     }
     fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
@@ -330,8 +410,16 @@ impl Store for FailAt {
 fn store_errors_at_any_write_lose_nothing() {
     let input = events(13, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions { chunk_limit: 16 << 10, ..BlobOptions::default() };
-    let clean = Arc::new(FailAt { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from: 0, n: 0 });
+    let opts = BlobOptions {
+        chunk_limit: 16 << 10,
+        ..BlobOptions::default()
+    };
+    let clean = Arc::new(FailAt {
+        inner: InMemoryStore::new(),
+        writes: AtomicU64::new(0),
+        from: 0,
+        n: 0,
+    });
     let mut a = agg(clean.clone(), None, opts.clone());
     a.add(input.clone(), E0);
     let r = ok(a.flush_all(E0));
@@ -339,7 +427,12 @@ fn store_errors_at_any_write_lose_nothing() {
     let writes = clean.writes.load(Ordering::SeqCst);
     for from in 0..writes {
         for n in [1, 3] {
-            let store = Arc::new(FailAt { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from, n });
+            let store = Arc::new(FailAt {
+                inner: InMemoryStore::new(),
+                writes: AtomicU64::new(0),
+                from,
+                n,
+            });
             let mut a = agg(store.clone(), None, opts.clone());
             a.add(input.clone(), E0);
             let r = a.flush_due(E0 + 10);
@@ -347,7 +440,10 @@ fn store_errors_at_any_write_lose_nothing() {
             assert!(r.errors.iter().all(|e| e.is_transient()));
             // Everything indexed is stored (read_back panics otherwise), nothing twice.
             for (k, got) in &read_back(&store.inner, E0, E0 + 10) {
-                assert!(want.get(k).is_some_and(|w| w >= got), "from {from}: unexpected or duplicated event");
+                assert!(
+                    want.get(k).is_some_and(|w| w >= got),
+                    "from {from}: unexpected or duplicated event"
+                );
             }
             let mut rounds = 0;
             while !a.flush_due(E0 + 11).is_ok() || a.pending_batches() > 0 {
@@ -355,7 +451,11 @@ fn store_errors_at_any_write_lose_nothing() {
                 assert!(rounds < 5, "from {from}");
             }
             assert_eq!(a.pending_events(), 0);
-            assert_eq!(read_back(&store.inner, E0, E0 + 10), want, "from {from} n {n}");
+            assert_eq!(
+                read_back(&store.inner, E0, E0 + 10),
+                want,
+                "from {from} n {n}"
+            );
             let c = total_counts(&store.inner, E0, E0 + 10);
             assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
         }
@@ -374,10 +474,18 @@ fn failed_blob_is_not_indexed_and_retry_succeeds() {
     let r = a.flush_due(E0 + 2);
     assert!(!r.is_ok());
     assert!(r.errors[0].is_transient(), "{}", r.errors[0]);
-    assert!(r.errors[0].to_string().contains("storing"), "{}", r.errors[0]);
+    assert!(
+        r.errors[0].to_string().contains("storing"),
+        "{}",
+        r.errors[0]
+    );
     assert_eq!((r.blobs, r.events), (0, 0));
     assert!(store.inner().get_epoch_index(E0, &dc).unwrap().is_empty());
-    assert!(store.inner().list_epochs(None, E0, E0 + 1).unwrap().is_empty());
+    assert!(store
+        .inner()
+        .list_epochs(None, E0, E0 + 1)
+        .unwrap()
+        .is_empty());
     assert_eq!(a.pending_events(), 50);
     faults.fail_writes(false);
     // Now retry the first aggregator: succeeds, nothing lost.
@@ -419,8 +527,19 @@ fn unencodable_events_are_dropped_and_counted() {
     }
     for allow_oversized_events in [true, false] {
         let store = Arc::new(InMemoryStore::new());
-        let blob = BlobOptions { chunk_limit: 8_000, allow_oversized_events, ..BlobOptions::default() };
-        let mut agg = Aggregator::new(AggregatorConfig { blob, ..AggregatorConfig::default() }, store.clone()).unwrap();
+        let blob = BlobOptions {
+            chunk_limit: 8_000,
+            allow_oversized_events,
+            ..BlobOptions::default()
+        };
+        let mut agg = Aggregator::new(
+            AggregatorConfig {
+                blob,
+                ..AggregatorConfig::default()
+            },
+            store.clone(),
+        )
+        .unwrap();
         let mut all = input.clone();
         all.extend([bad.clone(), deep.clone(), huge.clone()]);
         agg.add(all, E0);
@@ -460,20 +579,43 @@ impl LostReply {
 }
 
 impl Store for LostReply {
-    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> sluice_store::Result<PutOutcome> {
+    fn put_blob(
+        &self,
+        ns: &Namespace,
+        key: BlobKey<'_>,
+        bytes: &[u8],
+    ) -> sluice_store::Result<PutOutcome> {
         self.reply("put_blob", self.inner.put_blob(ns, key, bytes))
     }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
         self.inner.get_blob(ns, key)
     }
-    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> sluice_store::Result<()> {
-        self.reply("add_to_epoch_index", self.inner.add_to_epoch_index(epoch, dc, entries))
+    fn add_to_epoch_index(
+        &self,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> sluice_store::Result<()> {
+        self.reply(
+            "add_to_epoch_index",
+            self.inner.add_to_epoch_index(epoch, dc, entries),
+        )
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
     }
-    fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
-        self.reply("add_counts", self.inner.add_counts(epoch, dc, t, st, counts))
+    fn add_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
+        self.reply(
+            "add_counts",
+            self.inner.add_counts(epoch, dc, t, st, counts),
+        )
     }
     fn add_counts_once(
         &self,
@@ -484,12 +626,24 @@ impl Store for LostReply {
         st: &str,
         counts: &Counts,
     ) -> sluice_store::Result<()> {
-        self.reply("add_counts_once", self.inner.add_counts_once(w, epoch, dc, t, st, counts))
+        self.reply(
+            "add_counts_once",
+            self.inner.add_counts_once(w, epoch, dc, t, st, counts),
+        )
     }
-    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+    fn get_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
     }
-    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+    fn list_epochs(
+        &self,
+        dc: Option<&str>,
+        from: i64,
+        to: i64,
+    ) -> sluice_store::Result<Vec<(i64, String)>> {
         self.inner.list_epochs(dc, from, to)
     }
     fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
@@ -511,8 +665,16 @@ impl Store for LostReply {
 fn unknown_outcomes_are_retried_without_double_counts() {
     let input = events(23, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions { chunk_limit: 16 << 10, ..BlobOptions::default() };
-    let clean = Arc::new(LostReply { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from: 0, n: 0 });
+    let opts = BlobOptions {
+        chunk_limit: 16 << 10,
+        ..BlobOptions::default()
+    };
+    let clean = Arc::new(LostReply {
+        inner: InMemoryStore::new(),
+        writes: AtomicU64::new(0),
+        from: 0,
+        n: 0,
+    });
     let mut a = agg(clean.clone(), Some("c1"), opts.clone());
     a.add(input.clone(), E0);
     ok(a.flush_all(E0));
@@ -520,7 +682,12 @@ fn unknown_outcomes_are_retried_without_double_counts() {
     assert!(writes > 10, "{writes}");
     for from in 0..writes {
         for n in [1, 2] {
-            let store = Arc::new(LostReply { inner: InMemoryStore::new(), writes: AtomicU64::new(0), from, n });
+            let store = Arc::new(LostReply {
+                inner: InMemoryStore::new(),
+                writes: AtomicU64::new(0),
+                from,
+                n,
+            });
             let mut a = agg(store.clone(), Some("c1"), opts.clone());
             a.add(input.clone(), E0);
             let mut listed: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -534,9 +701,21 @@ fn unknown_outcomes_are_retried_without_double_counts() {
                     let indexed = store.inner.get_epoch_index(b.epoch, &b.dc).unwrap();
                     assert!(b.events > 0 && !b.chunks.is_empty(), "{b:?}");
                     for c in b.chunks {
-                        assert!(indexed.contains(&c.entry), "{} reported before it is indexed", c.key);
-                        assert_eq!(EventKey::from_parts(&ek, &IndexEntry::parse(&c.entry).unwrap()).to_string(), c.key);
-                        assert!(listed.insert(c.key.clone(), c.data).is_none(), "{} reported twice", c.key);
+                        assert!(
+                            indexed.contains(&c.entry),
+                            "{} reported before it is indexed",
+                            c.key
+                        );
+                        assert_eq!(
+                            EventKey::from_parts(&ek, &IndexEntry::parse(&c.entry).unwrap())
+                                .to_string(),
+                            c.key
+                        );
+                        assert!(
+                            listed.insert(c.key.clone(), c.data).is_none(),
+                            "{} reported twice",
+                            c.key
+                        );
                     }
                 }
                 if clean_round && a.pending_batches() == 0 {
@@ -545,7 +724,11 @@ fn unknown_outcomes_are_retried_without_double_counts() {
                 rounds += 1;
                 assert!(rounds < 5, "from {from} n {n}");
             }
-            assert_eq!(read_back(&store.inner, E0, E0 + 10), want, "from {from} n {n}");
+            assert_eq!(
+                read_back(&store.inner, E0, E0 + 10),
+                want,
+                "from {from} n {n}"
+            );
             let c = total_counts(&store.inner, E0, E0 + 10);
             assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
             // The hook listed every indexed chunk, with the stored bytes.
@@ -553,8 +736,12 @@ fn unknown_outcomes_are_retried_without_double_counts() {
             for (epoch, dc) in store.inner.list_epochs(None, E0, E0 + 10).unwrap() {
                 let ek = EpochKey::new(epoch, &dc).unwrap();
                 for entry in store.inner.get_epoch_index(epoch, &dc).unwrap() {
-                    let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-                    let stored = store.inner.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap();
+                    let key =
+                        EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
+                    let stored = store
+                        .inner
+                        .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                        .unwrap();
                     assert_eq!(listed.get(&key), stored.as_ref(), "{key}");
                     indexed += 1;
                 }

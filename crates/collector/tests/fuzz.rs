@@ -29,10 +29,16 @@ fn check(out: &IngestOutcome) {
     }
     for e in &out.events {
         for (k, want) in [("dc", &e.dc), ("type", &e.type_), ("subtype", &e.subtype)] {
-            assert_eq!(e.event.get(k).and_then(sereal::Value::as_str), Some(want.as_str()));
+            assert_eq!(
+                e.event.get(k).and_then(sereal::Value::as_str),
+                Some(want.as_str())
+            );
             assert!(!want.contains([':', '|']));
         }
-        assert_eq!(e.event.get("epoch").and_then(sereal::Value::as_i64), Some(e.epoch));
+        assert_eq!(
+            e.event.get("epoch").and_then(sereal::Value::as_i64),
+            Some(e.epoch)
+        );
         assert!(!e.type_.is_empty() && !e.dc.is_empty());
     }
     for d in &out.dropped {
@@ -56,8 +62,17 @@ fn seeds() -> Vec<Vec<u8>> {
     for opts in [
         EncoderOptions::default(),
         EncoderOptions::original_events(),
-        EncoderOptions { compression: Compression::Zstd { level: 1 }, compress_threshold: 0, ..Default::default() },
-        EncoderOptions { compression: Compression::Snappy, compress_threshold: 0, dedupe_strings: true, ..Default::default() },
+        EncoderOptions {
+            compression: Compression::Zstd { level: 1 },
+            compress_threshold: 0,
+            ..Default::default()
+        },
+        EncoderOptions {
+            compression: Compression::Snappy,
+            compress_threshold: 0,
+            dedupe_strings: true,
+            ..Default::default()
+        },
     ] {
         out.push(sereal::to_vec(&events, &opts).unwrap());
     }
@@ -66,17 +81,28 @@ fn seeds() -> Vec<Vec<u8>> {
 
 #[test]
 fn random_inputs_never_panic() {
-    let cfg = IngestConfig { max_depth: 8, max_events: 15, max_event_bytes: 700, ..Default::default() };
+    let cfg = IngestConfig {
+        max_depth: 8,
+        max_events: 15,
+        max_event_bytes: 700,
+        ..Default::default()
+    };
     let mut ing = Ingestor::new(cfg).unwrap();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let seeds = seeds();
     let alphabet = b"{}[]\",:\n\r\t 0123456789-.eEtruefalsnl\\u\xEF\xBB\xBF\xff\xc3=srl\xF3";
-    let iterations = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
+    let iterations = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
     for i in 0..iterations {
         let payload: Vec<u8> = match i % 4 {
             // Random bytes, either uniform or from a JSON-ish alphabet.
             0 => (0..rng.below(64)).map(|_| rng.next() as u8).collect(),
-            1 => (0..rng.below(96)).map(|_| alphabet[rng.below(alphabet.len())]).collect(),
+            1 => (0..rng.below(96))
+                .map(|_| alphabet[rng.below(alphabet.len())])
+                .collect(),
             // Mutations of valid payloads.
             _ => {
                 let mut p = seeds[rng.below(seeds.len())].clone();

@@ -2,12 +2,18 @@
 //! limits, Sereal input, and a round trip of generated events.
 
 use sereal::{Compression, EncoderOptions, Key, Value};
-use sluice_collector::{detect, DropCounters, DropReason, Format, IngestConfig, IngestOutcome, Ingestor};
+use sluice_collector::{
+    detect, DropCounters, DropReason, Format, IngestConfig, IngestOutcome, Ingestor,
+};
 
 const NOW: i64 = 1_700_000_000;
 
 fn ingestor() -> Ingestor {
-    Ingestor::new(IngestConfig { dc: "ams1".into(), ..Default::default() }).unwrap()
+    Ingestor::new(IngestConfig {
+        dc: "ams1".into(),
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 fn ingest(payload: &[u8]) -> IngestOutcome {
@@ -16,7 +22,10 @@ fn ingest(payload: &[u8]) -> IngestOutcome {
 
 /// (index, reason, whole_payload) of every drop.
 fn drops(out: &IngestOutcome) -> Vec<(usize, DropReason, bool)> {
-    out.dropped.iter().map(|d| (d.index, d.reason, d.whole_payload)).collect()
+    out.dropped
+        .iter()
+        .map(|d| (d.index, d.reason, d.whole_payload))
+        .collect()
 }
 
 fn types(out: &IngestOutcome) -> Vec<&str> {
@@ -26,14 +35,28 @@ fn types(out: &IngestOutcome) -> Vec<&str> {
 #[test]
 fn formats_and_drop_scopes() {
     use DropReason::*;
-    let deep_ok = format!(r#"{{"type":"A","x":{}1{}}}"#, "[".repeat(31), "]".repeat(31));
-    let deep_bad = format!(r#"{{"type":"A","x":{}1{}}}"#, "[".repeat(32), "]".repeat(32));
+    let deep_ok = format!(
+        r#"{{"type":"A","x":{}1{}}}"#,
+        "[".repeat(31),
+        "]".repeat(31)
+    );
+    let deep_bad = format!(
+        r#"{{"type":"A","x":{}1{}}}"#,
+        "[".repeat(32),
+        "]".repeat(32)
+    );
     let hostile = "[".repeat(10_000);
     let balanced = format!("{hostile}{}", "]".repeat(10_000));
     let ndjson_hostile = format!("{{\"type\":\"A\"}}\n{hostile}\n{{\"type\":\"B\"}}\n");
     let ndjson_hostile_obj = format!("{{\"type\":\"A\"}}\n{{\"x\":{hostile}\n{{\"type\":\"B\"}}\n");
     let deep_in_array = format!(r#"[{{"type":"A"}},{deep_bad},{{"type":"B"}}]"#);
-    type Case<'a> = (&'a str, Vec<u8>, Format, Vec<&'a str>, Vec<(usize, DropReason, bool)>);
+    type Case<'a> = (
+        &'a str,
+        Vec<u8>,
+        Format,
+        Vec<&'a str>,
+        Vec<(usize, DropReason, bool)>,
+    );
     let cases: Vec<Case> = vec![
         ("object", br#"{"type":"A","n":1}"#.to_vec(), Format::JsonObject, vec!["A"], vec![]),
         ("array", br#"[{"type":"A"},{"type":"B"}]"#.to_vec(), Format::JsonArray, vec!["A", "B"], vec![]),
@@ -138,7 +161,12 @@ fn formats_and_drop_scopes() {
         assert_eq!(detect(&payload), format, "{name}: detect");
         let out = ingest(&payload);
         assert_eq!(out.format, format, "{name}: format");
-        assert_eq!(types(&out), want_types, "{name}: accepted ({:?})", out.dropped);
+        assert_eq!(
+            types(&out),
+            want_types,
+            "{name}: accepted ({:?})",
+            out.dropped
+        );
         assert_eq!(drops(&out), want_drops, "{name}: drops {:?}", out.dropped);
         if out.payload_rejected().is_some() {
             assert!(out.events.is_empty(), "{name}");
@@ -162,7 +190,11 @@ fn invalid_utf8_reports_the_offset() {
     let out = ingest(b"{\"type\":\"A\",\"x\":\"\xff\"}");
     assert_eq!(drops(&out), vec![(0, DropReason::BadUtf8, true)]);
     assert_eq!(out.dropped[0].offset, 17);
-    assert!(out.dropped[0].detail.contains("17"), "{}", out.dropped[0].detail);
+    assert!(
+        out.dropped[0].detail.contains("17"),
+        "{}",
+        out.dropped[0].detail
+    );
     // Behind a BOM: offsets count from the first byte received.
     let out = ingest(b"\xEF\xBB\xBF[{\"type\":\"A\",\"x\":\"ok\xc3\x28\"}]");
     assert_eq!(drops(&out), vec![(0, DropReason::BadUtf8, true)]);
@@ -181,22 +213,40 @@ fn invalid_utf8_reports_the_offset() {
 fn tags_are_filled_into_the_event() {
     let out = ingest(br#"{"type":"WEB","x":1}"#);
     let e = &out.events[0];
-    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW, "ams1", "WEB", ""));
+    assert_eq!(
+        (e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()),
+        (NOW, "ams1", "WEB", "")
+    );
     assert_eq!(
         sereal::json::to_string(&e.event),
         format!(r#"{{"type":"WEB","x":1,"epoch":{NOW},"dc":"ams1","subtype":""}}"#)
     );
     // Given tags are kept where they are; nulls are filled in place.
-    let out = ingest(format!(r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":null}}"#, NOW - 5).as_bytes());
+    let out = ingest(
+        format!(
+            r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":null}}"#,
+            NOW - 5
+        )
+        .as_bytes(),
+    );
     let e = &out.events[0];
-    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW - 5, "lhr2", "CRON", ""));
+    assert_eq!(
+        (e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()),
+        (NOW - 5, "lhr2", "CRON", "")
+    );
     assert_eq!(
         sereal::json::to_string(&e.event),
-        format!(r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":""}}"#, NOW - 5)
+        format!(
+            r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":""}}"#,
+            NOW - 5
+        )
     );
     let out = ingest(br#"{"type":"LB","subtype":"health","dc":null,"epoch":null}"#);
     let e = &out.events[0];
-    assert_eq!((e.epoch, e.dc.as_str(), e.subtype.as_str()), (NOW, "ams1", "health"));
+    assert_eq!(
+        (e.epoch, e.dc.as_str(), e.subtype.as_str()),
+        (NOW, "ams1", "health")
+    );
     assert_eq!(
         sereal::json::to_string(&e.event),
         format!(r#"{{"type":"LB","subtype":"health","dc":"ams1","epoch":{NOW}}}"#)
@@ -210,10 +260,16 @@ fn tag_validation() {
     let too_long = "x".repeat(65);
     let cases: Vec<(String, Option<DropReason>)> = vec![
         (r#"{"type":"WEB"}"#.into(), None),
-        (format!(r#"{{"type":"{long}","dc":"{long}","subtype":"{long}"}}"#), None),
+        (
+            format!(r#"{{"type":"{long}","dc":"{long}","subtype":"{long}"}}"#),
+            None,
+        ),
         (format!(r#"{{"type":"{too_long}"}}"#), Some(BadTag)),
         (format!(r#"{{"type":"A","dc":"{too_long}"}}"#), Some(BadTag)),
-        (format!(r#"{{"type":"A","subtype":"{too_long}"}}"#), Some(BadTag)),
+        (
+            format!(r#"{{"type":"A","subtype":"{too_long}"}}"#),
+            Some(BadTag),
+        ),
         (r#"{"type":"A","subtype":""}"#.into(), None),
         (r#"{"type":""}"#.into(), Some(BadTag)),
         (r#"{"type":"A","dc":""}"#.into(), Some(BadTag)),
@@ -260,13 +316,26 @@ fn epoch_window() {
         let out = ingest(format!(r#"{{"type":"A","epoch":{epoch}}}"#).as_bytes());
         match want {
             Some(e) => assert_eq!(out.events[0].epoch, *e, "{epoch}"),
-            None => assert_eq!(drops(&out), vec![(0, DropReason::BadEpoch, false)], "{epoch}"),
+            None => assert_eq!(
+                drops(&out),
+                vec![(0, DropReason::BadEpoch, false)],
+                "{epoch}"
+            ),
         }
     }
     // A configured window.
-    let cfg = IngestConfig { max_past_secs: 60, max_future_secs: 0, ..Default::default() };
+    let cfg = IngestConfig {
+        max_past_secs: 60,
+        max_future_secs: 0,
+        ..Default::default()
+    };
     let mut ing = Ingestor::new(cfg).unwrap();
-    for (epoch, ok) in [(NOW, true), (NOW - 60, true), (NOW - 61, false), (NOW + 1, false)] {
+    for (epoch, ok) in [
+        (NOW, true),
+        (NOW - 60, true),
+        (NOW - 61, false),
+        (NOW + 1, false),
+    ] {
         let out = ing.ingest(format!(r#"{{"type":"A","epoch":{epoch}}}"#).as_bytes(), NOW);
         assert_eq!(out.events.len() == 1, ok, "{epoch}");
     }
@@ -281,7 +350,8 @@ fn epoch_window() {
 fn size_and_count_limits() {
     // Oversized event: only it is dropped.
     let big = "x".repeat(70_000);
-    let payload = format!("{{\"type\":\"A\"}}\n{{\"type\":\"B\",\"x\":\"{big}\"}}\n{{\"type\":\"C\"}}\n");
+    let payload =
+        format!("{{\"type\":\"A\"}}\n{{\"type\":\"B\",\"x\":\"{big}\"}}\n{{\"type\":\"C\"}}\n");
     let out = ingest(payload.as_bytes());
     assert_eq!(types(&out), ["A", "C"]);
     assert_eq!(drops(&out), vec![(1, DropReason::Oversized, false)]);
@@ -292,37 +362,77 @@ fn size_and_count_limits() {
     assert_eq!(drops(&out), vec![(0, DropReason::Oversized, false)]);
 
     // Oversized payload: the whole of it.
-    let cfg = IngestConfig { max_payload_bytes: 100, max_events: 3, ..Default::default() };
+    let cfg = IngestConfig {
+        max_payload_bytes: 100,
+        max_events: 3,
+        ..Default::default()
+    };
     let mut ing = Ingestor::new(cfg).unwrap();
     let out = ing.ingest(&[b' '; 101], NOW);
     assert_eq!(drops(&out), vec![(0, DropReason::Oversized, true)]);
 
     // Too many events: the excess as one drop with a count.
-    let out = ing.ingest(br#"[{"type":"A"},{"type":"B"},5,{"type":"D"},{"type":"E"}]"#, NOW);
+    let out = ing.ingest(
+        br#"[{"type":"A"},{"type":"B"},5,{"type":"D"},{"type":"E"}]"#,
+        NOW,
+    );
     assert_eq!(types(&out), ["A", "B"]);
-    assert_eq!(drops(&out), vec![(2, DropReason::NotAMap, false), (3, DropReason::TooMany, false)]);
+    assert_eq!(
+        drops(&out),
+        vec![
+            (2, DropReason::NotAMap, false),
+            (3, DropReason::TooMany, false)
+        ]
+    );
     assert_eq!(out.dropped[1].count, 2);
     assert_eq!(out.dropped_count(), 3);
-    let out = ing.ingest(b"{\"type\":\"A\"}\n{\"type\":\"B\"}\n\n{\"type\":\"C\"}\n{\"type\":\"D\"}\n\n{}\n", NOW);
+    let out = ing.ingest(
+        b"{\"type\":\"A\"}\n{\"type\":\"B\"}\n\n{\"type\":\"C\"}\n{\"type\":\"D\"}\n\n{}\n",
+        NOW,
+    );
     assert_eq!(types(&out), ["A", "B", "C"]);
     assert_eq!(drops(&out), vec![(3, DropReason::TooMany, false)]);
     assert_eq!(out.dropped[0].count, 2);
-    let out = ing.ingest(b"[{\"type\":\"A\"},{\"type\":\"B\"}]\n[{\"type\":\"C\"},{\"type\":\"D\"}]\n{}", NOW);
+    let out = ing.ingest(
+        b"[{\"type\":\"A\"},{\"type\":\"B\"}]\n[{\"type\":\"C\"},{\"type\":\"D\"}]\n{}",
+        NOW,
+    );
     assert_eq!(types(&out), ["A", "B", "C"]);
     assert_eq!(out.dropped_count(), 2);
 }
 
 #[test]
 fn config_is_validated() {
-    assert!(Ingestor::new(IngestConfig { dc: "a:b".into(), ..Default::default() }).is_err());
-    assert!(Ingestor::new(IngestConfig { dc: "".into(), ..Default::default() }).is_err());
-    assert!(Ingestor::new(IngestConfig { max_depth: 0, ..Default::default() }).is_err());
-    assert!(Ingestor::new(IngestConfig { max_past_secs: -1, ..Default::default() }).is_err());
+    assert!(Ingestor::new(IngestConfig {
+        dc: "a:b".into(),
+        ..Default::default()
+    })
+    .is_err());
+    assert!(Ingestor::new(IngestConfig {
+        dc: "".into(),
+        ..Default::default()
+    })
+    .is_err());
+    assert!(Ingestor::new(IngestConfig {
+        max_depth: 0,
+        ..Default::default()
+    })
+    .is_err());
+    assert!(Ingestor::new(IngestConfig {
+        max_past_secs: -1,
+        ..Default::default()
+    })
+    .is_err());
     assert!(Ingestor::new(IngestConfig::default()).is_ok());
 }
 
 fn hash(pairs: &[(&str, Value)]) -> Value {
-    Value::Hash(pairs.iter().map(|(k, v)| (Key::from(*k), v.clone())).collect())
+    Value::Hash(
+        pairs
+            .iter()
+            .map(|(k, v)| (Key::from(*k), v.clone()))
+            .collect(),
+    )
 }
 
 fn s(x: &str) -> Value {
@@ -331,14 +441,35 @@ fn s(x: &str) -> Value {
 
 #[test]
 fn sereal_payloads() {
-    let ev = |t: &str| hash(&[("type", s(t)), ("ms", Value::Int(5)), ("path", s("/index/page/long/enough"))]);
-    let array = Value::Array((0..200).map(|i| ev(if i % 2 == 0 { "A" } else { "B" })).collect());
+    let ev = |t: &str| {
+        hash(&[
+            ("type", s(t)),
+            ("ms", Value::Int(5)),
+            ("path", s("/index/page/long/enough")),
+        ])
+    };
+    let array = Value::Array(
+        (0..200)
+            .map(|i| ev(if i % 2 == 0 { "A" } else { "B" }))
+            .collect(),
+    );
     let option_sets = [
         EncoderOptions::default(),
-        EncoderOptions { protocol: 3, ..Default::default() },
+        EncoderOptions {
+            protocol: 3,
+            ..Default::default()
+        },
         EncoderOptions::original_events(),
-        EncoderOptions { compression: Compression::Zstd { level: 3 }, compress_threshold: 0, ..Default::default() },
-        EncoderOptions { compression: Compression::Snappy, dedupe_strings: true, ..Default::default() },
+        EncoderOptions {
+            compression: Compression::Zstd { level: 3 },
+            compress_threshold: 0,
+            ..Default::default()
+        },
+        EncoderOptions {
+            compression: Compression::Snappy,
+            dedupe_strings: true,
+            ..Default::default()
+        },
     ];
     for opts in &option_sets {
         let doc = sereal::to_vec(&array, opts).unwrap();
@@ -347,8 +478,14 @@ fn sereal_payloads() {
         assert!(out.is_clean(), "{opts:?}: {:?}", out.dropped);
         assert_eq!(out.events.len(), 200);
         assert_eq!(out.events[1].type_, "B");
-        assert_eq!(out.events[0].event.get("dc").and_then(Value::as_str), Some("ams1"));
-        assert_eq!(out.events[0].event.get("path").and_then(Value::as_str), Some("/index/page/long/enough"));
+        assert_eq!(
+            out.events[0].event.get("dc").and_then(Value::as_str),
+            Some("ams1")
+        );
+        assert_eq!(
+            out.events[0].event.get("path").and_then(Value::as_str),
+            Some("/index/page/long/enough")
+        );
     }
     // A compressed document really is compressed.
     let doc = sereal::to_vec(&array, &EncoderOptions::original_events()).unwrap();
@@ -359,41 +496,83 @@ fn sereal_payloads() {
     assert_eq!(types(&out), ["X"]);
     let out = ingest(&sereal::to_vec(&Value::Int(3), &EncoderOptions::default()).unwrap());
     assert_eq!(drops(&out), vec![(0, DropReason::NotAMap, false)]);
-    let mixed = Value::Array(vec![ev("A"), Value::Int(1), hash(&[("x", Value::Int(1))]), hash(&[("type", Value::Int(1))]), ev("E")]);
+    let mixed = Value::Array(vec![
+        ev("A"),
+        Value::Int(1),
+        hash(&[("x", Value::Int(1))]),
+        hash(&[("type", Value::Int(1))]),
+        ev("E"),
+    ]);
     let out = ingest(&sereal::to_vec(&mixed, &EncoderOptions::default()).unwrap());
     assert_eq!(types(&out), ["A", "E"]);
     assert_eq!(
         drops(&out),
-        vec![(1, DropReason::NotAMap, false), (2, DropReason::MissingType, false), (3, DropReason::BadTag, false)]
+        vec![
+            (1, DropReason::NotAMap, false),
+            (2, DropReason::MissingType, false),
+            (3, DropReason::BadTag, false)
+        ]
     );
     // Binary strings (as Perl writes them) work as tags.
     let perl = Value::Array(vec![Value::Hash(vec![
-        (Key::Binary(b"type"[..].into()), Value::Binary(b"WEB".to_vec())),
-        (Key::Binary(b"dc"[..].into()), Value::Binary(b"fra3".to_vec())),
+        (
+            Key::Binary(b"type"[..].into()),
+            Value::Binary(b"WEB".to_vec()),
+        ),
+        (
+            Key::Binary(b"dc"[..].into()),
+            Value::Binary(b"fra3".to_vec()),
+        ),
     ])]);
     let out = ingest(&sereal::to_vec(&perl, &EncoderOptions::default()).unwrap());
-    assert_eq!((out.events[0].type_.as_str(), out.events[0].dc.as_str()), ("WEB", "fra3"));
+    assert_eq!(
+        (out.events[0].type_.as_str(), out.events[0].dc.as_str()),
+        ("WEB", "fra3")
+    );
 
     // Too deep, oversized.
     let mut deep = Value::Int(1);
     for _ in 0..40 {
         deep = Value::Array(vec![deep]);
     }
-    let out = ingest(&sereal::to_vec(&Value::Array(vec![ev("A"), hash(&[("type", s("B")), ("d", deep)])]), &Default::default()).unwrap());
+    let out = ingest(
+        &sereal::to_vec(
+            &Value::Array(vec![ev("A"), hash(&[("type", s("B")), ("d", deep)])]),
+            &Default::default(),
+        )
+        .unwrap(),
+    );
     assert_eq!(types(&out), ["A"]);
     assert_eq!(drops(&out)[0].1, DropReason::TooDeep);
-    let out = ingest(&sereal::to_vec(&Value::Array(vec![hash(&[("type", s("B")), ("x", s(&"y".repeat(70_000)))]), ev("A")]), &Default::default()).unwrap());
+    let out = ingest(
+        &sereal::to_vec(
+            &Value::Array(vec![
+                hash(&[("type", s("B")), ("x", s(&"y".repeat(70_000)))]),
+                ev("A"),
+            ]),
+            &Default::default(),
+        )
+        .unwrap(),
+    );
     assert_eq!(types(&out), ["A"]);
     assert_eq!(drops(&out), vec![(0, DropReason::Oversized, false)]);
 
     // Corrupt documents: the whole payload.
     for opts in &option_sets {
         let doc = sereal::to_vec(&array, opts).unwrap();
-        for corrupt in [doc[..doc.len() / 2].to_vec(), [doc.as_slice(), b"xx"].concat(), doc[..6].to_vec()] {
+        for corrupt in [
+            doc[..doc.len() / 2].to_vec(),
+            [doc.as_slice(), b"xx"].concat(),
+            doc[..6].to_vec(),
+        ] {
             let out = ingest(&corrupt);
             assert_eq!(out.format, Format::Sereal);
             assert!(out.events.is_empty());
-            assert_eq!(drops(&out), vec![(0, DropReason::PayloadError, true)], "{opts:?}");
+            assert_eq!(
+                drops(&out),
+                vec![(0, DropReason::PayloadError, true)],
+                "{opts:?}"
+            );
         }
     }
     let out = ingest(b"=srl");
@@ -414,7 +593,10 @@ fn generated_events_round_trip() {
         let want: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(sereal::json::to_json_value(&ev.event), want);
         // Same value as the codec's own JSON mapping.
-        assert_eq!(ev.event, sereal::json::from_json_slice(line.as_bytes()).unwrap());
+        assert_eq!(
+            ev.event,
+            sereal::json::from_json_slice(line.as_bytes()).unwrap()
+        );
         assert_eq!(ev.type_, "WEB");
         assert_eq!(Some(ev.dc.as_str()), want["dc"].as_str());
         assert_eq!(Some(ev.epoch), want["epoch"].as_i64());
@@ -425,7 +607,10 @@ fn generated_events_round_trip() {
         _ => panic!("not a hash"),
     };
     let again = ing.ingest(text.lines().next().unwrap().as_bytes(), NOW);
-    for (a, b) in [(&out.events[0].event, &out.events[999].event), (&out.events[0].event, &again.events[0].event)] {
+    for (a, b) in [
+        (&out.events[0].event, &out.events[999].event),
+        (&out.events[0].event, &again.events[0].event),
+    ] {
         match (key_of(a, 2), key_of(b, 2)) {
             (Key::Utf8(x), Key::Utf8(y)) => assert!(std::sync::Arc::ptr_eq(&x, &y)),
             other => panic!("{other:?}"),
@@ -434,18 +619,29 @@ fn generated_events_round_trip() {
     // The same events as a JSON array and as a Sereal blob give the same result.
     let array = format!("[{}]", text.trim_end().replace('\n', ","));
     assert_eq!(ing.ingest(array.as_bytes(), NOW).events, out.events);
-    let blob = sereal::to_vec(&sluice_gen::events_array(&sluice_gen::GenConfig::web(1, 1000)), &EncoderOptions::original_events()).unwrap();
+    let blob = sereal::to_vec(
+        &sluice_gen::events_array(&sluice_gen::GenConfig::web(1, 1000)),
+        &EncoderOptions::original_events(),
+    )
+    .unwrap();
     let from_blob = ing.ingest(&blob, NOW);
     assert!(from_blob.is_clean());
     for (a, b) in from_blob.events.iter().zip(&out.events) {
-        assert_eq!(sereal::json::to_json_value(&a.event), sereal::json::to_json_value(&b.event));
+        assert_eq!(
+            sereal::json::to_json_value(&a.event),
+            sereal::json::to_json_value(&b.event)
+        );
     }
 }
 
 #[test]
 fn drop_counters() {
     let mut c = DropCounters::new();
-    let mut ing = Ingestor::new(IngestConfig { max_events: 2, ..Default::default() }).unwrap();
+    let mut ing = Ingestor::new(IngestConfig {
+        max_events: 2,
+        ..Default::default()
+    })
+    .unwrap();
     c.add(&ing.ingest(b"{\"type\":\"A\"}\n{\"x\":1}\n{\"type\":\"C\"}\n{}", NOW));
     c.add(&ing.ingest(b"", NOW));
     c.add(&ing.ingest(b"[1]", NOW));
@@ -453,11 +649,26 @@ fn drop_counters() {
     assert_eq!(c.get(DropReason::TooMany), 2);
     assert_eq!(c.get(DropReason::PayloadError), 1);
     assert_eq!(c.get(DropReason::NotAMap), 1);
-    assert_eq!((c.accepted, c.payloads, c.payloads_rejected, c.total()), (1, 3, 1, 5));
+    assert_eq!(
+        (c.accepted, c.payloads, c.payloads_rejected, c.total()),
+        (1, 3, 1, 5)
+    );
     let names: Vec<&str> = c.iter().map(|(r, _)| r.as_str()).collect();
     assert_eq!(
         names,
-        ["payload_error", "malformed", "oversized", "too_deep", "not_a_map", "missing_type", "bad_tag", "bad_epoch", "bad_utf8", "too_many", "shed"]
+        [
+            "payload_error",
+            "malformed",
+            "oversized",
+            "too_deep",
+            "not_a_map",
+            "missing_type",
+            "bad_tag",
+            "bad_epoch",
+            "bad_utf8",
+            "too_many",
+            "shed"
+        ]
     );
     let mut sum = DropCounters::new();
     sum.merge(&c);
@@ -479,7 +690,11 @@ fn integer_dc_is_accepted() {
     let out = ingest(br#"{"type":"A","dc":-3}"#);
     assert_eq!(out.events[0].dc, "-3");
     // Other non-strings are still refused.
-    for bad in [r#"{"type":"A","dc":1.5}"#, r#"{"type":"A","dc":true}"#, r#"{"type":"A","dc":[1]}"#] {
+    for bad in [
+        r#"{"type":"A","dc":1.5}"#,
+        r#"{"type":"A","dc":true}"#,
+        r#"{"type":"A","dc":[1]}"#,
+    ] {
         let out = ingest(bad.as_bytes());
         assert_eq!(drops(&out), [(0, DropReason::BadTag, false)], "{bad}");
     }
@@ -493,12 +708,22 @@ fn original_perl_producer_with_integer_dc() {
         r#"use Sereal::Encoder; binmode STDOUT; print Sereal::Encoder->new->encode({{epoch => {}, dc => 1, type => "type1", subtype => "subtype1", ms => 12}});"#,
         NOW - 1
     );
-    let out = std::process::Command::new("perl").args(["-e", &script]).output().expect("perl runs (make deps installs it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("perl")
+        .args(["-e", &script])
+        .output()
+        .expect("perl runs (make deps installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let got = ingest(&out.stdout);
     assert!(got.is_clean(), "{:?}", got.dropped);
     let e = &got.events[0];
-    assert_eq!((e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()), (NOW - 1, "1", "type1", "subtype1"));
+    assert_eq!(
+        (e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()),
+        (NOW - 1, "1", "type1", "subtype1")
+    );
     assert_eq!(e.event.get("dc"), Some(&Value::Int(1)));
 }
 
@@ -514,11 +739,23 @@ fn big_integers_are_kept_exactly() {
         format!(r#"{{"type":"A","deep":{deep},"n":{big}}}"#),
     ];
     for json in &cases {
-        let cfg = IngestConfig { dc: "ams1".into(), max_depth: 64, ..Default::default() };
+        let cfg = IngestConfig {
+            dc: "ams1".into(),
+            max_depth: 64,
+            ..Default::default()
+        };
         let out = Ingestor::new(cfg).unwrap().ingest(json.as_bytes(), NOW);
         assert!(out.is_clean(), "{json}: {:?}", out.dropped);
-        let n = out.events[0].event.get("n").and_then(Value::as_str).map(str::to_owned);
-        let want = if json.contains(&format!("-{big}")) { format!("-{big}") } else { big.to_owned() };
+        let n = out.events[0]
+            .event
+            .get("n")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let want = if json.contains(&format!("-{big}")) {
+            format!("-{big}")
+        } else {
+            big.to_owned()
+        };
         assert_eq!(n.as_deref(), Some(want.as_str()), "{json}");
     }
     // In range: still numbers; a string holding digits is untouched.

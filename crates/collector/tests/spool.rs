@@ -13,8 +13,8 @@ use sluice_collector::spool::{Spool, SpoolConfig, SpoolError, SpooledBatch, Spoo
 use sluice_collector::{IngestConfig, Ingestor, ParsedEvent};
 use sluice_gen::GenConfig;
 use sluice_store::{
-    BlobKey, Counts, ExpireReport, FaultyStore, Faults, InMemoryStore, Namespace, PutOutcome, Retention, Store,
-    TypeSubtype,
+    BlobKey, Counts, ExpireReport, Faults, FaultyStore, InMemoryStore, Namespace, PutOutcome,
+    Retention, Store, TypeSubtype,
 };
 
 const E0: i64 = 1_700_000_000;
@@ -27,7 +27,11 @@ fn temp_dir(name: &str) -> PathBuf {
 
 /// `per_sec` mixed events per second for `secs` seconds from `E0`, grouped per second.
 fn seconds(seed: u64, secs: usize, per_sec: u32) -> Vec<Vec<ParsedEvent>> {
-    let cfg = GenConfig { epoch_start: E0, events_per_second: per_sec, ..GenConfig::mixed(seed, secs * per_sec as usize) };
+    let cfg = GenConfig {
+        epoch_start: E0,
+        events_per_second: per_sec,
+        ..GenConfig::mixed(seed, secs * per_sec as usize)
+    };
     let mut buf = Vec::new();
     sluice_gen::write_json_lines(&cfg, &mut buf).unwrap();
     let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
@@ -60,8 +64,15 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
         let ek = EpochKey::new(epoch, &dc).unwrap();
         for entry in store.get_epoch_index(epoch, &dc).unwrap() {
             let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap().expect("indexed blob");
-            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
+            let bytes = store
+                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                .unwrap()
+                .expect("indexed blob");
+            for v in Blob::parse(&bytes)
+                .unwrap()
+                .decode(&Limits::default())
+                .unwrap()
+            {
                 *m.entry(json(&v)).or_insert(0) += 1;
             }
         }
@@ -88,7 +99,12 @@ struct Recording<S> {
 }
 
 impl<S: Store> Store for Recording<S> {
-    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> sluice_store::Result<PutOutcome> {
+    fn put_blob(
+        &self,
+        ns: &Namespace,
+        key: BlobKey<'_>,
+        bytes: &[u8],
+    ) -> sluice_store::Result<PutOutcome> {
         let r = self.inner.put_blob(ns, key, bytes)?;
         self.log.lock().unwrap().push(("blob", key.epoch));
         Ok(r)
@@ -96,12 +112,20 @@ impl<S: Store> Store for Recording<S> {
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
         self.inner.get_blob(ns, key)
     }
-    fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> sluice_store::Result<()> {
+    fn add_to_epoch_index(
+        &self,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> sluice_store::Result<()> {
         let ek = EpochKey::new(epoch, dc).unwrap();
         for e in entries {
             let key = EventKey::from_parts(&ek, &IndexEntry::parse(e).unwrap()).to_string();
             assert!(
-                self.inner.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap().is_some(),
+                self.inner
+                    .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                    .unwrap()
+                    .is_some(),
                 "{key} indexed before stored"
             );
         }
@@ -109,10 +133,21 @@ impl<S: Store> Store for Recording<S> {
         self.log.lock().unwrap().push(("index", epoch));
         Ok(())
     }
-    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<std::collections::BTreeSet<String>> {
+    fn get_epoch_index(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<std::collections::BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
     }
-    fn add_counts(&self, epoch: i64, dc: &str, t: &str, st: &str, counts: &Counts) -> sluice_store::Result<()> {
+    fn add_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+        t: &str,
+        st: &str,
+        counts: &Counts,
+    ) -> sluice_store::Result<()> {
         self.inner.add_counts(epoch, dc, t, st, counts)?;
         self.log.lock().unwrap().push(("counts", epoch));
         Ok(())
@@ -130,10 +165,19 @@ impl<S: Store> Store for Recording<S> {
         self.log.lock().unwrap().push(("counts", epoch));
         Ok(())
     }
-    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+    fn get_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
     }
-    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+    fn list_epochs(
+        &self,
+        dc: Option<&str>,
+        from: i64,
+        to: i64,
+    ) -> sluice_store::Result<Vec<(i64, String)>> {
         self.inner.list_epochs(dc, from, to)
     }
     fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
@@ -148,18 +192,36 @@ impl<S: Store> Store for Recording<S> {
 }
 
 fn faulty() -> (Arc<FaultyStore<Recording<InMemoryStore>>>, Faults) {
-    let (s, f) = FaultyStore::new(Recording { inner: InMemoryStore::new(), log: Mutex::new(Vec::new()) });
+    let (s, f) = FaultyStore::new(Recording {
+        inner: InMemoryStore::new(),
+        log: Mutex::new(Vec::new()),
+    });
     (Arc::new(s), f)
 }
 
 fn cfg(dir: &Path, memory_batches: usize, max_bytes: u64) -> AggregatorConfig {
-    AggregatorConfig { spool: Some(SpoolConfig { dir: dir.to_path_buf(), max_bytes, memory_batches }), ..Default::default() }
+    AggregatorConfig {
+        spool: Some(SpoolConfig {
+            dir: dir.to_path_buf(),
+            max_bytes,
+            memory_batches,
+        }),
+        ..Default::default()
+    }
 }
 
 fn only_store_errors(r: &FlushReport) {
     for e in &r.errors {
         assert!(
-            matches!(e, AggregateError::Store { .. } | AggregateError::Spool { source: SpoolError::Full { .. }, .. } | AggregateError::Backpressure { .. }),
+            matches!(
+                e,
+                AggregateError::Store { .. }
+                    | AggregateError::Spool {
+                        source: SpoolError::Full { .. },
+                        ..
+                    }
+                    | AggregateError::Backpressure { .. }
+            ),
             "{e}"
         );
     }
@@ -180,19 +242,32 @@ fn outage_spills_to_disk_and_replays_in_order_exactly_once() {
         a.add_logged(evs.clone(), now, i as u64 + 1);
         let r = a.flush_due(now);
         only_store_errors(&r);
-        assert!(a.memory_batches() <= memory, "{} batches in memory", a.memory_batches());
+        assert!(
+            a.memory_batches() <= memory,
+            "{} batches in memory",
+            a.memory_batches()
+        );
         // A spooled batch releases its WAL records; its done note keeps a replay from adding
         // it again. Every record below the pending minimum must be covered by a note.
         noted.extend(a.take_done().into_iter().flat_map(|n| n.seqs));
         if let Some(min) = a.min_pending_seq() {
-            assert!((1..min).all(|s| noted.contains(&s)), "record below {min} released without a note");
+            assert!(
+                (1..min).all(|s| noted.contains(&s)),
+                "record below {min} released without a note"
+            );
         }
     }
-    assert!(a.min_pending_seq().is_some_and(|m| m > 1), "spooled batches no longer hold the WAL");
+    assert!(
+        a.min_pending_seq().is_some_and(|m| m > 1),
+        "spooled batches no longer hold the WAL"
+    );
     assert!(a.spooled_batches() > 0);
     assert!(a.spooled_bytes() > 0);
     assert!(a.spooled_events() > 0);
-    assert_eq!(a.pending_batches(), a.memory_batches() + a.spooled_batches());
+    assert_eq!(
+        a.pending_batches(),
+        a.memory_batches() + a.spooled_batches()
+    );
     assert!(a.pending_batches() > memory);
     assert!(!a.is_backpressured());
     assert!(store.list_epochs(None, E0, E0 + 100).unwrap().is_empty());
@@ -209,15 +284,24 @@ fn outage_spills_to_disk_and_replays_in_order_exactly_once() {
     assert_eq!(a.pending_batches(), 0);
     assert_eq!(a.min_pending_seq(), None);
     let all: Vec<&ParsedEvent> = input.iter().flatten().collect();
-    assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter().copied()));
+    assert_eq!(
+        read_back(store.inner(), E0, E0 + 100),
+        bag(all.iter().copied())
+    );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
     // In order: epochs never go backwards in the write log; data before metadata is checked by
     // the recording store.
     let log = store.inner().log.lock().unwrap();
-    assert!(log.windows(2).all(|w| w[0].1 <= w[1].1), "writes out of epoch order");
+    assert!(
+        log.windows(2).all(|w| w[0].1 <= w[1].1),
+        "writes out of epoch order"
+    );
     drop(log);
     // The spool is cleaned up: a single empty segment.
-    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().metadata().unwrap().len()).collect();
+    let files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .collect();
     assert_eq!(files, vec![0]);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -239,21 +323,37 @@ fn spool_survives_a_crash_and_is_replayed_by_a_new_aggregator() {
         assert_eq!(a.memory_batches(), 0);
         spooled = a.spooled_batches();
         assert!(spooled > 0);
-        assert_eq!(a.min_pending_seq(), None, "spooled batches hold no WAL record");
-        let noted: std::collections::BTreeSet<u64> = a.take_done().into_iter().flat_map(|n| n.seqs).collect();
-        assert_eq!(noted, (100..120).collect(), "every spooled record has a done note");
+        assert_eq!(
+            a.min_pending_seq(),
+            None,
+            "spooled batches hold no WAL record"
+        );
+        let noted: std::collections::BTreeSet<u64> =
+            a.take_done().into_iter().flat_map(|n| n.seqs).collect();
+        assert_eq!(
+            noted,
+            (100..120).collect(),
+            "every spooled record has a done note"
+        );
         // Crash: the aggregator is dropped, the spool directory stays.
     }
     faults.fail_writes(false);
     let mut b = Aggregator::new(cfg(&dir, 0, 1 << 30), store.clone()).unwrap();
     assert_eq!(b.spooled_batches(), spooled);
-    assert_eq!(b.min_pending_seq(), None, "spooled batches hold no WAL record after reopen");
+    assert_eq!(
+        b.min_pending_seq(),
+        None,
+        "spooled batches hold no WAL record after reopen"
+    );
     let r = b.flush_due(E0 + 31);
     assert!(r.is_ok(), "{:?}", r.errors);
     assert_eq!((b.pending_batches(), b.min_pending_seq()), (0, None));
     let all: Vec<&ParsedEvent> = input.iter().flatten().collect();
     assert_eq!(r.events, all.len() as u64);
-    assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter().copied()));
+    assert_eq!(
+        read_back(store.inner(), E0, E0 + 100),
+        bag(all.iter().copied())
+    );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
     drop(b);
     // Nothing left for a third run.
@@ -276,13 +376,19 @@ fn batch(n: u8) -> SpooledBatch {
         stored: 0,
         indexed: false,
         events: u64::from(n),
-        counts: Counts { stored: u64::from(n), ..Counts::default() },
+        counts: Counts {
+            stored: u64::from(n),
+            ..Counts::default()
+        },
         seqs: vec![u64::from(n)],
     }
 }
 
 fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     v.sort();
     v
 }
@@ -325,7 +431,12 @@ fn torn_tail_is_dropped_on_open() {
     assert_eq!(files.len(), 1);
     let len = std::fs::metadata(&files[0]).unwrap().len();
     // A crash in the middle of writing the third batch.
-    std::fs::OpenOptions::new().write(true).open(&files[0]).unwrap().set_len(len - 100).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&files[0])
+        .unwrap()
+        .set_len(len - 100)
+        .unwrap();
     let mut s = Spool::open(&dir, 1 << 20).unwrap();
     assert_eq!(s.batches(), 2);
     assert_eq!(s.dropped_bytes_on_open(), full / 3 - 100);
@@ -334,7 +445,12 @@ fn torn_tail_is_dropped_on_open() {
     s.push(&batch(4)).unwrap();
     drop(s);
     // Garbage after the last record (a torn frame header) is dropped too.
-    std::fs::OpenOptions::new().append(true).open(&files[0]).unwrap().write_all(&[7, 0, 0]).unwrap();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&files[0])
+        .unwrap()
+        .write_all(&[7, 0, 0])
+        .unwrap();
     let mut s = Spool::open(&dir, 1 << 20).unwrap();
     assert_eq!(s.dropped_bytes_on_open(), 3);
     let mut got = Vec::new();
@@ -389,8 +505,19 @@ fn full_spool_refuses_and_the_aggregator_applies_backpressure() {
         a.add(evs.clone(), now);
         let r = a.flush_due(now);
         only_store_errors(&r);
-        saw_full |= r.errors.iter().any(|e| matches!(e, AggregateError::Spool { source: SpoolError::Full { .. }, .. }));
-        saw_backpressure |= r.errors.iter().any(|e| matches!(e, AggregateError::Backpressure { .. }));
+        saw_full |= r.errors.iter().any(|e| {
+            matches!(
+                e,
+                AggregateError::Spool {
+                    source: SpoolError::Full { .. },
+                    ..
+                }
+            )
+        });
+        saw_backpressure |= r
+            .errors
+            .iter()
+            .any(|e| matches!(e, AggregateError::Backpressure { .. }));
         assert!(a.spooled_bytes() <= 64 << 10);
     }
     assert!(saw_full && saw_backpressure);
@@ -398,7 +525,10 @@ fn full_spool_refuses_and_the_aggregator_applies_backpressure() {
     // Under backpressure the pending batches stay put; the due groups are held open.
     let held = a.memory_batches();
     let r = a.flush_due(E0 + 40);
-    assert!(r.errors.iter().any(|e| matches!(e, AggregateError::Backpressure { .. })));
+    assert!(r
+        .errors
+        .iter()
+        .any(|e| matches!(e, AggregateError::Backpressure { .. })));
     assert_eq!(a.memory_batches(), held);
     assert!(a.pending_events() > 0);
 
@@ -408,9 +538,15 @@ fn full_spool_refuses_and_the_aggregator_applies_backpressure() {
     assert!(!a.is_backpressured());
     let r = a.flush_all(E0 + 42);
     assert!(r.is_ok(), "{:?}", r.errors);
-    assert_eq!((a.pending_batches(), a.pending_events(), a.spooled_batches()), (0, 0, 0));
+    assert_eq!(
+        (a.pending_batches(), a.pending_events(), a.spooled_batches()),
+        (0, 0, 0)
+    );
     let all: Vec<&ParsedEvent> = input.iter().flatten().collect();
-    assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter().copied()));
+    assert_eq!(
+        read_back(store.inner(), E0, E0 + 100),
+        bag(all.iter().copied())
+    );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -449,7 +585,10 @@ fn a_replayed_spool_batch_does_not_count_twice() {
     let (store, faults) = faulty();
     let input = seconds(14, 10, 100);
     let all: Vec<&ParsedEvent> = input.iter().flatten().collect();
-    let id = || AggregatorConfig { collector_id: Some("c3".into()), ..cfg(&dir, 0, 1 << 30) };
+    let id = || AggregatorConfig {
+        collector_id: Some("c3".into()),
+        ..cfg(&dir, 0, 1 << 30)
+    };
     {
         let mut a = Aggregator::new(id(), store.clone()).unwrap();
         faults.fail_writes(true);
@@ -473,7 +612,10 @@ fn a_replayed_spool_batch_does_not_count_twice() {
     let r = b.flush_due(E0 + 22);
     assert!(r.is_ok(), "{:?}", r.errors);
     assert_eq!(b.pending_batches(), 0);
-    assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter().copied()));
+    assert_eq!(
+        read_back(store.inner(), E0, E0 + 100),
+        bag(all.iter().copied())
+    );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
     drop(b);
     let _ = std::fs::remove_dir_all(&dir);

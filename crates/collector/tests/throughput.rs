@@ -7,7 +7,11 @@ use sluice_collector::{IngestConfig, Ingestor};
 
 #[test]
 fn throughput_sanity() {
-    let n = if cfg!(debug_assertions) { 20_000 } else { 100_000 };
+    let n = if cfg!(debug_assertions) {
+        20_000
+    } else {
+        100_000
+    };
     let mut buf = Vec::new();
     sluice_gen::write_json_lines(&sluice_gen::GenConfig::web(1, n), &mut buf).unwrap();
     // Bodies of ~1,000 events (~500 KB), as HTTP requests would bring them.

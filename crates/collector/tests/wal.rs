@@ -11,7 +11,9 @@ use std::time::Duration;
 use sereal::Limits;
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
-use sluice_collector::wal::{FsyncPolicy, RecordKind, Wal, WalConfig, WalError, WalRecord, HEADER_LEN};
+use sluice_collector::wal::{
+    FsyncPolicy, RecordKind, Wal, WalConfig, WalError, WalRecord, HEADER_LEN,
+};
 use sluice_collector::{IngestConfig, Ingestor};
 use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
 
@@ -24,7 +26,10 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn cfg(fsync: FsyncPolicy, segment_size: u64) -> WalConfig {
-    WalConfig { fsync, segment_size }
+    WalConfig {
+        fsync,
+        segment_size,
+    }
 }
 
 /// A payload determined by `n`, of varying length (0 to a few hundred bytes).
@@ -32,7 +37,11 @@ fn payload(n: u64) -> Vec<u8> {
     if matches!(n % 17, 0) {
         return Vec::new();
     }
-    format!("{{\"type\":\"K\",\"n\":{n},\"pad\":\"{}\"}}", "x".repeat((n * 37 % 300) as usize)).into_bytes()
+    format!(
+        "{{\"type\":\"K\",\"n\":{n},\"pad\":\"{}\"}}",
+        "x".repeat((n * 37 % 300) as usize)
+    )
+    .into_bytes()
 }
 
 fn append_n(wal: &Wal, from: u64, to: u64) {
@@ -62,14 +71,26 @@ fn files(dir: &Path, prefix: &str) -> Vec<PathBuf> {
 
 #[test]
 fn append_and_replay_round_trip() {
-    for policy in [FsyncPolicy::Always, FsyncPolicy::Never, FsyncPolicy::Batch { max_delay: Duration::from_millis(5) }] {
+    for policy in [
+        FsyncPolicy::Always,
+        FsyncPolicy::Never,
+        FsyncPolicy::Batch {
+            max_delay: Duration::from_millis(5),
+        },
+    ] {
         let dir = temp_dir(&format!("round-trip-{policy:?}").replace([' ', '{', '}', ':'], ""));
         let (wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
         assert!(replay.is_empty());
         assert_eq!(wal.last_seq(), 0);
         append_n(&wal, 1, 100);
         wal.wait_durable(100).unwrap();
-        assert!(matches!(wal.wait_durable(101), Err(WalError::BadSeq { seq: 101, last: 100 })));
+        assert!(matches!(
+            wal.wait_durable(101),
+            Err(WalError::BadSeq {
+                seq: 101,
+                last: 100
+            })
+        ));
         drop(wal);
         let (wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
         check_records(&replay, 1, 100);
@@ -101,13 +122,20 @@ fn rotation_across_segments() {
     // Segments follow each other: each is named after its first record.
     let mut expect_first = 1;
     for s in &segs {
-        assert_eq!(s.file_name().unwrap().to_str().unwrap(), format!("wal-{expect_first:020}.log"));
+        assert_eq!(
+            s.file_name().unwrap().to_str().unwrap(),
+            format!("wal-{expect_first:020}.log")
+        );
         expect_first += record_offsets(&std::fs::read(s).unwrap()).len() as u64;
     }
     assert_eq!(expect_first, 201);
     append_n(&wal, 201, 210);
     drop(wal);
-    check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1000)).unwrap().1, 1, 210);
+    check_records(
+        &Wal::open(&dir, cfg(FsyncPolicy::Always, 1000)).unwrap().1,
+        1,
+        210,
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -125,10 +153,14 @@ fn checkpoint_deletes_old_segments_and_limits_replay() {
     assert!(after.len() < before.len());
     assert_eq!(files(&dir, "wal-"), after);
     // The first kept segment still holds record 121; every deleted one held only records ≤ 120.
-    let first_kept: u64 = after[0].file_name().unwrap().to_str().unwrap()[4..24].parse().unwrap();
+    let first_kept: u64 = after[0].file_name().unwrap().to_str().unwrap()[4..24]
+        .parse()
+        .unwrap();
     assert!(first_kept <= 121);
     let deleted = before.len() - after.len();
-    let next_after_deleted: u64 = before[deleted].file_name().unwrap().to_str().unwrap()[4..24].parse().unwrap();
+    let next_after_deleted: u64 = before[deleted].file_name().unwrap().to_str().unwrap()[4..24]
+        .parse()
+        .unwrap();
     assert!(next_after_deleted <= 121);
     // A lower checkpoint later is a no-op.
     wal.checkpoint(50).unwrap();
@@ -188,10 +220,21 @@ fn torn_tail_is_truncated_at_every_offset() {
         let (wal, replay) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
         check_records(&replay, 1, 2);
         // The tail is gone from disk and appending continues cleanly.
-        assert_eq!(std::fs::metadata(dir.join(seg.file_name().unwrap())).unwrap().len(), last_start as u64);
+        assert_eq!(
+            std::fs::metadata(dir.join(seg.file_name().unwrap()))
+                .unwrap()
+                .len(),
+            last_start as u64
+        );
         assert_eq!(wal.append(&payload(3), E0 + 3).unwrap(), 3);
         drop(wal);
-        check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1, 1, 3);
+        check_records(
+            &Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20))
+                .unwrap()
+                .1,
+            1,
+            3,
+        );
     }
     // A damaged final record (bad CRC) and a tail of zeros are torn tails too.
     for damage in ["flip-last", "zeros"] {
@@ -203,7 +246,9 @@ fn torn_tail_is_truncated_at_every_offset() {
             _ => b.extend_from_slice(&[0u8; 4096]),
         }
         std::fs::write(dir.join(seg.file_name().unwrap()), &b).unwrap();
-        let replay = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1;
+        let replay = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20))
+            .unwrap()
+            .1;
         check_records(&replay, 1, if damage == "zeros" { 3 } else { 2 });
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -235,7 +280,13 @@ fn corrupted_middle_record_is_a_typed_error() {
         assert_eq!(std::fs::read(&seg).unwrap(), b);
     }
     std::fs::write(&seg, &good).unwrap();
-    check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1, 1, 5);
+    check_records(
+        &Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20))
+            .unwrap()
+            .1,
+        1,
+        5,
+    );
 
     // A cut-short segment that is not the last one is corruption, not a torn tail.
     let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap();
@@ -245,16 +296,30 @@ fn corrupted_middle_record_is_a_typed_error() {
     assert!(segs.len() >= 3);
     let mid = &segs[1];
     let len = std::fs::metadata(mid).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(mid).unwrap().set_len(len - 5).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(mid)
+        .unwrap()
+        .set_len(len - 5)
+        .unwrap();
     let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
-    assert!(matches!(&err, WalError::Corrupted { segment, .. } if segment == mid), "{err}");
+    assert!(
+        matches!(&err, WalError::Corrupted { segment, .. } if segment == mid),
+        "{err}"
+    );
     // A missing segment (not checkpointed) is reported, not skipped.
     std::fs::remove_file(mid).unwrap();
     let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
-    assert!(matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]), "{err}");
+    assert!(
+        matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]),
+        "{err}"
+    );
     std::fs::remove_file(&segs[0]).unwrap();
     let err = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap_err();
-    assert!(matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]), "{err}");
+    assert!(
+        matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -268,15 +333,25 @@ fn bad_checkpoint_warns_and_replays_every_record_present() {
     let mut cp = std::fs::read(dir.join("checkpoint")).unwrap();
     cp[0] ^= 1;
     std::fs::write(dir.join("checkpoint"), cp).unwrap();
-    let (wal, records, report) = Wal::open_with(&dir, cfg(FsyncPolicy::Always, 300), false).unwrap();
+    let (wal, records, report) =
+        Wal::open_with(&dir, cfg(FsyncPolicy::Always, 300), false).unwrap();
     // The checkpoint is unknown: every record present comes back (done notes among them keep
     // the replay exactly once), and the start says so.
     check_records(&records, 1, 3);
-    assert!(report.warnings.iter().any(|w| w.contains("checkpoint") && w.contains("replaying every record")), "{report:?}");
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("checkpoint") && w.contains("replaying every record")),
+        "{report:?}"
+    );
     assert_eq!(wal.append(&payload(4), E0 + 4).unwrap(), 4);
     wal.checkpoint(4).unwrap();
     drop(wal);
-    assert!(Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap().1.is_empty());
+    assert!(Wal::open(&dir, cfg(FsyncPolicy::Always, 300))
+        .unwrap()
+        .1
+        .is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -289,8 +364,13 @@ fn damaged_segment_behind_the_checkpoint_warns_and_opens() {
     assert!(segs.len() >= 3);
     drop(wal);
     // Checkpoint past the first two segments but leave them on disk (as a failed delete would).
-    let saved: Vec<Vec<u8>> = segs[..2].iter().map(|p| std::fs::read(p).unwrap()).collect();
-    let third_first: u64 = segs[2].file_name().unwrap().to_str().unwrap()[4..24].parse().unwrap();
+    let saved: Vec<Vec<u8>> = segs[..2]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let third_first: u64 = segs[2].file_name().unwrap().to_str().unwrap()[4..24]
+        .parse()
+        .unwrap();
     let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 300)).unwrap();
     wal.checkpoint(third_first - 1).unwrap();
     drop(wal);
@@ -299,9 +379,18 @@ fn damaged_segment_behind_the_checkpoint_warns_and_opens() {
         b[HEADER_LEN + 2] ^= 0xff; // garbage in its first record
         std::fs::write(p, b).unwrap();
     }
-    let (_wal, records, report) = Wal::open_with(&dir, cfg(FsyncPolicy::Always, 300), false).unwrap();
+    let (_wal, records, report) =
+        Wal::open_with(&dir, cfg(FsyncPolicy::Always, 300), false).unwrap();
     check_records(&records, third_first, 30);
-    assert_eq!(report.warnings.iter().filter(|w| w.contains("wholly behind the checkpoint")).count(), 2, "{report:?}");
+    assert_eq!(
+        report
+            .warnings
+            .iter()
+            .filter(|w| w.contains("wholly behind the checkpoint"))
+            .count(),
+        2,
+        "{report:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -321,25 +410,46 @@ fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
     }
     std::fs::write(&seg, &bad).unwrap();
     match Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)) {
-        Err(WalError::Corrupted { segment, offset }) => assert_eq!((segment, offset), (seg.clone(), offs[3] as u64)),
+        Err(WalError::Corrupted { segment, offset }) => {
+            assert_eq!((segment, offset), (seg.clone(), offs[3] as u64))
+        }
         other => panic!("{:?}", other.map(|(_, r)| r.len())),
     }
-    assert_eq!(std::fs::read(&seg).unwrap(), bad, "nothing cut without salvage");
+    assert_eq!(
+        std::fs::read(&seg).unwrap(),
+        bad,
+        "nothing cut without salvage"
+    );
     // A whole segment of garbage too.
-    let garbage: Vec<u8> = (0..5000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..5000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     std::fs::write(&seg, &garbage).unwrap();
-    assert!(matches!(Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)), Err(WalError::Corrupted { offset: 0, .. })));
+    assert!(matches!(
+        Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)),
+        Err(WalError::Corrupted { offset: 0, .. })
+    ));
     // Salvage: copied aside byte for byte, the valid prefix replayed, the start says what it cut.
     std::fs::write(&seg, &bad).unwrap();
-    let (wal, records, report) = Wal::open_with(&dir, cfg(FsyncPolicy::Always, 1 << 20), true).unwrap();
+    let (wal, records, report) =
+        Wal::open_with(&dir, cfg(FsyncPolicy::Always, 1 << 20), true).unwrap();
     check_records(&records, 1, 3);
     assert_eq!(report.set_aside.len(), 1, "{report:?}");
     assert_eq!(std::fs::read(&report.set_aside[0]).unwrap(), bad);
     assert!(report.set_aside[0].starts_with(dir.join("damaged")));
-    assert!(report.warnings.iter().any(|w| w.contains("salvage")), "{report:?}");
+    assert!(
+        report.warnings.iter().any(|w| w.contains("salvage")),
+        "{report:?}"
+    );
     assert_eq!(wal.append(&payload(4), E0 + 4).unwrap(), 4);
     drop(wal);
-    check_records(&Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap().1, 1, 4);
+    check_records(
+        &Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20))
+            .unwrap()
+            .1,
+        1,
+        4,
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -351,17 +461,29 @@ fn torn_tail_is_reported() {
     drop(wal);
     let seg = files(&dir, "wal-").pop().unwrap();
     let len = std::fs::metadata(&seg).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&seg).unwrap().set_len(len - 3).unwrap();
-    let (_wal, records, report) = Wal::open_with(&dir, cfg(FsyncPolicy::Always, 1 << 20), false).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&seg)
+        .unwrap()
+        .set_len(len - 3)
+        .unwrap();
+    let (_wal, records, report) =
+        Wal::open_with(&dir, cfg(FsyncPolicy::Always, 1 << 20), false).unwrap();
     check_records(&records, 1, 2);
-    assert!(report.warnings.iter().any(|w| w.contains("torn tail")), "{report:?}");
+    assert!(
+        report.warnings.iter().any(|w| w.contains("torn tail")),
+        "{report:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Whether this process may mount a tmpfs.
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -412,7 +534,12 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
     }
     let fs = Tmpfs::mount("full", 4);
     let dir = fs.0.join("wal");
-    for policy in [FsyncPolicy::Always, FsyncPolicy::Batch { max_delay: Duration::from_millis(2) }] {
+    for policy in [
+        FsyncPolicy::Always,
+        FsyncPolicy::Batch {
+            max_delay: Duration::from_millis(2),
+        },
+    ] {
         let _ = std::fs::remove_dir_all(&dir);
         let (wal, _) = Wal::open(&dir, cfg(policy, 64 << 10)).unwrap();
         append_n(&wal, 1, 20);
@@ -451,14 +578,28 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
 fn batch_policy_group_commits() {
     let dir = temp_dir("batch");
     // A long max_delay: only explicit waits fsync here.
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Batch { max_delay: Duration::from_secs(3600) }, 1 << 20)).unwrap();
+    let (wal, _) = Wal::open(
+        &dir,
+        cfg(
+            FsyncPolicy::Batch {
+                max_delay: Duration::from_secs(3600),
+            },
+            1 << 20,
+        ),
+    )
+    .unwrap();
     let wal = Arc::new(wal);
     let threads: Vec<_> = (0..8)
         .map(|t| {
             let wal = Arc::clone(&wal);
             std::thread::spawn(move || {
                 for i in 0..50u64 {
-                    let seq = wal.append(format!("{{\"type\":\"T\",\"t\":{t},\"i\":{i}}}").as_bytes(), E0).unwrap();
+                    let seq = wal
+                        .append(
+                            format!("{{\"type\":\"T\",\"t\":{t},\"i\":{i}}}").as_bytes(),
+                            E0,
+                        )
+                        .unwrap();
                     wal.wait_durable(seq).unwrap();
                     assert!(wal.durable_seq() >= seq);
                 }
@@ -480,12 +621,24 @@ fn batch_policy_group_commits() {
     drop(wal);
 
     // The background thread fsyncs within about max_delay.
-    let (wal, replay) = Wal::open(&dir, cfg(FsyncPolicy::Batch { max_delay: Duration::from_millis(20) }, 1 << 20)).unwrap();
+    let (wal, replay) = Wal::open(
+        &dir,
+        cfg(
+            FsyncPolicy::Batch {
+                max_delay: Duration::from_millis(20),
+            },
+            1 << 20,
+        ),
+    )
+    .unwrap();
     assert_eq!(replay.len(), 401);
     let seq = wal.append(b"y", E0).unwrap();
     let start = std::time::Instant::now();
     while wal.durable_seq() < seq {
-        assert!(start.elapsed() < Duration::from_secs(10), "background fsync never came");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "background fsync never came"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     drop(wal);
@@ -507,9 +660,17 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
         let ek = EpochKey::new(epoch, &dc).unwrap();
         for entry in store.get_epoch_index(epoch, &dc).unwrap() {
             let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store.get_blob(&Namespace::Events, BlobKey::new(epoch, &key)).unwrap().unwrap();
-            for v in Blob::parse(&bytes).unwrap().decode(&Limits::default()).unwrap() {
-                *m.entry(sereal::json::to_json_value(&v).to_string()).or_insert(0) += 1;
+            let bytes = store
+                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                .unwrap()
+                .unwrap();
+            for v in Blob::parse(&bytes)
+                .unwrap()
+                .decode(&Limits::default())
+                .unwrap()
+            {
+                *m.entry(sereal::json::to_json_value(&v).to_string())
+                    .or_insert(0) += 1;
             }
         }
     }
@@ -542,14 +703,17 @@ fn run_seconds(
             let out = ing.ingest(&p, t);
             assert!(out.is_clean());
             for e in &out.events {
-                *expected.entry(sereal::json::to_json_value(&e.event).to_string()).or_insert(0) += 1;
+                *expected
+                    .entry(sereal::json::to_json_value(&e.event).to_string())
+                    .or_insert(0) += 1;
             }
             let seq = wal.append(&p, t).unwrap();
             agg.add_logged(out.events, t, seq);
         }
         let r = agg.flush_due(t);
         assert!(r.is_ok(), "{:?}", r.errors);
-        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+        wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))
+            .unwrap();
     }
 }
 
@@ -589,7 +753,8 @@ fn crash_and_replay_stores_every_event_exactly_once() {
     let r = agg.flush_all(E0 + 12);
     assert!(r.is_ok(), "{:?}", r.errors);
     assert_eq!(agg.min_pending_seq(), None);
-    wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+    wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))
+        .unwrap();
     assert_eq!(expected.len(), 12 * 5 * 4);
     assert_eq!(read_back(&*store, E0, E0 + 20), expected);
     drop(wal);
@@ -603,7 +768,8 @@ fn note_and_checkpoint(wal: &Wal, agg: &mut Aggregator, now: i64) {
         wal.append_note(&note.encode(), now).unwrap();
     }
     wal.sync().unwrap();
-    wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+    wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))
+        .unwrap();
 }
 
 /// One payload with events of epochs E0 and E0+5, logged; E0 is flushed, then a crash; then a
@@ -612,7 +778,11 @@ fn span_crash_replay(name: &str, with_notes: bool) -> BTreeMap<String, usize> {
     let dir = temp_dir(name);
     let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
     let wcfg = cfg(FsyncPolicy::Always, 1 << 20);
-    let payload = format!("{{\"epoch\":{E0},\"type\":\"A\"}}\n{{\"epoch\":{},\"type\":\"B\"}}\n", E0 + 5).into_bytes();
+    let payload = format!(
+        "{{\"epoch\":{E0},\"type\":\"A\"}}\n{{\"epoch\":{},\"type\":\"B\"}}\n",
+        E0 + 5
+    )
+    .into_bytes();
     {
         let (wal, _) = Wal::open(&dir, wcfg.clone()).unwrap();
         let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
@@ -624,9 +794,14 @@ fn span_crash_replay(name: &str, with_notes: bool) -> BTreeMap<String, usize> {
         if with_notes {
             note_and_checkpoint(&wal, &mut agg, E0 + 2);
         } else {
-            wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1)).unwrap();
+            wal.checkpoint(agg.min_pending_seq().map_or(wal.last_seq(), |s| s - 1))
+                .unwrap();
         }
-        assert_eq!(wal.checkpointed(), 0, "the payload is still needed for epoch E0+5");
+        assert_eq!(
+            wal.checkpointed(),
+            0,
+            "the payload is still needed for epoch E0+5"
+        );
     }
     let (_wal, records) = Wal::open(&dir, wcfg).unwrap();
     assert_eq!(records.len(), if with_notes { 2 } else { 1 });
@@ -644,7 +819,11 @@ fn span_crash_replay(name: &str, with_notes: bool) -> BTreeMap<String, usize> {
 #[test]
 fn payload_spanning_epochs_is_replayed_exactly_once_with_done_notes() {
     let got = span_crash_replay("span-notes", true);
-    assert_eq!(got.values().copied().collect::<Vec<_>>(), vec![1, 1], "{got:?}");
+    assert_eq!(
+        got.values().copied().collect::<Vec<_>>(),
+        vec![1, 1],
+        "{got:?}"
+    );
 }
 
 #[test]
@@ -666,10 +845,17 @@ fn notes_share_the_sequence_and_survive_reopen() {
     assert_eq!(wal.append(b"p3", E0).unwrap(), 3);
     drop(wal);
     let (wal, records) = Wal::open(&dir, wcfg.clone()).unwrap();
-    let kinds: Vec<(u64, RecordKind, &[u8])> = records.iter().map(|r| (r.seq, r.kind, &r.payload[..])).collect();
+    let kinds: Vec<(u64, RecordKind, &[u8])> = records
+        .iter()
+        .map(|r| (r.seq, r.kind, &r.payload[..]))
+        .collect();
     assert_eq!(
         kinds,
-        vec![(1, RecordKind::Payload, &b"p1"[..]), (2, RecordKind::Note, &b"n2"[..]), (3, RecordKind::Payload, &b"p3"[..])]
+        vec![
+            (1, RecordKind::Payload, &b"p1"[..]),
+            (2, RecordKind::Note, &b"n2"[..]),
+            (3, RecordKind::Payload, &b"p3"[..])
+        ]
     );
     drop(wal);
     // A flipped kind bit is caught by the checksum, not read as the other kind.
@@ -678,7 +864,10 @@ fn notes_share_the_sequence_and_survive_reopen() {
     let second = HEADER_LEN + 2; // the note record starts after p1
     bytes[second + 3] ^= 0x80;
     std::fs::write(&seg, &bytes).unwrap();
-    assert!(matches!(Wal::open(&dir, wcfg), Err(WalError::Corrupted { .. })));
+    assert!(matches!(
+        Wal::open(&dir, wcfg),
+        Err(WalError::Corrupted { .. })
+    ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -688,7 +877,9 @@ const CHILD_ENV: &str = "SLUICE_WAL_SIGKILL_DIR";
 /// each sequence number once `append` returned. Does nothing in a normal test run.
 #[test]
 fn sigkill_child() {
-    let Some(dir) = std::env::var_os(CHILD_ENV) else { return };
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
     let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 4096)).unwrap();
     let mut out = std::io::stdout().lock();
     for _ in 0..1_000_000 {
@@ -705,7 +896,13 @@ fn sigkill_child() {
 fn sigkill_loses_no_acknowledged_record() {
     let dir = temp_dir("sigkill");
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "sigkill_child", "--nocapture", "--test-threads", "1"])
+        .args([
+            "--exact",
+            "sigkill_child",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env(CHILD_ENV, &dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -733,7 +930,11 @@ fn sigkill_loses_no_acknowledged_record() {
     assert!(files(&dir, "wal-").len() > 1, "rotation happened");
     let last = *acked.last().unwrap();
     assert_eq!(acked, (1..=last).collect::<Vec<_>>());
-    assert!(records.len() as u64 >= last, "{} records, {last} acknowledged", records.len());
+    assert!(
+        records.len() as u64 >= last,
+        "{} records, {last} acknowledged",
+        records.len()
+    );
     check_records(&records, 1, records.len() as u64);
     eprintln!("sigkill: {last} acknowledged, {} in the log", records.len());
     std::fs::remove_dir_all(&dir).unwrap();
@@ -757,22 +958,36 @@ impl FailingFsync {
         std::fs::create_dir_all(&mnt).unwrap();
         let run = |cmd: &mut Command| cmd.output().ok().filter(|o| o.status.success());
         run(Command::new("truncate").args(["-s", "64M"]).arg(&img))?;
-        run(Command::new("mkfs.ext4").args(["-q", "-b", "4096", "-O", "^has_journal"]).arg(&img))?;
+        run(Command::new("mkfs.ext4")
+            .args(["-q", "-b", "4096", "-O", "^has_journal"])
+            .arg(&img))?;
         let out = run(Command::new("losetup").args(["-f", "--show"]).arg(&img))?;
         let loopdev = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let fs = FailingFsync { backing, loopdev, mnt };
+        let fs = FailingFsync {
+            backing,
+            loopdev,
+            mnt,
+        };
         fs.mount()?;
         Some(fs)
     }
 
     fn mount(&self) -> Option<()> {
-        let ok = Command::new("mount").args(["-o", "errors=continue", &self.loopdev]).arg(&self.mnt).status().ok()?;
+        let ok = Command::new("mount")
+            .args(["-o", "errors=continue", &self.loopdev])
+            .arg(&self.mnt)
+            .status()
+            .ok()?;
         ok.success().then_some(())
     }
 
     /// Unmounts and mounts again: what is read afterwards comes from the device, not the cache.
     fn remount(&self) {
-        assert!(Command::new("umount").arg(&self.mnt).status().unwrap().success());
+        assert!(Command::new("umount")
+            .arg(&self.mnt)
+            .status()
+            .unwrap()
+            .success());
         self.mount().expect("mount again");
     }
 }
@@ -822,7 +1037,12 @@ fn failed_fsync_relogs_to_a_fresh_segment_and_loses_no_acknowledged_record() {
         }
     }
     assert!(failed > 0, "fsync never failed");
-    println!("after failures: last_seq {} failing {:?} segments {:?}", wal.last_seq(), wal.failing(), wal.segments());
+    println!(
+        "after failures: last_seq {} failing {:?} segments {:?}",
+        wal.last_seq(),
+        wal.failing(),
+        wal.segments()
+    );
     std::fs::remove_file(&filler).unwrap();
     // The device takes writes again: the next append first re-logs what was not durable.
     let last = wal.last_seq() + 10;
@@ -843,5 +1063,8 @@ fn failed_fsync_relogs_to_a_fresh_segment_and_loses_no_acknowledged_record() {
         assert_eq!(r.payload, big(r.seq), "record {}", r.seq);
     }
     assert!(acked.iter().all(|s| seqs.contains(s)));
-    println!("{failed} appends refused while fsync failed; open: {:?}", report.warnings);
+    println!(
+        "{failed} appends refused while fsync failed; open: {:?}",
+        report.warnings
+    );
 }

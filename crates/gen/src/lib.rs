@@ -171,14 +171,22 @@ pub struct TypeMix {
 impl TypeMix {
     /// Only `WEB` events.
     pub fn web_only() -> TypeMix {
-        TypeMix { web: 1, cron: 0, lb: 0 }
+        TypeMix {
+            web: 1,
+            cron: 0,
+            lb: 0,
+        }
     }
 }
 
 impl Default for TypeMix {
     /// 75 % WEB, 5 % CRON, 20 % LB.
     fn default() -> TypeMix {
-        TypeMix { web: 75, cron: 5, lb: 20 }
+        TypeMix {
+            web: 75,
+            cron: 5,
+            lb: 20,
+        }
     }
 }
 
@@ -197,7 +205,11 @@ pub struct Subtypes {
 impl Default for Subtypes {
     fn default() -> Subtypes {
         let v = |xs: &[&str]| xs.iter().map(|s| s.to_string()).collect();
-        Subtypes { web: v(&["www", "api", "mobile"]), cron: v(&[""]), lb: v(&["haproxy"]) }
+        Subtypes {
+            web: v(&["www", "api", "mobile"]),
+            cron: v(&[""]),
+            lb: v(&["haproxy"]),
+        }
     }
 }
 
@@ -242,7 +254,10 @@ impl Default for GenConfig {
         GenConfig {
             seed: 1,
             count: 10_000,
-            dcs: ["ams1", "ams4", "lhr2", "fra3"].iter().map(|s| s.to_string()).collect(),
+            dcs: ["ams1", "ams4", "lhr2", "fra3"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             mix: TypeMix::default(),
             subtypes: Subtypes::default(),
             epoch_start: 1_700_000_000,
@@ -255,12 +270,21 @@ impl Default for GenConfig {
 impl GenConfig {
     /// `count` WEB events only, from `seed`, otherwise the defaults.
     pub fn web(seed: u64, count: usize) -> GenConfig {
-        GenConfig { seed, count, mix: TypeMix::web_only(), ..GenConfig::default() }
+        GenConfig {
+            seed,
+            count,
+            mix: TypeMix::web_only(),
+            ..GenConfig::default()
+        }
     }
 
     /// `count` events of the default mix, from `seed`, otherwise the defaults.
     pub fn mixed(seed: u64, count: usize) -> GenConfig {
-        GenConfig { seed, count, ..GenConfig::default() }
+        GenConfig {
+            seed,
+            count,
+            ..GenConfig::default()
+        }
     }
 }
 
@@ -287,12 +311,22 @@ const USER_AGENTS: &[(&str, bool, u32)] = &[
 /// (action, method, path template) — `{id}`, `{cc}`, `{slug}`, `{hex}` are filled per event.
 const ROUTES: &[(&str, &str, &str, u32)] = &[
     ("index", "GET", "/index.html", 10),
-    ("searchresults", "GET", "/searchresults.html?dest_id=-{id}&dest_type=city", 20),
+    (
+        "searchresults",
+        "GET",
+        "/searchresults.html?dest_id=-{id}&dest_type=city",
+        20,
+    ),
     ("hotel", "GET", "/hotel/{cc}/{slug}.html", 22),
     ("reviews", "GET", "/reviews/{cc}/hotel/{slug}.html", 5),
     ("book", "POST", "/book/{id}", 3),
     ("confirmation", "GET", "/confirmation/{id}", 2),
-    ("api_availability", "GET", "/api/v1/hotels/{id}/availability", 12),
+    (
+        "api_availability",
+        "GET",
+        "/api/v1/hotels/{id}/availability",
+        12,
+    ),
     ("api_user_bookings", "GET", "/api/v1/users/{id}/bookings", 5),
     ("api_autocomplete", "GET", "/api/v1/autocomplete", 8),
     ("login", "POST", "/login", 2),
@@ -301,32 +335,100 @@ const ROUTES: &[(&str, &str, &str, u32)] = &[
     ("robots", "GET", "/robots.txt", 2),
 ];
 
-const COUNTRIES: &[&str] = &["nl", "gb", "de", "fr", "es", "it", "us", "jp", "br", "pl", "pt", "gr"];
-const SLUG_WORDS: &[&str] = &[
-    "grand", "hotel", "canal", "house", "city", "centre", "park", "view", "residence", "palace",
-    "boutique", "inn", "sea", "breeze", "old", "town", "apartments", "garden", "royal", "station",
+const COUNTRIES: &[&str] = &[
+    "nl", "gb", "de", "fr", "es", "it", "us", "jp", "br", "pl", "pt", "gr",
 ];
-const LANGS: &[&str] = &["en-gb", "en-us", "de", "nl", "fr", "es", "it", "pt-br", "ja", "pl", "ru", "zh-cn"];
+const SLUG_WORDS: &[&str] = &[
+    "grand",
+    "hotel",
+    "canal",
+    "house",
+    "city",
+    "centre",
+    "park",
+    "view",
+    "residence",
+    "palace",
+    "boutique",
+    "inn",
+    "sea",
+    "breeze",
+    "old",
+    "town",
+    "apartments",
+    "garden",
+    "royal",
+    "station",
+];
+const LANGS: &[&str] = &[
+    "en-gb", "en-us", "de", "nl", "fr", "es", "it", "pt-br", "ja", "pl", "ru", "zh-cn",
+];
 const CURRENCIES: &[&str] = &["EUR", "USD", "GBP", "EUR", "BRL", "JPY", "PLN", "CHF"];
-const SEARCHES: &[&str] = &["Amsterdam", "Zürich", "München", "São Paulo", "Kraków", "東京", "Paris", "Lisboa"];
+const SEARCHES: &[&str] = &[
+    "Amsterdam",
+    "Zürich",
+    "München",
+    "São Paulo",
+    "Kraków",
+    "東京",
+    "Paris",
+    "Lisboa",
+];
 const STATUS: &[(i64, u32)] = &[
-    (200, 880), (301, 12), (302, 25), (304, 20), (400, 8), (401, 4), (403, 6), (404, 25),
-    (429, 2), (500, 12), (502, 3), (503, 3),
+    (200, 880),
+    (301, 12),
+    (302, 25),
+    (304, 20),
+    (400, 8),
+    (401, 4),
+    (403, 6),
+    (404, 25),
+    (429, 2),
+    (500, 12),
+    (502, 3),
+    (503, 3),
 ];
 const DBS: &[(&str, &[&str])] = &[
-    ("hotels_ro", &["hotel", "hotel_photo", "room", "facility", "policy"]),
+    (
+        "hotels_ro",
+        &["hotel", "hotel_photo", "room", "facility", "policy"],
+    ),
     ("avail_ro", &["availability", "rate_plan", "price_cache"]),
     ("users_rw", &["account", "session", "booking"]),
     ("reviews_ro", &["review", "review_score"]),
 ];
 const CRON_JOBS: &[(&str, &str, &str)] = &[
-    ("rotate_logs", "/usr/sbin/logrotate /etc/logrotate.conf", "root"),
-    ("refresh_price_cache", "/usr/local/bin/refresh-price-cache --all", "app"),
-    ("send_reminders", "/usr/local/bin/send-reminders --window 24h", "app"),
+    (
+        "rotate_logs",
+        "/usr/sbin/logrotate /etc/logrotate.conf",
+        "root",
+    ),
+    (
+        "refresh_price_cache",
+        "/usr/local/bin/refresh-price-cache --all",
+        "app",
+    ),
+    (
+        "send_reminders",
+        "/usr/local/bin/send-reminders --window 24h",
+        "app",
+    ),
     ("compact_sessions", "/usr/local/bin/compact-sessions", "app"),
-    ("sync_exchange_rates", "/usr/local/bin/sync-fx --source ecb", "app"),
-    ("backup_db", "/usr/local/bin/db-backup --incremental", "mysql"),
-    ("puppet_run", "/opt/puppetlabs/bin/puppet agent --onetime", "root"),
+    (
+        "sync_exchange_rates",
+        "/usr/local/bin/sync-fx --source ecb",
+        "app",
+    ),
+    (
+        "backup_db",
+        "/usr/local/bin/db-backup --incremental",
+        "mysql",
+    ),
+    (
+        "puppet_run",
+        "/opt/puppetlabs/bin/puppet agent --onetime",
+        "root",
+    ),
 ];
 const LB_BACKENDS: &[(&str, &str, u32)] = &[
     ("www", "web", 60),
@@ -335,7 +437,13 @@ const LB_BACKENDS: &[(&str, &str, u32)] = &[
     ("admin", "admin", 1),
     ("mobile_api", "mapi", 4),
 ];
-const LB_TERMINATION: &[(&str, u32)] = &[("----", 95), ("CD--", 2), ("sH--", 1), ("SC--", 1), ("cD--", 1)];
+const LB_TERMINATION: &[(&str, u32)] = &[
+    ("----", 95),
+    ("CD--", 2),
+    ("sH--", 1),
+    ("SC--", 1),
+    ("cD--", 1),
+];
 const TLS: &[(&str, &str)] = &[
     ("TLSv1.3", "TLS_AES_128_GCM_SHA256"),
     ("TLSv1.3", "TLS_AES_256_GCM_SHA384"),
@@ -364,8 +472,15 @@ impl Generator {
     /// # Panics
     /// If `cfg.dcs` is empty.
     pub fn new(cfg: GenConfig) -> Generator {
-        assert!(!cfg.dcs.is_empty(), "GenConfig::dcs must name at least one data centre");
-        Generator { cfg, next: 0, scratch: Vec::new() }
+        assert!(
+            !cfg.dcs.is_empty(),
+            "GenConfig::dcs must name at least one data centre"
+        );
+        Generator {
+            cfg,
+            next: 0,
+            scratch: Vec::new(),
+        }
     }
 
     /// The configuration in use.
@@ -375,7 +490,9 @@ impl Generator {
 
     /// Event number `index` of the stream (also past `count`), with its type.
     pub fn event(&mut self, index: usize) -> (EventType, Value) {
-        let mut rng = Rng::new(mix64(self.cfg.seed ^ mix64(index as u64 ^ 0x005E_ED0F_E7E7)));
+        let mut rng = Rng::new(mix64(
+            self.cfg.seed ^ mix64(index as u64 ^ 0x005E_ED0F_E7E7),
+        ));
         let w = [self.cfg.mix.web, self.cfg.mix.cron, self.cfg.mix.lb];
         let kind = EventType::ALL[rng.weighted(&w)];
         let eps = self.cfg.events_per_second.max(1) as i64;
@@ -386,7 +503,10 @@ impl Generator {
             list => rng.pick(list).clone(),
         };
         let mut b = EventBuilder::new();
-        b.int("epoch", epoch).str("dc", &dc).str("type", kind.as_str()).str("subtype", &subtype);
+        b.int("epoch", epoch)
+            .str("dc", &dc)
+            .str("type", kind.as_str())
+            .str("subtype", &subtype);
         let v = match kind {
             EventType::Web => self.web(&mut rng, b, index, &dc),
             EventType::Cron => cron(&mut rng, b, epoch, &dc),
@@ -401,7 +521,8 @@ impl Generator {
         let (action, method, template, _) = ROUTES[rng.weighted(&route_w)];
         let cc = *rng.pick(COUNTRIES);
         let path = fill_path(rng, template, cc);
-        let (ua, is_bot, _) = USER_AGENTS[rng.weighted(&USER_AGENTS.iter().map(|u| u.2).collect::<Vec<_>>())];
+        let (ua, is_bot, _) =
+            USER_AGENTS[rng.weighted(&USER_AGENTS.iter().map(|u| u.2).collect::<Vec<_>>())];
         let status = STATUS[rng.weighted(&STATUS.iter().map(|s| s.1).collect::<Vec<_>>())].0;
         let bytes = match status {
             304 => 0,
@@ -414,8 +535,16 @@ impl Generator {
         let total = round3(rng.lognormal(if action == "static" { 2.0 } else { 85.0 }, 0.8));
         let db = round3(total * (0.1 + 0.5 * rng.unit()));
         let render = (total - db).max(0.0) as i64 * rng.range(30, 90) / 100;
-        let user_id = if is_bot || rng.chance(0.45) { Value::Undef } else { Value::Int(rng.range(1, 60_000_000)) };
-        let n_exp = if is_bot { 0 } else { rng.weighted(&[35, 25, 18, 12, 6, 4]) };
+        let user_id = if is_bot || rng.chance(0.45) {
+            Value::Undef
+        } else {
+            Value::Int(rng.range(1, 60_000_000))
+        };
+        let n_exp = if is_bot {
+            0
+        } else {
+            rng.weighted(&[35, 25, 18, 12, 6, 4])
+        };
         let mut experiments = Vec::with_capacity(n_exp);
         let mut seen_exp = [0i64; 6];
         for _ in 0..n_exp {
@@ -433,7 +562,13 @@ impl Generator {
             // A handful of busy NATs / proxies recur.
             format!("185.28.{}.{}", 1 + rng.skewed(4), 10 + rng.skewed(20))
         } else {
-            format!("{}.{}.{}.{}", 2 + rng.below(220), rng.below(256), rng.below(256), 1 + rng.below(254))
+            format!(
+                "{}.{}.{}.{}",
+                2 + rng.below(220),
+                rng.below(256),
+                rng.below(256),
+                1 + rng.below(254)
+            )
         };
         // Unique within a stream: mix64 is a bijection, so distinct indexes give distinct ids.
         let request_id = format!("{:016x}", mix64(index as u64 ^ mix64(self.cfg.seed)));
@@ -454,7 +589,8 @@ impl Generator {
         if action == "searchresults" || action == "api_autocomplete" {
             b.str("search", pick_str(rng, SEARCHES));
         }
-        b.value("experiments", Value::Array(experiments)).str("request_id", &request_id);
+        b.value("experiments", Value::Array(experiments))
+            .str("request_id", &request_id);
 
         // Size tuning: the per-event target varies ±25 % around the configured average; the db
         // queries the request made are listed while they keep the event within its target.
@@ -462,7 +598,9 @@ impl Generator {
         let mut queries = Vec::new();
         let timings = |n: usize| {
             let mut t = EventBuilder::new();
-            t.float("total_ms", total).float("db_ms", db).int("render_ms", render);
+            t.float("total_ms", total)
+                .float("db_ms", db)
+                .int("render_ms", render);
             if n > 0 {
                 t.int("db_queries", n as i64);
             }
@@ -498,11 +636,21 @@ impl Generator {
 fn cron(rng: &mut Rng, mut b: EventBuilder, epoch: i64, dc: &str) -> Value {
     let (job, cmd, user) = CRON_JOBS[rng.skewed(CRON_JOBS.len())];
     let duration_ms = rng.lognormal(4_000.0, 1.5).round() as i64;
-    let exit = if rng.chance(0.96) { 0 } else { *rng.pick(&[1, 2, 124, 137]) };
+    let exit = if rng.chance(0.96) {
+        0
+    } else {
+        *rng.pick(&[1, 2, 124, 137])
+    };
     let mut stats = EventBuilder::new();
     stats
-        .float("user_s", round3(duration_ms as f64 / 1000.0 * 0.6 * rng.unit()))
-        .float("sys_s", round3(duration_ms as f64 / 1000.0 * 0.1 * rng.unit()))
+        .float(
+            "user_s",
+            round3(duration_ms as f64 / 1000.0 * 0.6 * rng.unit()),
+        )
+        .float(
+            "sys_s",
+            round3(duration_ms as f64 / 1000.0 * 0.1 * rng.unit()),
+        )
         .int("max_rss_kb", rng.range(8_000, 900_000));
     b.str("host", &format!("cron{:02}.{}", 1 + rng.below(6), dc))
         .str("job", job)
@@ -513,7 +661,14 @@ fn cron(rng: &mut Rng, mut b: EventBuilder, epoch: i64, dc: &str) -> Value {
         .int("duration_ms", duration_ms)
         .int("exit_code", exit)
         .value("stats", stats.build())
-        .value("error", if exit == 0 { Value::Undef } else { string("non-zero exit status") })
+        .value(
+            "error",
+            if exit == 0 {
+                Value::Undef
+            } else {
+                string("non-zero exit status")
+            },
+        )
         .bool("locked", rng.chance(0.02))
         .build()
 }
@@ -522,7 +677,8 @@ fn lb(rng: &mut Rng, mut b: EventBuilder, dc: &str) -> Value {
     let w: Vec<u32> = LB_BACKENDS.iter().map(|x| x.2).collect();
     let (backend, server_prefix, _) = LB_BACKENDS[rng.weighted(&w)];
     let status = STATUS[rng.weighted(&STATUS.iter().map(|s| s.1).collect::<Vec<_>>())].0;
-    let term = LB_TERMINATION[rng.weighted(&LB_TERMINATION.iter().map(|t| t.1).collect::<Vec<_>>())].0;
+    let term =
+        LB_TERMINATION[rng.weighted(&LB_TERMINATION.iter().map(|t| t.1).collect::<Vec<_>>())].0;
     let connect = rng.range(0, 3);
     let response = rng.lognormal(60.0, 0.9).round() as i64;
     let (tls_version, cipher) = *rng.pick(TLS);
@@ -533,12 +689,26 @@ fn lb(rng: &mut Rng, mut b: EventBuilder, dc: &str) -> Value {
         .int("response_ms", response)
         .int("total_ms", connect + response + rng.range(0, 40));
     let mut tls = EventBuilder::new();
-    tls.str("version", tls_version).str("cipher", cipher).bool("resumed", rng.chance(0.6));
+    tls.str("version", tls_version)
+        .str("cipher", cipher)
+        .bool("resumed", rng.chance(0.6));
     b.str("lb", &format!("lb{:02}.{}", 1 + rng.below(4), dc))
         .str("frontend", "https-in")
         .str("backend", backend)
-        .str("server", &format!("{}{:03}.{}:8080", server_prefix, 1 + rng.skewed(120), dc))
-        .str("client_ip", &format!("{}.{}.{}.{}", 2 + rng.below(220), rng.below(256), rng.below(256), 1 + rng.below(254)))
+        .str(
+            "server",
+            &format!("{}{:03}.{}:8080", server_prefix, 1 + rng.skewed(120), dc),
+        )
+        .str(
+            "client_ip",
+            &format!(
+                "{}.{}.{}.{}",
+                2 + rng.below(220),
+                rng.below(256),
+                rng.below(256),
+                1 + rng.below(254)
+            ),
+        )
         .int("status", status)
         .int("bytes_in", rng.range(200, 2_500))
         .int("bytes_out", rng.range(150, 200_000))
@@ -629,7 +799,9 @@ struct EventBuilder {
 
 impl EventBuilder {
     fn new() -> Self {
-        EventBuilder { entries: Vec::with_capacity(24) }
+        EventBuilder {
+            entries: Vec::with_capacity(24),
+        }
     }
     fn value(&mut self, k: &str, v: Value) -> &mut Self {
         self.entries.push((interned_key(k), v));
@@ -707,7 +879,9 @@ mod tests {
     use super::*;
 
     fn str_of<'a>(v: &'a Value, k: &str) -> &'a str {
-        v.get(k).and_then(Value::as_str).unwrap_or_else(|| panic!("missing string {k}"))
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("missing string {k}"))
     }
 
     #[test]
@@ -715,20 +889,29 @@ mod tests {
         let a: Vec<Value> = Generator::new(GenConfig::mixed(7, 500)).collect();
         let b: Vec<Value> = Generator::new(GenConfig::mixed(7, 500)).collect();
         assert_eq!(a, b);
-        assert_eq!(events_json_lines(&GenConfig::mixed(7, 200)), events_json_lines(&GenConfig::mixed(7, 200)));
+        assert_eq!(
+            events_json_lines(&GenConfig::mixed(7, 200)),
+            events_json_lines(&GenConfig::mixed(7, 200))
+        );
         let c: Vec<Value> = Generator::new(GenConfig::mixed(8, 500)).collect();
         assert_ne!(a, c);
         // A prefix of a longer stream is the shorter stream; nth skips to the same event.
         let long: Vec<Value> = Generator::new(GenConfig::mixed(7, 800)).collect();
         assert_eq!(&long[..500], &a[..]);
-        assert_eq!(Generator::new(GenConfig::mixed(7, 800)).nth(650).as_ref(), Some(&long[650]));
+        assert_eq!(
+            Generator::new(GenConfig::mixed(7, 800)).nth(650).as_ref(),
+            Some(&long[650])
+        );
     }
 
     #[test]
     fn stable_across_versions() {
         // Guards against accidental changes of the stream (benches compare runs over time).
         let first = Generator::new(GenConfig::web(1, 1)).next().unwrap();
-        assert_eq!(first.get("epoch").and_then(Value::as_i64), Some(1_700_000_000));
+        assert_eq!(
+            first.get("epoch").and_then(Value::as_i64),
+            Some(1_700_000_000)
+        );
         let json = sereal::json::to_string(&first);
         assert!(json.starts_with(r#"{"epoch":1700000000,"dc":""#), "{json}");
     }
@@ -737,11 +920,20 @@ mod tests {
     fn web_json_size_in_range() {
         let text = events_json_lines(&GenConfig::web(3, 2_000));
         let avg = (text.len() - 2_000) as f64 / 2_000.0;
-        assert!((400.0..=650.0).contains(&avg), "average WEB event is {avg} bytes");
+        assert!(
+            (400.0..=650.0).contains(&avg),
+            "average WEB event is {avg} bytes"
+        );
         // Size knob: bigger events on request.
-        let big = events_json_lines(&GenConfig { web_json_bytes: 2_000, ..GenConfig::web(3, 300) });
+        let big = events_json_lines(&GenConfig {
+            web_json_bytes: 2_000,
+            ..GenConfig::web(3, 300)
+        });
         let avg_big = (big.len() - 300) as f64 / 300.0;
-        assert!((1_600.0..=2_200.0).contains(&avg_big), "average big WEB event is {avg_big} bytes");
+        assert!(
+            (1_600.0..=2_200.0).contains(&avg_big),
+            "average big WEB event is {avg_big} bytes"
+        );
     }
 
     #[test]
@@ -753,15 +945,33 @@ mod tests {
         let mut max_exp = 0;
         let mut ids = std::collections::HashSet::new();
         for (i, e) in events.iter().enumerate() {
-            let Value::Hash(entries) = e else { panic!("event {i} is not a hash") };
-            let keys: Vec<&str> = entries.iter().take(4).map(|(k, _)| k.as_str().unwrap()).collect();
+            let Value::Hash(entries) = e else {
+                panic!("event {i} is not a hash")
+            };
+            let keys: Vec<&str> = entries
+                .iter()
+                .take(4)
+                .map(|(k, _)| k.as_str().unwrap())
+                .collect();
             assert_eq!(keys, ["epoch", "dc", "type", "subtype"]);
-            assert_eq!(e.get("epoch").and_then(Value::as_i64), Some(1_700_000_000 + i as i64 / 1000));
+            assert_eq!(
+                e.get("epoch").and_then(Value::as_i64),
+                Some(1_700_000_000 + i as i64 / 1000)
+            );
             let t = str_of(e, "type");
             *seen.entry(t.to_string()).or_insert(0) += 1;
             match t {
                 "WEB" => {
-                    for k in ["host", "method", "path", "user_agent", "ip", "lang", "currency", "request_id"] {
+                    for k in [
+                        "host",
+                        "method",
+                        "path",
+                        "user_agent",
+                        "ip",
+                        "lang",
+                        "currency",
+                        "request_id",
+                    ] {
                         str_of(e, k);
                     }
                     let timings = e.get("timings").unwrap();
@@ -778,7 +988,10 @@ mod tests {
                         assert!(x.get("variant").and_then(Value::as_i64).is_some());
                     }
                     assert!(matches!(e.get("is_bot"), Some(Value::Bool(_))));
-                    assert!(ids.insert(str_of(e, "request_id").to_string()), "request_id repeats");
+                    assert!(
+                        ids.insert(str_of(e, "request_id").to_string()),
+                        "request_id repeats"
+                    );
                     assert_eq!(str_of(e, "request_id").len(), 16);
                 }
                 "CRON" => {
@@ -788,15 +1001,23 @@ mod tests {
                 }
                 "LB" => {
                     str_of(e, "backend");
-                    assert!(e.get("timings").and_then(|t| t.get("response_ms")).is_some());
+                    assert!(e
+                        .get("timings")
+                        .and_then(|t| t.get("response_ms"))
+                        .is_some());
                 }
                 other => panic!("unexpected type {other}"),
             }
         }
         assert_eq!(seen.len(), 3, "{seen:?}");
-        assert!(seen["WEB"] > seen["LB"] && seen["LB"] > seen["CRON"], "{seen:?}");
+        assert!(
+            seen["WEB"] > seen["LB"] && seen["LB"] > seen["CRON"],
+            "{seen:?}"
+        );
         assert!(statuses.contains(&200) && statuses.iter().any(|s| (300..400).contains(s)));
-        assert!(statuses.iter().any(|s| (400..500).contains(s)) && statuses.iter().any(|s| *s >= 500));
+        assert!(
+            statuses.iter().any(|s| (400..500).contains(s)) && statuses.iter().any(|s| *s >= 500)
+        );
         assert!(null_users > 0 && null_users < seen["WEB"]);
         assert_eq!(max_exp, 5);
     }
@@ -805,34 +1026,65 @@ mod tests {
     fn repetitive_like_real_logs() {
         // Many strings recur (so dedupe and compression have something to find).
         let events: Vec<Value> = Generator::new(GenConfig::web(5, 2_000)).collect();
-        let hosts: std::collections::HashSet<&str> = events.iter().map(|e| str_of(e, "host")).collect();
-        let uas: std::collections::HashSet<&str> = events.iter().map(|e| str_of(e, "user_agent")).collect();
+        let hosts: std::collections::HashSet<&str> =
+            events.iter().map(|e| str_of(e, "host")).collect();
+        let uas: std::collections::HashSet<&str> =
+            events.iter().map(|e| str_of(e, "user_agent")).collect();
         assert!(hosts.len() <= 4 * 120, "{}", hosts.len());
         assert!(uas.len() <= USER_AGENTS.len());
-        let plain = sereal::to_vec(&Value::Array(events.clone()), &sereal::EncoderOptions { protocol: 3, ..Default::default() }).unwrap();
-        let dedupe = sereal::to_vec(
-            &Value::Array(events),
-            &sereal::EncoderOptions { protocol: 3, dedupe_strings: true, ..Default::default() },
+        let plain = sereal::to_vec(
+            &Value::Array(events.clone()),
+            &sereal::EncoderOptions {
+                protocol: 3,
+                ..Default::default()
+            },
         )
         .unwrap();
-        assert!(dedupe.len() * 10 < plain.len() * 8, "dedupe {} vs plain {}", dedupe.len(), plain.len());
+        let dedupe = sereal::to_vec(
+            &Value::Array(events),
+            &sereal::EncoderOptions {
+                protocol: 3,
+                dedupe_strings: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(
+            dedupe.len() * 10 < plain.len() * 8,
+            "dedupe {} vs plain {}",
+            dedupe.len(),
+            plain.len()
+        );
     }
 
     #[test]
     fn config_knobs() {
         let cfg = GenConfig {
             dcs: vec!["x1".into()],
-            mix: TypeMix { web: 0, cron: 1, lb: 0 },
-            subtypes: Subtypes { cron: vec!["nightly".into()], ..Subtypes::default() },
+            mix: TypeMix {
+                web: 0,
+                cron: 1,
+                lb: 0,
+            },
+            subtypes: Subtypes {
+                cron: vec!["nightly".into()],
+                ..Subtypes::default()
+            },
             epoch_start: 100,
             events_per_second: 2,
             ..GenConfig::mixed(1, 5)
         };
         let events: Vec<Value> = Generator::new(cfg).collect();
-        let epochs: Vec<i64> = events.iter().map(|e| e.get("epoch").and_then(Value::as_i64).unwrap()).collect();
+        let epochs: Vec<i64> = events
+            .iter()
+            .map(|e| e.get("epoch").and_then(Value::as_i64).unwrap())
+            .collect();
         assert_eq!(epochs, [100, 100, 101, 101, 102]);
         for e in &events {
-            assert_eq!((str_of(e, "dc"), str_of(e, "type"), str_of(e, "subtype")), ("x1", "CRON", "nightly"));
+            assert_eq!(
+                (str_of(e, "dc"), str_of(e, "type"), str_of(e, "subtype")),
+                ("x1", "CRON", "nightly")
+            );
         }
     }
 
@@ -841,7 +1093,10 @@ mod tests {
         let mut r = Rng::new(0);
         let first: Vec<u64> = (0..3).map(|_| r.next_u64()).collect();
         // Reference SplitMix64 output for seed 0.
-        assert_eq!(first, [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]);
+        assert_eq!(
+            first,
+            [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+        );
         for _ in 0..1000 {
             assert!(r.below(7) < 7);
             let u = r.unit();

@@ -31,7 +31,12 @@ fn cpu() -> f64 {
     // Process CPU time (all threads) from /proc/self/stat, in clock ticks (10 ms): coarse, but
     // the passes measured here take tenths of seconds, and std has no process CPU clock.
     let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let f: Vec<&str> = s.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let f: Vec<&str> = s
+        .rsplit(')')
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
     let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
     (tick(11) + tick(12)) / 100.0
 }
@@ -60,7 +65,8 @@ fn build(dir: &str, n: usize, profile: Profile) -> R<()> {
             let ks = key.to_string();
             store.put_blob(&Namespace::Events, BlobKey::new(EPOCH, &ks), b.as_bytes())?;
             total += b.len();
-            plain += sereal::de::body_bytes(b.as_blob_ref().sereal_part(), &Limits::default())?.len();
+            plain +=
+                sereal::de::body_bytes(b.as_blob_ref().sereal_part(), &Limits::default())?.len();
             entries.push(key.index_entry().to_string());
         }
         let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
@@ -68,8 +74,16 @@ fn build(dir: &str, n: usize, profile: Profile) -> R<()> {
         Ok(())
     };
     for ev in sluice_gen::Generator::new(cfg) {
-        let dc = ev.get("dc").and_then(Value::as_str).unwrap_or("").to_string();
-        let sub = ev.get("subtype").and_then(Value::as_str).unwrap_or("").to_string();
+        let dc = ev
+            .get("dc")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let sub = ev
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let g = groups.entry((dc.clone(), sub.clone())).or_default();
         g.0.push(ev);
         if g.0.len() >= BATCH {
@@ -88,7 +102,10 @@ fn build(dir: &str, n: usize, profile: Profile) -> R<()> {
 fn read(store: &EmbeddedStore, lazy: bool) -> R<u64> {
     let mut req = ReadRequest::new(EPOCH, EPOCH + 1);
     if lazy {
-        req.selection.select = SELECT.iter().map(|p| sereal::Path::parse(p)).collect::<Result<_, _>>()?;
+        req.selection.select = SELECT
+            .iter()
+            .map(|p| sereal::Path::parse(p))
+            .collect::<Result<_, _>>()?;
         req.selection.filter = Some(Filter::parse(WHERE)?);
     }
     let reader = RangeReader::new(store, req, ReadOptions::default())?;
@@ -107,7 +124,10 @@ fn read(store: &EmbeddedStore, lazy: bool) -> R<u64> {
 
 /// The Sereal part of a stored blob without verifying its SHA-1 (to time the other stages alone).
 fn sereal_part(blob: &[u8]) -> R<&[u8]> {
-    Ok(blob.get(..blob.len().saturating_sub(sluice_blob::TRAILER_LEN)).filter(|p| !p.is_empty()).ok_or("blob shorter than its trailer")?)
+    Ok(blob
+        .get(..blob.len().saturating_sub(sluice_blob::TRAILER_LEN))
+        .filter(|p| !p.is_empty())
+        .ok_or("blob shorter than its trailer")?)
 }
 
 fn keys(store: &EmbeddedStore) -> R<Vec<String>> {
@@ -122,7 +142,13 @@ fn keys(store: &EmbeddedStore) -> R<Vec<String>> {
 
 fn stages(store: &EmbeddedStore) -> R<()> {
     let keys = keys(store)?;
-    let t = |name: &str, c0: f64, w0: Instant| eprintln!("{name:>12}: {:.3} CPU-s, {:.3} s wall", cpu() - c0, w0.elapsed().as_secs_f64());
+    let t = |name: &str, c0: f64, w0: Instant| {
+        eprintln!(
+            "{name:>12}: {:.3} CPU-s, {:.3} s wall",
+            cpu() - c0,
+            w0.elapsed().as_secs_f64()
+        )
+    };
     let (c0, w0) = (cpu(), Instant::now());
     let bkeys: Vec<BlobKey<'_>> = keys.iter().map(|k| BlobKey::new(EPOCH, k)).collect();
     let mut blobs = Vec::new();
@@ -142,7 +168,9 @@ fn stages(store: &EmbeddedStore) -> R<()> {
     let (c0, w0) = (cpu(), Instant::now());
     let mut body = 0;
     for b in &blobs {
-        body += sereal::LazyDoc::open(sereal_part(b)?, &limits, &mut scratch)?.body().len();
+        body += sereal::LazyDoc::open(sereal_part(b)?, &limits, &mut scratch)?
+            .body()
+            .len();
     }
     t("decompress", c0, w0);
     let (c0, w0) = (cpu(), Instant::now());
@@ -176,7 +204,11 @@ fn main() -> R<()> {
                 match mode {
                     "select" | "full" => {
                         let n = read(&store, mode == "select")?;
-                        eprintln!("{mode}: {n} events, {:.3} CPU-s, {:.3} s wall", cpu() - c0, w0.elapsed().as_secs_f64());
+                        eprintln!(
+                            "{mode}: {n} events, {:.3} CPU-s, {:.3} s wall",
+                            cpu() - c0,
+                            w0.elapsed().as_secs_f64()
+                        );
                     }
                     "stages" => stages(&store)?,
                     "dump" => {
@@ -185,8 +217,13 @@ fn main() -> R<()> {
                         let keys = keys(&store)?;
                         let mut out = std::io::stdout().lock();
                         for k in &keys {
-                            let b = store.get_blob(&Namespace::Events, BlobKey::new(EPOCH, k))?.ok_or("missing")?;
-                            out.write_all(&sereal::de::body_bytes(sereal_part(&b)?, &Limits::default())?)?;
+                            let b = store
+                                .get_blob(&Namespace::Events, BlobKey::new(EPOCH, k))?
+                                .ok_or("missing")?;
+                            out.write_all(&sereal::de::body_bytes(
+                                sereal_part(&b)?,
+                                &Limits::default(),
+                            )?)?;
                         }
                     }
                     _ => return Err("mode: select|full|stages".into()),

@@ -100,15 +100,27 @@ impl Filter {
     /// Parse an expression.
     pub fn parse(text: &str) -> Result<Filter, FilterError> {
         if text.len() > MAX_EXPRESSION_BYTES {
-            return Err(FilterError { message: format!("expression longer than {MAX_EXPRESSION_BYTES} bytes"), column: 0 });
+            return Err(FilterError {
+                message: format!("expression longer than {MAX_EXPRESSION_BYTES} bytes"),
+                column: 0,
+            });
         }
-        let mut p = Parser { text, pos: 0, paths: Vec::new(), depth: 0 };
+        let mut p = Parser {
+            text,
+            pos: 0,
+            paths: Vec::new(),
+            depth: 0,
+        };
         let expr = p.or()?;
         p.ws();
         if p.pos < text.len() {
             return Err(p.error("unexpected text after the expression"));
         }
-        Ok(Filter { expr, paths: p.paths, text: text.to_owned() })
+        Ok(Filter {
+            expr,
+            paths: p.paths,
+            text: text.to_owned(),
+        })
     }
 
     /// The expression as it was given to [`Filter::parse`].
@@ -138,7 +150,13 @@ impl Filter {
 /// `found[i]`: the values of path `i` (`&Value` or `Value`); a missing list is no values. Runs
 /// once per event read with `--where`, so it borrows and never allocates.
 fn eval<V: Borrow<Value>>(e: &Expr, found: &[Vec<V>]) -> bool {
-    let values = |p: usize| found.get(p).map_or(&[][..], Vec::as_slice).iter().map(Borrow::borrow);
+    let values = |p: usize| {
+        found
+            .get(p)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(Borrow::borrow)
+    };
     match e {
         Expr::Or(items) => items.iter().any(|x| eval(x, found)),
         Expr::And(items) => items.iter().all(|x| eval(x, found)),
@@ -146,7 +164,9 @@ fn eval<V: Borrow<Value>>(e: &Expr, found: &[Vec<V>]) -> bool {
         Expr::Exists(p) => values(*p).next().is_some(),
         Expr::Compare(p, op, lit) => values(*p).any(|v| compare(v, *op, lit)),
         Expr::In(p, lits) => values(*p).any(|v| lits.iter().any(|l| compare(v, Op::Eq, l))),
-        Expr::Matches(p, re, want) => values(*p).any(|v| string_bytes(v).is_some_and(|b| re.is_match(b)) == *want),
+        Expr::Matches(p, re, want) => {
+            values(*p).any(|v| string_bytes(v).is_some_and(|b| re.is_match(b)) == *want)
+        }
     }
 }
 
@@ -207,12 +227,18 @@ struct Parser<'t> {
 
 impl Parser<'_> {
     fn error(&self, message: &str) -> FilterError {
-        FilterError { message: message.to_owned(), column: self.pos }
+        FilterError {
+            message: message.to_owned(),
+            column: self.pos,
+        }
     }
 
     fn ws(&mut self) {
         while self.text[self.pos..].starts_with(|c: char| c.is_whitespace()) {
-            self.pos += self.text[self.pos..].chars().next().map_or(1, char::len_utf8);
+            self.pos += self.text[self.pos..]
+                .chars()
+                .next()
+                .map_or(1, char::len_utf8);
         }
     }
 
@@ -224,7 +250,9 @@ impl Parser<'_> {
     fn keyword(&mut self, word: &str) -> bool {
         self.ws();
         let rest = self.rest();
-        if rest.starts_with(word) && !rest[word.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+        if rest.starts_with(word)
+            && !rest[word.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        {
             self.pos += word.len();
             return true;
         }
@@ -253,7 +281,11 @@ impl Parser<'_> {
         while self.keyword("or") || self.symbol("||") {
             items.push(self.and()?);
         }
-        Ok(if items.len() == 1 { items.remove(0) } else { Expr::Or(items) })
+        Ok(if items.len() == 1 {
+            items.remove(0)
+        } else {
+            Expr::Or(items)
+        })
     }
 
     fn and(&mut self) -> Result<Expr, FilterError> {
@@ -261,12 +293,18 @@ impl Parser<'_> {
         while self.keyword("and") || self.symbol("&&") {
             items.push(self.unary()?);
         }
-        Ok(if items.len() == 1 { items.remove(0) } else { Expr::And(items) })
+        Ok(if items.len() == 1 {
+            items.remove(0)
+        } else {
+            Expr::And(items)
+        })
     }
 
     fn unary(&mut self) -> Result<Expr, FilterError> {
         self.ws();
-        if self.keyword("not") || (self.rest().starts_with('!') && !self.rest().starts_with("!=") && self.symbol("!")) {
+        if self.keyword("not")
+            || (self.rest().starts_with('!') && !self.rest().starts_with("!=") && self.symbol("!"))
+        {
             self.nest()?;
             let inner = self.unary()?;
             self.depth -= 1;
@@ -291,7 +329,15 @@ impl Parser<'_> {
         }
         let p = self.path()?;
         self.ws();
-        for (sym, op) in [("==", Op::Eq), ("!=", Op::Ne), ("<=", Op::Le), (">=", Op::Ge), ("<", Op::Lt), (">", Op::Gt), ("=", Op::Eq)] {
+        for (sym, op) in [
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            ("<=", Op::Le),
+            (">=", Op::Ge),
+            ("<", Op::Lt),
+            (">", Op::Gt),
+            ("=", Op::Eq),
+        ] {
             if self.symbol(sym) {
                 let lit = self.literal()?;
                 return Ok(Expr::Compare(p, op, lit));
@@ -302,12 +348,18 @@ impl Parser<'_> {
                 self.ws();
                 let at = self.pos;
                 let Literal::Str(pattern) = self.literal()? else {
-                    return Err(FilterError { message: "a regular expression must be a quoted string".into(), column: at });
+                    return Err(FilterError {
+                        message: "a regular expression must be a quoted string".into(),
+                        column: at,
+                    });
                 };
                 let re = regex::bytes::RegexBuilder::new(&pattern)
                     .size_limit(1 << 20)
                     .build()
-                    .map_err(|e| FilterError { message: format!("bad regular expression: {e}"), column: at })?;
+                    .map_err(|e| FilterError {
+                        message: format!("bad regular expression: {e}"),
+                        column: at,
+                    })?;
                 return Ok(Expr::Matches(p, Box::new(re), want));
             }
         }
@@ -349,7 +401,8 @@ impl Parser<'_> {
                     b'[' => brackets += 1,
                     b']' => brackets = brackets.saturating_sub(1),
                     _ if brackets > 0 => {}
-                    b' ' | b'\t' | b'\n' | b'\r' | b'=' | b'!' | b'<' | b'>' | b'~' | b'(' | b')' | b',' | b'&' | b'|' => break,
+                    b' ' | b'\t' | b'\n' | b'\r' | b'=' | b'!' | b'<' | b'>' | b'~' | b'('
+                    | b')' | b',' | b'&' | b'|' => break,
                     _ => {}
                 },
             }
@@ -359,7 +412,10 @@ impl Parser<'_> {
         if text.is_empty() {
             return Err(self.error("expected a path"));
         }
-        let path = Path::parse(text).map_err(|e| FilterError { message: format!("bad path {text:?}: {e}"), column: start })?;
+        let path = Path::parse(text).map_err(|e| FilterError {
+            message: format!("bad path {text:?}: {e}"),
+            column: start,
+        })?;
         self.pos = i.min(bytes.len());
         self.paths.push(path);
         Ok(self.paths.len() - 1)
@@ -389,7 +445,11 @@ impl Parser<'_> {
             }
             return Err(self.error("unterminated string"));
         }
-        for (word, lit) in [("true", Literal::Bool(true)), ("false", Literal::Bool(false)), ("null", Literal::Null)] {
+        for (word, lit) in [
+            ("true", Literal::Bool(true)),
+            ("false", Literal::Bool(false)),
+            ("null", Literal::Null),
+        ] {
             if self.keyword(word) {
                 return Ok(lit);
             }
@@ -402,7 +462,10 @@ impl Parser<'_> {
                 self.pos += len;
                 Ok(Literal::Number(n))
             }
-            _ => Err(self.error("expected a literal: a number, a quoted string, true, false or null")),
+            _ => {
+                Err(self
+                    .error("expected a literal: a number, a quoted string, true, false or null"))
+            }
         }
     }
 }
@@ -417,7 +480,9 @@ mod tests {
 
     #[test]
     fn comparisons_and_logic() {
-        let e = ev(r#"{"status":503,"code":"500","path":"/static/a.css","t":{"ms":1.5},"exp":[{"id":1},{"id":7}],"bot":false,"u":null}"#);
+        let e = ev(
+            r#"{"status":503,"code":"500","path":"/static/a.css","t":{"ms":1.5},"exp":[{"id":1},{"id":7}],"bot":false,"u":null}"#,
+        );
         let yes = [
             "status >= 500",
             "status == 503 and t.ms < 2",
@@ -438,17 +503,46 @@ mod tests {
             "\"t\".ms == 1.5",
         ];
         for f in yes {
-            assert!(Filter::parse(f).unwrap_or_else(|e| panic!("{f}: {e}")).matches(&e), "{f}");
+            assert!(
+                Filter::parse(f)
+                    .unwrap_or_else(|e| panic!("{f}: {e}"))
+                    .matches(&e),
+                "{f}"
+            );
         }
-        let no = ["status < 500", "missing == 1", "missing != 1 and false_path == 2", "exp[*].id == 2", "path ~ '^/api'", "status == 'abc'", "bot == true", "u != null", "not status >= 500"];
+        let no = [
+            "status < 500",
+            "missing == 1",
+            "missing != 1 and false_path == 2",
+            "exp[*].id == 2",
+            "path ~ '^/api'",
+            "status == 'abc'",
+            "bot == true",
+            "u != null",
+            "not status >= 500",
+        ];
         for f in no {
-            assert!(!Filter::parse(f).unwrap_or_else(|e| panic!("{f}: {e}")).matches(&e), "{f}");
+            assert!(
+                !Filter::parse(f)
+                    .unwrap_or_else(|e| panic!("{f}: {e}"))
+                    .matches(&e),
+                "{f}"
+            );
         }
     }
 
     #[test]
     fn errors_name_the_column() {
-        for (f, col) in [("status >", 8), ("status 500", 7), ("(status > 1", 11), ("x ~ 5", 4), ("x ~ '('", 4), ("status > 1 extra", 11), ("", 0), ("a[ == 1", 0)] {
+        for (f, col) in [
+            ("status >", 8),
+            ("status 500", 7),
+            ("(status > 1", 11),
+            ("x ~ 5", 4),
+            ("x ~ '('", 4),
+            ("status > 1 extra", 11),
+            ("", 0),
+            ("a[ == 1", 0),
+        ] {
             let e = Filter::parse(f).expect_err(f);
             assert_eq!(e.column, col, "{f}: {e}");
         }

@@ -23,8 +23,8 @@ pub mod time;
 
 pub use filter::{Filter, FilterError};
 pub use range::{
-    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem, ReadOptions, ReadRequest,
-    ReadStats, ReadWarning, WriteSummary,
+    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem,
+    ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};

@@ -74,12 +74,20 @@ pub struct ReadRequest {
 impl ReadRequest {
     /// Every event of `from <= epoch < to`.
     pub fn new(from: i64, to: i64) -> ReadRequest {
-        ReadRequest { from, to, ..ReadRequest::default() }
+        ReadRequest {
+            from,
+            to,
+            ..ReadRequest::default()
+        }
     }
 
     /// The events `selection` picks from `from <= epoch < to`.
     pub fn selected(from: i64, to: i64, selection: Selection) -> ReadRequest {
-        ReadRequest { from, to, selection }
+        ReadRequest {
+            from,
+            to,
+            selection,
+        }
     }
 
     /// Whether the lazy reader is used (a `select` or a `filter` is given).
@@ -102,7 +110,11 @@ pub struct ReadOptions {
 
 impl Default for ReadOptions {
     fn default() -> Self {
-        ReadOptions { namespace: Namespace::Events, limits: Limits::default(), fetch_batch: 16 }
+        ReadOptions {
+            namespace: Namespace::Events,
+            limits: Limits::default(),
+            fetch_batch: 16,
+        }
     }
 }
 
@@ -214,7 +226,10 @@ pub struct RangeReader<S> {
 
 impl<S> fmt::Debug for RangeReader<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RangeReader").field("req", &self.req).field("stats", &self.stats).finish()
+        f.debug_struct("RangeReader")
+            .field("req", &self.req)
+            .field("stats", &self.stats)
+            .finish()
     }
 }
 
@@ -227,11 +242,19 @@ where
     /// whose failure fails the whole read). Nothing else is fetched until the first `next()`.
     pub fn new(store: S, req: ReadRequest, opts: ReadOptions) -> Result<RangeReader<S>, ReadError> {
         if req.to < req.from {
-            return Err(ReadError::BadRequest(format!("`to` ({}) is before `from` ({})", req.to, req.from)));
+            return Err(ReadError::BadRequest(format!(
+                "`to` ({}) is before `from` ({})",
+                req.to, req.from
+            )));
         }
-        let epochs = store.list_epochs(req.selection.dc.as_deref(), req.from, req.to).map_err(ReadError::Store)?;
+        let epochs = store
+            .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
+            .map_err(ReadError::Store)?;
         let chunk = ChunkDecoder::new(&req, &opts.limits);
-        let stats = ReadStats { epochs: epochs.len(), ..ReadStats::default() };
+        let stats = ReadStats {
+            epochs: epochs.len(),
+            ..ReadStats::default()
+        };
         Ok(RangeReader {
             store,
             req,
@@ -275,8 +298,15 @@ where
 
     /// Reads the index of the next (epoch, dc) into `pending`. False when there is none left.
     fn next_epoch(&mut self) -> bool {
-        let Some((epoch, dc)) = self.epochs.pop_front() else { return false };
-        let warn = |reason: String| Pending::Warning(ReadWarning { key: format!("{epoch}-{dc}"), reason });
+        let Some((epoch, dc)) = self.epochs.pop_front() else {
+            return false;
+        };
+        let warn = |reason: String| {
+            Pending::Warning(ReadWarning {
+                key: format!("{epoch}-{dc}"),
+                reason,
+            })
+        };
         let epoch_key = match EpochKey::new(epoch, &dc) {
             Ok(k) => k,
             Err(e) => {
@@ -287,7 +317,8 @@ where
         let raw = match self.store.get_epoch_index(epoch, &dc) {
             Ok(raw) => raw,
             Err(e) => {
-                self.pending.push_back(warn(format!("reading the epoch index: {e}")));
+                self.pending
+                    .push_back(warn(format!("reading the epoch index: {e}")));
                 return true;
             }
         };
@@ -300,14 +331,19 @@ where
                         entries.push(entry);
                     }
                 }
-                Err(e) => self.pending.push_back(warn(format!("bad index entry {text:?}: {e}"))),
+                Err(e) => self
+                    .pending
+                    .push_back(warn(format!("bad index entry {text:?}: {e}"))),
             }
         }
         // The store sorts entries as strings; chunk ids must sort as IndexEntry does (`10` after `2`).
         entries.sort();
         entries.dedup();
         for entry in &entries {
-            self.pending.push_back(Pending::Key(Arc::new(EventKey::from_parts(&epoch_key, entry))));
+            self.pending
+                .push_back(Pending::Key(Arc::new(EventKey::from_parts(
+                    &epoch_key, entry,
+                ))));
         }
         true
     }
@@ -335,7 +371,9 @@ where
                 Pending::Warning(w) => self.fetched.push_back(Fetched::Warning(w)),
                 Pending::Key(k) => {
                     let r = results.next().unwrap_or_else(|| {
-                        Err(StoreError::Unavailable { reason: "store returned fewer results than keys".into() })
+                        Err(StoreError::Unavailable {
+                            reason: "store returned fewer results than keys".into(),
+                        })
                     });
                     self.fetched.push_back(Fetched::Blob(k, r));
                 }
@@ -345,7 +383,9 @@ where
 
     /// Turns the next fetched chunk into items in `out`.
     fn process_one(&mut self) {
-        let Some(f) = self.fetched.pop_front() else { return };
+        let Some(f) = self.fetched.pop_front() else {
+            return;
+        };
         let (key, result) = match f {
             Fetched::Warning(w) => {
                 self.out.push_back(ReadItem::Warning(w));
@@ -354,16 +394,26 @@ where
             Fetched::Blob(key, result) => (key, result),
         };
         self.stats.chunks += 1;
-        let warn = |reason: String| ReadItem::Warning(ReadWarning { key: key.to_string(), reason });
+        let warn = |reason: String| {
+            ReadItem::Warning(ReadWarning {
+                key: key.to_string(),
+                reason,
+            })
+        };
         match result {
             Err(e) => self.out.push_back(warn(format!("fetching: {e}"))),
-            Ok(None) => self.out.push_back(warn("missing: listed in the epoch index but not stored".into())),
+            Ok(None) => self.out.push_back(warn(
+                "missing: listed in the epoch index but not stored".into(),
+            )),
             Ok(Some(bytes)) => {
                 self.stats.bytes += bytes.len() as u64;
                 match self.chunk.decode(&bytes) {
-                    Ok(values) => self
-                        .out
-                        .extend(values.into_iter().map(|value| ReadItem::Event(ReadEvent { key: key.clone(), value }))),
+                    Ok(values) => self.out.extend(values.into_iter().map(|value| {
+                        ReadItem::Event(ReadEvent {
+                            key: key.clone(),
+                            value,
+                        })
+                    })),
                     Err(reason) => self.out.push_back(warn(reason)),
                 }
             }
@@ -448,9 +498,13 @@ impl ChunkDecoder {
     fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
         let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
         if !self.lazy {
-            return blob.decode_with(&mut self.decoder).map_err(|e| e.to_string());
+            return blob
+                .decode_with(&mut self.decoder)
+                .map_err(|e| e.to_string());
         }
-        let doc = blob.lazy(&self.limits, &mut self.scratch).map_err(|e| e.to_string())?;
+        let doc = blob
+            .lazy(&self.limits, &mut self.scratch)
+            .map_err(|e| e.to_string())?;
         let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
         // One pass per event picks undecoded handles for the select and filter paths; the filter
         // is evaluated first, and only the events it keeps are decoded (most are not: a
@@ -465,7 +519,8 @@ impl ChunkDecoder {
             // One budget per event for all it decodes, as one selection had.
             let mut dec = doc.item_decoder();
             if let Some(f) = &self.filter {
-                self.found.resize_with(handles.len() - self.n_select, Vec::new);
+                self.found
+                    .resize_with(handles.len() - self.n_select, Vec::new);
                 for (values, picked) in self.found.iter_mut().zip(&handles[self.n_select..]) {
                     values.clear();
                     for h in picked {
@@ -477,7 +532,10 @@ impl ChunkDecoder {
                 }
             }
             if self.n_select == 0 {
-                out.push(dec.decode(&item).map_err(|e| format!("event {event}: {e}"))?);
+                out.push(
+                    dec.decode(&item)
+                        .map_err(|e| format!("event {event}: {e}"))?,
+                );
                 continue;
             }
             let mut hash = Vec::with_capacity(self.n_select);
@@ -533,14 +591,21 @@ pub struct EventWriter<W: Write> {
 
 impl<W: Write> fmt::Debug for EventWriter<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventWriter").field("format", &self.format).finish()
+        f.debug_struct("EventWriter")
+            .field("format", &self.format)
+            .finish()
     }
 }
 
 impl<W: Write> EventWriter<W> {
     /// A writer of `format` into `out` (wrap `out` in a `BufWriter` if it is unbuffered).
     pub fn new(out: W, format: OutputFormat) -> EventWriter<W> {
-        EventWriter { out, format, encoder: None, buf: Vec::new() }
+        EventWriter {
+            out,
+            format,
+            encoder: None,
+            buf: Vec::new(),
+        }
     }
 
     /// Writes one event (a JSON line, or a Sereal document).
@@ -554,11 +619,13 @@ impl<W: Write> EventWriter<W> {
             }
             OutputFormat::Sereal => {
                 if self.encoder.is_none() {
-                    self.encoder = Some(Encoder::new(EncoderOptions::default()).map_err(io::Error::other)?);
+                    self.encoder =
+                        Some(Encoder::new(EncoderOptions::default()).map_err(io::Error::other)?);
                 }
                 let enc = self.encoder.as_mut().expect("just set");
                 self.buf.clear();
-                enc.encode_into(value, &mut self.buf).map_err(io::Error::other)?;
+                enc.encode_into(value, &mut self.buf)
+                    .map_err(io::Error::other)?;
                 self.out.write_all(&self.buf)
             }
         }

@@ -67,8 +67,8 @@ use sluice_store::{
     BlobKey, Counts, Damage, Namespace, ReadStore, Retention, StoreError, TypeSubtype,
 };
 
-use crate::selection::Selection;
 use crate::range::{RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning};
+use crate::selection::Selection;
 
 /// What to follow: a [`Selection`] (a tail has no range).
 pub type TailRequest = Selection;
@@ -114,7 +114,10 @@ pub struct Cursor {
 impl Cursor {
     /// A cursor that delivers everything from `epoch` on (nothing delivered yet).
     pub fn at(epoch: i64) -> Cursor {
-        Cursor { watermark: epoch, delivered: BTreeMap::new() }
+        Cursor {
+            watermark: epoch,
+            delivered: BTreeMap::new(),
+        }
     }
 
     /// The watermark: chunks of epochs below it are not followed any more.
@@ -130,11 +133,17 @@ impl Cursor {
     /// Whether the chunk `entry` of `(epoch, dc)` counts as delivered.
     pub fn is_delivered(&self, epoch: i64, dc: &str, entry: &IndexEntry) -> bool {
         epoch < self.watermark
-            || self.delivered.get(&(epoch, dc.to_owned())).is_some_and(|set| set.contains(entry))
+            || self
+                .delivered
+                .get(&(epoch, dc.to_owned()))
+                .is_some_and(|set| set.contains(entry))
     }
 
     fn insert(&mut self, epoch: i64, dc: &str, entry: IndexEntry) {
-        self.delivered.entry((epoch, dc.to_owned())).or_default().insert(entry);
+        self.delivered
+            .entry((epoch, dc.to_owned()))
+            .or_default()
+            .insert(entry);
     }
 
     /// Raises the watermark to `w` (never lowers it) and forgets what is below it.
@@ -172,13 +181,22 @@ impl Cursor {
                 i = j + 1;
             }
         }
-        format!("t1.{}.{}", self.watermark, base64url_encode(text.as_bytes()))
+        format!(
+            "t1.{}.{}",
+            self.watermark,
+            base64url_encode(text.as_bytes())
+        )
     }
 
     /// Parses a token made by [`to_token`](Cursor::to_token).
     pub fn parse(token: &str) -> Result<Cursor, CursorError> {
-        let rest = token.trim().strip_prefix("t1.").ok_or(CursorError::Version)?;
-        let (w, payload) = rest.split_once('.').ok_or_else(|| CursorError::Syntax("no `.` after the watermark".into()))?;
+        let rest = token
+            .trim()
+            .strip_prefix("t1.")
+            .ok_or(CursorError::Version)?;
+        let (w, payload) = rest
+            .split_once('.')
+            .ok_or_else(|| CursorError::Syntax("no `.` after the watermark".into()))?;
         let watermark = parse_i64(w).ok_or_else(|| CursorError::Watermark(w.to_owned()))?;
         let bytes = base64url_decode(payload).ok_or(CursorError::Encoding)?;
         let text = String::from_utf8(bytes).map_err(|_| CursorError::Encoding)?;
@@ -189,12 +207,21 @@ impl Cursor {
         let mut prev: Option<(i64, String)> = None;
         for (n, line) in text.split('\n').enumerate() {
             let line_no = n + 1;
-            let bad = |reason: String| CursorError::Line { line: line_no, reason };
+            let bad = |reason: String| CursorError::Line {
+                line: line_no,
+                reason,
+            };
             let mut fields = line.split('|');
             let head = fields.next().unwrap_or_default();
-            let (off, dc) = head.split_once(':').ok_or_else(|| bad(format!("expected <offset>:<dc>, got {head:?}")))?;
-            let off = parse_i64(off).filter(|o| *o >= 0).ok_or_else(|| bad(format!("bad epoch offset {off:?}")))?;
-            let epoch = watermark.checked_add(off).ok_or_else(|| bad("epoch overflows".into()))?;
+            let (off, dc) = head
+                .split_once(':')
+                .ok_or_else(|| bad(format!("expected <offset>:<dc>, got {head:?}")))?;
+            let off = parse_i64(off)
+                .filter(|o| *o >= 0)
+                .ok_or_else(|| bad(format!("bad epoch offset {off:?}")))?;
+            let epoch = watermark
+                .checked_add(off)
+                .ok_or_else(|| bad("epoch overflows".into()))?;
             if dc.is_empty() || dc.chars().any(char::is_control) {
                 return Err(bad(format!("bad dc {dc:?}")));
             }
@@ -207,12 +234,15 @@ impl Cursor {
             for field in fields {
                 let (text, run) = match field.rsplit_once('+') {
                     Some((t, k)) if !k.contains(':') => {
-                        let k = parse_u32(k).filter(|k| *k > 0).ok_or_else(|| bad(format!("bad run length in {field:?}")))?;
+                        let k = parse_u32(k)
+                            .filter(|k| *k > 0)
+                            .ok_or_else(|| bad(format!("bad run length in {field:?}")))?;
                         (t, k)
                     }
                     _ => (field, 0),
                 };
-                let entry = IndexEntry::parse(text).map_err(|e| bad(format!("bad entry {text:?}: {e}")))?;
+                let entry =
+                    IndexEntry::parse(text).map_err(|e| bad(format!("bad entry {text:?}: {e}")))?;
                 if entry.to_string() != text {
                     return Err(bad(format!("entry {text:?} is not in canonical form")));
                 }
@@ -220,12 +250,18 @@ impl Cursor {
                     return Err(bad(format!("entry {text:?} out of order or repeated")));
                 }
                 if last.as_ref().is_some_and(|l| follows(l, &entry)) {
-                    return Err(bad(format!("entry {text:?} should be part of the run before it")));
+                    return Err(bad(format!(
+                        "entry {text:?} should be part of the run before it"
+                    )));
                 }
                 let mut cur = entry;
                 for _ in 0..run {
-                    let chunk = cur.chunk().offset(1).map_err(|e| bad(format!("run {field:?}: {e}")))?;
-                    let next = IndexEntry::new(cur.type_(), cur.subtype(), chunk).map_err(|e| bad(e.to_string()))?;
+                    let chunk = cur
+                        .chunk()
+                        .offset(1)
+                        .map_err(|e| bad(format!("run {field:?}: {e}")))?;
+                    let next = IndexEntry::new(cur.type_(), cur.subtype(), chunk)
+                        .map_err(|e| bad(e.to_string()))?;
                     set.insert(std::mem::replace(&mut cur, next));
                 }
                 set.insert(cur.clone());
@@ -301,11 +337,19 @@ pub enum CursorError {
 impl fmt::Display for CursorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CursorError::Version => f.write_str("not a tail cursor (expected a token starting with `t1.`)"),
+            CursorError::Version => {
+                f.write_str("not a tail cursor (expected a token starting with `t1.`)")
+            }
             CursorError::Syntax(m) => write!(f, "bad tail cursor: {m}"),
-            CursorError::Watermark(w) => write!(f, "bad tail cursor: watermark {w:?} is not an integer"),
-            CursorError::Encoding => f.write_str("bad tail cursor: payload is not base64url of UTF-8 text"),
-            CursorError::Line { line, reason } => write!(f, "bad tail cursor: line {line}: {reason}"),
+            CursorError::Watermark(w) => {
+                write!(f, "bad tail cursor: watermark {w:?} is not an integer")
+            }
+            CursorError::Encoding => {
+                f.write_str("bad tail cursor: payload is not base64url of UTF-8 text")
+            }
+            CursorError::Line { line, reason } => {
+                write!(f, "bad tail cursor: line {line}: {reason}")
+            }
         }
     }
 }
@@ -385,13 +429,19 @@ where
     pub fn poll(&mut self, now: i64) -> Result<Vec<ReadItem>, ReadError> {
         let late = self.opts.late_window_secs.max(0);
         let w = self.cursor.watermark;
-        let span = late.saturating_add(1).saturating_add(self.opts.catch_up_secs.max(1));
+        let span = late
+            .saturating_add(1)
+            .saturating_add(self.opts.catch_up_secs.max(1));
         let limit = w.saturating_add(span);
         let end = now.saturating_add(1).min(limit).max(w);
-        let pairs = self.store.list_epochs(self.req.dc.as_deref(), w, end).map_err(ReadError::Store)?;
+        let pairs = self
+            .store
+            .list_epochs(self.req.dc.as_deref(), w, end)
+            .map_err(ReadError::Store)?;
 
         // The new chunks of each (epoch, dc): index entries minus what was delivered.
-        let mut snapshot: BTreeMap<(i64, String), Result<BTreeSet<String>, String>> = BTreeMap::new();
+        let mut snapshot: BTreeMap<(i64, String), Result<BTreeSet<String>, String>> =
+            BTreeMap::new();
         let mut fresh: Vec<(i64, String, IndexEntry)> = Vec::new();
         for (epoch, dc) in pairs {
             let raw = match self.store.get_epoch_index(epoch, &dc) {
@@ -461,15 +511,25 @@ where
     /// cannot list epochs) becomes a warning (key `tail`) and is retried. Returns `f`'s first
     /// error; the cursor is then that of before the poll whose items `f` was given (so a resume
     /// repeats that poll's items: no gap, but possibly duplicates of that one batch).
-    pub fn follow<E>(&mut self, stop: &AtomicBool, mut f: impl FnMut(ReadItem) -> Result<(), E>) -> Result<(), E> {
+    pub fn follow<E>(
+        &mut self,
+        stop: &AtomicBool,
+        mut f: impl FnMut(ReadItem) -> Result<(), E>,
+    ) -> Result<(), E> {
         while !stop.load(Ordering::Relaxed) {
-            let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs() as i64)
+                .unwrap_or(0);
             let before = self.cursor.clone();
             let items = match self.poll(now) {
                 Ok(items) => items,
                 Err(e) => {
                     self.caught_up = true;
-                    vec![ReadItem::Warning(ReadWarning { key: "tail".into(), reason: e.to_string() })]
+                    vec![ReadItem::Warning(ReadWarning {
+                        key: "tail".into(),
+                        reason: e.to_string(),
+                    })]
                 }
             };
             for item in items {
@@ -506,12 +566,19 @@ impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
         self.get_blobs(ns, &[key]).pop().unwrap_or(Ok(None))
     }
 
-    fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<sluice_store::Result<Option<Vec<u8>>>> {
+    fn get_blobs(
+        &self,
+        ns: &Namespace,
+        keys: &[BlobKey<'_>],
+    ) -> Vec<sluice_store::Result<Option<Vec<u8>>>> {
         let results = self.inner.get_blobs(ns, keys);
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         for (i, key) in keys.iter().enumerate() {
             // Transient errors (and a short answer) are retried; corrupt or missing blobs are not.
-            if results.get(i).is_none_or(|r| r.as_ref().is_err_and(StoreError::is_transient)) {
+            if results
+                .get(i)
+                .is_none_or(|r| r.as_ref().is_err_and(StoreError::is_transient))
+            {
                 failed.insert(key.key.to_owned());
             }
         }
@@ -521,16 +588,27 @@ impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
         match self.index.get(&(epoch, dc.to_owned())) {
             Some(Ok(set)) => Ok(set.clone()),
-            Some(Err(reason)) => Err(StoreError::Unavailable { reason: reason.clone() }),
+            Some(Err(reason)) => Err(StoreError::Unavailable {
+                reason: reason.clone(),
+            }),
             None => Ok(BTreeSet::new()),
         }
     }
 
-    fn get_counts(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
+    fn get_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
         self.inner.get_counts(epoch, dc)
     }
 
-    fn list_epochs(&self, dc: Option<&str>, from: i64, to: i64) -> sluice_store::Result<Vec<(i64, String)>> {
+    fn list_epochs(
+        &self,
+        dc: Option<&str>,
+        from: i64,
+        to: i64,
+    ) -> sluice_store::Result<Vec<(i64, String)>> {
         Ok(self
             .index
             .keys()

@@ -51,14 +51,20 @@ pub enum TimeError {
 impl fmt::Display for TimeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            TimeError::Empty => f.write_str("empty time; expected Unix seconds, RFC 3339, `now` or e.g. `-5m`"),
+            TimeError::Empty => {
+                f.write_str("empty time; expected Unix seconds, RFC 3339, `now` or e.g. `-5m`")
+            }
             TimeError::Unrecognised(s) => write!(
                 f,
                 "unrecognised time {s:?}; expected Unix seconds (1700000000), RFC 3339 \
                  (2026-11-22T08:00:00Z), `now`, or a relative time (-90s, -5m, -2h, -1d)"
             ),
-            TimeError::BadRelative { input, reason } => write!(f, "bad relative time {input:?}: {reason}"),
-            TimeError::BadRfc3339 { input, reason } => write!(f, "bad RFC 3339 time {input:?}: {reason}"),
+            TimeError::BadRelative { input, reason } => {
+                write!(f, "bad relative time {input:?}: {reason}")
+            }
+            TimeError::BadRfc3339 { input, reason } => {
+                write!(f, "bad RFC 3339 time {input:?}: {reason}")
+            }
             TimeError::OutOfRange(s) => write!(f, "time {s:?} is out of range"),
         }
     }
@@ -108,7 +114,10 @@ fn cut(s: &str) -> String {
 }
 
 fn parse_relative(s: &str, now: i64) -> Result<i64, TimeError> {
-    let bad = |reason: &str| TimeError::BadRelative { input: cut(s), reason: reason.to_owned() };
+    let bad = |reason: &str| TimeError::BadRelative {
+        input: cut(s),
+        reason: reason.to_owned(),
+    };
     let negative = s.starts_with('-');
     let rest = &s[1..];
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -118,7 +127,9 @@ fn parse_relative(s: &str, now: i64) -> Result<i64, TimeError> {
     if digits > 12 {
         return Err(TimeError::OutOfRange(cut(s)));
     }
-    let n: i64 = rest[..digits].parse().map_err(|_| bad("number too large"))?;
+    let n: i64 = rest[..digits]
+        .parse()
+        .map_err(|_| bad("number too large"))?;
     let unit = match &rest[digits..] {
         "" => return Err(bad("missing unit: one of s, m, h, d")),
         "s" => 1,
@@ -127,21 +138,34 @@ fn parse_relative(s: &str, now: i64) -> Result<i64, TimeError> {
         "d" => 86_400,
         other => return Err(bad(&format!("unknown unit {other:?}: one of s, m, h, d"))),
     };
-    let delta = n.checked_mul(unit).ok_or_else(|| TimeError::OutOfRange(cut(s)))?;
-    let t = if negative { now.checked_sub(delta) } else { now.checked_add(delta) };
+    let delta = n
+        .checked_mul(unit)
+        .ok_or_else(|| TimeError::OutOfRange(cut(s)))?;
+    let t = if negative {
+        now.checked_sub(delta)
+    } else {
+        now.checked_add(delta)
+    };
     t.ok_or_else(|| TimeError::OutOfRange(cut(s)))
 }
 
 /// `YYYY-MM-DD[Tt ]HH:MM:SS[.frac](Z|z|±HH:MM)`.
 fn parse_rfc3339(s: &str) -> Result<i64, TimeError> {
-    let bad = |reason: &str| TimeError::BadRfc3339 { input: cut(s), reason: reason.to_owned() };
+    let bad = |reason: &str| TimeError::BadRfc3339 {
+        input: cut(s),
+        reason: reason.to_owned(),
+    };
     let b = s.as_bytes();
     let num = |at: usize, len: usize, what: &str| -> Result<i64, TimeError> {
-        let part = b.get(at..at + len).ok_or_else(|| bad(&format!("too short: missing {what}")))?;
+        let part = b
+            .get(at..at + len)
+            .ok_or_else(|| bad(&format!("too short: missing {what}")))?;
         if !part.iter().all(u8::is_ascii_digit) {
             return Err(bad(&format!("{what} must be {len} digits")));
         }
-        Ok(part.iter().fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
+        Ok(part
+            .iter()
+            .fold(0i64, |acc, d| acc * 10 + i64::from(d - b'0')))
     };
     let expect = |at: usize, chars: &[u8], what: &str| -> Result<(), TimeError> {
         match b.get(at) {
@@ -155,7 +179,9 @@ fn parse_rfc3339(s: &str) -> Result<i64, TimeError> {
     expect(7, b"-", "'-'")?;
     let day = num(8, 2, "day")?;
     if b.len() == 10 {
-        return Err(bad("a time of day and an offset are required, e.g. 2026-11-22T08:00:00Z"));
+        return Err(bad(
+            "a time of day and an offset are required, e.g. 2026-11-22T08:00:00Z",
+        ));
     }
     expect(10, b"Tt ", "'T' between date and time")?;
     let hour = num(11, 2, "hour")?;
@@ -208,7 +234,8 @@ fn parse_rfc3339(s: &str) -> Result<i64, TimeError> {
         return Err(bad("time of day out of range"));
     }
     // A leap second (:60) is read as the next second's start, as most systems do.
-    let t = days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second - offset;
+    let t =
+        days_from_civil(year, month, day) * 86_400 + hour * 3_600 + minute * 60 + second - offset;
     if t < 0 {
         return Err(TimeError::OutOfRange(cut(s)));
     }

@@ -10,7 +10,8 @@ use sluice_blob::{BlobBuilder, BlobOptions, ChunkId, EventKey, Profile};
 use sluice_gen::{GenConfig, Generator};
 use sluice_reader::time::{parse_time, TimeError};
 use sluice_reader::{
-    write_items, Filter, OutputFormat, RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning, Selection,
+    write_items, Filter, OutputFormat, RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest,
+    ReadWarning, Selection,
 };
 use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
 
@@ -35,7 +36,9 @@ fn groups() -> Groups {
     for ev in Generator::new(cfg) {
         let s = |k: &str| ev.get(k).and_then(|v| v.as_str()).unwrap().to_string();
         let epoch = ev.get("epoch").and_then(|v| v.as_i64()).unwrap();
-        out.entry((epoch, s("dc"), s("type"), s("subtype"))).or_default().push(ev);
+        out.entry((epoch, s("dc"), s("type"), s("subtype")))
+            .or_default()
+            .push(ev);
     }
     out
 }
@@ -49,25 +52,42 @@ struct Written {
 /// Stores every group; `tamper(key, bytes)` may replace a chunk's bytes (`Some(None)`: do not
 /// store it at all, still list it).
 fn write(store: &dyn Store, groups: &Groups, tamper: Tamper<'_>) -> Written {
-    let opts = |profile| BlobOptions { chunk_limit: 700, split_threads: 1, ..BlobOptions::with_profile(profile) };
+    let opts = |profile| BlobOptions {
+        chunk_limit: 700,
+        split_threads: 1,
+        ..BlobOptions::with_profile(profile)
+    };
     let mut original = BlobBuilder::new(opts(Profile::Original)).unwrap();
     let mut default = BlobBuilder::new(opts(Profile::default())).unwrap();
     let mut keys = Vec::new();
     let mut max_chunks = 0;
     for (n, ((epoch, dc, type_, subtype), events)) in groups.iter().enumerate() {
-        let builder = if n % 2 == 0 { &mut original } else { &mut default };
+        let builder = if n % 2 == 0 {
+            &mut original
+        } else {
+            &mut default
+        };
         let blobs = builder.build(events).unwrap();
         max_chunks = max_chunks.max(blobs.len());
         let mut entries = Vec::new();
         for blob in &blobs {
-            let key = EventKey::new(*epoch, dc, type_, subtype, ChunkId::plain(blob.index())).unwrap();
+            let key =
+                EventKey::new(*epoch, dc, type_, subtype, ChunkId::plain(blob.index())).unwrap();
             let text = key.to_string();
             match tamper(&text, blob.as_bytes()) {
                 None => {
-                    store.put_blob(&Namespace::Events, BlobKey::new(*epoch, &text), blob.as_bytes()).unwrap();
+                    store
+                        .put_blob(
+                            &Namespace::Events,
+                            BlobKey::new(*epoch, &text),
+                            blob.as_bytes(),
+                        )
+                        .unwrap();
                 }
                 Some(Some(bad)) => {
-                    store.put_blob(&Namespace::Events, BlobKey::new(*epoch, &text), &bad).unwrap();
+                    store
+                        .put_blob(&Namespace::Events, BlobKey::new(*epoch, &text), &bad)
+                        .unwrap();
                 }
                 Some(None) => {}
             }
@@ -90,7 +110,11 @@ fn json(v: &Value) -> String {
 
 /// Expected events of `groups` passing `keep`, in read order, as JSON.
 fn expected(groups: &Groups, keep: impl Fn(&GroupKey) -> bool) -> Vec<String> {
-    groups.iter().filter(|(k, _)| keep(k)).flat_map(|(_, evs)| evs.iter().map(json)).collect()
+    groups
+        .iter()
+        .filter(|(k, _)| keep(k))
+        .flat_map(|(_, evs)| evs.iter().map(json))
+        .collect()
 }
 
 /// Reads and splits into (event JSON, warnings).
@@ -98,7 +122,11 @@ fn read(store: &dyn Store, req: ReadRequest) -> (Vec<String>, Vec<ReadWarning>) 
     read_with(store, req, ReadOptions::default())
 }
 
-fn read_with(store: &dyn Store, req: ReadRequest, opts: ReadOptions) -> (Vec<String>, Vec<ReadWarning>) {
+fn read_with(
+    store: &dyn Store,
+    req: ReadRequest,
+    opts: ReadOptions,
+) -> (Vec<String>, Vec<ReadWarning>) {
     let mut events = Vec::new();
     let mut warnings = Vec::new();
     let mut last: Option<(i64, String)> = None;
@@ -121,7 +149,10 @@ fn read_with(store: &dyn Store, req: ReadRequest, opts: ReadOptions) -> (Vec<Str
 fn stores() -> Vec<(&'static str, Box<dyn Store>, Option<tempfile::TempDir>)> {
     let dir = tempfile::tempdir().unwrap();
     let embedded = EmbeddedStore::open(dir.path()).unwrap();
-    vec![("embedded", Box::new(embedded), Some(dir)), ("memory", Box::new(InMemoryStore::new()), None)]
+    vec![
+        ("embedded", Box::new(embedded), Some(dir)),
+        ("memory", Box::new(InMemoryStore::new()), None),
+    ]
 }
 
 #[test]
@@ -129,16 +160,29 @@ fn full_range_returns_every_event_once_in_order() {
     let groups = groups();
     for (name, store, _dir) in stores() {
         let written = write(&*store, &groups, &no_tamper);
-        assert!(written.max_chunks >= 11, "want a group of 11+ chunks (10 sorts after 2), got {}", written.max_chunks);
+        assert!(
+            written.max_chunks >= 11,
+            "want a group of 11+ chunks (10 sorts after 2), got {}",
+            written.max_chunks
+        );
         let (events, warnings) = read(&*store, ReadRequest::new(START, START + EPOCHS));
         assert!(warnings.is_empty(), "{name}: {warnings:?}");
         let want = expected(&groups, |_| true);
         assert_eq!(events.len(), 240 * EPOCHS as usize, "{name}");
-        assert_eq!(events, want, "{name}: events differ from what was written (content or order)");
+        assert_eq!(
+            events, want,
+            "{name}: events differ from what was written (content or order)"
+        );
 
         // Chunk keys come in index order (numeric chunk order), each once.
         let mut seen = Vec::new();
-        for item in RangeReader::new(&*store, ReadRequest::new(START, START + EPOCHS), ReadOptions::default()).unwrap() {
+        for item in RangeReader::new(
+            &*store,
+            ReadRequest::new(START, START + EPOCHS),
+            ReadOptions::default(),
+        )
+        .unwrap()
+        {
             if let ReadItem::Event(e) = item {
                 let k = e.key.to_string();
                 if seen.last() != Some(&k) {
@@ -150,7 +194,11 @@ fn full_range_returns_every_event_once_in_order() {
 
         // The range is half-open, and a wider range around the data changes nothing.
         let (mid, _) = read(&*store, ReadRequest::new(START + 1, START + 3));
-        assert_eq!(mid, expected(&groups, |k| (START + 1..START + 3).contains(&k.0)), "{name}");
+        assert_eq!(
+            mid,
+            expected(&groups, |k| (START + 1..START + 3).contains(&k.0)),
+            "{name}"
+        );
         let (wide, _) = read(&*store, ReadRequest::new(START - 100, START + 100));
         assert_eq!(wide, want, "{name}");
         let (none, _) = read(&*store, ReadRequest::new(START, START));
@@ -158,8 +206,15 @@ fn full_range_returns_every_event_once_in_order() {
 
         // Batch size changes nothing.
         for batch in [1, 3, 1000] {
-            let opts = ReadOptions { fetch_batch: batch, ..ReadOptions::default() };
-            assert_eq!(read_with(&*store, ReadRequest::new(START, START + EPOCHS), opts).0, want, "{name} batch {batch}");
+            let opts = ReadOptions {
+                fetch_batch: batch,
+                ..ReadOptions::default()
+            };
+            assert_eq!(
+                read_with(&*store, ReadRequest::new(START, START + EPOCHS), opts).0,
+                want,
+                "{name} batch {batch}"
+            );
         }
     }
 }
@@ -170,21 +225,68 @@ fn dc_type_and_subtype_filters() {
     let store = InMemoryStore::new();
     write(&store, &groups, &no_tamper);
     let range = || ReadRequest::new(START, START + EPOCHS);
-    let sel = |selection: Selection| ReadRequest { selection, ..range() };
+    let sel = |selection: Selection| ReadRequest {
+        selection,
+        ..range()
+    };
     let cases: Vec<(ReadRequest, Keep)> = vec![
-        (sel(Selection { dc: Some("lhr2".into()), ..Selection::default() }), Box::new(|k| k.1 == "lhr2")),
-        (sel(Selection { type_: Some("LB".into()), ..Selection::default() }), Box::new(|k| k.2 == "LB")),
-        (sel(Selection { type_: Some("WEB".into()), subtype: Some("api".into()), ..Selection::default() }), Box::new(|k| k.2 == "WEB" && k.3 == "api")),
-        (sel(Selection { subtype: Some("".into()), ..Selection::default() }), Box::new(|k| k.3.is_empty())),
         (
-            sel(Selection { dc: Some("ams1".into()), type_: Some("CRON".into()), ..Selection::default() }),
+            sel(Selection {
+                dc: Some("lhr2".into()),
+                ..Selection::default()
+            }),
+            Box::new(|k| k.1 == "lhr2"),
+        ),
+        (
+            sel(Selection {
+                type_: Some("LB".into()),
+                ..Selection::default()
+            }),
+            Box::new(|k| k.2 == "LB"),
+        ),
+        (
+            sel(Selection {
+                type_: Some("WEB".into()),
+                subtype: Some("api".into()),
+                ..Selection::default()
+            }),
+            Box::new(|k| k.2 == "WEB" && k.3 == "api"),
+        ),
+        (
+            sel(Selection {
+                subtype: Some("".into()),
+                ..Selection::default()
+            }),
+            Box::new(|k| k.3.is_empty()),
+        ),
+        (
+            sel(Selection {
+                dc: Some("ams1".into()),
+                type_: Some("CRON".into()),
+                ..Selection::default()
+            }),
             Box::new(|k| k.1 == "ams1" && k.2 == "CRON"),
         ),
-        (sel(Selection { dc: Some("nowhere".into()), ..Selection::default() }), Box::new(|_| false)),
-        (sel(Selection { type_: Some("NOPE".into()), ..Selection::default() }), Box::new(|_| false)),
+        (
+            sel(Selection {
+                dc: Some("nowhere".into()),
+                ..Selection::default()
+            }),
+            Box::new(|_| false),
+        ),
+        (
+            sel(Selection {
+                type_: Some("NOPE".into()),
+                ..Selection::default()
+            }),
+            Box::new(|_| false),
+        ),
     ];
     for (req, keep) in cases {
-        let label = format!("{:?}/{:?}/{:?}", req.selection.dc, req.selection.type_, req.selection.subtype);
+        let label = format!(
+            "{:?}/{:?}/{:?}",
+            req.selection.dc, req.selection.type_, req.selection.subtype
+        );
         let (events, warnings) = read(&store, req);
         assert!(warnings.is_empty());
         let want = expected(&groups, keep);
@@ -211,9 +313,17 @@ fn select_expected(groups: &Groups, select: &[&str], filter: Option<&Filter>) ->
         for (text, p) in select.iter().zip(&paths) {
             let found = p.eval(ev);
             let v = if text.contains("[*]") {
-                serde_json::Value::Array(found.iter().map(|v| sereal::json::to_json_value(v)).collect())
+                serde_json::Value::Array(
+                    found
+                        .iter()
+                        .map(|v| sereal::json::to_json_value(v))
+                        .collect(),
+                )
             } else {
-                found.first().map(|v| sereal::json::to_json_value(v)).unwrap_or(serde_json::Value::Null)
+                found
+                    .first()
+                    .map(|v| sereal::json::to_json_value(v))
+                    .unwrap_or(serde_json::Value::Null)
             };
             obj.insert(text.to_string(), v);
         }
@@ -228,15 +338,33 @@ fn select_and_where_equal_filtering_decoded_events() {
     let store = InMemoryStore::new();
     write(&store, &groups, &no_tamper);
     let cases: &[(&[&str], Option<&str>)] = &[
-        (&["status", "path", "experiments[*].id", "timings.total_ms"], None),
+        (
+            &["status", "path", "experiments[*].id", "timings.total_ms"],
+            None,
+        ),
         (&["request_id", "status"], Some("status >= 400")),
-        (&[], Some(r#"type == "WEB" and not path ~ "^/static/" and status in [404, 500]"#)),
-        (&["host", "tls.version"], Some("exists tls and tls.resumed == true")),
-        (&["queries[*].table", "missing.field"], Some(r#"lang == "de" or currency == "JPY""#)),
+        (
+            &[],
+            Some(r#"type == "WEB" and not path ~ "^/static/" and status in [404, 500]"#),
+        ),
+        (
+            &["host", "tls.version"],
+            Some("exists tls and tls.resumed == true"),
+        ),
+        (
+            &["queries[*].table", "missing.field"],
+            Some(r#"lang == "de" or currency == "JPY""#),
+        ),
         (&["job"], Some("nothing_here > 1")),
         // The pipeline bench's read; and a path both selected and filtered on, next to a prefix.
-        (&["path", "request_id", "timings.total_ms"], Some("status >= 500")),
-        (&["status", "timings", "timings.db_ms"], Some("status >= 400 and timings.total_ms < 100")),
+        (
+            &["path", "request_id", "timings.total_ms"],
+            Some("status >= 500"),
+        ),
+        (
+            &["status", "timings", "timings.db_ms"],
+            Some("status >= 400 and timings.total_ms < 100"),
+        ),
     ];
     for (select, filter) in cases {
         let filter = filter.map(|f| Filter::parse(f).unwrap());
@@ -285,7 +413,13 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
         // Expected: every event except those of the three victim chunks. Rebuild the chunks'
         // contents from a clean store to know which events they held.
         let mut want = Vec::new();
-        for item in RangeReader::new(&probe, ReadRequest::new(START, START + EPOCHS), ReadOptions::default()).unwrap() {
+        for item in RangeReader::new(
+            &probe,
+            ReadRequest::new(START, START + EPOCHS),
+            ReadOptions::default(),
+        )
+        .unwrap()
+        {
             if let ReadItem::Event(e) = item {
                 let k = e.key.to_string();
                 if k != garbage && k != flipped && k != missing {
@@ -301,9 +435,21 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
         victims.sort_by_key(|k| all.iter().position(|a| a == k));
         assert_eq!(keys, victims, "{name}: {warnings:?}");
         let reason = |k: &str| warnings.iter().find(|w| w.key == k).unwrap().reason.clone();
-        assert!(reason(&flipped).contains("SHA-1"), "{name}: {}", reason(&flipped));
-        assert!(reason(&missing).contains("missing"), "{name}: {}", reason(&missing));
-        assert!(reason(&garbage).contains("trailer"), "{name}: {}", reason(&garbage));
+        assert!(
+            reason(&flipped).contains("SHA-1"),
+            "{name}: {}",
+            reason(&flipped)
+        );
+        assert!(
+            reason(&missing).contains("missing"),
+            "{name}: {}",
+            reason(&missing)
+        );
+        assert!(
+            reason(&garbage).contains("trailer"),
+            "{name}: {}",
+            reason(&garbage)
+        );
         for w in &warnings {
             assert!(w.to_string().starts_with(&w.key));
         }
@@ -318,7 +464,10 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
         let reader = RangeReader::new(&*store, req, ReadOptions::default()).unwrap();
         let mut seen = Vec::new();
         let mut out = Vec::new();
-        let summary = write_items(reader, OutputFormat::Json, &mut out, |w| seen.push(w.key.clone())).unwrap();
+        let summary = write_items(reader, OutputFormat::Json, &mut out, |w| {
+            seen.push(w.key.clone())
+        })
+        .unwrap();
         assert_eq!(summary.warnings, 3);
         assert_eq!(summary.events as usize, want.len());
         assert_eq!(seen, victims);
@@ -332,10 +481,21 @@ fn bad_index_entries_and_bad_blob_bodies_are_warnings() {
     // A valid blob whose body is not an array of events; an index entry that is not one.
     let doc = sereal::to_vec(&Value::Int(5), &sereal::EncoderOptions::default()).unwrap();
     let blob = sluice_blob::with_trailer(&doc);
-    store.put_blob(&Namespace::Events, BlobKey::new(START, &format!("{START}:ams1:WEB::0")), &blob).unwrap();
-    store.add_to_epoch_index(START, "ams1", &["WEB::0", "not-an-entry"]).unwrap();
+    store
+        .put_blob(
+            &Namespace::Events,
+            BlobKey::new(START, &format!("{START}:ams1:WEB::0")),
+            &blob,
+        )
+        .unwrap();
+    store
+        .add_to_epoch_index(START, "ams1", &["WEB::0", "not-an-entry"])
+        .unwrap();
     for lazy in [false, true] {
-        let selection = Selection { filter: lazy.then(|| Filter::parse("exists x").unwrap()), ..Selection::default() };
+        let selection = Selection {
+            filter: lazy.then(|| Filter::parse("exists x").unwrap()),
+            ..Selection::default()
+        };
         let req = ReadRequest::selected(START, START + 1, selection);
         let (events, warnings) = read(&store, req);
         assert!(events.is_empty());
@@ -343,7 +503,11 @@ fn bad_index_entries_and_bad_blob_bodies_are_warnings() {
         assert_eq!(warnings[0].key, format!("{START}-ams1"));
         assert!(warnings[0].reason.contains("not-an-entry"));
         assert_eq!(warnings[1].key, format!("{START}:ams1:WEB::0"));
-        assert!(warnings[1].reason.contains("array"), "{}", warnings[1].reason);
+        assert!(
+            warnings[1].reason.contains("array"),
+            "{}",
+            warnings[1].reason
+        );
     }
 }
 
@@ -372,7 +536,10 @@ fn output_formats_ndjson_and_sereal() {
     // Sereal: concatenated documents, one per event.
     let reader = RangeReader::new(store.clone(), req(), ReadOptions::default()).unwrap();
     let mut out = Vec::new();
-    write_items(reader, "sereal".parse().unwrap(), &mut out, |w| panic!("{w}")).unwrap();
+    write_items(reader, "sereal".parse().unwrap(), &mut out, |w| {
+        panic!("{w}")
+    })
+    .unwrap();
     let mut decoder = sereal::Decoder::new();
     let mut rest = &out[..];
     let mut got = Vec::new();
@@ -390,8 +557,20 @@ fn bad_requests_and_stats() {
     let store = InMemoryStore::new();
     let groups = groups();
     write(&store, &groups, &no_tamper);
-    assert!(matches!(RangeReader::new(&store, ReadRequest::new(START + 1, START), ReadOptions::default()), Err(ReadError::BadRequest(_))));
-    let mut reader = RangeReader::new(&store, ReadRequest::new(START, START + EPOCHS), ReadOptions::default()).unwrap();
+    assert!(matches!(
+        RangeReader::new(
+            &store,
+            ReadRequest::new(START + 1, START),
+            ReadOptions::default()
+        ),
+        Err(ReadError::BadRequest(_))
+    ));
+    let mut reader = RangeReader::new(
+        &store,
+        ReadRequest::new(START, START + EPOCHS),
+        ReadOptions::default(),
+    )
+    .unwrap();
     assert_eq!(reader.stats().epochs, 2 * EPOCHS as usize);
     let n = reader.by_ref().count();
     let stats = reader.stats();
@@ -410,9 +589,18 @@ fn time_arguments() {
     assert_eq!(parse_time("2023-11-14T22:13:20Z", now), Ok(1_700_000_000));
     assert_eq!(parse_time("2023-11-14t22:13:20z", now), Ok(1_700_000_000));
     assert_eq!(parse_time("2023-11-14 22:13:20Z", now), Ok(1_700_000_000));
-    assert_eq!(parse_time("2023-11-14T22:13:20.999Z", now), Ok(1_700_000_000));
-    assert_eq!(parse_time("2023-11-15T00:13:20+02:00", now), Ok(1_700_000_000));
-    assert_eq!(parse_time("2023-11-14T17:43:20-04:30", now), Ok(1_700_000_000));
+    assert_eq!(
+        parse_time("2023-11-14T22:13:20.999Z", now),
+        Ok(1_700_000_000)
+    );
+    assert_eq!(
+        parse_time("2023-11-15T00:13:20+02:00", now),
+        Ok(1_700_000_000)
+    );
+    assert_eq!(
+        parse_time("2023-11-14T17:43:20-04:30", now),
+        Ok(1_700_000_000)
+    );
     assert_eq!(parse_time("2026-11-22T08:00:00Z", now), Ok(1_795_334_400));
     assert_eq!(parse_time("2024-02-29T00:00:00Z", now), Ok(1_709_164_800));
     assert_eq!(parse_time("now", now), Ok(now));
@@ -429,13 +617,19 @@ fn time_arguments() {
     for bad in ["yesterday", "5m", "1.5", "17e8", "0x10", "-", "--5m"] {
         let e = parse_time(bad, now).unwrap_err();
         assert!(
-            matches!(e, TimeError::Unrecognised(_) | TimeError::BadRelative { .. }),
+            matches!(
+                e,
+                TimeError::Unrecognised(_) | TimeError::BadRelative { .. }
+            ),
             "{bad}: {e:?}"
         );
         assert!(!e.to_string().is_empty());
     }
     for bad in ["-5", "-5w", "-5mm", "-m"] {
-        assert!(matches!(parse_time(bad, now), Err(TimeError::BadRelative { .. })), "{bad}");
+        assert!(
+            matches!(parse_time(bad, now), Err(TimeError::BadRelative { .. })),
+            "{bad}"
+        );
     }
     for bad in [
         "2023-11-14",
@@ -455,7 +649,16 @@ fn time_arguments() {
         assert!(matches!(e, TimeError::BadRfc3339 { .. }), "{bad}: {e:?}");
         assert!(e.to_string().contains("RFC 3339"));
     }
-    assert!(matches!(parse_time("1969-12-31T23:59:59Z", now), Err(TimeError::OutOfRange(_))));
-    assert!(matches!(parse_time("99999999999999999999", now), Err(TimeError::OutOfRange(_))));
-    assert!(matches!(parse_time("-999999999999999d", now), Err(TimeError::OutOfRange(_))));
+    assert!(matches!(
+        parse_time("1969-12-31T23:59:59Z", now),
+        Err(TimeError::OutOfRange(_))
+    ));
+    assert!(matches!(
+        parse_time("99999999999999999999", now),
+        Err(TimeError::OutOfRange(_))
+    ));
+    assert!(matches!(
+        parse_time("-999999999999999d", now),
+        Err(TimeError::OutOfRange(_))
+    ));
 }

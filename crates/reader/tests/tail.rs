@@ -22,19 +22,37 @@ fn put(store: &dyn Store, epoch: i64, dc: &str, type_: &str, chunk: ChunkId, ids
             }))
         })
         .collect();
-    let blobs = BlobBuilder::new(BlobOptions::default()).unwrap().build(&events).unwrap();
+    let blobs = BlobBuilder::new(BlobOptions::default())
+        .unwrap()
+        .build(&events)
+        .unwrap();
     assert_eq!(blobs.len(), 1);
     let key = EventKey::new(epoch, dc, type_, "", chunk).unwrap();
     let text = key.to_string();
-    store.put_blob(&Namespace::Events, BlobKey::new(epoch, &text), blobs[0].as_bytes()).unwrap();
-    store.add_to_epoch_index(epoch, dc, &[&key.index_entry().to_string()]).unwrap();
+    store
+        .put_blob(
+            &Namespace::Events,
+            BlobKey::new(epoch, &text),
+            blobs[0].as_bytes(),
+        )
+        .unwrap();
+    store
+        .add_to_epoch_index(epoch, dc, &[&key.index_entry().to_string()])
+        .unwrap();
 }
 
 /// Event ids `epoch * 100 + k` for chunk 0 of (epoch, dc, WEB) and (epoch, dc, API).
 fn write_epoch(store: &dyn Store, epoch: i64) {
     for (d, dc) in ["ams1", "lhr2"].iter().enumerate() {
         let base = (epoch - T0) * 100 + d as i64 * 10;
-        put(store, epoch, dc, "WEB", ChunkId::plain(0), &[base, base + 1]);
+        put(
+            store,
+            epoch,
+            dc,
+            "WEB",
+            ChunkId::plain(0),
+            &[base, base + 1],
+        );
         put(store, epoch, dc, "API", ChunkId::plain(0), &[base + 5]);
     }
 }
@@ -70,7 +88,10 @@ fn expected(epochs: std::ops::Range<i64>) -> Vec<i64> {
 }
 
 fn opts() -> TailOptions {
-    TailOptions { late_window_secs: 10, ..TailOptions::default() }
+    TailOptions {
+        late_window_secs: 10,
+        ..TailOptions::default()
+    }
 }
 
 #[test]
@@ -85,7 +106,10 @@ fn history_then_live_then_late() {
     assert_eq!(ids(&first), expected(T0 + 1..T0 + 6));
     assert!(warnings(&first).is_empty());
     assert!(tail.caught_up());
-    assert!(tail.poll(now).unwrap().is_empty(), "nothing new, nothing repeated");
+    assert!(
+        tail.poll(now).unwrap().is_empty(),
+        "nothing new, nothing repeated"
+    );
 
     write_epoch(&store, T0 + 6);
     write_epoch(&store, T0 + 7);
@@ -94,7 +118,14 @@ fn history_then_live_then_late() {
 
     // A late chunk of epoch 4 (plain number) and one from another collector.
     put(&store, T0 + 4, "ams1", "WEB", ChunkId::plain(1), &[9001]);
-    put(&store, T0 + 4, "lhr2", "WEB", ChunkId::collector("c2", 0).unwrap(), &[9002, 9003]);
+    put(
+        &store,
+        T0 + 4,
+        "lhr2",
+        "WEB",
+        ChunkId::collector("c2", 0).unwrap(),
+        &[9002, 9003],
+    );
     let late = tail.poll(T0 + 9).unwrap();
     assert_eq!(ids(&late), vec![9001, 9002, 9003]);
     assert!(tail.poll(T0 + 9).unwrap().is_empty());
@@ -112,7 +143,11 @@ fn catches_up_over_several_polls() {
     for e in T0..T0 + 30 {
         write_epoch(&store, e);
     }
-    let o = TailOptions { late_window_secs: 2, catch_up_secs: 3, ..TailOptions::default() };
+    let o = TailOptions {
+        late_window_secs: 2,
+        catch_up_secs: 3,
+        ..TailOptions::default()
+    };
     let mut tail = Tail::new(&store, TailRequest::default(), Cursor::at(T0), o);
     let mut all = Vec::new();
     let mut polls = 0;
@@ -138,13 +173,32 @@ fn resume_from_token() {
     let token = {
         let mut tail = Tail::new(&store, TailRequest::default(), Cursor::at(T0), opts());
         seen.extend(ids(&tail.poll(T0 + 4).unwrap()));
-        put(&store, T0 + 3, "ams1", "WEB", ChunkId::collector("late", 3).unwrap(), &[7001]);
-        put(&store, T0 + 3, "ams1", "WEB", ChunkId::collector("late", 4).unwrap(), &[7002]);
+        put(
+            &store,
+            T0 + 3,
+            "ams1",
+            "WEB",
+            ChunkId::collector("late", 3).unwrap(),
+            &[7001],
+        );
+        put(
+            &store,
+            T0 + 3,
+            "ams1",
+            "WEB",
+            ChunkId::collector("late", 4).unwrap(),
+            &[7002],
+        );
         seen.extend(ids(&tail.poll(T0 + 5).unwrap()));
         tail.cursor().to_token()
     };
     assert!(token.starts_with("t1."), "{token}");
-    assert!(token.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)), "{token}");
+    assert!(
+        token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+        "{token}"
+    );
     let cursor: Cursor = token.parse().unwrap();
     assert_eq!(cursor.to_token(), token);
     assert!(cursor.delivered_len() > 0);
@@ -152,7 +206,14 @@ fn resume_from_token() {
     // While stopped: new epochs, late chunks of epochs already (partly) delivered.
     write_epoch(&store, T0 + 4);
     write_epoch(&store, T0 + 5);
-    put(&store, T0 + 3, "ams1", "WEB", ChunkId::collector("late", 5).unwrap(), &[7003]);
+    put(
+        &store,
+        T0 + 3,
+        "ams1",
+        "WEB",
+        ChunkId::collector("late", 5).unwrap(),
+        &[7003],
+    );
     put(&store, T0 + 2, "lhr2", "API", ChunkId::plain(1), &[7004]);
 
     let mut tail = Tail::new(&store, TailRequest::default(), cursor, opts());
@@ -193,14 +254,20 @@ fn filters_apply() {
     assert_eq!(tail.cursor().delivered_len(), 3);
     write_epoch(&store, T0 + 3);
     let more = ids(&tail.poll(T0 + 4).unwrap());
-    assert!(more.iter().all(|id| id / 100 == 3 && id % 100 / 10 == 1), "{more:?}");
+    assert!(
+        more.iter().all(|id| id / 100 == 3 && id % 100 / 10 == 1),
+        "{more:?}"
+    );
 }
 
 #[test]
 fn where_filter_selects_events() {
     let store = InMemoryStore::new();
     write_epoch(&store, T0);
-    let req = TailRequest { filter: Some(Filter::parse("status == 201").unwrap()), ..TailRequest::default() };
+    let req = TailRequest {
+        filter: Some(Filter::parse("status == 201").unwrap()),
+        ..TailRequest::default()
+    };
     let mut tail = Tail::new(&store, req, Cursor::at(T0), opts());
     assert_eq!(ids(&tail.poll(T0 + 1).unwrap()), vec![1]);
 }
@@ -209,10 +276,22 @@ fn where_filter_selects_events() {
 fn corrupt_chunk_warns_once_and_tail_goes_on() {
     let store = InMemoryStore::new();
     write_epoch(&store, T0);
-    let key = EventKey::new(T0 + 1, "ams1", "WEB", "", ChunkId::plain(0)).unwrap().to_string();
-    store.put_blob(&Namespace::Events, BlobKey::new(T0 + 1, &key), b"not a blob").unwrap();
-    store.add_to_epoch_index(T0 + 1, "ams1", &["WEB::0"]).unwrap();
-    store.add_to_epoch_index(T0 + 1, "ams1", &["bad entry"]).unwrap();
+    let key = EventKey::new(T0 + 1, "ams1", "WEB", "", ChunkId::plain(0))
+        .unwrap()
+        .to_string();
+    store
+        .put_blob(
+            &Namespace::Events,
+            BlobKey::new(T0 + 1, &key),
+            b"not a blob",
+        )
+        .unwrap();
+    store
+        .add_to_epoch_index(T0 + 1, "ams1", &["WEB::0"])
+        .unwrap();
+    store
+        .add_to_epoch_index(T0 + 1, "ams1", &["bad entry"])
+        .unwrap();
     put(&store, T0 + 1, "ams1", "WEB", ChunkId::plain(1), &[4242]);
 
     let mut tail = Tail::new(&store, TailRequest::default(), Cursor::at(T0), opts());
@@ -223,7 +302,10 @@ fn corrupt_chunk_warns_once_and_tail_goes_on() {
     let w = warnings(&items);
     assert_eq!(w.len(), 2, "{w:?}");
     assert!(w.iter().any(|w| w.starts_with(&key)), "{w:?}");
-    assert!(tail.poll(T0 + 3).unwrap().is_empty(), "warnings are not repeated");
+    assert!(
+        tail.poll(T0 + 3).unwrap().is_empty(),
+        "warnings are not repeated"
+    );
     write_epoch(&store, T0 + 2);
     assert_eq!(ids(&tail.poll(T0 + 3).unwrap()), expected(T0 + 2..T0 + 3));
 }
@@ -237,46 +319,75 @@ fn cursor_tokens() {
     assert_eq!(Cursor::parse("x1.5."), Err(CursorError::Version));
     assert_eq!(Cursor::parse(""), Err(CursorError::Version));
     assert!(matches!(Cursor::parse("t1.5"), Err(CursorError::Syntax(_))));
-    assert!(matches!(Cursor::parse("t1.abc."), Err(CursorError::Watermark(_))));
-    assert!(matches!(Cursor::parse("t1.5.!!!"), Err(CursorError::Encoding)));
+    assert!(matches!(
+        Cursor::parse("t1.abc."),
+        Err(CursorError::Watermark(_))
+    ));
+    assert!(matches!(
+        Cursor::parse("t1.5.!!!"),
+        Err(CursorError::Encoding)
+    ));
     let b64 = |s: &str| {
         // Tiny encoder for the test (standard alphabet, then made URL-safe, no padding).
         const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
         let mut out = String::new();
         for c in s.as_bytes().chunks(3) {
-            let n = (c[0] as u32) << 16 | (*c.get(1).unwrap_or(&0) as u32) << 8 | *c.get(2).unwrap_or(&0) as u32;
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
             for i in 0..=c.len() {
                 out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
             }
         }
         out
     };
-    let good = Cursor::parse(&format!("t1.5.{}", b64("0:ams1|WEB::0+2|WEB::c1.4\n3:lhr2|API:x:0"))).unwrap();
+    let good = Cursor::parse(&format!(
+        "t1.5.{}",
+        b64("0:ams1|WEB::0+2|WEB::c1.4\n3:lhr2|API:x:0")
+    ))
+    .unwrap();
     assert_eq!(good.delivered_len(), 5);
-    assert_eq!(good.to_token(), format!("t1.5.{}", b64("0:ams1|WEB::0+2|WEB::c1.4\n3:lhr2|API:x:0")));
+    assert_eq!(
+        good.to_token(),
+        format!("t1.5.{}", b64("0:ams1|WEB::0+2|WEB::c1.4\n3:lhr2|API:x:0"))
+    );
     for bad in [
-        "ams1|WEB::0",            // no offset
-        "-1:ams1|WEB::0",         // below the watermark
-        "0:ams1",                 // no entries
-        "0:ams1|WEB",             // bad entry
-        "0:ams1|WEB::01",         // not canonical
-        "0:ams1|WEB::1|WEB::0",   // out of order
-        "0:ams1|WEB::0|WEB::1",   // should be a run
-        "0:ams1|WEB::0+0",        // empty run
+        "ams1|WEB::0",                  // no offset
+        "-1:ams1|WEB::0",               // below the watermark
+        "0:ams1",                       // no entries
+        "0:ams1|WEB",                   // bad entry
+        "0:ams1|WEB::01",               // not canonical
+        "0:ams1|WEB::1|WEB::0",         // out of order
+        "0:ams1|WEB::0|WEB::1",         // should be a run
+        "0:ams1|WEB::0+0",              // empty run
         "1:ams1|WEB::0\n0:ams1|WEB::0", // lines out of order
     ] {
         let token = format!("t1.5.{}", b64(bad));
-        assert!(matches!(Cursor::parse(&token), Err(CursorError::Line { .. })), "{bad:?}");
+        assert!(
+            matches!(Cursor::parse(&token), Err(CursorError::Line { .. })),
+            "{bad:?}"
+        );
     }
 }
 
 #[test]
 fn follow_stops() {
     let store = Arc::new(InMemoryStore::new());
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     put(&*store, now - 2, "ams1", "WEB", ChunkId::plain(0), &[1, 2]);
-    let o = TailOptions { poll_interval: Duration::from_millis(20), ..TailOptions::default() };
-    let mut tail = Tail::new(store.clone(), TailRequest::default(), Cursor::at(now - 5), o);
+    let o = TailOptions {
+        poll_interval: Duration::from_millis(20),
+        ..TailOptions::default()
+    };
+    let mut tail = Tail::new(
+        store.clone(),
+        TailRequest::default(),
+        Cursor::at(now - 5),
+        o,
+    );
     let stop = AtomicBool::new(false);
     let mut got = Vec::new();
     tail.follow(&stop, |item| {
@@ -304,7 +415,11 @@ fn store_outage_loses_nothing() {
     if let Ok(items) = tail.poll(T0 + 1) {
         assert!(ids(&items).is_empty() && !warnings(&items).is_empty());
     }
-    assert_eq!(tail.cursor(), &before, "nothing recorded as delivered during the outage");
+    assert_eq!(
+        tail.cursor(),
+        &before,
+        "nothing recorded as delivered during the outage"
+    );
     faults.fail_reads(false);
     assert_eq!(ids(&tail.poll(T0 + 2).unwrap()), expected(T0..T0 + 1));
 }

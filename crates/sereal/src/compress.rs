@@ -21,7 +21,12 @@ pub(crate) struct Framed<'a> {
 pub(crate) fn locate(doc: &[u8], encoding: Encoding, mut pos: usize) -> Result<Framed<'_>> {
     let mut declared_len = None;
     if encoding == Encoding::SnappyLegacy {
-        return Ok(Framed { data: &doc[pos..], data_offset: pos, declared_len, end: doc.len() });
+        return Ok(Framed {
+            data: &doc[pos..],
+            data_offset: pos,
+            declared_len,
+            end: doc.len(),
+        });
     }
     if encoding == Encoding::Zlib {
         declared_len = Some(varint::read(doc, &mut pos)?);
@@ -32,7 +37,12 @@ pub(crate) fn locate(doc: &[u8], encoding: Encoding, mut pos: usize) -> Result<F
         .and_then(|l| pos.checked_add(l))
         .filter(|&e| e <= doc.len())
         .ok_or_else(|| Error::eof(doc.len()))?;
-    Ok(Framed { data: &doc[pos..end], data_offset: pos, declared_len, end })
+    Ok(Framed {
+        data: &doc[pos..end],
+        data_offset: pos,
+        declared_len,
+        end,
+    })
 }
 
 thread_local! {
@@ -84,7 +94,9 @@ pub(crate) fn decompress(
             // Deflate cannot expand more than ~1032:1, so a declared size beyond that is a lie
             // that would fail anyway: skip the fast path rather than zero-fill a buffer of that
             // size for it (flate2 below only grows its buffer as output actually comes).
-            let plausible = (framed.data.len() as u64).saturating_mul(1032).saturating_add(1024);
+            let plausible = (framed.data.len() as u64)
+                .saturating_mul(1032)
+                .saturating_add(1024);
             if declared > 0 && declared <= plausible {
                 let n = declared as usize;
                 out.resize(n, 0);
@@ -121,13 +133,19 @@ pub(crate) fn decompress(
                 let consumed = inflater.total_in() as usize;
                 let produced = out.len();
                 let status = inflater
-                    .decompress_vec(&framed.data[consumed..], out, flate2::FlushDecompress::Finish)
+                    .decompress_vec(
+                        &framed.data[consumed..],
+                        out,
+                        flate2::FlushDecompress::Finish,
+                    )
                     .map_err(|e| bad(e.to_string()))?;
                 let stalled = inflater.total_in() as usize == consumed && out.len() == produced;
                 match status {
                     flate2::Status::StreamEnd => break,
                     // No progress with room to spare: the stream is cut short.
-                    _ if stalled && out.len() < out.capacity() => return Err(Error::eof(framed.end)),
+                    _ if stalled && out.len() < out.capacity() => {
+                        return Err(Error::eof(framed.end))
+                    }
                     _ => continue,
                 }
             }
@@ -137,7 +155,10 @@ pub(crate) fn decompress(
             }
             if out.len() as u64 != declared {
                 return Err(Error::new(
-                    ErrorCode::LengthMismatch { declared, actual: out.len() as u64 },
+                    ErrorCode::LengthMismatch {
+                        declared,
+                        actual: out.len() as u64,
+                    },
                     at,
                 ));
             }
@@ -145,7 +166,9 @@ pub(crate) fn decompress(
         Encoding::Zstd => {
             use std::io::Read;
             out.clear();
-            let hint = zstd::zstd_safe::get_frame_content_size(framed.data).ok().flatten();
+            let hint = zstd::zstd_safe::get_frame_content_size(framed.data)
+                .ok()
+                .flatten();
             if hint.is_some_and(|h| h > limit as u64) {
                 return Err(too_big(limit));
             }
@@ -154,13 +177,25 @@ pub(crate) fn decompress(
             // decoder, which also sets up a fresh context and window per document. zstd checks
             // that the output has exactly the declared size, and the output cannot outgrow the
             // capacity reserved for it. Only the first frame is read, as the streaming path does.
-            if let (Some(size), Ok(frame_len)) = (hint, zstd::zstd_safe::find_frame_compressed_size(framed.data)) {
+            if let (Some(size), Ok(frame_len)) = (
+                hint,
+                zstd::zstd_safe::find_frame_compressed_size(framed.data),
+            ) {
                 out.reserve_exact(size as usize);
-                let frame = framed.data.get(..frame_len).ok_or_else(|| Error::eof(framed.end))?;
+                let frame = framed
+                    .data
+                    .get(..frame_len)
+                    .ok_or_else(|| Error::eof(framed.end))?;
                 let r = ZSTD_DCTX.with(|dctx| dctx.borrow_mut().decompress(out, frame));
                 return match r {
                     Ok(n) if n as u64 == size => Ok(()),
-                    Ok(n) => Err(Error::new(ErrorCode::LengthMismatch { declared: size, actual: n as u64 }, at)),
+                    Ok(n) => Err(Error::new(
+                        ErrorCode::LengthMismatch {
+                            declared: size,
+                            actual: n as u64,
+                        },
+                        at,
+                    )),
                     Err(code) => Err(bad(zstd::zstd_safe::get_error_name(code).to_string())),
                 };
             }
@@ -223,7 +258,11 @@ impl Compression {
             }
             // ZSTD_compressBound
             Compression::Zstd { .. } => {
-                let small = if n < (128 << 10) { ((128 << 10) - n) >> 11 } else { 0 };
+                let small = if n < (128 << 10) {
+                    ((128 << 10) - n) >> 11
+                } else {
+                    0
+                };
                 n + (n >> 8) + small
             }
         }
@@ -241,7 +280,11 @@ thread_local! {
 
 /// Compress `body` and append the framed result to `out`. Returns `false` (appending nothing)
 /// when the compressed data is not smaller than the body, the reference's rule.
-pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+pub(crate) fn compress_framed(
+    compression: Compression,
+    body: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<bool> {
     let start = out.len();
     if let Compression::Zlib { .. } = compression {
         varint::write(out, body.len() as u64);
@@ -284,14 +327,16 @@ pub(crate) fn compress_framed(compression: Compression, body: &[u8], out: &mut V
             let (ctx, scratch) = match &mut *cell {
                 Some((l, ctx, scratch)) if *l == level => (ctx, scratch),
                 slot => {
-                    let ctx = zstd::bulk::Compressor::new(level).map_err(|e| fail(e.to_string()))?;
+                    let ctx =
+                        zstd::bulk::Compressor::new(level).map_err(|e| fail(e.to_string()))?;
                     let (_, ctx, scratch) = slot.insert((level, ctx, Vec::new()));
                     (ctx, scratch)
                 }
             };
             scratch.clear();
             scratch.reserve(zstd::zstd_safe::compress_bound(body.len()));
-            ctx.compress_to_buffer(body, scratch).map_err(|e| fail(e.to_string()))?;
+            ctx.compress_to_buffer(body, scratch)
+                .map_err(|e| fail(e.to_string()))?;
             out.extend_from_slice(scratch);
             if scratch.capacity() > MAX_KEPT_SCRATCH {
                 *scratch = Vec::new();

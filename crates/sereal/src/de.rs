@@ -72,20 +72,45 @@ pub(crate) struct Body<'a> {
 }
 
 /// Parse the header and expose the body bytes, decompressing into `scratch` if needed.
-pub(crate) fn open<'a>(doc: &'a [u8], limits: &Limits, scratch: &'a mut Vec<u8>) -> Result<Body<'a>> {
+pub(crate) fn open<'a>(
+    doc: &'a [u8],
+    limits: &Limits,
+    scratch: &'a mut Vec<u8>,
+) -> Result<Body<'a>> {
     let header = header::parse(doc)?;
     // Protocol 1 offsets count from the start of the document, later ones from the body (1-based).
-    let offset_base = if header.version == 1 { header.body_offset } else { 1 };
+    let offset_base = if header.version == 1 {
+        header.body_offset
+    } else {
+        1
+    };
     if header.encoding == Encoding::Raw {
         let bytes = &doc[header.body_offset..];
         let error_base = header.body_offset;
-        return Ok(Body { header, bytes, offset_base, error_base, compressed_end: None });
+        return Ok(Body {
+            header,
+            bytes,
+            offset_base,
+            error_base,
+            compressed_end: None,
+        });
     }
     let framed = compress::locate(doc, header.encoding, header.body_offset)?;
-    compress::decompress(header.encoding, &framed, limits.max_decompressed_bytes, scratch)?;
+    compress::decompress(
+        header.encoding,
+        &framed,
+        limits.max_decompressed_bytes,
+        scratch,
+    )?;
     let end = framed.end;
     let error_base = header.body_offset;
-    Ok(Body { header, bytes: scratch.as_slice(), offset_base, error_base, compressed_end: Some(end) })
+    Ok(Body {
+        header,
+        bytes: scratch.as_slice(),
+        offset_base,
+        error_base,
+        compressed_end: Some(end),
+    })
 }
 
 /// The body of `doc` as plain bytes (decompressed if needed), e.g. to compare two documents'
@@ -111,7 +136,10 @@ impl Decoder {
 
     /// A decoder with custom limits.
     pub fn with_limits(limits: Limits) -> Decoder {
-        Decoder { limits, scratch: Vec::new() }
+        Decoder {
+            limits,
+            scratch: Vec::new(),
+        }
     }
 
     /// The limits in force.
@@ -150,13 +178,21 @@ impl Decoder {
         let len = match body.compressed_end {
             Some(end) => {
                 if p.pos != body.bytes.len() {
-                    return Err(Error::new(ErrorCode::TrailingBytes, p.pos + body.error_base));
+                    return Err(Error::new(
+                        ErrorCode::TrailingBytes,
+                        p.pos + body.error_base,
+                    ));
                 }
                 end
             }
             None => body.error_base + p.pos,
         };
-        Ok(Document { header: body.header, user_header, body: value, len })
+        Ok(Document {
+            header: body.header,
+            user_header,
+            body: value,
+            len,
+        })
     }
 }
 
@@ -185,7 +221,12 @@ pub(crate) struct Parser<'a, 'l> {
 }
 
 impl<'a, 'l> Parser<'a, 'l> {
-    pub(crate) fn new(buf: &'a [u8], offset_base: usize, error_base: usize, limits: &'l Limits) -> Self {
+    pub(crate) fn new(
+        buf: &'a [u8],
+        offset_base: usize,
+        error_base: usize,
+        limits: &'l Limits,
+    ) -> Self {
         Parser {
             buf,
             pos: 0,
@@ -229,14 +270,22 @@ impl<'a, 'l> Parser<'a, 'l> {
 
     #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len()).ok_or_else(|| self.eof())?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| self.eof())?;
         let s = &self.buf[self.pos..end];
         self.pos = end;
         Ok(s)
     }
 
     fn skip_pad(&mut self) {
-        while self.buf.get(self.pos).is_some_and(|b| b & !TRACK_FLAG == PAD) {
+        while self
+            .buf
+            .get(self.pos)
+            .is_some_and(|b| b & !TRACK_FLAG == PAD)
+        {
             self.pos += 1;
         }
     }
@@ -253,7 +302,10 @@ impl<'a, 'l> Parser<'a, 'l> {
     fn string_len(&mut self, at: usize) -> Result<usize> {
         let len = self.varint()?;
         if len > self.limits.max_string_bytes as u64 {
-            return Err(self.err(ErrorCode::StringLengthLimit(self.limits.max_string_bytes), at));
+            return Err(self.err(
+                ErrorCode::StringLengthLimit(self.limits.max_string_bytes),
+                at,
+            ));
         }
         Ok(len as usize)
     }
@@ -261,7 +313,10 @@ impl<'a, 'l> Parser<'a, 'l> {
     #[inline]
     fn charge_string(&mut self, len: usize, at: usize) -> Result<()> {
         if len > self.string_bytes_left {
-            return Err(self.err(ErrorCode::TotalStringBytesLimit(self.limits.max_total_string_bytes), at));
+            return Err(self.err(
+                ErrorCode::TotalStringBytesLimit(self.limits.max_total_string_bytes),
+                at,
+            ));
         }
         self.string_bytes_left -= len;
         Ok(())
@@ -302,7 +357,10 @@ impl<'a, 'l> Parser<'a, 'l> {
     /// Read one item.
     pub(crate) fn read_value(&mut self) -> Result<Value> {
         if self.values_left == 0 {
-            return Err(self.err(ErrorCode::TotalValuesLimit(self.limits.max_values), self.pos));
+            return Err(self.err(
+                ErrorCode::TotalValuesLimit(self.limits.max_values),
+                self.pos,
+            ));
         }
         self.values_left -= 1;
         let mut start = self.pos;
@@ -484,7 +542,12 @@ impl<'a, 'l> Parser<'a, 'l> {
                 }
                 Value::Regexp(Box::new(Regexp { pattern, flags }))
             }
-            MANY => return Err(self.err(ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"), start)),
+            MANY => {
+                return Err(self.err(
+                    ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"),
+                    start,
+                ))
+            }
             _ => return Err(self.err(ErrorCode::BadTag(tag), start)),
         })
     }
@@ -610,11 +673,19 @@ impl<'a, 'l> Parser<'a, 'l> {
             if let Value::Ref(inner) = value {
                 return Ok(match *inner {
                     Value::Regexp(r) => Value::Regexp(r),
-                    other => Value::Object(Box::new(Object { class, value: Value::Ref(Box::new(other)), frozen })),
+                    other => Value::Object(Box::new(Object {
+                        class,
+                        value: Value::Ref(Box::new(other)),
+                        frozen,
+                    })),
                 });
             }
         }
-        Ok(Value::Object(Box::new(Object { class, value, frozen })))
+        Ok(Value::Object(Box::new(Object {
+            class,
+            value,
+            frozen,
+        })))
     }
 }
 
@@ -647,7 +718,11 @@ fn x87_extended_to_f64(b: &[u8]) -> f64 {
     let sign = if se & 0x8000 != 0 { -1.0 } else { 1.0 };
     let exp = (se & 0x7fff) as i32;
     if exp == 0x7fff {
-        return if mantissa << 1 == 0 { sign * f64::INFINITY } else { f64::NAN };
+        return if mantissa << 1 == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     if exp == 0 && mantissa == 0 {
         return sign * 0.0;
@@ -664,11 +739,19 @@ fn binary128_to_f64(b: &[u8]) -> f64 {
     let exp = ((hi >> 48) & 0x7fff) as i32;
     let frac_hi = hi & 0x0000_ffff_ffff_ffff;
     if exp == 0x7fff {
-        return if frac_hi == 0 && lo == 0 { sign * f64::INFINITY } else { f64::NAN };
+        return if frac_hi == 0 && lo == 0 {
+            sign * f64::INFINITY
+        } else {
+            f64::NAN
+        };
     }
     // Top 64 bits of the 112-bit fraction are enough for an f64's 53.
     let top = (frac_hi << 16) | (lo >> 48);
-    let (int_bit, e) = if exp == 0 { (0u64, 1 - 16383) } else { (1u64, exp - 16383) };
+    let (int_bit, e) = if exp == 0 {
+        (0u64, 1 - 16383)
+    } else {
+        (1u64, exp - 16383)
+    };
     let m = (int_bit as f64) + (top as f64) * pow2(-64);
     sign * m * pow2(e)
 }

@@ -25,9 +25,20 @@ pub fn dump(doc: &[u8], limits: &Limits) -> Result<String> {
             Some(r) => format!(", user header {} bytes", r.len()),
             None => String::new(),
         },
-        if body.compressed_end.is_some() { format!(", {} bytes decompressed", body.bytes.len()) } else { String::new() },
+        if body.compressed_end.is_some() {
+            format!(", {} bytes decompressed", body.bytes.len())
+        } else {
+            String::new()
+        },
     );
-    let mut d = Dumper { buf: body.bytes, pos: 0, base: body.offset_base, out, limits, depth: 0 };
+    let mut d = Dumper {
+        buf: body.bytes,
+        pos: 0,
+        base: body.offset_base,
+        out,
+        limits,
+        depth: 0,
+    };
     d.item()?;
     while d.pos < d.buf.len() && d.buf[d.pos] & !TRACK_FLAG == PAD {
         let at = d.pos;
@@ -69,7 +80,11 @@ impl Dumper<'_> {
     }
 
     fn line(&mut self, at: usize, tag: u8, text: &str) {
-        let track = if tag & TRACK_FLAG != 0 { " [tracked]" } else { "" };
+        let track = if tag & TRACK_FLAG != 0 {
+            " [tracked]"
+        } else {
+            ""
+        };
         let _ = writeln!(
             self.out,
             "{:>8} {:indent$}{}{}{}{}",
@@ -85,7 +100,10 @@ impl Dumper<'_> {
 
     fn item(&mut self) -> Result<()> {
         if self.depth > self.limits.max_depth {
-            return Err(Error::new(ErrorCode::DepthLimit(self.limits.max_depth), self.pos));
+            return Err(Error::new(
+                ErrorCode::DepthLimit(self.limits.max_depth),
+                self.pos,
+            ));
         }
         let mut at = self.pos;
         let mut raw = self.byte()?;

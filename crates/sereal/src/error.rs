@@ -44,7 +44,10 @@ pub(crate) enum ErrorCode {
     BadOffset(u64),
     CopyOfCopy,
     Decompress(String),
-    LengthMismatch { declared: u64, actual: u64 },
+    LengthMismatch {
+        declared: u64,
+        actual: u64,
+    },
     TrailingBytes,
     UnsupportedTag(&'static str),
     NotAnArray,
@@ -56,13 +59,19 @@ pub(crate) enum ErrorCode {
     ElementCountLimit(usize),
     TotalValuesLimit(usize),
     TotalStringBytesLimit(usize),
-    ChunkTooSmall { element: usize, needed: usize, limit: usize },
+    ChunkTooSmall {
+        element: usize,
+        needed: usize,
+        limit: usize,
+    },
 }
 
 impl Error {
     #[cold]
     pub(crate) fn new(code: ErrorCode, offset: usize) -> Error {
-        Error { inner: Box::new(Inner { code, offset }) }
+        Error {
+            inner: Box::new(Inner { code, offset }),
+        }
     }
 
     #[cold]
@@ -126,7 +135,10 @@ impl fmt::Display for ErrorCode {
             BadEncodingType(t) => write!(f, "unknown document encoding type {t}"),
             VarintOverflow => write!(f, "varint longer than 64 bits"),
             BadTag(t) => write!(f, "invalid tag 0x{t:02x}"),
-            BadKeyTag(t) => write!(f, "hash key must be a string or COPY of one, got tag 0x{t:02x}"),
+            BadKeyTag(t) => write!(
+                f,
+                "hash key must be a string or COPY of one, got tag 0x{t:02x}"
+            ),
             BadClassName(t) => write!(f, "class name must be a string, got tag 0x{t:02x}"),
             BadOffset(o) => write!(f, "offset {o} does not point back to an earlier item"),
             CopyOfCopy => write!(f, "COPY refers to an item that itself contains a COPY"),
@@ -140,12 +152,23 @@ impl fmt::Display for ErrorCode {
             BadPath(p) => write!(f, "bad path expression: {p}"),
             Compress(e) => write!(f, "compression failed: {e}"),
             DepthLimit(n) => write!(f, "nesting deeper than the limit of {n}"),
-            DecompressedSizeLimit(n) => write!(f, "decompressed body larger than the limit of {n} bytes"),
+            DecompressedSizeLimit(n) => {
+                write!(f, "decompressed body larger than the limit of {n} bytes")
+            }
             StringLengthLimit(n) => write!(f, "string longer than the limit of {n} bytes"),
-            ElementCountLimit(n) => write!(f, "array or hash with more than the limit of {n} elements"),
+            ElementCountLimit(n) => {
+                write!(f, "array or hash with more than the limit of {n} elements")
+            }
             TotalValuesLimit(n) => write!(f, "document has more than the limit of {n} values"),
-            TotalStringBytesLimit(n) => write!(f, "document has more than the limit of {n} bytes of strings"),
-            ChunkTooSmall { element, needed, limit } => write!(
+            TotalStringBytesLimit(n) => write!(
+                f,
+                "document has more than the limit of {n} bytes of strings"
+            ),
+            ChunkTooSmall {
+                element,
+                needed,
+                limit,
+            } => write!(
                 f,
                 "element {element} alone needs {needed} bytes, more than the chunk limit of {limit}"
             ),
@@ -161,7 +184,11 @@ impl fmt::Display for Error {
 
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Error({:?} at offset {})", self.inner.code, self.inner.offset)
+        write!(
+            f,
+            "Error({:?} at offset {})",
+            self.inner.code, self.inner.offset
+        )
     }
 }
 

@@ -93,7 +93,12 @@ pub fn parse(doc: &[u8]) -> Result<Header> {
     if version >= 2 && suffix_len > 0 && doc[suffix_start] & 1 == 1 {
         user_header = Some(suffix_start + 1..suffix_end);
     }
-    Ok(Header { version, encoding, body_offset: suffix_end, user_header })
+    Ok(Header {
+        version,
+        encoding,
+        body_offset: suffix_end,
+        user_header,
+    })
 }
 
 /// Append a header with no user meta data.
@@ -110,14 +115,20 @@ mod tests {
     #[test]
     fn parses_versions_and_rejects_bad_magic() {
         let h = parse(b"=\xF3rl\x03\x00\x01").unwrap();
-        assert_eq!((h.version, h.encoding, h.body_offset), (3, Encoding::Raw, 6));
+        assert_eq!(
+            (h.version, h.encoding, h.body_offset),
+            (3, Encoding::Raw, 6)
+        );
         let h = parse(b"=srl\x22\x00").unwrap();
         assert_eq!((h.version, h.encoding), (2, Encoding::Snappy));
         assert!(parse(b"=srl\x03\x00\x01").is_err(), "old magic with v3");
         assert!(parse(b"=\xF3rl\x02\x00\x01").is_err(), "new magic with v2");
         assert!(parse(b"XXXX\x03\x00").is_err());
         assert!(parse(b"=\xF3r").unwrap_err().is_eof());
-        assert!(parse(b"=\xF3rl\x03\x05\x01").unwrap_err().is_eof(), "suffix past the end");
+        assert!(
+            parse(b"=\xF3rl\x03\x05\x01").unwrap_err().is_eof(),
+            "suffix past the end"
+        );
     }
 
     #[test]

@@ -55,13 +55,20 @@ pub fn to_json_value(value: &Value) -> serde_json::Value {
         },
         Value::String(s) => J::String(s.clone()),
         Value::Array(items) => J::Array(items.iter().map(to_json_value).collect()),
-        Value::Hash(entries) => {
-            J::Object(entries.iter().map(|(k, v)| (key_text(k), to_json_value(v))).collect())
-        }
+        Value::Hash(entries) => J::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (key_text(k), to_json_value(v)))
+                .collect(),
+        ),
         Value::Ref(inner) => to_json_value(inner),
         Value::Shared(inner) => to_json_value(inner),
-        Value::Object(o) => serde_json::json!({ "$object": o.class, "$value": to_json_value(&o.value) }),
-        Value::Regexp(r) => serde_json::json!({ "$regexp": to_json_value(&r.pattern), "$flags": r.flags }),
+        Value::Object(o) => {
+            serde_json::json!({ "$object": o.class, "$value": to_json_value(&o.value) })
+        }
+        Value::Regexp(r) => {
+            serde_json::json!({ "$regexp": to_json_value(&r.pattern), "$flags": r.flags })
+        }
     }
 }
 
@@ -91,7 +98,10 @@ fn convert<'j>(j: &'j serde_json::Value, keys: &mut rustc_hash::FxHashMap<&'j st
         J::Object(map) => Value::Hash(
             map.iter()
                 .map(|(k, v)| {
-                    let key = keys.entry(k.as_str()).or_insert_with(|| Key::from(k.as_str())).clone();
+                    let key = keys
+                        .entry(k.as_str())
+                        .or_insert_with(|| Key::from(k.as_str()))
+                        .clone();
                     (key, convert(v, keys))
                 })
                 .collect(),
@@ -111,7 +121,9 @@ fn float_json(f: f64) -> serde_json::Value {
     } else if f.is_infinite() {
         (if f > 0.0 { "Infinity" } else { "-Infinity" }).into()
     } else {
-        serde_json::Number::from_f64(f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
+        serde_json::Number::from_f64(f)
+            .map(serde_json::Value::Number)
+            .unwrap_or(serde_json::Value::Null)
     }
 }
 
@@ -190,7 +202,10 @@ mod tests {
     #[test]
     fn mapping_examples() {
         let v = Value::Hash(vec![
-            (Key::Binary(b"a"[..].into()), Value::Binary(vec![0xff, 0x00])),
+            (
+                Key::Binary(b"a"[..].into()),
+                Value::Binary(vec![0xff, 0x00]),
+            ),
             (Key::Binary(vec![0xe9].into()), Value::Float(f64::NAN)),
             (Key::Utf8("é".into()), Value::Float(1.5)),
             (Key::Utf8("r".into()), Value::Ref(Box::new(Value::Int(-3)))),
@@ -199,12 +214,18 @@ mod tests {
             to_string(&v),
             r#"{"a":{"$binary":"/wA="},"$binary:6Q==":"NaN","é":1.5,"r":-3}"#
         );
-        assert_eq!(serde_json::to_string(&to_json_value(&v)).unwrap(), to_string(&v));
+        assert_eq!(
+            serde_json::to_string(&to_json_value(&v)).unwrap(),
+            to_string(&v)
+        );
     }
 
     #[test]
     fn from_json_keeps_order_and_number_kinds() {
         let v = from_json_slice(br#"{"z":1,"a":[1.0,18446744073709551615,-2,null,true]}"#).unwrap();
-        assert_eq!(to_string(&v), r#"{"z":1,"a":[1.0,18446744073709551615,-2,null,true]}"#);
+        assert_eq!(
+            to_string(&v),
+            r#"{"z":1,"a":[1.0,18446744073709551615,-2,null,true]}"#
+        );
     }
 }

@@ -106,7 +106,12 @@ impl Path {
     /// Parse a path expression; malformed input is a "bad path" error whose offset is the byte
     /// position in `text` where the problem was found.
     pub fn parse(text: &str) -> Result<Path> {
-        PathParser { text, bytes: text.as_bytes(), pos: 0 }.parse()
+        PathParser {
+            text,
+            bytes: text.as_bytes(),
+            pos: 0,
+        }
+        .parse()
     }
 
     /// A path from explicit steps (at least one).
@@ -149,7 +154,10 @@ fn eval_steps<'v>(steps: &[Step], value: &'v Value, out: &mut Vec<&'v Value>) {
     }
     match (step, v) {
         (Step::Key(k), Value::Hash(entries)) => {
-            if let Some((_, child)) = entries.iter().find(|(key, _)| key.as_bytes() == k.as_bytes()) {
+            if let Some((_, child)) = entries
+                .iter()
+                .find(|(key, _)| key.as_bytes() == k.as_bytes())
+            {
                 eval_steps(rest, child, out);
             }
         }
@@ -158,8 +166,12 @@ fn eval_steps<'v>(steps: &[Step], value: &'v Value, out: &mut Vec<&'v Value>) {
                 eval_steps(rest, &items[idx], out);
             }
         }
-        (Step::Wildcard, Value::Array(items)) => items.iter().for_each(|c| eval_steps(rest, c, out)),
-        (Step::Wildcard, Value::Hash(entries)) => entries.iter().for_each(|(_, c)| eval_steps(rest, c, out)),
+        (Step::Wildcard, Value::Array(items)) => {
+            items.iter().for_each(|c| eval_steps(rest, c, out))
+        }
+        (Step::Wildcard, Value::Hash(entries)) => {
+            entries.iter().for_each(|(_, c)| eval_steps(rest, c, out))
+        }
         _ => {}
     }
 }
@@ -224,7 +236,10 @@ struct PathParser<'t> {
 impl PathParser<'_> {
     #[cold]
     fn bad(&self, what: &str) -> Error {
-        Error::new(ErrorCode::BadPath(format!("{what} at column {} in {:?}", self.pos, self.text)), self.pos)
+        Error::new(
+            ErrorCode::BadPath(format!("{what} at column {} in {:?}", self.pos, self.text)),
+            self.pos,
+        )
     }
 
     fn parse(mut self) -> Result<Path> {
@@ -239,9 +254,15 @@ impl PathParser<'_> {
                 Some(b'[') if first => {}
                 Some(b'"') | Some(b'\'') => steps.push(Step::Key(self.quoted()?)),
                 Some(b'.') | None => {
-                    return Err(self.bad(if first { "expected a key" } else { "expected a key after '.'" }))
+                    return Err(self.bad(if first {
+                        "expected a key"
+                    } else {
+                        "expected a key after '.'"
+                    }))
                 }
-                Some(b'[') => return Err(self.bad("expected a key after '.' (write `a[0]`, not `a.[0]`)")),
+                Some(b'[') => {
+                    return Err(self.bad("expected a key after '.' (write `a[0]`, not `a.[0]`)"))
+                }
                 Some(_) => steps.push(Step::Key(self.bare()?)),
             }
             first = false;
@@ -290,7 +311,10 @@ impl PathParser<'_> {
                         out.push(e as char);
                         self.pos += 1;
                     }
-                    _ => return Err(self.bad("bad escape in quoted key (only \\\\, \\\" and \\' are allowed)")),
+                    _ => {
+                        return Err(self
+                            .bad("bad escape in quoted key (only \\\\, \\\" and \\' are allowed)"))
+                    }
                 },
                 c if c as u32 == quote as u32 => return Ok(out),
                 c => out.push(c),
@@ -326,7 +350,9 @@ impl PathParser<'_> {
                 }
             }
             None => return Err(self.bad("unterminated '['")),
-            Some(_) => return Err(self.bad("expected '*', an integer or a quoted key inside '[ ]'")),
+            Some(_) => {
+                return Err(self.bad("expected '*', an integer or a quoted key inside '[ ]'"))
+            }
         };
         if self.bytes.get(self.pos) != Some(&b']') {
             return Err(self.bad("expected ']'"));
@@ -365,7 +391,10 @@ impl<'a> LazyDoc<'a> {
 
 impl fmt::Debug for LazyDoc<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LazyDoc").field("header", &self.header).field("body_len", &self.body.len()).finish()
+        f.debug_struct("LazyDoc")
+            .field("header", &self.header)
+            .field("body_len", &self.body.len())
+            .finish()
     }
 }
 
@@ -400,7 +429,9 @@ impl<'a> LazyDoc<'a> {
     /// A decoder for items of this document that charges all it decodes to one budget, like one
     /// selection does (see [`ItemDecoder`]).
     pub fn item_decoder(&self) -> ItemDecoder<'_> {
-        ItemDecoder { parser: self.parser() }
+        ItemDecoder {
+            parser: self.parser(),
+        }
     }
 
     /// The parsed header.
@@ -422,7 +453,12 @@ impl<'a> LazyDoc<'a> {
     /// where the item ends; [`LazyDoc::items`] does not.
     pub fn root(&self) -> Result<Item<'_>> {
         let end = self.skip_n(0, 1)?;
-        Ok(Item { doc: self.shrink(), start: 0, end, in_copy: false })
+        Ok(Item {
+            doc: self.shrink(),
+            start: 0,
+            end,
+            in_copy: false,
+        })
     }
 
     /// Iterate over the elements of the top-level array (an `ARRAY`, `ARRAYREF`, or a reference
@@ -431,7 +467,12 @@ impl<'a> LazyDoc<'a> {
     pub fn items(&self) -> Result<Items<'_>> {
         let mut depth = 0;
         match self.resolve(0, &mut depth, &mut None, &mut false)? {
-            Core::Array(n, first) => Ok(Items { doc: self.shrink(), pos: first, remaining: n, failed: false }),
+            Core::Array(n, first) => Ok(Items {
+                doc: self.shrink(),
+                pos: first,
+                remaining: n,
+                failed: false,
+            }),
             _ => Err(self.err(ErrorCode::NotAnArray, 0)),
         }
     }
@@ -514,7 +555,9 @@ impl<'a> LazyDoc<'a> {
             return Err(self.eof());
         }
         while pending > 0 {
-            let Some(&tag) = buf.get(pos) else { return Err(self.eof()) };
+            let Some(&tag) = buf.get(pos) else {
+                return Err(self.eof());
+            };
             pending -= 1;
             match tag & !TRACK_FLAG {
                 SHORT_BINARY_0..=0x7f => {
@@ -572,7 +615,9 @@ impl<'a> LazyDoc<'a> {
                 pos = pos.saturating_add(v & to_pos);
                 let per_unit = ((action & SKIP_V_ITEMS) >> 10) as usize;
                 let extra = ((action >> 8) & 0x03) as usize;
-                pending = pending.saturating_add(v.saturating_mul(per_unit)).saturating_add(extra);
+                pending = pending
+                    .saturating_add(v.saturating_mul(per_unit))
+                    .saturating_add(extra);
             }
             // Where `pending` grows (containers, wrappers) or a long item moved `pos`: a count
             // that cannot fit in what is left fails here, not after walking the rest. The fast
@@ -600,7 +645,10 @@ impl<'a> LazyDoc<'a> {
                 VARINT | ZIGZAG | COPY => match (buf.get(pos + 1), buf.get(pos + 2)) {
                     (Some(&b1), _) if b1 < 0x80 => pos + 2,
                     (Some(_), Some(&b2)) if b2 < 0x80 => pos + 3,
-                    _ => match buf.get(pos + 3..).and_then(|r| r.iter().take(8).position(|&b| b < 0x80)) {
+                    _ => match buf
+                        .get(pos + 3..)
+                        .and_then(|r| r.iter().take(8).position(|&b| b < 0x80))
+                    {
                         Some(k) => pos + 4 + k,
                         None => usize::MAX,
                     },
@@ -618,7 +666,10 @@ impl<'a> LazyDoc<'a> {
     #[cold]
     fn bad_tag(&self, tag: u8, at: usize) -> Error {
         match tag & !TRACK_FLAG {
-            MANY => self.err(ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"), at),
+            MANY => self.err(
+                ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"),
+                at,
+            ),
             _ => self.err(ErrorCode::BadTag(tag), at),
         }
     }
@@ -633,13 +684,19 @@ impl<'a> LazyDoc<'a> {
             BINARY | STR_UTF8 => {
                 let n = self.varint_at(&mut p)?;
                 if n > self.limits.max_string_bytes as u64 {
-                    return Err(self.err(ErrorCode::StringLengthLimit(self.limits.max_string_bytes), pos));
+                    return Err(self.err(
+                        ErrorCode::StringLengthLimit(self.limits.max_string_bytes),
+                        pos,
+                    ));
                 }
                 (n as usize, tag == STR_UTF8)
             }
             _ => return Ok(None),
         };
-        let end = p.checked_add(len).filter(|&e| e <= self.body.len()).ok_or_else(|| self.eof())?;
+        let end = p
+            .checked_add(len)
+            .filter(|&e| e <= self.body.len())
+            .ok_or_else(|| self.eof())?;
         Ok(Some((&self.body[p..end], utf8, end)))
     }
 
@@ -690,7 +747,13 @@ impl<'a> LazyDoc<'a> {
     /// the container or scalar they lead to. On the first back-reference jump, `jumped` is set to
     /// the position after it (the end of the item at `pos`). Every wrapper counts as a level of
     /// depth; jumps only go backwards, so this always terminates.
-    fn resolve(&self, mut p: usize, depth: &mut usize, jumped: &mut Option<usize>, in_copy: &mut bool) -> Result<Core> {
+    fn resolve(
+        &self,
+        mut p: usize,
+        depth: &mut usize,
+        jumped: &mut Option<usize>,
+        in_copy: &mut bool,
+    ) -> Result<Core> {
         loop {
             let at = p;
             let tag = self.byte_at(p)? & !TRACK_FLAG;
@@ -908,7 +971,13 @@ impl<'d> Item<'d> {
     pub fn get(&self, path: &Path) -> Result<Vec<Value>> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
-        walk(self, std::slice::from_ref(path), &mut stack, ValueEmit(self.doc.parser()), &mut out)?;
+        walk(
+            self,
+            std::slice::from_ref(path),
+            &mut stack,
+            ValueEmit(self.doc.parser()),
+            &mut out,
+        )?;
         Ok(out.pop().unwrap_or_default())
     }
 
@@ -918,7 +987,13 @@ impl<'d> Item<'d> {
     pub fn select(&self, paths: &[Path]) -> Result<Vec<Vec<Value>>> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
-        walk(self, paths, &mut stack, ValueEmit(self.doc.parser()), &mut out)?;
+        walk(
+            self,
+            paths,
+            &mut stack,
+            ValueEmit(self.doc.parser()),
+            &mut out,
+        )?;
         Ok(out)
     }
 
@@ -942,7 +1017,12 @@ impl<'d> Item<'d> {
         for _ in 0..n {
             let (k, _, after) = d.key_at(p)?;
             if k == key.as_bytes() {
-                return Ok(Some(Item { doc: d, start: after, end: d.skip_n(after, 1)?, in_copy: false }));
+                return Ok(Some(Item {
+                    doc: d,
+                    start: after,
+                    end: d.skip_n(after, 1)?,
+                    in_copy: false,
+                }));
             }
             p = d.skip_n(after, 1)?;
         }
@@ -954,32 +1034,60 @@ impl<'d> Item<'d> {
     pub fn element(&self, index: i64) -> Result<Option<Item<'d>>> {
         let d = self.doc;
         let mut depth = 0;
-        let Core::Array(n, first) = d.resolve(self.start, &mut depth, &mut None, &mut false)? else {
+        let Core::Array(n, first) = d.resolve(self.start, &mut depth, &mut None, &mut false)?
+        else {
             return Ok(None);
         };
-        let Some(i) = resolve_index(index, n) else { return Ok(None) };
+        let Some(i) = resolve_index(index, n) else {
+            return Ok(None);
+        };
         let start = d.skip_n(first, i)?;
-        Ok(Some(Item { doc: d, start, end: d.skip_n(start, 1)?, in_copy: false }))
+        Ok(Some(Item {
+            doc: d,
+            start,
+            end: d.skip_n(start, 1)?,
+            in_copy: false,
+        }))
     }
 
     /// The elements of this item when it is an array (or a reference to / object wrapping one),
     /// as undecoded handles; `None` if it is not an array.
     pub fn elements(&self) -> Result<Option<Items<'d>>> {
         let mut depth = 0;
-        Ok(match self.doc.resolve(self.start, &mut depth, &mut None, &mut false)? {
-            Core::Array(n, first) => Some(Items { doc: self.doc, pos: first, remaining: n, failed: false }),
-            _ => None,
-        })
+        Ok(
+            match self
+                .doc
+                .resolve(self.start, &mut depth, &mut None, &mut false)?
+            {
+                Core::Array(n, first) => Some(Items {
+                    doc: self.doc,
+                    pos: first,
+                    remaining: n,
+                    failed: false,
+                }),
+                _ => None,
+            },
+        )
     }
 
     /// The entries of this item when it is a hash (or a reference to / object wrapping one), as
     /// (key bytes, undecoded value) pairs; `None` if it is not a hash.
     pub fn entries(&self) -> Result<Option<Entries<'d>>> {
         let mut depth = 0;
-        Ok(match self.doc.resolve(self.start, &mut depth, &mut None, &mut false)? {
-            Core::Hash(n, first) => Some(Entries { doc: self.doc, pos: first, remaining: n, failed: false }),
-            _ => None,
-        })
+        Ok(
+            match self
+                .doc
+                .resolve(self.start, &mut depth, &mut None, &mut false)?
+            {
+                Core::Hash(n, first) => Some(Entries {
+                    doc: self.doc,
+                    pos: first,
+                    remaining: n,
+                    failed: false,
+                }),
+                _ => None,
+            },
+        )
     }
 
     /// The item as a borrowed scalar, looking through what `Value::resolve` looks through (`PAD`,
@@ -1004,10 +1112,12 @@ impl<'d> Item<'d> {
             UNDEF | CANONICAL_UNDEF => Scalar::Undef,
             TRUE | YES => Scalar::Bool(true),
             FALSE | NO => Scalar::Bool(false),
-            FLOAT | DOUBLE | LONG_DOUBLE | FLOAT_128 => match d.parser().value_at(at, false)?.0.resolve() {
-                Value::Float(f) => Scalar::Float(*f),
-                _ => return Ok(None),
-            },
+            FLOAT | DOUBLE | LONG_DOUBLE | FLOAT_128 => {
+                match d.parser().value_at(at, false)?.0.resolve() {
+                    Value::Float(f) => Scalar::Float(*f),
+                    _ => return Ok(None),
+                }
+            }
             BINARY | STR_UTF8 | SHORT_BINARY_0..=0x7f => match d.string_at(at)? {
                 Some((bytes, utf8, _)) => Scalar::Str { bytes, utf8 },
                 None => return Ok(None),
@@ -1080,7 +1190,9 @@ impl fmt::Debug for ItemDecoder<'_> {
 impl<'d> ItemDecoder<'d> {
     /// Decode `item` (an item of the document this decoder was made for).
     pub fn decode(&mut self, item: &Item<'d>) -> Result<Value> {
-        self.parser.value_at(item.start, item.in_copy).map(|(v, _)| v)
+        self.parser
+            .value_at(item.start, item.in_copy)
+            .map(|(v, _)| v)
     }
 }
 
@@ -1105,7 +1217,12 @@ impl<'d> Iterator for Items<'d> {
             Ok(end) => {
                 self.pos = end;
                 self.remaining -= 1;
-                Some(Ok(Item { doc: self.doc, start, end, in_copy: false }))
+                Some(Ok(Item {
+                    doc: self.doc,
+                    start,
+                    end,
+                    in_copy: false,
+                }))
             }
             Err(e) => {
                 self.failed = true;
@@ -1153,7 +1270,15 @@ impl<'d> Iterator for Entries<'d> {
         }
         let r = self.doc.key_at(self.pos).and_then(|(k, _, start)| {
             let end = self.doc.skip_n(start, 1)?;
-            Ok((k, Item { doc: self.doc, start, end, in_copy: false }))
+            Ok((
+                k,
+                Item {
+                    doc: self.doc,
+                    start,
+                    end,
+                    in_copy: false,
+                },
+            ))
         });
         match r {
             Ok((k, item)) => {
@@ -1196,12 +1321,19 @@ impl Selector {
     /// A selector for `paths`.
     pub fn new(paths: Vec<Path>) -> Selector {
         let plan = KeyPlan::build(&paths);
-        Selector { paths, stack: Vec::new(), plan }
+        Selector {
+            paths,
+            stack: Vec::new(),
+            plan,
+        }
     }
 
     /// Parse each of `paths` (see [`Path::parse`]) into a selector.
     pub fn parse<S: AsRef<str>>(paths: &[S]) -> Result<Selector> {
-        let paths = paths.iter().map(|p| Path::parse(p.as_ref())).collect::<Result<Vec<_>>>()?;
+        let paths = paths
+            .iter()
+            .map(|p| Path::parse(p.as_ref()))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Selector::new(paths))
     }
 
@@ -1220,7 +1352,13 @@ impl Selector {
     /// Like [`Selector::select`], writing into `out` (resized to one `Vec` per path; the inner
     /// vectors are cleared and keep their capacity).
     pub fn select_into(&mut self, item: &Item<'_>, out: &mut Vec<Vec<Value>>) -> Result<()> {
-        walk(item, &self.paths, &mut self.stack, ValueEmit(item.doc.parser()), out)
+        walk(
+            item,
+            &self.paths,
+            &mut self.stack,
+            ValueEmit(item.doc.parser()),
+            out,
+        )
     }
 
     /// Like [`Selector::select`] but yielding undecoded handles.
@@ -1240,7 +1378,11 @@ impl Selector {
     /// Plain key paths (`a.b.c`) take a specialised walk that identifies each hash key once per
     /// document (by the offset a COPY'd key points to) and skips everything else by length.
     /// After an error, as with [`Items`], the iteration ends.
-    pub fn next_selected<'d>(&mut self, items: &mut Items<'d>, out: &mut Vec<Vec<Item<'d>>>) -> Option<Result<Item<'d>>> {
+    pub fn next_selected<'d>(
+        &mut self,
+        items: &mut Items<'d>,
+        out: &mut Vec<Vec<Item<'d>>>,
+    ) -> Option<Result<Item<'d>>> {
         if items.remaining == 0 || items.failed {
             return None;
         }
@@ -1256,7 +1398,12 @@ impl Selector {
             Ok(end) => {
                 items.pos = end;
                 items.remaining -= 1;
-                Some(Ok(Item { doc, start, end, in_copy: false }))
+                Some(Ok(Item {
+                    doc,
+                    start,
+                    end,
+                    in_copy: false,
+                }))
             }
             Err(e) => {
                 items.failed = true;
@@ -1266,14 +1413,30 @@ impl Selector {
     }
 
     /// The general walk with handles as output, also finding the end of the item at `start`.
-    fn walk_items<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut Vec<Vec<Item<'d>>>) -> Result<usize> {
+    fn walk_items<'d>(
+        &mut self,
+        doc: &'d LazyDoc<'d>,
+        start: usize,
+        out: &mut Vec<Vec<Item<'d>>>,
+    ) -> Result<usize> {
         if self.paths.len() > u32::MAX as usize {
             return Err(doc.err(ErrorCode::BadPath("too many paths".into()), start));
         }
         self.stack.clear();
-        self.stack.extend((0..self.paths.len()).map(|i| Cursor { path: i as u32, step: 0, done: false }));
+        self.stack.extend((0..self.paths.len()).map(|i| Cursor {
+            path: i as u32,
+            step: 0,
+            done: false,
+        }));
         let visits_left = doc.limits.max_values;
-        let mut w = Walker { doc, paths: &self.paths, stack: &mut self.stack, emit: ItemEmit, out, visits_left };
+        let mut w = Walker {
+            doc,
+            paths: &self.paths,
+            stack: &mut self.stack,
+            emit: ItemEmit,
+            out,
+            visits_left,
+        };
         let hi = w.stack.len();
         match w.node(start, 0, hi, true, 0, false)? {
             Some(end) => Ok(end),
@@ -1329,7 +1492,13 @@ struct MemoSlot {
 }
 
 /// A slot that matches nothing (`raw & 0` is never 1).
-const EMPTY_MEMO: MemoSlot = MemoSlot { raw: 1, mask: 0, len: 0, idx: 0, child: NO_CHILD };
+const EMPTY_MEMO: MemoSlot = MemoSlot {
+    raw: 1,
+    mask: 0,
+    len: 0,
+    idx: 0,
+    child: NO_CHILD,
+};
 
 /// Pairs per hash with a [`KeyPlan::memo`] slot.
 const MEMO_PAIRS: usize = 32;
@@ -1346,7 +1515,11 @@ impl KeyPlan {
             let mut node = 0usize;
             for step in &path.steps {
                 let Step::Key(k) = step else { return None };
-                let found = nodes[node].children.iter().find(|(key, _)| **key == *k.as_bytes()).map(|&(_, n)| n);
+                let found = nodes[node]
+                    .children
+                    .iter()
+                    .find(|(key, _)| **key == *k.as_bytes())
+                    .map(|&(_, n)| n);
                 node = match found {
                     Some(n) => n as usize,
                     None => {
@@ -1364,11 +1537,22 @@ impl KeyPlan {
         }
         let cache = vec![(0, NO_CHILD); nodes.len() * KEY_CACHE_SLOTS];
         let memo = vec![EMPTY_MEMO; nodes.len() * MEMO_PAIRS];
-        Some(KeyPlan { nodes, cache, memo, cache_doc: 0, visits_left: 0 })
+        Some(KeyPlan {
+            nodes,
+            cache,
+            memo,
+            cache_doc: 0,
+            visits_left: 0,
+        })
     }
 
     /// Select from the item at `start` into `out` (sized and cleared); returns the item's end.
-    fn select<'d>(&mut self, doc: &'d LazyDoc<'d>, start: usize, out: &mut [Vec<Item<'d>>]) -> Result<usize> {
+    fn select<'d>(
+        &mut self,
+        doc: &'d LazyDoc<'d>,
+        start: usize,
+        out: &mut [Vec<Item<'d>>],
+    ) -> Result<usize> {
         if self.cache_doc != doc.id {
             self.cache.fill((0, NO_CHILD));
             self.memo.fill(EMPTY_MEMO);
@@ -1402,7 +1586,12 @@ impl KeyPlan {
         if !n.ends.is_empty() {
             let end = d.skip_one(pos)?;
             for &p in &n.ends {
-                out[p as usize].push(Item { doc: d, start: pos, end, in_copy });
+                out[p as usize].push(Item {
+                    doc: d,
+                    start: pos,
+                    end,
+                    in_copy,
+                });
             }
             known_end = Some(end);
         }
@@ -1419,7 +1608,9 @@ impl KeyPlan {
         let known_end = known_end.or(jumped);
         let need_end = need_end && known_end.is_none();
         let end = match core {
-            Core::Hash(count, first) => self.hash(d, node, count, first, need_end, depth, pos, in_copy, out)?,
+            Core::Hash(count, first) => {
+                self.hash(d, node, count, first, need_end, depth, pos, in_copy, out)?
+            }
             Core::Array(..) => {
                 // A key does not apply to an array; the depth check is the general walk's.
                 d.check_depth(depth + 1, pos)?;
@@ -1472,12 +1663,19 @@ impl KeyPlan {
                 if target.children.is_empty() {
                     // Paths end here and go no deeper (most do): `node`'s work, inline.
                     if self.visits_left == 0 {
-                        return Err(d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), value_at));
+                        return Err(
+                            d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), value_at)
+                        );
                     }
                     self.visits_left -= 1;
                     let end = d.skip_one(value_at)?;
                     for &p in &target.ends {
-                        out[p as usize].push(Item { doc: d, start: value_at, end, in_copy });
+                        out[p as usize].push(Item {
+                            doc: d,
+                            start: value_at,
+                            end,
+                            in_copy,
+                        });
                     }
                     e = end;
                 } else {
@@ -1506,7 +1704,9 @@ impl KeyPlan {
     fn key(&mut self, d: &LazyDoc<'_>, node: u32, pair: usize, pos: usize) -> Result<(u32, usize)> {
         let body = d.body;
         let memo = node as usize * MEMO_PAIRS + pair;
-        let word = body.get(pos..pos + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+        let word = body
+            .get(pos..pos + 4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
         if pair < MEMO_PAIRS {
             if let (Some(m), Some(w)) = (self.memo.get(memo), word) {
                 // The same bytes name the same offset; it must still point backwards from here.
@@ -1520,9 +1720,10 @@ impl KeyPlan {
             // The offset: one or two varint bytes inline (keys near the start of the body).
             let (idx, p) = match (body.get(pos + 1), body.get(pos + 2)) {
                 (Some(&b1), _) if b1 < 0x80 => (d.back_offset(b1 as u64, pos)?, pos + 2),
-                (Some(&b1), Some(&b2)) if b2 < 0x80 => {
-                    (d.back_offset((b1 & 0x7f) as u64 | (b2 as u64) << 7, pos)?, pos + 3)
-                }
+                (Some(&b1), Some(&b2)) if b2 < 0x80 => (
+                    d.back_offset((b1 & 0x7f) as u64 | (b2 as u64) << 7, pos)?,
+                    pos + 3,
+                ),
                 _ => {
                     let mut p = pos + 1;
                     let offset = d.varint_at(&mut p)?;
@@ -1532,7 +1733,8 @@ impl KeyPlan {
             // Encoders write every repeated key as a COPY of its first occurrence, so almost
             // every key is identified by the memo or this cache; the target was validated when
             // cached.
-            let hash = ((idx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % KEY_CACHE_SLOTS;
+            let hash =
+                ((idx as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % KEY_CACHE_SLOTS;
             let slot = node as usize * KEY_CACHE_SLOTS + hash;
             let (cached_idx, child) = self.cache[slot];
             let child = if cached_idx == idx + 1 {
@@ -1546,9 +1748,17 @@ impl KeyPlan {
                 child
             };
             let len = p - pos;
-            if let (true, Some(w), Some(slot)) = (pair < MEMO_PAIRS && len <= 4, word, self.memo.get_mut(memo)) {
+            if let (true, Some(w), Some(slot)) =
+                (pair < MEMO_PAIRS && len <= 4, word, self.memo.get_mut(memo))
+            {
                 let mask = u32::MAX >> (32 - 8 * len as u32);
-                *slot = MemoSlot { raw: w & mask, mask, len: len as u8, idx, child };
+                *slot = MemoSlot {
+                    raw: w & mask,
+                    mask,
+                    len: len as u8,
+                    idx,
+                    child,
+                };
             }
             return Ok((child, p));
         }
@@ -1560,7 +1770,11 @@ impl KeyPlan {
 
     #[inline]
     fn child(&self, node: u32, key: &[u8]) -> u32 {
-        self.nodes[node as usize].children.iter().position(|(k, _)| **k == *key).map_or(NO_CHILD, |i| i as u32)
+        self.nodes[node as usize]
+            .children
+            .iter()
+            .position(|(k, _)| **k == *key)
+            .map_or(NO_CHILD, |i| i as u32)
     }
 }
 
@@ -1578,7 +1792,12 @@ trait Emit<'d> {
     type Out;
     /// Produce the output for the item at `pos`, and the position after the item.
     /// `in_copy`: the item is read as part of a COPY expansion (where a further COPY is invalid).
-    fn emit(&mut self, doc: &'d LazyDoc<'d>, pos: usize, in_copy: bool) -> Result<(Self::Out, usize)>;
+    fn emit(
+        &mut self,
+        doc: &'d LazyDoc<'d>,
+        pos: usize,
+        in_copy: bool,
+    ) -> Result<(Self::Out, usize)>;
 }
 
 struct ValueEmit<'d>(Parser<'d, 'd>);
@@ -1594,9 +1813,22 @@ struct ItemEmit;
 
 impl<'d> Emit<'d> for ItemEmit {
     type Out = Item<'d>;
-    fn emit(&mut self, doc: &'d LazyDoc<'d>, pos: usize, in_copy: bool) -> Result<(Item<'d>, usize)> {
+    fn emit(
+        &mut self,
+        doc: &'d LazyDoc<'d>,
+        pos: usize,
+        in_copy: bool,
+    ) -> Result<(Item<'d>, usize)> {
         let end = doc.skip_n(pos, 1)?;
-        Ok((Item { doc, start: pos, end, in_copy }, end))
+        Ok((
+            Item {
+                doc,
+                start: pos,
+                end,
+                in_copy,
+            },
+            end,
+        ))
     }
 }
 
@@ -1610,12 +1842,25 @@ fn walk<'d, E: Emit<'d>>(
     out.resize_with(paths.len(), Vec::new);
     out.iter_mut().for_each(Vec::clear);
     if paths.len() > u32::MAX as usize {
-        return Err(item.doc.err(ErrorCode::BadPath("too many paths".into()), item.start));
+        return Err(item
+            .doc
+            .err(ErrorCode::BadPath("too many paths".into()), item.start));
     }
     stack.clear();
-    stack.extend((0..paths.len()).map(|i| Cursor { path: i as u32, step: 0, done: false }));
+    stack.extend((0..paths.len()).map(|i| Cursor {
+        path: i as u32,
+        step: 0,
+        done: false,
+    }));
     let visits_left = item.doc.limits.max_values;
-    let mut w = Walker { doc: item.doc, paths, stack, emit, out, visits_left };
+    let mut w = Walker {
+        doc: item.doc,
+        paths,
+        stack,
+        emit,
+        out,
+        visits_left,
+    };
     let hi = w.stack.len();
     w.node(item.start, 0, hi, false, 0, false)?;
     Ok(())
@@ -1641,7 +1886,15 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
     /// Visit the item at `pos` with the cursors `stack[lo..hi]`. Returns the position after the
     /// item when `need_end` (or when it is known anyway), else possibly `None` — the caller then
     /// stops, nothing more being wanted.
-    fn node(&mut self, pos: usize, lo: usize, hi: usize, need_end: bool, mut depth: usize, in_copy: bool) -> Result<Option<usize>> {
+    fn node(
+        &mut self,
+        pos: usize,
+        lo: usize,
+        hi: usize,
+        need_end: bool,
+        mut depth: usize,
+        in_copy: bool,
+    ) -> Result<Option<usize>> {
         let d = self.doc;
         if self.visits_left == 0 {
             return Err(d.err(ErrorCode::TotalValuesLimit(d.limits.max_values), pos));
@@ -1685,7 +1938,17 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn array(&mut self, n: usize, first: usize, lo: usize, hi: usize, need_end: bool, depth: usize, at: usize, in_copy: bool) -> Result<Option<usize>> {
+    fn array(
+        &mut self,
+        n: usize,
+        first: usize,
+        lo: usize,
+        hi: usize,
+        need_end: bool,
+        depth: usize,
+        at: usize,
+        in_copy: bool,
+    ) -> Result<Option<usize>> {
         let d = self.doc;
         let depth = depth + 1;
         d.check_depth(depth, at)?;
@@ -1729,7 +1992,11 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
                     _ => false,
                 };
                 if hit {
-                    self.stack.push(Cursor { path: c.path, step: c.step + 1, done: false });
+                    self.stack.push(Cursor {
+                        path: c.path,
+                        step: c.step + 1,
+                        done: false,
+                    });
                 }
             }
             let top = self.stack.len();
@@ -1749,7 +2016,17 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn hash(&mut self, n: usize, first: usize, lo: usize, hi: usize, need_end: bool, depth: usize, at: usize, in_copy: bool) -> Result<Option<usize>> {
+    fn hash(
+        &mut self,
+        n: usize,
+        first: usize,
+        lo: usize,
+        hi: usize,
+        need_end: bool,
+        depth: usize,
+        at: usize,
+        in_copy: bool,
+    ) -> Result<Option<usize>> {
         let d = self.doc;
         let depth = depth + 1;
         d.check_depth(depth, at)?;
@@ -1782,7 +2059,11 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
                     _ => false,
                 };
                 if hit {
-                    self.stack.push(Cursor { path: c.path, step: c.step + 1, done: false });
+                    self.stack.push(Cursor {
+                        path: c.path,
+                        step: c.step + 1,
+                        done: false,
+                    });
                 }
             }
             let more_wanted = (wildcard || keys_left > 0) && pair + 1 < n;
@@ -1808,4 +2089,3 @@ impl<'d, E: Emit<'d>> Walker<'d, '_, E> {
         Ok(Some(e))
     }
 }
-

@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod compress;
 pub mod de;
 pub mod dump;
 mod error;
@@ -33,7 +34,6 @@ pub mod lazy;
 pub mod ser;
 pub mod split;
 pub mod tag;
-mod compress;
 mod value;
 pub mod varint;
 

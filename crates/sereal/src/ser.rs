@@ -238,7 +238,11 @@ impl Encoder {
 
     /// `OBJECT <class>` the first time a class is seen, `OBJECTV <offset>` after that.
     fn class(&mut self, class: &str, frozen: bool) {
-        let (tag, tagv) = if frozen { (OBJECT_FREEZE, OBJECTV_FREEZE) } else { (OBJECT, OBJECTV) };
+        let (tag, tagv) = if frozen {
+            (OBJECT_FREEZE, OBJECTV_FREEZE)
+        } else {
+            (OBJECT, OBJECTV)
+        };
         if let Some(&at) = self.classes.get(class) {
             if self.streaming {
                 self.backrefs.push(self.body.len());
@@ -256,7 +260,10 @@ impl Encoder {
     fn enter(&mut self) -> Result<()> {
         self.depth += 1;
         if self.depth > self.opts.max_depth {
-            return Err(Error::new(ErrorCode::DepthLimit(self.opts.max_depth), self.body.len()));
+            return Err(Error::new(
+                ErrorCode::DepthLimit(self.opts.max_depth),
+                self.body.len(),
+            ));
         }
         Ok(())
     }
@@ -399,7 +406,12 @@ impl ArrayEncoder {
         let mut enc = Encoder::new(opts)?;
         enc.reset(true);
         enc.body.resize(ARRAY_HEADER_GUESS, 0);
-        Ok(ArrayEncoder { enc, count: 0, moved: Vec::new(), shifts: Vec::new() })
+        Ok(ArrayEncoder {
+            enc,
+            count: 0,
+            moved: Vec::new(),
+            shifts: Vec::new(),
+        })
     }
 
     /// The options in force.
@@ -519,7 +531,11 @@ impl ArrayEncoder {
             let target = (varint::read(body, &mut end)? as usize).saturating_sub(1);
             // Targets lie before the reference, so every shift that applies to them is known.
             let i = self.shifts.partition_point(|&(e, _)| e <= target);
-            let target_shift = if i == 0 { first_shift } else { self.shifts[i - 1].1 };
+            let target_shift = if i == 0 {
+                first_shift
+            } else {
+                self.shifts[i - 1].1
+            };
             let new = (target as isize + target_shift) as u64 + 1;
             varint::write(moved, new);
             shift += varint::len(new) as isize - (end - pos - 1) as isize;
@@ -572,13 +588,27 @@ impl SeenStrings {
     #[inline]
     fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
         self.table
-            .find(hash, |e| e.len == bytes.len() && e.utf8 == utf8 && same_bytes(&body[e.data..e.data + e.len], bytes))
+            .find(hash, |e| {
+                e.len == bytes.len()
+                    && e.utf8 == utf8
+                    && same_bytes(&body[e.data..e.data + e.len], bytes)
+            })
             .map(|e| e.at)
     }
 
     #[inline]
     fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
-        self.table.insert_unique(hash, SeenString { hash, at, data, len, utf8 }, |e| e.hash);
+        self.table.insert_unique(
+            hash,
+            SeenString {
+                hash,
+                at,
+                data,
+                len,
+                utf8,
+            },
+            |e| e.hash,
+        );
     }
 
     fn clear(&mut self) {

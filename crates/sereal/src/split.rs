@@ -120,7 +120,12 @@ impl Default for SplitOptions {
 /// element index, unless [`SplitOptions::allow_oversized`]).
 ///
 /// [`Category::Limit`]: crate::Category::Limit
-pub fn split(doc: &[u8], max_bytes: usize, opts: &SplitOptions, limits: &Limits) -> Result<Vec<Vec<u8>>> {
+pub fn split(
+    doc: &[u8],
+    max_bytes: usize,
+    opts: &SplitOptions,
+    limits: &Limits,
+) -> Result<Vec<Vec<u8>>> {
     let mut scratch = Vec::new();
     let body = open(doc, limits, &mut scratch)?;
     if let Some(end) = body.compressed_end {
@@ -141,7 +146,11 @@ pub fn split(doc: &[u8], max_bytes: usize, opts: &SplitOptions, limits: &Limits)
     }
     if elements.is_empty() {
         return Err(Error::new(
-            ErrorCode::ChunkTooSmall { element: 0, needed: doc.len(), limit: max_bytes },
+            ErrorCode::ChunkTooSmall {
+                element: 0,
+                needed: doc.len(),
+                limit: max_bytes,
+            },
             0,
         ));
     }
@@ -157,16 +166,29 @@ pub fn split(doc: &[u8], max_bytes: usize, opts: &SplitOptions, limits: &Limits)
         Encoding::Zlib => Compression::Zlib { level: 6 },
         Encoding::Zstd => Compression::Zstd { level: 3 },
     });
-    if matches!(compression, Compression::Zlib { .. } | Compression::Zstd { .. }) && protocol < 3 {
-        return Err(Error::new(ErrorCode::BadEncodingType(compression.encoding().type_nibble()), 0));
+    if matches!(
+        compression,
+        Compression::Zlib { .. } | Compression::Zstd { .. }
+    ) && protocol < 3
+    {
+        return Err(Error::new(
+            ErrorCode::BadEncodingType(compression.encoding().type_nibble()),
+            0,
+        ));
     }
     let mut head = Vec::new();
-    head.extend_from_slice(if protocol >= 3 { header::MAGIC_V3 } else { header::MAGIC_V1 });
+    head.extend_from_slice(if protocol >= 3 {
+        header::MAGIC_V3
+    } else {
+        header::MAGIC_V1
+    });
     head.push(protocol);
     match (&hdr.user_header, opts.keep_user_header && protocol >= 2) {
         (Some(range), true) => {
             // The whole suffix: the bitfield byte, then the user meta data body.
-            let suffix = doc.get(range.start.saturating_sub(1)..range.end).unwrap_or(&[]);
+            let suffix = doc
+                .get(range.start.saturating_sub(1)..range.end)
+                .unwrap_or(&[]);
             varint::write(&mut head, suffix.len() as u64);
             head.extend_from_slice(suffix);
         }
@@ -176,13 +198,18 @@ pub fn split(doc: &[u8], max_bytes: usize, opts: &SplitOptions, limits: &Limits)
 
     // Seed the compression ratio from the input when it used the same kind of compression.
     let mut ratio = 0.35;
-    if compression != Compression::None && compression.encoding() == hdr.encoding && !bytes.is_empty() {
+    if compression != Compression::None
+        && compression.encoding() == hdr.encoding
+        && !bytes.is_empty()
+    {
         let data = doc.len().saturating_sub(hdr.body_offset) as f64;
         ratio = (data / bytes.len() as f64).clamp(0.001, 1.0);
     }
 
     let targets = scanner.into_targets();
-    let budget = limits.max_decompressed_bytes.saturating_add(bytes.len().saturating_mul(8));
+    let budget = limits
+        .max_decompressed_bytes
+        .saturating_add(bytes.len().saturating_mul(8));
     let emitter = Emitter {
         buf: bytes,
         base: in_base,
@@ -524,7 +551,10 @@ impl<'a> Scanner<'a> {
                 self.depth -= 1;
             }
             MANY => {
-                return Err(self.err(ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"), start))
+                return Err(self.err(
+                    ErrorCode::UnsupportedTag("MANY (never implemented by any encoder)"),
+                    start,
+                ))
             }
             _ => return Err(self.err(ErrorCode::BadTag(raw), start)),
         }
@@ -536,7 +566,10 @@ impl<'a> Scanner<'a> {
         let len = if t == BINARY || t == STR_UTF8 {
             let len = self.varint(&mut pos)?;
             if len > self.limits.max_string_bytes as u64 {
-                return Err(self.err(ErrorCode::StringLengthLimit(self.limits.max_string_bytes), start));
+                return Err(self.err(
+                    ErrorCode::StringLengthLimit(self.limits.max_string_bytes),
+                    start,
+                ));
             }
             len
         } else {
@@ -547,7 +580,13 @@ impl<'a> Scanner<'a> {
 
     /// A hash key (or, with `class`, a class name): a string, or a `COPY` of one.
     fn key(&mut self, pos: usize, class: bool) -> Result<usize> {
-        let bad = |t| if class { ErrorCode::BadClassName(t) } else { ErrorCode::BadKeyTag(t) };
+        let bad = |t| {
+            if class {
+                ErrorCode::BadClassName(t)
+            } else {
+                ErrorCode::BadKeyTag(t)
+            }
+        };
         let t = self.at(pos)? & !TRACK_FLAG;
         if is_string_tag(t) {
             return self.string_rest(t, pos + 1, pos);
@@ -586,7 +625,12 @@ struct Entry {
 }
 
 impl Entry {
-    const EMPTY: Entry = Entry { gen: 0, copy: NONE, ident: NONE, class: NONE };
+    const EMPTY: Entry = Entry {
+        gen: 0,
+        copy: NONE,
+        ident: NONE,
+        class: NONE,
+    };
 }
 
 struct Emitter<'a> {
@@ -649,7 +693,10 @@ impl Emitter<'_> {
     /// Append `tag` then the input bytes `from..to`.
     #[inline]
     fn copy(&mut self, tag: u8, from: usize, to: usize) -> Result<()> {
-        let bytes = self.buf.get(from..to).ok_or_else(|| Error::eof(to + self.err_base))?;
+        let bytes = self
+            .buf
+            .get(from..to)
+            .ok_or_else(|| Error::eof(to + self.err_base))?;
         self.out.push(tag);
         self.out.extend_from_slice(bytes);
         Ok(())
@@ -688,13 +735,19 @@ impl Emitter<'_> {
         let gen = self.gen;
         let e = self.entries.get_mut(self.targets.index(i)?)?;
         if e.gen != gen {
-            *e = Entry { gen, ..Entry::EMPTY };
+            *e = Entry {
+                gen,
+                ..Entry::EMPTY
+            };
         }
         Some(e)
     }
 
     fn slot(&self, i: usize, pick: impl Fn(&Entry) -> u32) -> Option<usize> {
-        self.entry(i).map(pick).filter(|&p| p != NONE).map(|p| (p & !STRING) as usize)
+        self.entry(i)
+            .map(pick)
+            .filter(|&p| p != NONE)
+            .map(|p| (p & !STRING) as usize)
     }
 
     /// A chunk body position as stored in an [`Entry`].
@@ -703,7 +756,12 @@ impl Emitter<'_> {
         u32::try_from(p)
             .ok()
             .filter(|&p| p < STRING)
-            .ok_or_else(|| self.err(ErrorCode::DecompressedSizeLimit(self.cap.min(STRING as usize)), at))
+            .ok_or_else(|| {
+                self.err(
+                    ErrorCode::DecompressedSizeLimit(self.cap.min(STRING as usize)),
+                    at,
+                )
+            })
     }
 
     /// Emit the item at old position `pos` (PADs first, dropped); `force_track` sets the track
@@ -739,7 +797,9 @@ impl Emitter<'_> {
         }
         let mut plain = true;
         match t {
-            0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => self.out.push(t | tb),
+            0x00..=0x1f | UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => {
+                self.out.push(t | tb)
+            }
             VARINT | ZIGZAG => {
                 self.varint(&mut pos)?;
                 self.copy(t | tb, start + 1, pos)?;
@@ -833,7 +893,8 @@ impl Emitter<'_> {
                 if let Some(p) = self.slot(idx, |e| e.class) {
                     self.write_ref(t | tb, p);
                 } else {
-                    self.out.push(if t == OBJECTV { OBJECT } else { OBJECT_FREEZE } | tb);
+                    self.out
+                        .push(if t == OBJECTV { OBJECT } else { OBJECT_FREEZE } | tb);
                     self.class(idx)?;
                     plain = false;
                 }
@@ -855,7 +916,11 @@ impl Emitter<'_> {
             _ => return Err(self.err(ErrorCode::BadTag(raw), start)),
         }
         if plain {
-            let copy = if is_string_tag(t) { new32 | STRING } else { new32 };
+            let copy = if is_string_tag(t) {
+                new32 | STRING
+            } else {
+                new32
+            };
             for i in first..=start {
                 if let Some(e) = self.entry_mut(i) {
                     e.copy = copy;
@@ -884,7 +949,9 @@ impl Emitter<'_> {
             Some((REFN, _)) => next(&mut pos).is_some_and(|(_, tracked)| tracked),
             Some((REFP, _)) => {
                 let at = pos - 1;
-                let Ok(offset) = varint::read(self.buf, &mut pos) else { return false };
+                let Ok(offset) = varint::read(self.buf, &mut pos) else {
+                    return false;
+                };
                 match self.back(offset, at) {
                     Ok(idx) => self.slot(idx, |e| e.ident).is_none(),
                     Err(_) => false,
@@ -896,7 +963,11 @@ impl Emitter<'_> {
 
     /// End of a string whose tag `t` has been read, its length (if any) starting at `pos`.
     fn string_end(&self, t: u8, mut pos: usize) -> Result<usize> {
-        let len = if t == BINARY || t == STR_UTF8 { self.varint(&mut pos)? } else { (t & 0x1f) as u64 };
+        let len = if t == BINARY || t == STR_UTF8 {
+            self.varint(&mut pos)?
+        } else {
+            (t & 0x1f) as u64
+        };
         self.skip(pos, len)
     }
 
@@ -1000,7 +1071,13 @@ const GROW_FILL: f64 = 0.99;
 const MAX_PROBES: usize = 6;
 
 /// Header + (possibly compressed) body, as the encoder writes them.
-fn make_doc(head: &[u8], protocol: u8, compression: Compression, threshold: usize, body: &[u8]) -> Result<Vec<u8>> {
+fn make_doc(
+    head: &[u8],
+    protocol: u8,
+    compression: Compression,
+    threshold: usize,
+    body: &[u8],
+) -> Result<Vec<u8>> {
     let mut doc = Vec::with_capacity(head.len() + body.len() / 2 + 16);
     doc.extend_from_slice(head);
     let version_at = 4;
@@ -1059,11 +1136,16 @@ impl Splitter<'_> {
         self.em.depth = 2;
         let (end, _) = self.em.value(s, false)?;
         if end != e {
-            return Err(self.em.err(ErrorCode::UnsupportedTag("splitter: element bounds disagree"), s));
+            return Err(self.em.err(
+                ErrorCode::UnsupportedTag("splitter: element bounds disagree"),
+                s,
+            ));
         }
         self.emitted_total += self.em.out.len() - before;
         if self.emitted_total > self.budget {
-            return Err(self.em.err(ErrorCode::DecompressedSizeLimit(self.em.cap), s));
+            return Err(self
+                .em
+                .err(ErrorCode::DecompressedSizeLimit(self.em.cap), s));
         }
         self.ends.push(self.em.out.len());
         Ok(())
@@ -1071,7 +1153,10 @@ impl Splitter<'_> {
 
     /// Body length of the chunk `start..k` (`k > start`, already emitted).
     fn raw(&self, k: usize) -> usize {
-        self.ends.get(k - self.start - 1).copied().unwrap_or(self.prefix)
+        self.ends
+            .get(k - self.start - 1)
+            .copied()
+            .unwrap_or(self.prefix)
     }
 
     /// Estimated document size for a body of `raw` bytes.
@@ -1093,7 +1178,9 @@ impl Splitter<'_> {
     fn guess(&mut self, lo: usize, hi: usize, fill: f64) -> Result<usize> {
         let goal = self.max_bytes as f64 * fill;
         let top = hi.saturating_sub(1).min(self.elements.len());
-        while self.emitted() < top && self.estimate(self.raw(self.emitted().max(self.start + 1))) <= goal {
+        while self.emitted() < top
+            && self.estimate(self.raw(self.emitted().max(self.start + 1))) <= goal
+        {
             let was = self.emitted();
             self.push_next()?;
             if self.emitted() == was {
@@ -1141,7 +1228,16 @@ impl Splitter<'_> {
     fn probe(&mut self, k: usize) -> Result<(Vec<u8>, usize)> {
         let end = self.body(k)?;
         let body = self.em.out.get(..end).unwrap_or(&[]);
-        Ok((make_doc(&self.head, self.protocol, self.compression, self.threshold, body)?, end))
+        Ok((
+            make_doc(
+                &self.head,
+                self.protocol,
+                self.compression,
+                self.threshold,
+                body,
+            )?,
+            end,
+        ))
     }
 
     fn learn(&mut self, doc: &[u8], raw: usize) {
@@ -1159,7 +1255,11 @@ impl Splitter<'_> {
         let (mut a, first) = self.next_chunk(0, 0)?;
         let mut last_count = a;
         chunks.push(first);
-        let fill = if self.compression == Compression::None { 1.0 } else { BATCH_FILL };
+        let fill = if self.compression == Compression::None {
+            1.0
+        } else {
+            BATCH_FILL
+        };
         while a < n {
             // Candidates from the running ratio, each body kept for compression.
             let mut batch = Vec::with_capacity(BATCH);
@@ -1192,7 +1292,12 @@ impl Splitter<'_> {
 
     /// Compress a batch of bodies, spread over the threads.
     fn make_docs(&self, batch: &[(usize, usize, Vec<u8>)]) -> Result<Vec<Vec<u8>>> {
-        let (head, protocol, compression, threshold) = (&self.head[..], self.protocol, self.compression, self.threshold);
+        let (head, protocol, compression, threshold) = (
+            &self.head[..],
+            self.protocol,
+            self.compression,
+            self.threshold,
+        );
         let one = |body: &[u8]| make_doc(head, protocol, compression, threshold, body);
         let threads = self.threads.min(batch.len());
         if threads <= 1 || compression == Compression::None {
@@ -1203,7 +1308,10 @@ impl Splitter<'_> {
             let mut handles = Vec::new();
             for t in 1..threads {
                 let work = std::thread::Builder::new().spawn_scoped(scope, move || {
-                    (t..batch.len()).step_by(threads).map(|i| (i, one(&batch[i].2))).collect::<Vec<_>>()
+                    (t..batch.len())
+                        .step_by(threads)
+                        .map(|i| (i, one(&batch[i].2)))
+                        .collect::<Vec<_>>()
                 });
                 match work {
                     Ok(h) => handles.push(h),
@@ -1228,7 +1336,14 @@ impl Splitter<'_> {
         });
         slots
             .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::new(ErrorCode::Compress("compression thread failed".into()), 0))))
+            .map(|r| {
+                r.unwrap_or_else(|| {
+                    Err(Error::new(
+                        ErrorCode::Compress("compression thread failed".into()),
+                        0,
+                    ))
+                })
+            })
             .collect()
     }
 
@@ -1265,7 +1380,8 @@ impl Splitter<'_> {
                 break;
             }
             let best_len = best.as_ref().map_or(0, Vec::len);
-            if lo > a && (lo == n || best_len as f64 >= max as f64 * ACCEPT || probes >= MAX_PROBES) {
+            if lo > a && (lo == n || best_len as f64 >= max as f64 * ACCEPT || probes >= MAX_PROBES)
+            {
                 break;
             }
             let next = if lo > a {
@@ -1279,9 +1395,17 @@ impl Splitter<'_> {
                 // Nothing fits yet: shrink, halving after repeated misses.
                 let g = self.guess(a, hi, FILL)?.max(a + 1);
                 let half = a + (hi - a) / 2;
-                if misses >= 2 { g.min(half).max(a + 1) } else { g }
+                if misses >= 2 {
+                    g.min(half).max(a + 1)
+                } else {
+                    g
+                }
             };
-            k = if next >= hi || next == k { lo + (hi - lo) / 2 } else { next };
+            k = if next >= hi || next == k {
+                lo + (hi - lo) / 2
+            } else {
+                next
+            };
             k = k.clamp(lo + 1, hi - 1);
         }
         match best {
@@ -1295,7 +1419,14 @@ impl Splitter<'_> {
                     return Ok((a + 1, doc));
                 }
                 let at = self.elements.get(a).map_or(0, |e| e.0);
-                Err(self.em.err(ErrorCode::ChunkTooSmall { element: a, needed: doc.len(), limit: max }, at))
+                Err(self.em.err(
+                    ErrorCode::ChunkTooSmall {
+                        element: a,
+                        needed: doc.len(),
+                        limit: max,
+                    },
+                    at,
+                ))
             }
         }
     }

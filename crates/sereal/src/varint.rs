@@ -98,7 +98,17 @@ mod tests {
 
     #[test]
     fn round_trip_and_padding() {
-        for v in [0u64, 1, 127, 128, 300, 16383, 16384, u32::MAX as u64, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
             let mut out = Vec::new();
             write(&mut out, v);
             assert_eq!(out.len(), len(v));

@@ -16,26 +16,65 @@ fn events(n: usize, seed: u64) -> Vec<Value> {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     };
-    let shared: Vec<Key> = ["type", "path", "status", "timings", "ua", "héllo", "x"].iter().map(|&k| Key::from(k)).collect();
-    let words = ["GET", "/index.html", "Mozilla/5.0 (X11; Linux x86_64)", "ams1", "naïve café", "abcd", "ab"];
+    let shared: Vec<Key> = ["type", "path", "status", "timings", "ua", "héllo", "x"]
+        .iter()
+        .map(|&k| Key::from(k))
+        .collect();
+    let words = [
+        "GET",
+        "/index.html",
+        "Mozilla/5.0 (X11; Linux x86_64)",
+        "ams1",
+        "naïve café",
+        "abcd",
+        "ab",
+    ];
     (0..n)
         .map(|i| {
             let r = next();
             let mut h: Vec<(Key, Value)> = Vec::new();
             h.push((shared[0].clone(), Value::String("WEB".into())));
-            h.push((shared[1].clone(), Value::String(words[(r % 7) as usize].into())));
+            h.push((
+                shared[1].clone(),
+                Value::String(words[(r % 7) as usize].into()),
+            ));
             h.push((Key::from("status"), Value::Int((r % 600) as i64 - 50)));
-            h.push((shared[3].clone(), Value::Hash(vec![(Key::from("total_ms"), Value::Float((r % 1000) as f64 / 7.0))])));
-            h.push((shared[5].clone(), Value::String(format!("id-{}", next() % 5000))));
+            h.push((
+                shared[3].clone(),
+                Value::Hash(vec![(
+                    Key::from("total_ms"),
+                    Value::Float((r % 1000) as f64 / 7.0),
+                )]),
+            ));
+            h.push((
+                shared[5].clone(),
+                Value::String(format!("id-{}", next() % 5000)),
+            ));
             if r % 3 == 0 {
-                h.push((shared[4].clone(), Value::Array(vec![Value::String(words[(r % 5) as usize].into()); (r % 20) as usize])));
+                h.push((
+                    shared[4].clone(),
+                    Value::Array(vec![
+                        Value::String(words[(r % 5) as usize].into());
+                        (r % 20) as usize
+                    ]),
+                ));
             }
             if r % 5 == 0 {
                 let class = if r % 2 == 0 { "My::Class" } else { "Other" };
-                h.push((Key::from("obj"), Value::Object(Box::new(Object { class: class.into(), value: Value::Int(i as i64), frozen: false }))));
+                h.push((
+                    Key::from("obj"),
+                    Value::Object(Box::new(Object {
+                        class: class.into(),
+                        value: Value::Int(i as i64),
+                        frozen: false,
+                    })),
+                ));
             }
             if r % 7 == 0 {
-                h.push((shared[6].clone(), Value::Shared(Arc::new(Value::Binary(b"binary blob".to_vec())))));
+                h.push((
+                    shared[6].clone(),
+                    Value::Shared(Arc::new(Value::Binary(b"binary blob".to_vec()))),
+                ));
             }
             Value::Hash(h)
         })
@@ -44,11 +83,29 @@ fn events(n: usize, seed: u64) -> Vec<Value> {
 
 fn option_sets() -> Vec<EncoderOptions> {
     vec![
-        EncoderOptions { protocol: 3, dedupe_strings: true, ..Default::default() },
+        EncoderOptions {
+            protocol: 3,
+            dedupe_strings: true,
+            ..Default::default()
+        },
         EncoderOptions::original_events(),
-        EncoderOptions { protocol: 5, compression: Compression::Zstd { level: 3 }, compress_threshold: 0, dedupe_strings: true, ..Default::default() },
-        EncoderOptions { protocol: 5, dedupe_strings: true, canonical: true, ..Default::default() },
-        EncoderOptions { protocol: 4, ..Default::default() },
+        EncoderOptions {
+            protocol: 5,
+            compression: Compression::Zstd { level: 3 },
+            compress_threshold: 0,
+            dedupe_strings: true,
+            ..Default::default()
+        },
+        EncoderOptions {
+            protocol: 5,
+            dedupe_strings: true,
+            canonical: true,
+            ..Default::default()
+        },
+        EncoderOptions {
+            protocol: 4,
+            ..Default::default()
+        },
     ]
 }
 
@@ -58,7 +115,9 @@ fn same_bytes_as_one_shot() {
     for opts in option_sets() {
         let mut one = Encoder::new(opts.clone()).unwrap();
         let mut arr = ArrayEncoder::new(opts.clone()).unwrap();
-        for n in [0, 1, 2, 15, 16, 17, 100, 127, 128, 129, 1000, 16_383, 16_384, 16_500] {
+        for n in [
+            0, 1, 2, 15, 16, 17, 100, 127, 128, 129, 1000, 16_383, 16_384, 16_500,
+        ] {
             let items = &all[..n];
             let want = one.encode(&Value::Array(items.to_vec())).unwrap();
             for e in items {
@@ -67,7 +126,12 @@ fn same_bytes_as_one_shot() {
             assert_eq!(arr.len(), n);
             let mut got = Vec::new();
             arr.finish_into(&mut got).unwrap();
-            assert!(got == want, "{n} elements with {opts:?}: {} vs {} bytes", got.len(), want.len());
+            assert!(
+                got == want,
+                "{n} elements with {opts:?}: {} vs {} bytes",
+                got.len(),
+                want.len()
+            );
             assert!(sereal::from_slice(&got).is_ok());
         }
     }
@@ -75,11 +139,17 @@ fn same_bytes_as_one_shot() {
 
 #[test]
 fn refused_element_leaves_no_trace() {
-    let opts = EncoderOptions { max_depth: 6, ..EncoderOptions::original_events() };
+    let opts = EncoderOptions {
+        max_depth: 6,
+        ..EncoderOptions::original_events()
+    };
     let all = events(300, 11);
     let mut deep = Value::Int(1);
     for _ in 0..10 {
-        deep = Value::Hash(vec![(Key::from("path"), deep), (Key::from("new key"), Value::String("a new string".into()))]);
+        deep = Value::Hash(vec![
+            (Key::from("path"), deep),
+            (Key::from("new key"), Value::String("a new string".into())),
+        ]);
     }
     let mut arr = ArrayEncoder::new(opts.clone()).unwrap();
     for (i, e) in all.iter().enumerate() {
@@ -90,6 +160,9 @@ fn refused_element_leaves_no_trace() {
     }
     let mut got = Vec::new();
     arr.finish_into(&mut got).unwrap();
-    let want = Encoder::new(opts).unwrap().encode(&Value::Array(all)).unwrap();
+    let want = Encoder::new(opts)
+        .unwrap()
+        .encode(&Value::Array(all))
+        .unwrap();
     assert!(got == want);
 }

@@ -23,16 +23,27 @@ fn err(d: &[u8]) -> sereal::Error {
 #[test]
 fn truncated_and_bad_lengths_are_eof() {
     assert!(err(&doc(b"")).is_eof());
-    assert!(err(&doc(&[0x26, 0x05, b'a'])).is_eof(), "BINARY longer than the input");
-    assert!(err(&doc(&[0x27, 0xff, 0xff, 0xff, 0x0f])).is_eof(), "STR_UTF8 length past the end");
-    assert!(err(&doc(&[0x2b, 0x03, 0x01])).is_eof(), "ARRAY with fewer items than declared");
+    assert!(
+        err(&doc(&[0x26, 0x05, b'a'])).is_eof(),
+        "BINARY longer than the input"
+    );
+    assert!(
+        err(&doc(&[0x27, 0xff, 0xff, 0xff, 0x0f])).is_eof(),
+        "STR_UTF8 length past the end"
+    );
+    assert!(
+        err(&doc(&[0x2b, 0x03, 0x01])).is_eof(),
+        "ARRAY with fewer items than declared"
+    );
     assert!(err(&doc(&[0x23, 0x00, 0x00])).is_eof(), "DOUBLE cut short");
     assert!(err(&doc(&[0x20, 0x80, 0x80])).is_eof(), "VARINT cut short");
 }
 
 #[test]
 fn bad_varints_and_tags() {
-    let e = err(&doc(&[0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]));
+    let e = err(&doc(&[
+        0x20, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+    ]));
     assert_eq!(e.classify(), Category::Invalid);
     assert_eq!(e.offset(), 7, "the offset names the varint");
     for tag in [0x36u8, 0x37, 0x3c, 0x3d, 0x3e] {
@@ -40,29 +51,62 @@ fn bad_varints_and_tags() {
         assert_eq!(e.classify(), Category::Invalid, "tag {tag:02x}");
         assert_eq!(e.offset(), 6);
     }
-    assert_eq!(err(b"=srl\x09\x00\x01").classify(), Category::Invalid, "version 9");
-    assert_eq!(err(b"{\"json\":1}").classify(), Category::Invalid, "not Sereal");
-    assert_eq!(err(&doc(&[0x2a, 0x01, 0x01, 0x01])).classify(), Category::Invalid, "integer hash key");
+    assert_eq!(
+        err(b"=srl\x09\x00\x01").classify(),
+        Category::Invalid,
+        "version 9"
+    );
+    assert_eq!(
+        err(b"{\"json\":1}").classify(),
+        Category::Invalid,
+        "not Sereal"
+    );
+    assert_eq!(
+        err(&doc(&[0x2a, 0x01, 0x01, 0x01])).classify(),
+        Category::Invalid,
+        "integer hash key"
+    );
 }
 
 #[test]
 fn back_references_must_point_backwards() {
     // COPY to itself, COPY forward, REFP/ALIAS to something never tracked, OBJECTV to a non-string.
     assert_eq!(err(&doc(&[0x2f, 0x01])).classify(), Category::Invalid);
-    assert_eq!(err(&doc(&[0x42, 0x2f, 0x05, 0x01])).classify(), Category::Invalid);
-    assert_eq!(err(&doc(&[0x42, 0x01, 0x29, 0x02])).classify(), Category::Invalid);
-    assert_eq!(err(&doc(&[0x42, 0x01, 0x2e, 0x02])).classify(), Category::Invalid);
-    assert_eq!(err(&doc(&[0x42, 0x01, 0x2d, 0x02, 0x01])).classify(), Category::Invalid);
+    assert_eq!(
+        err(&doc(&[0x42, 0x2f, 0x05, 0x01])).classify(),
+        Category::Invalid
+    );
+    assert_eq!(
+        err(&doc(&[0x42, 0x01, 0x29, 0x02])).classify(),
+        Category::Invalid
+    );
+    assert_eq!(
+        err(&doc(&[0x42, 0x01, 0x2e, 0x02])).classify(),
+        Category::Invalid
+    );
+    assert_eq!(
+        err(&doc(&[0x42, 0x01, 0x2d, 0x02, 0x01])).classify(),
+        Category::Invalid
+    );
     // A COPY of an item that itself contains a COPY (the spec forbids it; loops need it).
     let e = err(&doc(&[0x43, 0x61, b'a', 0x41, 0x2f, 0x02, 0x2f, 0x04]));
     assert_eq!(e.classify(), Category::Invalid, "{e}");
     // A reference back into an item still being decoded (a cycle).
-    assert_eq!(err(&doc(&[0x28, 0xab, 0x01, 0x29, 0x02])).classify(), Category::Invalid);
+    assert_eq!(
+        err(&doc(&[0x28, 0xab, 0x01, 0x29, 0x02])).classify(),
+        Category::Invalid
+    );
 }
 
 #[test]
 fn deep_nesting_hits_the_depth_limit_not_the_stack() {
-    for opener in [&[0x28u8][..], &[0x41], &[0x2b, 0x01], &[0x30, 0x28], &[0x51, 0x61, b'k']] {
+    for opener in [
+        &[0x28u8][..],
+        &[0x41],
+        &[0x2b, 0x01],
+        &[0x30, 0x28],
+        &[0x51, 0x61, b'k'],
+    ] {
         let mut body = Vec::new();
         for _ in 0..200_000 {
             body.extend_from_slice(opener);
@@ -74,7 +118,10 @@ fn deep_nesting_hits_the_depth_limit_not_the_stack() {
     // The limit is configurable, and lower limits apply.
     let mut body = vec![0x41; 20];
     body.push(0x01);
-    let mut d = Decoder::with_limits(Limits { max_depth: 10, ..Limits::default() });
+    let mut d = Decoder::with_limits(Limits {
+        max_depth: 10,
+        ..Limits::default()
+    });
     assert!(d.decode(&doc(&body)).unwrap_err().is_limit());
     assert!(sereal::from_slice(&doc(&body)).is_ok());
 }
@@ -120,18 +167,34 @@ fn zlib_bomb_with_lying_length_is_refused() {
     let e = err(&zlib_doc(200 << 20, &[0x41, 0x01]));
     assert_eq!(e.classify(), Category::Invalid, "{e}");
     // And a small, honest one decodes.
-    assert_eq!(sereal::from_slice(&zlib_doc(2, &[0x41, 0x01])).expect("ok"), sereal::Value::Array(vec![sereal::Value::Int(1)]));
+    assert_eq!(
+        sereal::from_slice(&zlib_doc(2, &[0x41, 0x01])).expect("ok"),
+        sereal::Value::Array(vec![sereal::Value::Int(1)])
+    );
 }
 
 #[test]
 fn zstd_and_snappy_bombs_are_refused() {
-    let limits = Limits { max_decompressed_bytes: 1 << 20, ..Limits::default() };
+    let limits = Limits {
+        max_decompressed_bytes: 1 << 20,
+        ..Limits::default()
+    };
     let mut payload = vec![0x26_u8, 0x80, 0x80, 0x80, 0x01];
     payload.resize(4 << 20, b'x');
-    for compression in [sereal::Compression::Zstd { level: 3 }, sereal::Compression::Snappy] {
+    for compression in [
+        sereal::Compression::Zstd { level: 3 },
+        sereal::Compression::Snappy,
+    ] {
         // Build a valid document that decompresses to 4 MiB, and decode it under a 1 MiB limit.
         let v = sereal::Value::Binary(payload.clone());
-        let d = sereal::to_vec(&v, &sereal::EncoderOptions { compression, ..Default::default() }).expect("encode");
+        let d = sereal::to_vec(
+            &v,
+            &sereal::EncoderOptions {
+                compression,
+                ..Default::default()
+            },
+        )
+        .expect("encode");
         let e = Decoder::with_limits(limits.clone()).decode(&d).unwrap_err();
         assert!(e.is_limit(), "{compression:?}: {e}");
     }
@@ -160,8 +223,15 @@ fn garbage_never_panics() {
     // A cheap deterministic fuzz on top of the real fuzz targets: random bodies after a valid
     // header, and random mutations of a real document.
     let base = sereal::to_vec(
-        &sereal::json::from_json_slice(br#"[{"a":[1,2,{"b":"cccc"}],"d":"cccc","e":1.5},{"a":"x","d":"cccc"}]"#).expect("json"),
-        &sereal::EncoderOptions { dedupe_strings: true, protocol: 3, ..Default::default() },
+        &sereal::json::from_json_slice(
+            br#"[{"a":[1,2,{"b":"cccc"}],"d":"cccc","e":1.5},{"a":"x","d":"cccc"}]"#,
+        )
+        .expect("json"),
+        &sereal::EncoderOptions {
+            dedupe_strings: true,
+            protocol: 3,
+            ..Default::default()
+        },
     )
     .expect("encode");
     let mut state = 0x9e3779b97f4a7c15u64;
@@ -210,7 +280,12 @@ fn runs_of_pad_do_not_recurse() {
     for pad in [0x3fu8, 0xbf] {
         let mut body = vec![pad; 1_000_000];
         body.push(0x01);
-        assert_eq!(sereal::from_slice(&doc(&body)).expect("PADs then 1").resolve(), &sereal::Value::Int(1));
+        assert_eq!(
+            sereal::from_slice(&doc(&body))
+                .expect("PADs then 1")
+                .resolve(),
+            &sereal::Value::Int(1)
+        );
         body.pop();
         assert!(err(&doc(&body)).is_eof());
     }
@@ -237,6 +312,9 @@ fn truncated_zlib_streams_are_eof() {
         sereal::varint::write(&mut d, compressed.len() as u64);
         d.extend_from_slice(&compressed);
         let e = err(&d);
-        assert!(e.is_eof() || e.classify() == Category::Invalid, "cut {cut}: {e}");
+        assert!(
+            e.is_eof() || e.classify() == Category::Invalid,
+            "cut {cut}: {e}"
+        );
     }
 }

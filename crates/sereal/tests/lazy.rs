@@ -44,7 +44,9 @@ fn reference(steps: &[Step], v: &Value, out: &mut Vec<Value>) {
             }
         }
         (Step::Wildcard, Value::Array(a)) => a.iter().for_each(|c| reference(&steps[1..], c, out)),
-        (Step::Wildcard, Value::Hash(h)) => h.iter().for_each(|(_, c)| reference(&steps[1..], c, out)),
+        (Step::Wildcard, Value::Hash(h)) => {
+            h.iter().for_each(|(_, c)| reference(&steps[1..], c, out))
+        }
         _ => {}
     }
 }
@@ -54,12 +56,17 @@ fn expect(path: &Path, v: &Value) -> Vec<Value> {
     reference(path.steps(), v, &mut out);
     // The library's own evaluator over decoded values agrees too.
     let own: Vec<Value> = path.eval(v).into_iter().cloned().collect();
-    assert_eq!(own, out, "Path::eval disagrees with the reference for {path}");
+    assert_eq!(
+        own, out,
+        "Path::eval disagrees with the reference for {path}"
+    );
     out
 }
 
 fn paths(list: &[&str]) -> Vec<Path> {
-    list.iter().map(|p| Path::parse(p).unwrap_or_else(|e| panic!("{p}: {e}"))).collect()
+    list.iter()
+        .map(|p| Path::parse(p).unwrap_or_else(|e| panic!("{p}: {e}")))
+        .collect()
 }
 
 /// The top-level elements of a decoded body, when it is an array (looking through Shared/Ref).
@@ -82,10 +89,16 @@ fn check_item(label: &str, item: &Item<'_>, full: &Value, paths: &[Path], select
     let mut all = Vec::new();
     for p in paths {
         let want = expect(p, full);
-        let got = item.get(p).unwrap_or_else(|e| panic!("{label}: get {p}: {e}"));
+        let got = item
+            .get(p)
+            .unwrap_or_else(|e| panic!("{label}: get {p}: {e}"));
         assert_eq!(got, want, "{label}: get {p}");
         // Handles: decoding each gives the same values, scalar accessors agree with Value's.
-        let handles = item.select_items(std::slice::from_ref(p)).unwrap().pop().unwrap();
+        let handles = item
+            .select_items(std::slice::from_ref(p))
+            .unwrap()
+            .pop()
+            .unwrap();
         assert_eq!(handles.len(), want.len(), "{label}: select_items {p}");
         for (h, w) in handles.iter().zip(&want) {
             assert_eq!(&h.decode().unwrap(), w, "{label}: handle decode {p}");
@@ -109,7 +122,12 @@ fn check_item(label: &str, item: &Item<'_>, full: &Value, paths: &[Path], select
     }
     match v {
         Value::Hash(h) => {
-            let entries: Vec<_> = item.entries().unwrap().unwrap().map(|e| e.unwrap()).collect();
+            let entries: Vec<_> = item
+                .entries()
+                .unwrap()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .collect();
             assert_eq!(entries.len(), h.len(), "{label}: entries");
             for ((k, vi), (hk, hv)) in entries.iter().zip(h) {
                 assert_eq!(*k, hk.as_bytes());
@@ -118,8 +136,15 @@ fn check_item(label: &str, item: &Item<'_>, full: &Value, paths: &[Path], select
             for (hk, hv) in h {
                 let Some(ks) = hk.as_str() else { continue };
                 // First entry with this key (the reference semantics).
-                let first = &h.iter().find(|(k2, _)| k2.as_bytes() == hk.as_bytes()).unwrap().1;
-                let f = item.field(ks).unwrap().unwrap_or_else(|| panic!("{label}: field {ks}"));
+                let first = &h
+                    .iter()
+                    .find(|(k2, _)| k2.as_bytes() == hk.as_bytes())
+                    .unwrap()
+                    .1;
+                let f = item
+                    .field(ks)
+                    .unwrap()
+                    .unwrap_or_else(|| panic!("{label}: field {ks}"));
                 assert_eq!(&f.decode().unwrap(), first);
                 let _ = hv;
             }
@@ -127,12 +152,27 @@ fn check_item(label: &str, item: &Item<'_>, full: &Value, paths: &[Path], select
             assert!(item.element(0).unwrap().is_none());
         }
         Value::Array(a) => {
-            let elems: Vec<_> = item.elements().unwrap().unwrap().map(|e| e.unwrap()).collect();
+            let elems: Vec<_> = item
+                .elements()
+                .unwrap()
+                .unwrap()
+                .map(|e| e.unwrap())
+                .collect();
             assert_eq!(elems.len(), a.len(), "{label}: elements");
             for (i, (e, w)) in elems.iter().zip(a).enumerate() {
                 assert_eq!(&e.decode().unwrap(), w);
-                assert_eq!(item.element(i as i64).unwrap().unwrap().decode().unwrap(), *w);
-                assert_eq!(item.element(i as i64 - a.len() as i64).unwrap().unwrap().decode().unwrap(), *w);
+                assert_eq!(
+                    item.element(i as i64).unwrap().unwrap().decode().unwrap(),
+                    *w
+                );
+                assert_eq!(
+                    item.element(i as i64 - a.len() as i64)
+                        .unwrap()
+                        .unwrap()
+                        .decode()
+                        .unwrap(),
+                    *w
+                );
             }
             assert!(item.element(a.len() as i64).unwrap().is_none());
             assert!(item.field("x").unwrap().is_none());
@@ -149,7 +189,10 @@ fn check_scalar(label: &str, h: &Item<'_>, v: &Value) {
     assert_eq!(h.as_str().unwrap(), v.as_str(), "{label}: as_str");
     assert_eq!(h.as_i64().unwrap(), v.as_i64(), "{label}: as_i64");
     let (a, b) = (h.as_f64().unwrap(), v.as_f64());
-    assert!(a == b || (a.is_some_and(f64::is_nan) && b.is_some_and(f64::is_nan)), "{label}: as_f64");
+    assert!(
+        a == b || (a.is_some_and(f64::is_nan) && b.is_some_and(f64::is_nan)),
+        "{label}: as_f64"
+    );
     let vb = match v.resolve() {
         Value::Bool(b) => Some(*b),
         _ => None,
@@ -166,7 +209,10 @@ fn check_scalar(label: &str, h: &Item<'_>, v: &Value) {
         (Some(Scalar::Int(i)), Value::Int(j)) => assert_eq!(i, *j),
         (Some(Scalar::UInt(i)), Value::UInt(j)) => assert_eq!(i, *j),
         (Some(Scalar::Float(_)), Value::Float(_)) | (Some(Scalar::Bool(_)), Value::Bool(_)) => {}
-        (None, Value::Array(_) | Value::Hash(_) | Value::Ref(_) | Value::Object(_) | Value::Regexp(_)) => {}
+        (
+            None,
+            Value::Array(_) | Value::Hash(_) | Value::Ref(_) | Value::Object(_) | Value::Regexp(_),
+        ) => {}
         (s, v) => panic!("{label}: scalar {s:?} vs {v:?}"),
     }
 }
@@ -190,7 +236,13 @@ fn check_doc(label: &str, doc: &[u8], paths: &[Path]) -> usize {
     let mut n = 0;
     for (i, (item, want)) in items.zip(elems).enumerate() {
         let item = item.unwrap();
-        check_item(&format!("{label} item {i}"), &item, want, paths, &mut selector);
+        check_item(
+            &format!("{label} item {i}"),
+            &item,
+            want,
+            paths,
+            &mut selector,
+        );
         n += 1;
     }
     assert_eq!(n, elems.len());
@@ -200,7 +252,11 @@ fn check_doc(label: &str, doc: &[u8], paths: &[Path]) -> usize {
 
 /// Paths made only of key steps (the ones `Selector::next_selected` plans as a key tree).
 fn key_only(paths: &[Path]) -> Vec<Path> {
-    paths.iter().filter(|p| p.steps().iter().all(|s| matches!(s, Step::Key(_)))).cloned().collect()
+    paths
+        .iter()
+        .filter(|p| p.steps().iter().all(|s| matches!(s, Step::Key(_))))
+        .cloned()
+        .collect()
 }
 
 /// `Selector::next_selected` (one pass per element) agrees with `Items::next` followed by
@@ -219,16 +275,31 @@ fn check_fused(label: &str, lazy: &LazyDoc<'_>, paths: &[Path]) {
         let mut handles = vec![Vec::new(); 9]; // stale content must go
         for (i, item) in lazy.items().unwrap().enumerate() {
             let item = item.unwrap();
-            let got = sel.next_selected(&mut fused, &mut handles).unwrap().unwrap();
-            assert_eq!((got.start(), got.end()), (item.start(), item.end()), "{label} item {i}: span");
+            let got = sel
+                .next_selected(&mut fused, &mut handles)
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (got.start(), got.end()),
+                (item.start(), item.end()),
+                "{label} item {i}: span"
+            );
             let want = item.select_items(&ps).unwrap();
             assert_eq!(handles.len(), want.len(), "{label} item {i}");
             let mut dec = lazy.item_decoder();
             for (p, (g, w)) in ps.iter().zip(handles.iter().zip(&want)) {
                 assert_eq!(g.len(), w.len(), "{label} item {i}: {p}");
                 for (a, b) in g.iter().zip(w) {
-                    assert_eq!((a.start(), a.end()), (b.start(), b.end()), "{label} item {i}: {p}");
-                    assert_eq!(dec.decode(a).unwrap(), b.decode().unwrap(), "{label} item {i}: {p}");
+                    assert_eq!(
+                        (a.start(), a.end()),
+                        (b.start(), b.end()),
+                        "{label} item {i}: {p}"
+                    );
+                    assert_eq!(
+                        dec.decode(a).unwrap(),
+                        b.decode().unwrap(),
+                        "{label} item {i}: {p}"
+                    );
                 }
             }
         }
@@ -244,7 +315,10 @@ fn raw_doc(body: &[u8]) -> Vec<u8> {
 }
 
 fn unhex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
 }
 
 /// Every lazy operation on a (possibly broken) document; must not panic. Returns whether
@@ -331,12 +405,24 @@ impl Rng {
 
 fn event_json(i: usize, rng: &mut Rng) -> serde_json::Value {
     use serde_json::json;
-    let hosts = ["web-01.dc1.example.com", "web-02.dc1.example.com", "api.example.com"];
-    let paths = ["/", "/search/hotels/in/amsterdam/with/a/long/path", "/checkout", "/api/v1/things/long/enough"];
+    let hosts = [
+        "web-01.dc1.example.com",
+        "web-02.dc1.example.com",
+        "api.example.com",
+    ];
+    let paths = [
+        "/",
+        "/search/hotels/in/amsterdam/with/a/long/path",
+        "/checkout",
+        "/api/v1/things/long/enough",
+    ];
     let mut m = serde_json::Map::new();
     m.insert("type".into(), json!(["WEB", "CRON", "LB"][i % 3]));
     m.insert("id".into(), json!(i));
-    m.insert("request_id".into(), json!(format!("req-{:016x}", rng.next())));
+    m.insert(
+        "request_id".into(),
+        json!(format!("req-{:016x}", rng.next())),
+    );
     m.insert("host".into(), json!(hosts[rng.below(3) as usize]));
     if i % 5 >= 1 {
         m.insert(
@@ -356,25 +442,43 @@ fn event_json(i: usize, rng: &mut Rng) -> serde_json::Value {
         .collect();
     m.insert("experiments".into(), json!(exps));
     let n_tags = [0, 1, 3, 15, 16, 20][rng.below(6) as usize];
-    let tags: Vec<_> = (0..n_tags).map(|k| json!(format!("tag{}", (k * 7 + i) % 11))).collect();
+    let tags: Vec<_> = (0..n_tags)
+        .map(|k| json!(format!("tag{}", (k * 7 + i) % 11)))
+        .collect();
     m.insert("tags".into(), json!(tags));
-    m.insert("user.agent".into(), json!({"major": rng.below(120), "minor": rng.below(10), "name": "Firefox"}));
+    m.insert(
+        "user.agent".into(),
+        json!({"major": rng.below(120), "minor": rng.below(10), "name": "Firefox"}),
+    );
     m.insert("ключ".into(), json!("значение"));
-    m.insert("flags".into(), json!({"ok": rng.below(2) == 0, "cached": false, "beta": null}));
+    m.insert(
+        "flags".into(),
+        json!({"ok": rng.below(2) == 0, "cached": false, "beta": null}),
+    );
     if i % 4 == 1 {
-        let big: serde_json::Map<String, serde_json::Value> =
-            (0..20).map(|k| (format!("k{k}"), json!(k * 1000 + i))).collect();
+        let big: serde_json::Map<String, serde_json::Value> = (0..20)
+            .map(|k| (format!("k{k}"), json!(k * 1000 + i)))
+            .collect();
         m.insert("bighash".into(), serde_json::Value::Object(big));
-        m.insert("big".into(), json!((0..18).map(|k| k as i64 - 9).collect::<Vec<_>>()));
+        m.insert(
+            "big".into(),
+            json!((0..18).map(|k| k as i64 - 9).collect::<Vec<_>>()),
+        );
     }
-    m.insert("nested".into(), json!({"a": {"b": {"c": {"d": i, "e": [[1, 2], [3, [4, 5]]]}}}}));
+    m.insert(
+        "nested".into(),
+        json!({"a": {"b": {"c": {"d": i, "e": [[1, 2], [3, [4, 5]]]}}}}),
+    );
     m.insert("large".into(), json!(18446744073709551615u64));
     m.insert("neg".into(), json!(-1234567));
     m.insert("small".into(), json!(-5));
     m.insert("f".into(), json!(0.1));
     m.insert("empty_a".into(), json!([]));
     m.insert("empty_h".into(), json!({}));
-    m.insert("text".into(), json!("a string that is certainly longer than thirty-two bytes"));
+    m.insert(
+        "text".into(),
+        json!("a string that is certainly longer than thirty-two bytes"),
+    );
     m.insert("with.dot".into(), json!(i % 2 < 1));
     for k in 0..(i % 9) {
         m.insert(format!("pad_{k:02}"), json!(format!("padding value {k}")));
@@ -458,10 +562,22 @@ const EVENT_PATHS: &[&str] = &[
 fn encoder_matrix() -> Vec<(String, EncoderOptions)> {
     let mut out = Vec::new();
     for protocol in [3u8, 4, 5] {
-        for compression in [Compression::None, Compression::Snappy, Compression::Zlib { level: 6 }, Compression::Zstd { level: 3 }] {
+        for compression in [
+            Compression::None,
+            Compression::Snappy,
+            Compression::Zlib { level: 6 },
+            Compression::Zstd { level: 3 },
+        ] {
             for dedupe_strings in [false, true] {
                 for canonical in [false, true] {
-                    let opts = EncoderOptions { protocol, compression, compress_threshold: 0, dedupe_strings, canonical, ..Default::default() };
+                    let opts = EncoderOptions {
+                        protocol,
+                        compression,
+                        compress_threshold: 0,
+                        dedupe_strings,
+                        canonical,
+                        ..Default::default()
+                    };
                     out.push((format!("p{protocol} {compression:?} dedupe={dedupe_strings} canonical={canonical}"), opts));
                 }
             }
@@ -481,7 +597,9 @@ fn encoder_documents_match_full_decode() {
     for (n, seed) in [(5usize, 1u64), (40, 2)] {
         let value = events_value(n, seed);
         for (label, opts) in encoder_matrix() {
-            let Ok(doc) = sereal::to_vec(&value, &opts) else { continue };
+            let Ok(doc) = sereal::to_vec(&value, &opts) else {
+                continue;
+            };
             let items = check_doc(&format!("{n} events, {label}"), &doc, &paths);
             assert_eq!(items, n);
             docs += 1;
@@ -493,7 +611,10 @@ fn encoder_documents_match_full_decode() {
 #[test]
 fn dedupe_produces_copy_and_it_is_followed() {
     let value = events_value(10, 7);
-    let opts = EncoderOptions { dedupe_strings: true, ..Default::default() };
+    let opts = EncoderOptions {
+        dedupe_strings: true,
+        ..Default::default()
+    };
     let doc = sereal::to_vec(&value, &opts).unwrap();
     let dump = sereal::dump::dump(&doc, &Limits::default()).unwrap();
     assert!(dump.contains("COPY"), "expected COPY tags in the document");
@@ -504,12 +625,21 @@ fn dedupe_produces_copy_and_it_is_followed() {
     let mut copies = 0;
     for item in lazy.items().unwrap() {
         let item = item.unwrap();
-        let h = item.select_items(std::slice::from_ref(&p)).unwrap().pop().unwrap();
+        let h = item
+            .select_items(std::slice::from_ref(&p))
+            .unwrap()
+            .pop()
+            .unwrap();
         if h[0].tag() == sereal::tag::COPY {
             copies += 1;
         }
-        assert!(h[0].str_eq("a string that is certainly longer than thirty-two bytes").unwrap());
-        assert_eq!(item.get(&p).unwrap()[0].as_str(), Some("a string that is certainly longer than thirty-two bytes"));
+        assert!(h[0]
+            .str_eq("a string that is certainly longer than thirty-two bytes")
+            .unwrap());
+        assert_eq!(
+            item.get(&p).unwrap()[0].as_str(),
+            Some("a string that is certainly longer than thirty-two bytes")
+        );
     }
     assert_eq!(copies, 9);
 }
@@ -528,11 +658,21 @@ fn non_array_and_scalar_roots() {
     ] {
         let value = sereal::json::from_json_slice(json).unwrap();
         for (label, opts) in encoder_matrix() {
-            let Ok(doc) = sereal::to_vec(&value, &opts) else { continue };
-            check_doc(&format!("{} {label}", String::from_utf8_lossy(json)), &doc, &paths);
+            let Ok(doc) = sereal::to_vec(&value, &opts) else {
+                continue;
+            };
+            check_doc(
+                &format!("{} {label}", String::from_utf8_lossy(json)),
+                &doc,
+                &paths,
+            );
         }
     }
-    let doc = sereal::to_vec(&sereal::json::from_json_slice(b"{\"a\":1}").unwrap(), &Default::default()).unwrap();
+    let doc = sereal::to_vec(
+        &sereal::json::from_json_slice(b"{\"a\":1}").unwrap(),
+        &Default::default(),
+    )
+    .unwrap();
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
     let err = lazy.items().unwrap_err();
@@ -600,7 +740,11 @@ fn perl_docs() -> Vec<(String, Vec<u8>)> {
         .arg(PERL_SCRIPT)
         .output()
         .expect("these tests need perl with Sereal::Encoder installed");
-    assert!(out.status.success(), "perl failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "perl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -612,10 +756,60 @@ fn perl_docs() -> Vec<(String, Vec<u8>)> {
 }
 
 const PERL_PATHS: &[&str] = &[
-    "a", "a.name", "b.n", "b", "c[*]", "c", "d[*][1]", "d[1]", "d[*]", "s", "t", "o", "o.id", "o.tags[*]", "o.tags[-1]",
-    "p.tags", "p.id", "q[*].id", "q[1].tags", "q[2]", "rr", "rrr", "rr.x", "ao[2].deep", "ao[*]", "ao[0]", "fz", "fz[*]",
-    "fz[0]", "fz[1][1]", "u", "v", "w", "k", "l", "'user.agent'.major", "re", "list[*]", "list[4]", "list[1]", "neg",
-    "big", "f", "un", "strong.k", "weak.k", "weak", "strong", "weak.name", "lonely", "lonely.name", "[*]", "[*][*]", "missing",
+    "a",
+    "a.name",
+    "b.n",
+    "b",
+    "c[*]",
+    "c",
+    "d[*][1]",
+    "d[1]",
+    "d[*]",
+    "s",
+    "t",
+    "o",
+    "o.id",
+    "o.tags[*]",
+    "o.tags[-1]",
+    "p.tags",
+    "p.id",
+    "q[*].id",
+    "q[1].tags",
+    "q[2]",
+    "rr",
+    "rrr",
+    "rr.x",
+    "ao[2].deep",
+    "ao[*]",
+    "ao[0]",
+    "fz",
+    "fz[*]",
+    "fz[0]",
+    "fz[1][1]",
+    "u",
+    "v",
+    "w",
+    "k",
+    "l",
+    "'user.agent'.major",
+    "re",
+    "list[*]",
+    "list[4]",
+    "list[1]",
+    "neg",
+    "big",
+    "f",
+    "un",
+    "strong.k",
+    "weak.k",
+    "weak",
+    "strong",
+    "weak.name",
+    "lonely",
+    "lonely.name",
+    "[*]",
+    "[*][*]",
+    "missing",
 ];
 
 #[test]
@@ -629,14 +823,34 @@ fn perl_documents_match_full_decode() {
             continue;
         }
         let dump = sereal::dump::dump(doc, &Limits::default()).unwrap();
-        for tag in ["REFP", "ALIAS", "COPY", "OBJECTV", "WEAKEN", "OBJECT_FREEZE", "REGEXP", "[tracked]", "PAD"] {
+        for tag in [
+            "REFP",
+            "ALIAS",
+            "COPY",
+            "OBJECTV",
+            "WEAKEN",
+            "OBJECT_FREEZE",
+            "REGEXP",
+            "[tracked]",
+            "PAD",
+        ] {
             if dump.contains(tag) && !seen.contains(&tag) {
                 seen.push(tag);
             }
         }
         assert_eq!(check_doc(&format!("perl {label}"), doc, &paths), 4);
     }
-    for tag in ["REFP", "ALIAS", "COPY", "OBJECTV", "WEAKEN", "OBJECT_FREEZE", "REGEXP", "[tracked]", "PAD"] {
+    for tag in [
+        "REFP",
+        "ALIAS",
+        "COPY",
+        "OBJECTV",
+        "WEAKEN",
+        "OBJECT_FREEZE",
+        "REGEXP",
+        "[tracked]",
+        "PAD",
+    ] {
         assert!(seen.contains(&tag), "no Perl document exercised {tag}");
     }
 }
@@ -646,15 +860,31 @@ fn perl_cyclic_structure() {
     // $cyc = { name => "cyc", self => weakened ref to $cyc }: the full decoder refuses the cycle,
     // the lazy reader can still walk through it and extract acyclic parts.
     for (label, doc) in perl_docs() {
-        let Some(label) = label.strip_prefix("cyc-") else { continue };
-        assert!(sereal::from_slice(&doc).is_err(), "{label}: full decoder accepted a cycle");
+        let Some(label) = label.strip_prefix("cyc-") else {
+            continue;
+        };
+        assert!(
+            sereal::from_slice(&doc).is_err(),
+            "{label}: full decoder accepted a cycle"
+        );
         let mut scratch = Vec::new();
         let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
         let root = lazy.root().unwrap();
         let get = |p: &str| root.get(&Path::parse(p).unwrap());
-        assert_eq!(get("name").unwrap(), vec![Value::Binary(b"cyc".to_vec())], "{label}");
-        assert_eq!(get("self.self.self.name").unwrap(), vec![Value::Binary(b"cyc".to_vec())], "{label}");
-        assert!(get("self").is_err(), "{label}: materialising the cycle must fail");
+        assert_eq!(
+            get("name").unwrap(),
+            vec![Value::Binary(b"cyc".to_vec())],
+            "{label}"
+        );
+        assert_eq!(
+            get("self.self.self.name").unwrap(),
+            vec![Value::Binary(b"cyc".to_vec())],
+            "{label}"
+        );
+        assert!(
+            get("self").is_err(),
+            "{label}: materialising the cycle must fail"
+        );
         assert!(root.decode().is_err(), "{label}");
         let r = get("self.self.name").unwrap();
         assert_eq!(r.len(), 1);
@@ -668,33 +898,93 @@ fn perl_cyclic_structure() {
 
 #[test]
 fn hand_written_pad_weaken_refp_alias_objectv_copy() {
-    let any = paths(&["k", "id", "x", "[*]", "[0]", "[-1]", "k[*]", "a.k", "r.x", "r"]);
+    let any = paths(&[
+        "k", "id", "x", "[*]", "[0]", "[-1]", "k[*]", "a.k", "r.x", "r",
+    ]);
     let bodies: Vec<(&str, Vec<u8>)> = vec![
         // [ {k=>5}, {k=>7} ] with PADs everywhere a value may start, and a tracked PAD.
-        ("pad", vec![0x3f, 0x3f, 0x42, 0x3f, 0x51, 0x61, b'k', 0x3f, 0x3f, 0x05, 0x51, 0x61, b'k', 0xbf, 0x07]),
+        (
+            "pad",
+            vec![
+                0x3f, 0x3f, 0x42, 0x3f, 0x51, 0x61, b'k', 0x3f, 0x3f, 0x05, 0x51, 0x61, b'k', 0xbf,
+                0x07,
+            ],
+        ),
         // [ REFN tracked-HASH {k=>1}, WEAKEN REFP -> that hash ]
-        ("weaken-refp", vec![0x42, 0x28, 0xaa, 0x01, 0x61, b'k', 0x01, 0x30, 0x29, 0x03]),
+        (
+            "weaken-refp",
+            vec![0x42, 0x28, 0xaa, 0x01, 0x61, b'k', 0x01, 0x30, 0x29, 0x03],
+        ),
         // [ tracked "abc", ALIAS, ALIAS ]
-        ("alias", vec![0x43, 0xe3, b'a', b'b', b'c', 0x2e, 0x02, 0x2e, 0x02]),
+        (
+            "alias",
+            vec![0x43, 0xe3, b'a', b'b', b'c', 0x2e, 0x02, 0x2e, 0x02],
+        ),
         // [ OBJECT "Foo" {id=>1}, OBJECTV ->"Foo" {COPY->"id" => 2} ]
-        ("objectv", vec![0x42, 0x2c, 0x63, b'F', b'o', b'o', 0x51, 0x62, b'i', b'd', 0x01, 0x2d, 0x03, 0x51, 0x2f, 0x08, 0x02]),
+        (
+            "objectv",
+            vec![
+                0x42, 0x2c, 0x63, b'F', b'o', b'o', 0x51, 0x62, b'i', b'd', 0x01, 0x2d, 0x03, 0x51,
+                0x2f, 0x08, 0x02,
+            ],
+        ),
         // [ REFN REFN REFN {x=>9} ]
-        ("refn-chain", vec![0x41, 0x28, 0x28, 0x28, 0x51, 0x61, b'x', 0x09]),
+        (
+            "refn-chain",
+            vec![0x41, 0x28, 0x28, 0x28, 0x51, 0x61, b'x', 0x09],
+        ),
         // [ {k=>1}, COPY of that hash ]
-        ("copy-container", vec![0x42, 0x51, 0x61, b'k', 0x01, 0x2f, 0x02]),
+        (
+            "copy-container",
+            vec![0x42, 0x51, 0x61, b'k', 0x01, 0x2f, 0x02],
+        ),
         // { a => tracked {k=>[1,2]}, b => REFP a, c => ALIAS a } as a hash root
-        ("refp-in-hash", vec![0x53, 0x61, b'a', 0x28, 0xaa, 0x01, 0x61, b'k', 0x42, 0x01, 0x02, 0x61, b'b', 0x29, 0x05, 0x61, b'c', 0x2e, 0x05]),
+        (
+            "refp-in-hash",
+            vec![
+                0x53, 0x61, b'a', 0x28, 0xaa, 0x01, 0x61, b'k', 0x42, 0x01, 0x02, 0x61, b'b', 0x29,
+                0x05, 0x61, b'c', 0x2e, 0x05,
+            ],
+        ),
         // [ tracked 42, REFP -> 42 (a scalar ref), tracked DOUBLE ]
-        ("refp-scalar", vec![0x43, 0xa0, 0x2a, 0x29, 0x02, 0xa3, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f]),
+        (
+            "refp-scalar",
+            vec![
+                0x43, 0xa0, 0x2a, 0x29, 0x02, 0xa3, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f,
+            ],
+        ),
         // [ REFN ARRAY 2 (PAD-prefixed element) , regexp ]
-        ("regexp", vec![0x42, 0x28, 0x2b, 0x02, 0x3f, 0x01, 0x02, 0x31, 0x63, b'a', b'+', b'b', 0x61, b'i']),
+        (
+            "regexp",
+            vec![
+                0x42, 0x28, 0x2b, 0x02, 0x3f, 0x01, 0x02, 0x31, 0x63, b'a', b'+', b'b', 0x61, b'i',
+            ],
+        ),
         // [ {k=>1, k=>2 (COPY key)}, {a=>{k=>3}, k=>4, a=>5} ]: duplicate keys, the first wins
-        ("duplicate-keys", vec![0x42, 0x52, 0x61, b'k', 0x01, 0x2f, 0x03, 0x02, 0x53, 0x61, b'a', 0x51, 0x2f, 0x03, 0x03, 0x2f, 0x03, 0x04, 0x2f, 0x0a, 0x05]),
+        (
+            "duplicate-keys",
+            vec![
+                0x42, 0x52, 0x61, b'k', 0x01, 0x2f, 0x03, 0x02, 0x53, 0x61, b'a', 0x51, 0x2f, 0x03,
+                0x03, 0x2f, 0x03, 0x04, 0x2f, 0x0a, 0x05,
+            ],
+        ),
         // [ "abcd", REFN tracked-HASH {x => COPY "abcd"}, {r => REFP that hash}, COPY of {r => …} ]:
         // a COPY expansion may reach, through a REFP, an item that itself uses COPY.
-        ("copy-then-refp", vec![0x44, 0x64, b'a', b'b', b'c', b'd', 0x28, 0xaa, 0x01, 0x61, b'x', 0x2f, 0x02, 0x51, 0x61, b'r', 0x29, 0x08, 0x2f, 0x0e]),
+        (
+            "copy-then-refp",
+            vec![
+                0x44, 0x64, b'a', b'b', b'c', b'd', 0x28, 0xaa, 0x01, 0x61, b'x', 0x2f, 0x02, 0x51,
+                0x61, b'r', 0x29, 0x08, 0x2f, 0x0e,
+            ],
+        ),
         // [ HASH (bare, count 1) with a STR_UTF8 key, LONG_DOUBLE 1.0 ]
-        ("utf8-key", vec![0x42, 0x28, 0x2a, 0x01, 0x27, 0x02, 0xc3, 0xa9, 0x05, 0x24, 0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0x3f, 0, 0, 0, 0, 0, 0]),
+        (
+            "utf8-key",
+            vec![
+                0x42, 0x28, 0x2a, 0x01, 0x27, 0x02, 0xc3, 0xa9, 0x05, 0x24, 0, 0, 0, 0, 0, 0, 0,
+                0x80, 0xff, 0x3f, 0, 0, 0, 0, 0, 0,
+            ],
+        ),
     ];
     for (label, body) in &bodies {
         let doc = raw_doc(body);
@@ -709,11 +999,20 @@ fn hand_written_pad_weaken_refp_alias_objectv_copy() {
     assert_eq!(items[0].get(&k).unwrap(), vec![Value::Int(5)]);
     assert_eq!(items[1].get(&k).unwrap()[0].as_i64(), Some(7));
 
-    let doc = raw_doc(&bodies.iter().find(|(l, _)| *l == "duplicate-keys").unwrap().1);
+    let doc = raw_doc(
+        &bodies
+            .iter()
+            .find(|(l, _)| *l == "duplicate-keys")
+            .unwrap()
+            .1,
+    );
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
     let items: Vec<_> = lazy.items().unwrap().map(Result::unwrap).collect();
     assert_eq!(items[0].get(&k).unwrap(), vec![Value::Int(1)]);
-    assert_eq!(items[0].get(&Path::parse("[*]").unwrap()).unwrap(), vec![Value::Int(1), Value::Int(2)]);
+    assert_eq!(
+        items[0].get(&Path::parse("[*]").unwrap()).unwrap(),
+        vec![Value::Int(1), Value::Int(2)]
+    );
     let got = items[1].select(&paths(&["a.k", "a", "k", "a[*]"])).unwrap();
     assert_eq!(got[0], vec![Value::Int(3)]);
     assert_eq!(got[2], vec![Value::Int(4)]);
@@ -728,17 +1027,32 @@ fn hand_written_pad_weaken_refp_alias_objectv_copy() {
         Value::Object(o) => assert_eq!(o.class, "Foo"),
         v => panic!("{v:?}"),
     }
-    assert_eq!(items[1].field("id").unwrap().unwrap().as_i64().unwrap(), Some(2));
+    assert_eq!(
+        items[1].field("id").unwrap().unwrap().as_i64().unwrap(),
+        Some(2)
+    );
 
     let doc = raw_doc(&bodies[6].1);
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
     let root = lazy.root().unwrap();
-    let got = root.select(&paths(&["b.k[1]", "c.k[*]", "a.k[0]"])).unwrap();
-    assert_eq!(got, vec![vec![Value::Int(2)], vec![Value::Int(1), Value::Int(2)], vec![Value::Int(1)]]);
+    let got = root
+        .select(&paths(&["b.k[1]", "c.k[*]", "a.k[0]"]))
+        .unwrap();
+    assert_eq!(
+        got,
+        vec![
+            vec![Value::Int(2)],
+            vec![Value::Int(1), Value::Int(2)],
+            vec![Value::Int(1)]
+        ]
+    );
     // The value at "b" alone: decoding a REFP in isolation jumps to its target.
     let b = root.field("b").unwrap().unwrap();
     assert_eq!(b.as_bytes(), &[0x29, 0x05]);
-    assert_eq!(b.decode().unwrap(), sereal::from_slice(&doc).unwrap().get("a").unwrap().clone());
+    assert_eq!(
+        b.decode().unwrap(),
+        sereal::from_slice(&doc).unwrap().get("a").unwrap().clone()
+    );
 }
 
 #[test]
@@ -758,13 +1072,24 @@ fn protocol_1_offsets() {
 fn broken_back_references_are_errors() {
     let cases: Vec<(&str, Vec<u8>)> = vec![
         // COPY pointing forward (to the string after it)
-        ("copy-forward", vec![0x42, 0x2f, 0x04, 0x64, b'a', b'b', b'c', b'd']),
+        (
+            "copy-forward",
+            vec![0x42, 0x2f, 0x04, 0x64, b'a', b'b', b'c', b'd'],
+        ),
         // COPY pointing at itself
         ("copy-self", vec![0x41, 0x2f, 0x02]),
         // COPY of a COPY
-        ("copy-of-copy", vec![0x43, 0x64, b'a', b'b', b'c', b'd', 0x2f, 0x02, 0x2f, 0x07]),
+        (
+            "copy-of-copy",
+            vec![0x43, 0x64, b'a', b'b', b'c', b'd', 0x2f, 0x02, 0x2f, 0x07],
+        ),
         // COPY of a container that contains a COPY value
-        ("copy-of-copy-inside", vec![0x43, 0x64, b'a', b'b', b'c', b'd', 0x51, 0x61, b'k', 0x2f, 0x02, 0x2f, 0x07]),
+        (
+            "copy-of-copy-inside",
+            vec![
+                0x43, 0x64, b'a', b'b', b'c', b'd', 0x51, 0x61, b'k', 0x2f, 0x02, 0x2f, 0x07,
+            ],
+        ),
         // REFP to an untracked item
         ("refp-untracked", vec![0x42, 0x01, 0x29, 0x02]),
         // REFP forward
@@ -774,17 +1099,33 @@ fn broken_back_references_are_errors() {
         // ALIAS to offset 0 (before the body)
         ("alias-zero", vec![0x41, 0x2e, 0x00]),
         // key COPY pointing forward
-        ("key-copy-forward", vec![0x41, 0x51, 0x2f, 0x05, 0x01, 0x61, b'k']),
+        (
+            "key-copy-forward",
+            vec![0x41, 0x51, 0x2f, 0x05, 0x01, 0x61, b'k'],
+        ),
         // key COPY to a non-string
         ("key-copy-int", vec![0x42, 0x01, 0x51, 0x2f, 0x02, 0x01]),
         // integer as a hash key
         ("int-key", vec![0x41, 0x51, 0x01, 0x01]),
         // OBJECTV pointing forward
-        ("objectv-forward", vec![0x41, 0x2d, 0x09, 0x51, 0x61, b'k', 0x01, 0x63, b'F', b'o', b'o']),
+        (
+            "objectv-forward",
+            vec![
+                0x41, 0x2d, 0x09, 0x51, 0x61, b'k', 0x01, 0x63, b'F', b'o', b'o',
+            ],
+        ),
         // OBJECTV to a non-string
-        ("objectv-int", vec![0x42, 0x01, 0x2d, 0x02, 0x51, 0x61, b'k', 0x01]),
+        (
+            "objectv-int",
+            vec![0x42, 0x01, 0x2d, 0x02, 0x51, 0x61, b'k', 0x01],
+        ),
         // huge offset
-        ("refp-huge", vec![0x41, 0x29, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]),
+        (
+            "refp-huge",
+            vec![
+                0x41, 0x29, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+            ],
+        ),
         // invalid tags
         ("reserved-tag", vec![0x41, 0x36]),
         ("many", vec![0x41, 0x3c, 0x01]),
@@ -793,7 +1134,10 @@ fn broken_back_references_are_errors() {
     let all = paths(&["k", "[*]", "[0]"]);
     for (label, body) in &cases {
         let doc = raw_doc(body);
-        assert!(sereal::from_slice(&doc).is_err(), "{label}: full decoder accepted it");
+        assert!(
+            sereal::from_slice(&doc).is_err(),
+            "{label}: full decoder accepted it"
+        );
         let mut scratch = Vec::new();
         let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
         let root = lazy.root();
@@ -815,7 +1159,10 @@ fn broken_back_references_are_errors() {
                 d.is_err() && s.is_err() && any_item_err
             }
         };
-        assert!(errs, "{label}: lazy reader accepted a broken back-reference");
+        assert!(
+            errs,
+            "{label}: lazy reader accepted a broken back-reference"
+        );
     }
     // The error names an offset inside the document.
     let doc = raw_doc(&cases[0].1);
@@ -854,7 +1201,10 @@ fn depth_is_bounded() {
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
     let item = lazy.items().unwrap().next().unwrap().unwrap();
     assert_eq!(item.end(), body.len());
-    assert_eq!(item.get(&Path::parse("x").unwrap()).unwrap(), vec![Value::Int(9)]);
+    assert_eq!(
+        item.get(&Path::parse("x").unwrap()).unwrap(),
+        vec![Value::Int(9)]
+    );
     assert!(item.decode().is_ok());
     // Deeply nested arrays: same.
     let mut body = vec![0x41];
@@ -865,9 +1215,15 @@ fn depth_is_bounded() {
     let item = lazy.items().unwrap().next().unwrap().unwrap();
     let deep = Path::parse(&"[0]".repeat(1000)).unwrap();
     assert!(item.get(&deep).unwrap_err().is_limit());
-    assert_eq!(item.get(&Path::parse("[0][0][0][1]").unwrap()).unwrap(), Vec::<Value>::new());
+    assert_eq!(
+        item.get(&Path::parse("[0][0][0][1]").unwrap()).unwrap(),
+        Vec::<Value>::new()
+    );
     // With a higher limit the deep path resolves (what is left below it is 100 levels deep).
-    let limits = Limits { max_depth: 2000, ..Limits::default() };
+    let limits = Limits {
+        max_depth: 2000,
+        ..Limits::default()
+    };
     let lazy = LazyDoc::open(&doc, &limits, &mut scratch).unwrap();
     let item = lazy.items().unwrap().next().unwrap().unwrap();
     assert_eq!(item.get(&deep).unwrap().len(), 1);
@@ -877,7 +1233,10 @@ fn depth_is_bounded() {
 fn value_limits_apply_to_materialisation() {
     let value = events_value(3, 9);
     let doc = sereal::to_vec(&value, &Default::default()).unwrap();
-    let limits = Limits { max_values: 10, ..Limits::default() };
+    let limits = Limits {
+        max_values: 10,
+        ..Limits::default()
+    };
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &limits, &mut scratch).unwrap();
     let item = lazy.items().unwrap().next().unwrap().unwrap();
@@ -907,16 +1266,29 @@ fn reference_chains_cannot_expand_exponentially() {
     assert!(last.decode().unwrap_err().is_limit());
     // Walking all paths through the DAG is bounded too, with values or handles, matching or not.
     let stars = "[*]".repeat(60);
-    for p in [format!("{stars}[0]"), format!("{stars}[5]"), format!("{stars}.k"), stars.clone()] {
+    for p in [
+        format!("{stars}[0]"),
+        format!("{stars}[5]"),
+        format!("{stars}.k"),
+        stars.clone(),
+    ] {
         let p = Path::parse(&p).unwrap();
         assert!(last.get(&p).unwrap_err().is_limit(), "{p}");
-        assert!(last.select_items(std::slice::from_ref(&p)).unwrap_err().is_limit(), "{p}");
+        assert!(
+            last.select_items(std::slice::from_ref(&p))
+                .unwrap_err()
+                .is_limit(),
+            "{p}"
+        );
     }
     // One path down the chain is cheap; so is a handle to a huge value.
     let p = Path::parse(&format!("{}[0]", "[1]".repeat(60))).unwrap();
     assert_eq!(last.get(&p).unwrap(), vec![Value::Int(1)]);
     let p = Path::parse("[1][0][1][0]").unwrap();
-    assert_eq!(last.select_items(std::slice::from_ref(&p)).unwrap()[0].len(), 1);
+    assert_eq!(
+        last.select_items(std::slice::from_ref(&p)).unwrap()[0].len(),
+        1
+    );
     // A small chain agrees with its full decode.
     let small = lazy.items().unwrap().nth(4).unwrap().unwrap();
     let full = small.decode().unwrap();
@@ -941,10 +1313,18 @@ fn copy_amplification_is_bounded() {
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
     let root = lazy.root().unwrap();
-    assert!(root.get(&Path::parse("[*]").unwrap()).unwrap_err().is_limit());
+    assert!(root
+        .get(&Path::parse("[*]").unwrap())
+        .unwrap_err()
+        .is_limit());
     assert!(root.decode().unwrap_err().is_limit());
     // One of them is fine; handles cost nothing.
-    assert_eq!(root.get(&Path::parse("[-1]").unwrap()).unwrap()[0].as_str().map(str::len), Some(65536));
+    assert_eq!(
+        root.get(&Path::parse("[-1]").unwrap()).unwrap()[0]
+            .as_str()
+            .map(str::len),
+        Some(65536)
+    );
     assert_eq!(lazy.items().unwrap().count(), 500_001);
     let h = root.element(-1).unwrap().unwrap();
     assert_eq!(h.str_bytes().unwrap().map(<[u8]>::len), Some(65536));
@@ -959,25 +1339,49 @@ fn every_truncation_errors_and_never_panics() {
     let paths = paths(&["type", "http.status", "tags[*]", "a.name", "q[*].id", "[*]"]);
     let mut docs: Vec<(String, Vec<u8>)> = Vec::new();
     let value = events_value(4, 3);
-    for (label, opts) in encoder_matrix().into_iter().filter(|(l, _)| l.starts_with("p5")) {
+    for (label, opts) in encoder_matrix()
+        .into_iter()
+        .filter(|(l, _)| l.starts_with("p5"))
+    {
         docs.push((label, sereal::to_vec(&value, &opts).unwrap()));
     }
-    for (label, doc) in perl_docs().into_iter().filter(|(l, _)| !l.starts_with("cyc-")) {
+    for (label, doc) in perl_docs()
+        .into_iter()
+        .filter(|(l, _)| !l.starts_with("cyc-"))
+    {
         docs.push((format!("perl {label}"), doc));
     }
     for (label, doc) in &docs {
         assert!(!exercise(doc, &paths), "{label}: the whole document failed");
         for cut in 0..doc.len() {
             let prefix = &doc[..cut];
-            assert!(exercise(prefix, &paths), "{label}: prefix of {cut} bytes gave no error");
+            assert!(
+                exercise(prefix, &paths),
+                "{label}: prefix of {cut} bytes gave no error"
+            );
         }
     }
 }
 
 #[test]
 fn corrupted_bytes_never_panic() {
-    let paths = paths(&["type", "http.status", "tags[*]", "a.name", "q[*].id", "[*]", "o.tags[-1]"]);
-    let mut docs = vec![sereal::to_vec(&events_value(3, 5), &EncoderOptions { dedupe_strings: true, ..Default::default() }).unwrap()];
+    let paths = paths(&[
+        "type",
+        "http.status",
+        "tags[*]",
+        "a.name",
+        "q[*].id",
+        "[*]",
+        "o.tags[-1]",
+    ]);
+    let mut docs = vec![sereal::to_vec(
+        &events_value(3, 5),
+        &EncoderOptions {
+            dedupe_strings: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()];
     for (label, doc) in perl_docs() {
         if ["plain", "dedupe", "aliased", "freeze", "p1", "cyc-plain"].contains(&label.as_str()) {
             docs.push(doc);
@@ -1012,13 +1416,19 @@ fn path_parsing() {
     let cases: Vec<(&str, Vec<Step>)> = vec![
         ("a", vec![k("a")]),
         ("http.status", vec![k("http"), k("status")]),
-        ("experiments[*].id", vec![k("experiments"), Step::Wildcard, k("id")]),
+        (
+            "experiments[*].id",
+            vec![k("experiments"), Step::Wildcard, k("id")],
+        ),
         ("a[0]", vec![k("a"), Step::Index(0)]),
         ("a[-1]", vec![k("a"), Step::Index(-1)]),
         ("tags[*]", vec![k("tags"), Step::Wildcard]),
         ("\"user.agent\".major", vec![k("user.agent"), k("major")]),
         ("['user.agent']", vec![k("user.agent")]),
-        ("a[\"b.c\"][0][*]", vec![k("a"), k("b.c"), Step::Index(0), Step::Wildcard]),
+        (
+            "a[\"b.c\"][0][*]",
+            vec![k("a"), k("b.c"), Step::Index(0), Step::Wildcard],
+        ),
         ("[0].id", vec![Step::Index(0), k("id")]),
         ("[*]", vec![Step::Wildcard]),
         ("ключ.x", vec![k("ключ"), k("x")]),
@@ -1026,8 +1436,14 @@ fn path_parsing() {
         ("\"\"", vec![k("")]),
         ("'it\\'s'.\"q\\\"\\\\\"", vec![k("it's"), k("q\"\\")]),
         ("\"a b\"", vec![k("a b")]),
-        ("a[9223372036854775807]", vec![k("a"), Step::Index(i64::MAX)]),
-        ("a[-9223372036854775808]", vec![k("a"), Step::Index(i64::MIN)]),
+        (
+            "a[9223372036854775807]",
+            vec![k("a"), Step::Index(i64::MAX)],
+        ),
+        (
+            "a[-9223372036854775808]",
+            vec![k("a"), Step::Index(i64::MIN)],
+        ),
     ];
     for (text, steps) in cases {
         let p = Path::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -1037,7 +1453,10 @@ fn path_parsing() {
         assert_eq!(Path::parse(&shown).unwrap(), p, "{text} shown as {shown}");
         assert_eq!(text.parse::<Path>().unwrap(), p);
     }
-    assert_eq!(Path::parse("\"user.agent\".major").unwrap().to_string(), "\"user.agent\".major");
+    assert_eq!(
+        Path::parse("\"user.agent\".major").unwrap().to_string(),
+        "\"user.agent\".major"
+    );
     assert_eq!(Path::parse("['a'][0]").unwrap().to_string(), "a[0]");
     assert!(Path::from_steps(vec![]).is_err());
 }
@@ -1045,14 +1464,48 @@ fn path_parsing() {
 #[test]
 fn bad_paths_are_errors() {
     for bad in [
-        "", ".", "a.", ".a", "a..b", "a[", "a[]", "a[x]", "a[1", "a]", "]", "a b", " a", "a ", "\"abc", "'abc", "a.[0]",
-        "a[--1]", "a[-]", "a[+1]", "a[99999999999999999999]", "a\"b\"", "a['x'", "[\"x\\q\"]", "a[*", "a[0]b", "a[0]]",
-        "a.\"b", "a[1.5]", "a[ 1]", "a\tb", "[0]x", "a['b']c",
+        "",
+        ".",
+        "a.",
+        ".a",
+        "a..b",
+        "a[",
+        "a[]",
+        "a[x]",
+        "a[1",
+        "a]",
+        "]",
+        "a b",
+        " a",
+        "a ",
+        "\"abc",
+        "'abc",
+        "a.[0]",
+        "a[--1]",
+        "a[-]",
+        "a[+1]",
+        "a[99999999999999999999]",
+        "a\"b\"",
+        "a['x'",
+        "[\"x\\q\"]",
+        "a[*",
+        "a[0]b",
+        "a[0]]",
+        "a.\"b",
+        "a[1.5]",
+        "a[ 1]",
+        "a\tb",
+        "[0]x",
+        "a['b']c",
     ] {
         let err = Path::parse(bad).expect_err(bad);
         let text = err.to_string();
         assert!(text.contains("bad path"), "{bad:?}: {text}");
-        assert!(err.offset() <= bad.len(), "{bad:?}: offset {} past the end", err.offset());
+        assert!(
+            err.offset() <= bad.len(),
+            "{bad:?}: offset {} past the end",
+            err.offset()
+        );
     }
     let err = Path::parse("a[x]").unwrap_err();
     assert_eq!(err.offset(), 2);
@@ -1074,8 +1527,15 @@ fn select_on_10k_events() {
     let full_time = t.elapsed();
     let elems = full.as_array().unwrap();
     let t = Instant::now();
-    let expected: Vec<Vec<Vec<Value>>> =
-        elems.iter().map(|e| paths.iter().map(|p| p.eval(e).into_iter().cloned().collect()).collect()).collect();
+    let expected: Vec<Vec<Vec<Value>>> = elems
+        .iter()
+        .map(|e| {
+            paths
+                .iter()
+                .map(|p| p.eval(e).into_iter().cloned().collect())
+                .collect()
+        })
+        .collect();
     let walk_time = t.elapsed();
 
     let mut scratch = Vec::new();
@@ -1097,7 +1557,14 @@ fn select_on_10k_events() {
     let t = Instant::now();
     let mut webs = 0;
     for item in lazy.items().unwrap() {
-        if item.unwrap().field("type").unwrap().unwrap().str_eq("WEB").unwrap() {
+        if item
+            .unwrap()
+            .field("type")
+            .unwrap()
+            .unwrap()
+            .str_eq("WEB")
+            .unwrap()
+        {
             webs += 1;
         }
     }
@@ -1125,4 +1592,3 @@ fn select_on_10k_events() {
         skip_time
     );
 }
-

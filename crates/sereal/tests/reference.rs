@@ -47,7 +47,11 @@ fn cases(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == ext) && !p.to_string_lossy().ends_with(".expect.json") && !p.to_string_lossy().ends_with(".header.json"))
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == ext)
+                && !p.to_string_lossy().ends_with(".expect.json")
+                && !p.to_string_lossy().ends_with(".header.json")
+        })
         .collect();
     v.sort();
     v
@@ -67,7 +71,11 @@ fn decoder_matches_reference_on_corpus() {
     let mut with_header = 0;
     for srl in &files {
         let doc = std::fs::read(srl).expect("read");
-        let name = srl.file_stem().expect("stem").to_string_lossy().into_owned();
+        let name = srl
+            .file_stem()
+            .expect("stem")
+            .to_string_lossy()
+            .into_owned();
         let expected = read_json(&srl.with_extension("expect.json"));
         match sereal::Decoder::new().decode_document(&doc) {
             Err(e) => failures.push(format!("{name}: {e}")),
@@ -75,14 +83,21 @@ fn decoder_matches_reference_on_corpus() {
                 if d.len != doc.len() {
                     failures.push(format!("{name}: consumed {} of {} bytes", d.len, doc.len()));
                 }
-                if let Some(diff) = common::json_diff(&sereal::json::to_json_value(&d.body), &expected, "$") {
+                if let Some(diff) =
+                    common::json_diff(&sereal::json::to_json_value(&d.body), &expected, "$")
+                {
                     failures.push(format!("{name}: {diff}"));
                 }
                 let header_file = srl.with_extension("header.json");
                 if header_file.exists() {
                     with_header += 1;
-                    let got = d.user_header.as_ref().map(sereal::json::to_json_value).unwrap_or(J::Null);
-                    if let Some(diff) = common::json_diff(&got, &read_json(&header_file), "header") {
+                    let got = d
+                        .user_header
+                        .as_ref()
+                        .map(sereal::json::to_json_value)
+                        .unwrap_or(J::Null);
+                    if let Some(diff) = common::json_diff(&got, &read_json(&header_file), "header")
+                    {
                         failures.push(format!("{name}: {diff}"));
                     }
                 }
@@ -90,7 +105,13 @@ fn decoder_matches_reference_on_corpus() {
         }
     }
     assert!(with_header > 0, "no user-header cases in the corpus");
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), files.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
 }
 
 /// Options line written by the generator: `protocol=3 compress=zlib level=6 threshold=1024 dedupe=1 canonical=0`.
@@ -98,7 +119,9 @@ fn parse_opts(line: &str) -> sereal::EncoderOptions {
     let mut o = sereal::EncoderOptions::default();
     let (mut compress, mut level) = ("none".to_owned(), 0i64);
     for kv in line.split_whitespace() {
-        let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("bad opts {line}"));
+        let (k, v) = kv
+            .split_once('=')
+            .unwrap_or_else(|| panic!("bad opts {line}"));
         match k {
             "protocol" => o.protocol = v.parse().expect("protocol"),
             "compress" => compress = v.to_owned(),
@@ -112,8 +135,12 @@ fn parse_opts(line: &str) -> sereal::EncoderOptions {
     o.compression = match compress.as_str() {
         "none" => sereal::Compression::None,
         "snappy" => sereal::Compression::Snappy,
-        "zlib" => sereal::Compression::Zlib { level: if level > 0 { level as u32 } else { 6 } },
-        "zstd" => sereal::Compression::Zstd { level: if level != 0 { level as i32 } else { 3 } },
+        "zlib" => sereal::Compression::Zlib {
+            level: if level > 0 { level as u32 } else { 6 },
+        },
+        "zstd" => sereal::Compression::Zstd {
+            level: if level != 0 { level as i32 } else { 3 },
+        },
         other => panic!("unknown compression {other}"),
     };
     o
@@ -137,10 +164,18 @@ fn encoder_is_byte_identical_to_reference() {
     let mut failures = Vec::new();
     let (mut identical, mut compressed, mut marginal) = (0, 0, 0);
     for json in &files {
-        let name = json.file_stem().expect("stem").to_string_lossy().into_owned();
+        let name = json
+            .file_stem()
+            .expect("stem")
+            .to_string_lossy()
+            .into_owned();
         let text = std::fs::read(json).expect("read");
         let value = sereal::json::from_json_slice(&text).expect("corpus JSON parses");
-        let opts = parse_opts(std::fs::read_to_string(json.with_extension("opts")).expect("opts").trim());
+        let opts = parse_opts(
+            std::fs::read_to_string(json.with_extension("opts"))
+                .expect("opts")
+                .trim(),
+        );
         let reference = std::fs::read(json.with_extension("srl")).expect("srl");
         let ours = match sereal::to_vec(&value, &opts) {
             Ok(d) => d,
@@ -157,21 +192,33 @@ fn encoder_is_byte_identical_to_reference() {
         }
         let (oh, oe, ob) = anatomy(&ours);
         let (rh, re, rb) = anatomy(&reference);
-        if (oe == sereal::header::Encoding::Raw) != (re == sereal::header::Encoding::Raw) && ob == rb {
+        if (oe == sereal::header::Encoding::Raw) != (re == sereal::header::Encoding::Raw)
+            && ob == rb
+        {
             // Different compressor builds produce different sizes, so when compression barely
             // pays (saves under 10%) the reference and we may decide differently whether to
             // keep it. The body must still be identical.
-            let compressed_len = if oe == sereal::header::Encoding::Raw { reference.len() } else { ours.len() };
+            let compressed_len = if oe == sereal::header::Encoding::Raw {
+                reference.len()
+            } else {
+                ours.len()
+            };
             if compressed_len as f64 >= 0.9 * ob.len() as f64 {
                 marginal += 1;
                 continue;
             }
         }
         if oe == sereal::header::Encoding::Raw || re == sereal::header::Encoding::Raw {
-            let at = ours.iter().zip(&reference).position(|(a, b)| a != b).unwrap_or(ours.len().min(reference.len()));
+            let at = ours
+                .iter()
+                .zip(&reference)
+                .position(|(a, b)| a != b)
+                .unwrap_or(ours.len().min(reference.len()));
             failures.push(format!(
                 "{name} ({}): bytes differ at {at} (ours {} bytes {:?}, reference {} bytes {:?})",
-                std::fs::read_to_string(json.with_extension("opts")).unwrap_or_default().trim(),
+                std::fs::read_to_string(json.with_extension("opts"))
+                    .unwrap_or_default()
+                    .trim(),
                 ours.len(),
                 oe,
                 reference.len(),
@@ -180,23 +227,48 @@ fn encoder_is_byte_identical_to_reference() {
         } else if oh != rh {
             failures.push(format!("{name}: headers differ: {oh:02x?} vs {rh:02x?}"));
         } else if ob != rb {
-            let at = ob.iter().zip(&rb).position(|(a, b)| a != b).unwrap_or(ob.len().min(rb.len()));
+            let at = ob
+                .iter()
+                .zip(&rb)
+                .position(|(a, b)| a != b)
+                .unwrap_or(ob.len().min(rb.len()));
             failures.push(format!("{name}: decompressed bodies differ at {at}"));
         } else {
             compressed += 1;
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), files.len(), failures.join("\n"));
-    assert!(identical > 0 && compressed > 0, "identical {identical}, compressed-equal {compressed}");
-    assert!(marginal * 20 < files.len(), "too many differing compression decisions: {marginal}");
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+    assert!(
+        identical > 0 && compressed > 0,
+        "identical {identical}, compressed-equal {compressed}"
+    );
+    assert!(
+        marginal * 20 < files.len(),
+        "too many differing compression decisions: {marginal}"
+    );
     eprintln!("{identical} byte-identical, {compressed} same header and body, {marginal} marginal compression decisions");
 
     // The reference decodes everything we wrote back to the input data.
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/verify.pl");
-    let out = Command::new("perl").arg(&script).arg(&ours_dir).output().expect("run verify.pl");
+    let out = Command::new("perl")
+        .arg(&script)
+        .arg(&ours_dir)
+        .output()
+        .expect("run verify.pl");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let bad: Vec<&str> = stdout.lines().filter(|l| l.starts_with("not ok")).collect();
-    assert!(out.status.success() && bad.is_empty(), "reference could not read our output:\n{}\n{}", bad.join("\n"), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && bad.is_empty(),
+        "reference could not read our output:\n{}\n{}",
+        bad.join("\n"),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -205,7 +277,8 @@ fn our_decoder_reads_reference_encodings_of_the_json_corpus() {
     for json in cases(&dir, "json") {
         let expected = read_json(&json);
         let doc = std::fs::read(json.with_extension("srl")).expect("srl");
-        let got = common::decode_to_json(&doc).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
+        let got =
+            common::decode_to_json(&doc).unwrap_or_else(|e| panic!("{}: {e}", json.display()));
         if let Some(d) = common::json_diff(&got, &expected, "$") {
             panic!("{}: {d}", json.display());
         }
@@ -217,13 +290,26 @@ fn documented_examples() {
     // The original system's documentation: a REFN + HASH form the reference emits for a hash
     // referenced more than once.
     let doc = hex("3df3726c030042282a016363707505282a012f052063");
-    assert_eq!(sereal::json::to_string(&sereal::from_slice(&doc).expect("decode")), r#"[{"cpu":5},{"cpu":99}]"#);
+    assert_eq!(
+        sereal::json::to_string(&sereal::from_slice(&doc).expect("decode")),
+        r#"[{"cpu":5},{"cpu":99}]"#
+    );
     // What the reference gives for the same data decoded from JSON.
     let v = sereal::json::from_json_slice(br#"[{"cpu":5},{"cpu":99}]"#).expect("json");
-    let ours = sereal::to_vec(&v, &sereal::EncoderOptions { protocol: 3, ..Default::default() }).expect("encode");
+    let ours = sereal::to_vec(
+        &v,
+        &sereal::EncoderOptions {
+            protocol: 3,
+            ..Default::default()
+        },
+    )
+    .expect("encode");
     assert_eq!(ours, hex("3df3726c030042516363707505512f032063"));
 }
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
 }

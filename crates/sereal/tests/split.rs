@@ -37,11 +37,24 @@ impl Rng {
 /// containers (some with 16+ members), and a few large events.
 fn events_json(n: usize, seed: u64) -> String {
     let mut r = Rng(seed | 1);
-    let hosts = ["web-001.ams4.example.com", "web-002.ams4.example.com", "db-17.fra1.example.com", "cache-3.lhr2.example.com"];
+    let hosts = [
+        "web-001.ams4.example.com",
+        "web-002.ams4.example.com",
+        "db-17.fra1.example.com",
+        "cache-3.lhr2.example.com",
+    ];
     let services = ["checkout", "search", "payments", "inventory", "auth"];
     let levels = ["info", "warn", "error", "debug"];
-    let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india"];
-    let uni = ["café ☕", "naïve façade", "Ünïcödé ✓", "日本語のテキスト", "emoji 🚀 launch"];
+    let words = [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+    ];
+    let uni = [
+        "café ☕",
+        "naïve façade",
+        "Ünïcödé ✓",
+        "日本語のテキスト",
+        "emoji 🚀 launch",
+    ];
     let mut out = String::from("[");
     for i in 0..n {
         if i > 0 {
@@ -64,7 +77,11 @@ fn events_json(n: usize, seed: u64) -> String {
             }
             m
         } else {
-            format!("request {} finished with {} items", r.pick(&words), r.below(20))
+            format!(
+                "request {} finished with {} items",
+                r.pick(&words),
+                r.below(20)
+            )
         };
         let mut wide = String::new();
         for k in 0..(if r.below(4) == 0 { 18 } else { 3 }) {
@@ -73,7 +90,9 @@ fn events_json(n: usize, seed: u64) -> String {
             }
             wide.push_str(&format!("\"k{k}\":{}", r.below(300)));
         }
-        let list: Vec<String> = (0..(if r.below(6) == 0 { 20 } else { 2 })).map(|j| (j * 7 % 13).to_string()).collect();
+        let list: Vec<String> = (0..(if r.below(6) == 0 { 20 } else { 2 }))
+            .map(|j| (j * 7 % 13).to_string())
+            .collect();
         out.push_str(&format!(
             concat!(
                 "{{\"ts\":{},\"host\":\"{}\",\"service\":\"{}\",\"level\":\"{}\",\"msg\":\"{}\",",
@@ -109,7 +128,12 @@ fn events_value(n: usize, seed: u64) -> Value {
 }
 
 fn encode(v: &Value, protocol: u8, compression: Compression, dedupe: bool) -> Vec<u8> {
-    let opts = EncoderOptions { protocol, compression, dedupe_strings: dedupe, ..Default::default() };
+    let opts = EncoderOptions {
+        protocol,
+        compression,
+        dedupe_strings: dedupe,
+        ..Default::default()
+    };
     to_vec(v, &opts).expect("encode")
 }
 
@@ -130,18 +154,29 @@ fn check(doc: &[u8], max: usize, opts: &SplitOptions) -> Result<Vec<Vec<u8>>, se
 fn check_chunks(doc: &[u8], max: usize, opts: &SplitOptions, chunks: &[Vec<u8>]) {
     let original = array_of(doc);
     if doc.len() <= max {
-        assert_eq!(chunks, &[doc.to_vec()], "a document that fits comes back unchanged");
+        assert_eq!(
+            chunks,
+            &[doc.to_vec()],
+            "a document that fits comes back unchanged"
+        );
         return;
     }
     let mut all = Vec::with_capacity(original.len());
     for (i, c) in chunks.iter().enumerate() {
         let items = match from_slice(c) {
             Ok(Value::Array(items)) => items,
-            other => panic!("chunk {i} of {} does not decode to an array: {other:?}", chunks.len()),
+            other => panic!(
+                "chunk {i} of {} does not decode to an array: {other:?}",
+                chunks.len()
+            ),
         };
         assert!(!items.is_empty(), "chunk {i} is empty");
         if c.len() > max {
-            assert!(opts.allow_oversized && items.len() == 1, "chunk {i}: {} bytes > {max}", c.len());
+            assert!(
+                opts.allow_oversized && items.len() == 1,
+                "chunk {i}: {} bytes > {max}",
+                c.len()
+            );
         }
         all.extend(items);
     }
@@ -186,7 +221,10 @@ fn check_many(doc: &[u8], sizes: &[usize], opts: &SplitOptions) -> usize {
             Err(e) => {
                 assert!(e.is_limit(), "max {max}: unexpected error {e}");
                 assert!(e.to_string().contains("alone needs"), "{e}");
-                let loose = SplitOptions { allow_oversized: true, ..opts.clone() };
+                let loose = SplitOptions {
+                    allow_oversized: true,
+                    ..opts.clone()
+                };
                 check(doc, max, &loose).expect("allowed oversized");
             }
         }
@@ -197,7 +235,9 @@ fn check_many(doc: &[u8], sizes: &[usize], opts: &SplitOptions) -> usize {
 // ---------------------------------------------------------------------------------------------
 // Rust-encoded documents.
 
-const SIZES: &[usize] = &[60, 150, 400, 1000, 1500, 3000, 7000, 16_000, 40_000, 100_000, 400_000];
+const SIZES: &[usize] = &[
+    60, 150, 400, 1000, 1500, 3000, 7000, 16_000, 40_000, 100_000, 400_000,
+];
 
 #[test]
 fn original_events_form_protocol3_zlib_dedupe() {
@@ -217,7 +257,13 @@ fn original_events_form_protocol3_zlib_dedupe() {
     let f = fill(&chunks, 5000);
     assert!(f > 0.85, "chunks only {f:.2} full");
     // Every size around the document's own.
-    for max in [doc.len() - 1, doc.len(), doc.len() + 1, doc.len() / 2, doc.len() / 2 + 1] {
+    for max in [
+        doc.len() - 1,
+        doc.len(),
+        doc.len() + 1,
+        doc.len() / 2,
+        doc.len() / 2 + 1,
+    ] {
         check(&doc, max, &opts).unwrap();
     }
 }
@@ -263,14 +309,26 @@ fn output_options_change_protocol_and_compression() {
     let v = events_value(600, 4);
     let doc = encode(&v, 5, Compression::None, true);
     for (protocol, compression, enc) in [
-        (3, Compression::Zlib { level: 9 }, sereal::header::Encoding::Zlib),
-        (4, Compression::Zstd { level: 1 }, sereal::header::Encoding::Zstd),
+        (
+            3,
+            Compression::Zlib { level: 9 },
+            sereal::header::Encoding::Zlib,
+        ),
+        (
+            4,
+            Compression::Zstd { level: 1 },
+            sereal::header::Encoding::Zstd,
+        ),
         (5, Compression::Snappy, sereal::header::Encoding::Snappy),
         // Protocol 1: offsets count from the start of the document, header included.
         (1, Compression::None, sereal::header::Encoding::Raw),
         (2, Compression::Snappy, sereal::header::Encoding::Snappy),
     ] {
-        let opts = SplitOptions { protocol: Some(protocol), compression: Some(compression), ..Default::default() };
+        let opts = SplitOptions {
+            protocol: Some(protocol),
+            compression: Some(compression),
+            ..Default::default()
+        };
         let chunks = check(&doc, 4000, &opts).unwrap();
         assert!(chunks.len() > 2);
         for c in &chunks[..chunks.len() - 1] {
@@ -285,9 +343,16 @@ fn output_options_change_protocol_and_compression() {
     };
     check_many(&doc, &[300, 900], &opts);
     // zlib needs protocol 3.
-    let opts = SplitOptions { protocol: Some(2), compression: Some(Compression::Zlib { level: 6 }), ..Default::default() };
+    let opts = SplitOptions {
+        protocol: Some(2),
+        compression: Some(Compression::Zlib { level: 6 }),
+        ..Default::default()
+    };
     assert!(split(&doc, 4000, &opts, &Limits::default()).is_err());
-    let opts = SplitOptions { protocol: Some(9), ..Default::default() };
+    let opts = SplitOptions {
+        protocol: Some(9),
+        ..Default::default()
+    };
     assert!(split(&doc, 4000, &opts, &Limits::default()).is_err());
 }
 
@@ -295,20 +360,32 @@ fn output_options_change_protocol_and_compression() {
 fn fitting_document_is_returned_unchanged_and_small_limits_fail_cleanly() {
     let v = events_value(50, 5);
     let doc = to_vec(&v, &EncoderOptions::original_events()).unwrap();
-    let chunks = split(&doc, doc.len(), &SplitOptions::default(), &Limits::default()).unwrap();
+    let chunks = split(
+        &doc,
+        doc.len(),
+        &SplitOptions::default(),
+        &Limits::default(),
+    )
+    .unwrap();
     assert_eq!(chunks, vec![doc.clone()]);
     // Nothing fits in 10 bytes: the first element is named.
     let e = split(&doc, 10, &SplitOptions::default(), &Limits::default()).unwrap_err();
     assert!(e.is_limit());
     assert!(e.to_string().contains("element 0 alone needs"), "{e}");
     // One element per chunk when allowed.
-    let loose = SplitOptions { allow_oversized: true, ..Default::default() };
+    let loose = SplitOptions {
+        allow_oversized: true,
+        ..Default::default()
+    };
     let chunks = check(&doc, 10, &loose).unwrap();
     assert_eq!(chunks.len(), 50);
     // An empty array that does not fit.
     let empty = to_vec(&Value::Array(vec![]), &EncoderOptions::default()).unwrap();
     assert!(split(&empty, 3, &SplitOptions::default(), &Limits::default()).is_err());
-    assert_eq!(split(&empty, 100, &SplitOptions::default(), &Limits::default()).unwrap(), vec![empty]);
+    assert_eq!(
+        split(&empty, 100, &SplitOptions::default(), &Limits::default()).unwrap(),
+        vec![empty]
+    );
 }
 
 #[test]
@@ -317,7 +394,10 @@ fn every_boundary_of_a_small_dedupe_document() {
     // whole so that every element boundary is a chunk boundary somewhere.
     let v = events_value(40, 6);
     let doc = encode(&v, 5, Compression::None, true);
-    let loose = SplitOptions { allow_oversized: true, ..Default::default() };
+    let loose = SplitOptions {
+        allow_oversized: true,
+        ..Default::default()
+    };
     let mut max = 40;
     while max < doc.len() + 10 {
         check(&doc, max, &loose).unwrap();
@@ -338,9 +418,18 @@ fn user_header_is_kept() {
         let d = sereal::Decoder::new().decode_document(c).unwrap();
         assert_eq!(d.user_header, Some(Value::Binary(b"meta".to_vec())));
     }
-    let opts = SplitOptions { keep_user_header: false, ..Default::default() };
+    let opts = SplitOptions {
+        keep_user_header: false,
+        ..Default::default()
+    };
     for c in check(&doc, 8000, &opts).unwrap() {
-        assert_eq!(sereal::Decoder::new().decode_document(&c).unwrap().user_header, None);
+        assert_eq!(
+            sereal::Decoder::new()
+                .decode_document(&c)
+                .unwrap()
+                .user_header,
+            None
+        );
     }
 }
 
@@ -367,9 +456,16 @@ fn perl_splitter_big_srl() {
         assert!(chunks.len() >= doc.len() / max);
     }
     // Recompressed output (the production form).
-    let opts = SplitOptions { compression: Some(Compression::Zlib { level: 6 }), ..Default::default() };
+    let opts = SplitOptions {
+        compression: Some(Compression::Zlib { level: 6 }),
+        ..Default::default()
+    };
     let chunks = check(&doc, 100_000, &opts).unwrap();
-    eprintln!("big.srl as zlib at 100000: {} chunks, fill {:.3}", chunks.len(), fill(&chunks, 100_000));
+    eprintln!(
+        "big.srl as zlib at 100000: {} chunks, fill {:.3}",
+        chunks.len(),
+        fill(&chunks, 100_000)
+    );
 }
 
 #[test]
@@ -383,15 +479,29 @@ fn timing_release() {
         let t = Instant::now();
         let chunks = split(&doc, max, &SplitOptions::default(), &Limits::default()).unwrap();
         let dt = t.elapsed();
-        eprintln!("TIMING big.srl raw at {max}: {} chunks in {dt:?}", chunks.len());
+        eprintln!(
+            "TIMING big.srl raw at {max}: {} chunks in {dt:?}",
+            chunks.len()
+        );
         assert!(dt.as_secs_f64() < 1.0);
-        let opts = SplitOptions { compression: Some(Compression::Zlib { level: 6 }), ..Default::default() };
+        let opts = SplitOptions {
+            compression: Some(Compression::Zlib { level: 6 }),
+            ..Default::default()
+        };
         let t = Instant::now();
         let chunks = split(&doc, max, &opts, &Limits::default()).unwrap();
-        eprintln!("TIMING big.srl -> zlib at {max}: {} chunks in {:?}", chunks.len(), t.elapsed());
+        eprintln!(
+            "TIMING big.srl -> zlib at {max}: {} chunks in {:?}",
+            chunks.len(),
+            t.elapsed()
+        );
     }
     // A ~5 MB compressed events document in the original form, split at 500 KB.
-    let sample = to_vec(&events_value(20_000, 100), &EncoderOptions::original_events()).unwrap();
+    let sample = to_vec(
+        &events_value(20_000, 100),
+        &EncoderOptions::original_events(),
+    )
+    .unwrap();
     let wanted = 20_000 * 5_000_000 / sample.len() + 1;
     let mut items = Vec::new();
     let mut seed = 100;
@@ -404,7 +514,9 @@ fn timing_release() {
     let mut items = Value::Array(items);
     let mut zlib = to_vec(&items, &EncoderOptions::original_events()).unwrap();
     while zlib.len() < 5_000_000 {
-        if let (Value::Array(all), Value::Array(more)) = (&mut items, events_value(wanted / 8, seed)) {
+        if let (Value::Array(all), Value::Array(more)) =
+            (&mut items, events_value(wanted / 8, seed))
+        {
             all.extend(more);
         }
         seed += 1;
@@ -412,18 +524,31 @@ fn timing_release() {
     }
     let zstd = encode(&items, 5, Compression::Zstd { level: 3 }, false);
     {
-        let opts = SplitOptions { compression: Some(Compression::None), ..Default::default() };
+        let opts = SplitOptions {
+            compression: Some(Compression::None),
+            ..Default::default()
+        };
         let t = Instant::now();
         let chunks = split(&zlib, 500_000, &opts, &Limits::default()).unwrap();
-        eprintln!("TIMING zlib doc -> uncompressed chunks (no compression cost): {} chunks in {:?}", chunks.len(), t.elapsed());
+        eprintln!(
+            "TIMING zlib doc -> uncompressed chunks (no compression cost): {} chunks in {:?}",
+            chunks.len(),
+            t.elapsed()
+        );
         let t = Instant::now();
         let _ = from_slice(&zlib).unwrap();
-        eprintln!("TIMING for scale: full decode of the zlib doc {:?}", t.elapsed());
+        eprintln!(
+            "TIMING for scale: full decode of the zlib doc {:?}",
+            t.elapsed()
+        );
     }
     for (name, d) in [("zlib+dedupe p3", &zlib), ("zstd p5", &zstd)] {
         let mut results = Vec::new();
         for threads in [1, 0] {
-            let opts = SplitOptions { threads, ..Default::default() };
+            let opts = SplitOptions {
+                threads,
+                ..Default::default()
+            };
             let t = Instant::now();
             let chunks = split(d, 500_000, &opts, &Limits::default()).unwrap();
             let dt = t.elapsed();
@@ -437,7 +562,10 @@ fn timing_release() {
             assert!(dt.as_secs_f64() < 3.0);
             results.push(chunks);
         }
-        assert_eq!(results[0], results[1], "chunks do not depend on the number of threads");
+        assert_eq!(
+            results[0], results[1],
+            "chunks do not depend on the number of threads"
+        );
         check_chunks(d, 500_000, &SplitOptions::default(), &results[0]);
     }
 }
@@ -447,8 +575,26 @@ fn chunks_do_not_depend_on_threads() {
     let v = events_value(3000, 12);
     let doc = to_vec(&v, &EncoderOptions::original_events()).unwrap();
     for max in [3000, 20_000] {
-        let one = split(&doc, max, &SplitOptions { threads: 1, ..Default::default() }, &Limits::default()).unwrap();
-        let many = split(&doc, max, &SplitOptions { threads: 3, ..Default::default() }, &Limits::default()).unwrap();
+        let one = split(
+            &doc,
+            max,
+            &SplitOptions {
+                threads: 1,
+                ..Default::default()
+            },
+            &Limits::default(),
+        )
+        .unwrap();
+        let many = split(
+            &doc,
+            max,
+            &SplitOptions {
+                threads: 3,
+                ..Default::default()
+            },
+            &Limits::default(),
+        )
+        .unwrap();
         assert!(one.len() > 2);
         assert_eq!(one, many);
     }
@@ -518,7 +664,11 @@ fn perl(script: &str, input: &[u8]) -> Vec<u8> {
     });
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    assert!(out.status.success(), "perl failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "perl failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out.stdout
 }
 
@@ -585,8 +735,11 @@ fn perl_agrees(doc: &[u8], chunks: &[Vec<u8>]) {
     let mut docs: Vec<&[u8]> = vec![doc];
     docs.extend(chunks.iter().map(Vec::as_slice));
     let out = perl(PERL_RENDER, &frame(&docs));
-    let lines: Vec<serde_json::Value> =
-        out.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), docs.len());
     let original = lines[0].as_array().unwrap().clone();
     let mut all = Vec::new();
@@ -595,7 +748,10 @@ fn perl_agrees(doc: &[u8], chunks: &[Vec<u8>]) {
         assert!(normalize(line) == ours, "chunk {i}: Perl and Rust disagree");
         all.extend(line.as_array().unwrap().iter().cloned());
     }
-    assert!(all == original, "Perl: chunks do not concatenate to the original");
+    assert!(
+        all == original,
+        "Perl: chunks do not concatenate to the original"
+    );
 }
 
 #[test]
@@ -606,8 +762,14 @@ fn perl_documents_with_cross_element_references() {
         ("dedupe_strings => 1, compress => SRL_ZLIB", "zlib + COPY"),
         ("dedupe_strings => 1, compress => SRL_ZSTD", "zstd"),
         ("protocol_version => 1", "v1 offsets"),
-        ("protocol_version => 1, compress => SRL_SNAPPY, dedupe_strings => 1", "v1 snappy"),
-        ("protocol_version => 2, compress => SRL_SNAPPY, aliased_dedupe_strings => 1", "v2 snappy"),
+        (
+            "protocol_version => 1, compress => SRL_SNAPPY, dedupe_strings => 1",
+            "v1 snappy",
+        ),
+        (
+            "protocol_version => 2, compress => SRL_SNAPPY, aliased_dedupe_strings => 1",
+            "v2 snappy",
+        ),
         ("protocol_version => 3, dedupe_strings => 1", "v3"),
     ];
     for (i, (opts, name)) in cases.iter().enumerate() {
@@ -627,7 +789,14 @@ fn perl_documents_with_cross_element_references() {
         if i % 2 == 0 {
             perl_agrees(&doc, &ok_sizes[1].1);
         }
-        eprintln!("{name}: {} bytes, chunk counts {:?}", doc.len(), ok_sizes.iter().map(|(m, c)| (*m, c.len())).collect::<Vec<_>>());
+        eprintln!(
+            "{name}: {} bytes, chunk counts {:?}",
+            doc.len(),
+            ok_sizes
+                .iter()
+                .map(|(m, c)| (*m, c.len()))
+                .collect::<Vec<_>>()
+        );
     }
 }
 
@@ -647,7 +816,12 @@ fn cross_chunk_references_are_rewritten_or_inlined() {
         let listing = sereal::dump::dump(c, &Limits::default()).unwrap();
         // Tracked items, classes and a shared hash are re-created in each chunk.
         assert!(listing.contains("[tracked]"), "chunk {i}");
-        assert!(listing.lines().any(|l| l.split_whitespace().nth(1) == Some("OBJECT")), "chunk {i}");
+        assert!(
+            listing
+                .lines()
+                .any(|l| l.split_whitespace().nth(1) == Some("OBJECT")),
+            "chunk {i}"
+        );
         // Every back-reference points at an earlier offset of this chunk's body.
         let mut offsets = std::collections::HashSet::new();
         for line in listing.lines().skip(1) {
@@ -656,12 +830,34 @@ fn cross_chunk_references_are_rewritten_or_inlined() {
             offsets.insert(at);
             let tag = words.next().unwrap();
             if matches!(tag, "REFP" | "ALIAS" | "COPY") {
-                let target: usize = line.rsplit("-> ").next().unwrap().split_whitespace().next().unwrap().parse().unwrap();
-                assert!(target < at && offsets.contains(&target), "chunk {i}: {line}");
+                let target: usize = line
+                    .rsplit("-> ")
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(
+                    target < at && offsets.contains(&target),
+                    "chunk {i}: {line}"
+                );
             }
             if tag == "OBJECTV" {
-                let target: usize = line.rsplit("class at ").next().unwrap().split_whitespace().next().unwrap().parse().unwrap();
-                assert!(target < at && offsets.contains(&target), "chunk {i}: {line}");
+                let target: usize = line
+                    .rsplit("class at ")
+                    .next()
+                    .unwrap()
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(
+                    target < at && offsets.contains(&target),
+                    "chunk {i}: {line}"
+                );
             }
         }
     }
@@ -670,8 +866,17 @@ fn cross_chunk_references_are_rewritten_or_inlined() {
 #[test]
 fn perl_documents_recompressed() {
     let doc = perl_encode(PERL_EVENTS, "aliased_dedupe_strings => 1");
-    for (protocol, compression) in [(3, Compression::Zlib { level: 6 }), (5, Compression::Zstd { level: 3 }), (1, Compression::None)] {
-        let opts = SplitOptions { protocol: Some(protocol), compression: Some(compression), compress_threshold: 0, ..Default::default() };
+    for (protocol, compression) in [
+        (3, Compression::Zlib { level: 6 }),
+        (5, Compression::Zstd { level: 3 }),
+        (1, Compression::None),
+    ] {
+        let opts = SplitOptions {
+            protocol: Some(protocol),
+            compression: Some(compression),
+            compress_threshold: 0,
+            ..Default::default()
+        };
         let chunks = check(&doc, 2500, &opts).unwrap();
         perl_agrees(&doc, &chunks);
     }
@@ -777,8 +982,17 @@ fn truncated_documents_fail_cleanly() {
         let mut cut = 0;
         while cut < doc.len() {
             for max in [100, usize::MAX] {
-                let e = split(&doc[..cut], max, &SplitOptions::default(), &Limits::default());
-                assert!(e.is_err(), "prefix of {cut} bytes of {} accepted", doc.len());
+                let e = split(
+                    &doc[..cut],
+                    max,
+                    &SplitOptions::default(),
+                    &Limits::default(),
+                );
+                assert!(
+                    e.is_err(),
+                    "prefix of {cut} bytes of {} accepted",
+                    doc.len()
+                );
             }
             cut += if cut < 64 { 1 } else { step };
         }
@@ -818,7 +1032,10 @@ fn bad_references_and_bodies_fail_cleanly() {
         (b"\x28\x2b\x05\x01", "end of input"),
         (b"\x41\x26\x0a\x61", "end of input"),
         // varint overflow
-        (b"\x41\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", "varint"),
+        (
+            b"\x41\x20\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+            "varint",
+        ),
     ];
     for (body, msg) in cases {
         for max in [3, 1000] {
@@ -838,7 +1055,11 @@ fn bad_references_and_bodies_fail_cleanly() {
     let mut c = raw_doc(&body);
     let e = err_of(&c, 100);
     assert!(e.to_string().contains("does not point back"), "{e}");
-    assert_eq!(e.offset(), 6 + 4 + 129 * 5, "offset of the COPY tag in the document");
+    assert_eq!(
+        e.offset(),
+        6 + 4 + 129 * 5,
+        "offset of the COPY tag in the document"
+    );
     c.truncate(c.len() - 2);
     assert!(err_of(&c, 100).is_eof());
 }
@@ -859,11 +1080,17 @@ fn depth_bombs_fail_cleanly() {
         \@ev
     "#;
     let doc = perl_encode(data, "");
-    let limits = Limits { max_depth: 20, ..Limits::default() };
+    let limits = Limits {
+        max_depth: 20,
+        ..Limits::default()
+    };
     let e = split(&doc, 400, &SplitOptions::default(), &limits).expect_err("too deep once inlined");
     assert!(e.is_limit(), "{e}");
     // With default limits the whole chain is inlined where needed.
-    let loose = SplitOptions { allow_oversized: true, ..Default::default() };
+    let loose = SplitOptions {
+        allow_oversized: true,
+        ..Default::default()
+    };
     check(&doc, 400, &loose).unwrap();
 }
 
@@ -875,8 +1102,14 @@ fn mutated_documents_never_panic() {
         encode(&v, 3, Compression::None, false),
         to_vec(&v, &EncoderOptions::original_events()).unwrap(),
         encode(&v, 5, Compression::Zstd { level: 3 }, true),
-        perl_encode(PERL_EVENTS.replace("1 .. 400", "1 .. 12").as_str(), "aliased_dedupe_strings => 1"),
-        perl_encode(PERL_EVENTS.replace("1 .. 400", "1 .. 12").as_str(), "dedupe_strings => 1"),
+        perl_encode(
+            PERL_EVENTS.replace("1 .. 400", "1 .. 12").as_str(),
+            "aliased_dedupe_strings => 1",
+        ),
+        perl_encode(
+            PERL_EVENTS.replace("1 .. 400", "1 .. 12").as_str(),
+            "dedupe_strings => 1",
+        ),
     ];
     let mut r = Rng(0x5eed);
     let mut accepted = 0;
@@ -897,7 +1130,15 @@ fn mutated_documents_never_panic() {
             }
         }
         let max = [50, 300, 2000][round % 3];
-        if let Ok(chunks) = split(&doc, max, &SplitOptions { allow_oversized: true, ..Default::default() }, &Limits::default()) {
+        if let Ok(chunks) = split(
+            &doc,
+            max,
+            &SplitOptions {
+                allow_oversized: true,
+                ..Default::default()
+            },
+            &Limits::default(),
+        ) {
             accepted += 1;
             // Whatever the splitter accepts and our decoder accepts must round-trip.
             if let Ok(Value::Array(original)) = from_slice(&doc) {
@@ -920,4 +1161,3 @@ fn mutated_documents_never_panic() {
     }
     eprintln!("mutation rounds accepted: {accepted}");
 }
-

@@ -24,7 +24,11 @@ fn vector_files() -> Vec<PathBuf> {
         }
     }
     files.sort();
-    assert!(files.len() >= 40, "expected the shared vectors, found {}", files.len());
+    assert!(
+        files.len() >= 40,
+        "expected the shared vectors, found {}",
+        files.len()
+    );
     files
 }
 
@@ -35,7 +39,9 @@ fn decode_all(bytes: &[u8]) -> Vec<sereal::Value> {
     let mut rest = bytes;
     let mut out = Vec::new();
     while !rest.is_empty() && rest != b"\n" {
-        let d = dec.decode_document(rest).unwrap_or_else(|e| panic!("document {} : {e}", out.len()));
+        let d = dec
+            .decode_document(rest)
+            .unwrap_or_else(|e| panic!("document {} : {e}", out.len()));
         out.push(d.body);
         rest = &rest[d.len..];
     }
@@ -52,11 +58,17 @@ fn every_vector_decodes_and_round_trips() {
             for opts in [
                 sereal::EncoderOptions::default(),
                 sereal::EncoderOptions::original_events(),
-                sereal::EncoderOptions { compression: sereal::Compression::Zstd { level: 3 }, ..Default::default() },
+                sereal::EncoderOptions {
+                    compression: sereal::Compression::Zstd { level: 3 },
+                    ..Default::default()
+                },
             ] {
                 let again = sereal::to_vec(v, &opts).expect("re-encode");
                 let back = sereal::from_slice(&again).expect("decode our re-encoding");
-                let (a, b) = (sereal::json::to_json_value(&back), sereal::json::to_json_value(v));
+                let (a, b) = (
+                    sereal::json::to_json_value(&back),
+                    sereal::json::to_json_value(v),
+                );
                 if let Some(d) = common::json_diff(&a, &b, "$") {
                     panic!("round trip of {}: {d}", path.display());
                 }
@@ -69,18 +81,28 @@ fn every_vector_decodes_and_round_trips() {
 fn strict_prefixes_are_eof() {
     for path in vector_files() {
         let bytes = std::fs::read(&path).expect("read vector");
-        let first_len = sereal::Decoder::new().decode_document(&bytes).expect("decode").len;
+        let first_len = sereal::Decoder::new()
+            .decode_document(&bytes)
+            .expect("decode")
+            .len;
         let doc = &bytes[..first_len];
         // Big documents: every prefix near the ends plus a stride through the middle.
         let cuts: Vec<usize> = if doc.len() <= 4096 {
             (0..doc.len()).collect()
         } else {
-            (0..256).chain((256..doc.len() - 256).step_by(doc.len() / 64)).chain(doc.len() - 256..doc.len()).collect()
+            (0..256)
+                .chain((256..doc.len() - 256).step_by(doc.len() / 64))
+                .chain(doc.len() - 256..doc.len())
+                .collect()
         };
         for cut in cuts {
             match sereal::from_slice(&doc[..cut]) {
                 Ok(_) => panic!("{}: prefix of {cut} bytes decoded", path.display()),
-                Err(e) => assert!(e.is_eof(), "{}: prefix {cut}: {e} is not EOF", path.display()),
+                Err(e) => assert!(
+                    e.is_eof(),
+                    "{}: prefix {cut}: {e} is not EOF",
+                    path.display()
+                ),
             }
         }
     }
@@ -91,7 +113,9 @@ fn erlang_expectations_hold() {
     let mut checked = 0;
     for path in vector_files() {
         let eterm = path.with_extension("eterm");
-        let Ok(text) = std::fs::read_to_string(&eterm) else { continue };
+        let Ok(text) = std::fs::read_to_string(&eterm) else {
+            continue;
+        };
         let expected = Eterm::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", eterm.display()));
         let bytes = std::fs::read(&path).expect("read vector");
         let got = sereal::json::to_json_value(&decode_all(&bytes)[0]);
@@ -110,12 +134,20 @@ fn javascript_and_erlang_copies_agree() {
     for js in std::fs::read_dir(dir.join("JavaScript_example_srl")).expect("js dir") {
         let js = js.expect("entry").path();
         let name = js.file_name().expect("name").to_owned();
-        for erl in ["Erlang_Sereal_test_cases_all", "Erlang_Sereal_test_cases_arrayref_list", "Erlang_Sereal_test_cases_maps_tuple", "Erlang_Sereal_test_cases_maps_map"] {
+        for erl in [
+            "Erlang_Sereal_test_cases_all",
+            "Erlang_Sereal_test_cases_arrayref_list",
+            "Erlang_Sereal_test_cases_maps_tuple",
+            "Erlang_Sereal_test_cases_maps_map",
+        ] {
             let other = dir.join(erl).join(&name);
             if other.exists() {
                 let a = decode_all(&std::fs::read(&js).expect("read"));
                 let b = decode_all(&std::fs::read(&other).expect("read"));
-                let (a, b) = (sereal::json::to_json_value(&a[0]), sereal::json::to_json_value(&b[0]));
+                let (a, b) = (
+                    sereal::json::to_json_value(&a[0]),
+                    sereal::json::to_json_value(&b[0]),
+                );
                 assert!(common::json_diff(&a, &b, "$").is_none(), "{name:?}");
                 compared += 1;
             }
@@ -127,21 +159,33 @@ fn javascript_and_erlang_copies_agree() {
 #[test]
 fn known_contents() {
     let dir = common::vectors_dir();
-    let obj = decode_all(&std::fs::read(dir.join("ruby_test/example-perl-object.srl")).expect("read"));
+    let obj =
+        decode_all(&std::fs::read(dir.join("ruby_test/example-perl-object.srl")).expect("read"));
     let j = sereal::json::to_json_value(&obj[0]);
     assert_eq!(j[0]["$object"], json!("HTTP::Tiny"));
     assert_eq!(j[0]["$value"]["max_redirect"], json!(5));
-    let snappy = decode_all(&std::fs::read(dir.join("ruby_test/example-stream-snappy-i.srl")).expect("read"));
-    let plain = decode_all(&std::fs::read(dir.join("ruby_test/example-stream-no-snappy-i.srl")).expect("read"));
+    let snappy = decode_all(
+        &std::fs::read(dir.join("ruby_test/example-stream-snappy-i.srl")).expect("read"),
+    );
+    let plain = decode_all(
+        &std::fs::read(dir.join("ruby_test/example-stream-no-snappy-i.srl")).expect("read"),
+    );
     assert_eq!(snappy.len(), 100);
     for (i, (a, b)) in snappy.iter().zip(&plain).enumerate() {
-        let (a, b) = (sereal::json::to_json_value(a), sereal::json::to_json_value(b));
+        let (a, b) = (
+            sereal::json::to_json_value(a),
+            sereal::json::to_json_value(b),
+        );
         if let Some(d) = common::json_diff(&a, &b, "$") {
             panic!("stream document {i}: the snappy and plain streams differ: {d}");
         }
     }
-    let big = sereal::from_slice(&std::fs::read(dir.join("Perl_Splitter/big.srl")).expect("read")).expect("big.srl");
-    assert!(big.as_array().is_some_and(|a| !a.is_empty()), "big.srl is an array");
+    let big = sereal::from_slice(&std::fs::read(dir.join("Perl_Splitter/big.srl")).expect("read"))
+        .expect("big.srl");
+    assert!(
+        big.as_array().is_some_and(|a| !a.is_empty()),
+        "big.srl is an array"
+    );
 }
 
 /// Just enough of Erlang's term syntax to read the `.eterm` expectations: integers, atoms
@@ -165,7 +209,10 @@ enum Term {
 
 impl<'a> Eterm<'a> {
     fn parse(text: &'a str) -> Result<J, String> {
-        let mut p = Eterm { s: text.as_bytes(), pos: 0 };
+        let mut p = Eterm {
+            s: text.as_bytes(),
+            pos: 0,
+        };
         let t = p.term()?;
         Ok(to_json(&t))
     }
@@ -253,7 +300,9 @@ impl<'a> Eterm<'a> {
             return Ok(Term::Tuple(self.seq("}")?));
         }
         let start = self.pos;
-        while self.pos < self.s.len() && (self.s[self.pos].is_ascii_alphanumeric() || b"-_.+".contains(&self.s[self.pos])) {
+        while self.pos < self.s.len()
+            && (self.s[self.pos].is_ascii_alphanumeric() || b"-_.+".contains(&self.s[self.pos]))
+        {
             self.pos += 1;
         }
         // A term ends with `.`; it is not part of the last word.

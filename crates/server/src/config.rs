@@ -380,7 +380,9 @@ impl ServerConfig {
             ));
         }
         if self.grace() > Duration::from_secs(3600) {
-            return Err(Error::Config("grace_secs / grace_ms: at most one hour".into()));
+            return Err(Error::Config(
+                "grace_secs / grace_ms: at most one hour".into(),
+            ));
         }
         if self.wal_segment_bytes == 0 {
             return Err(Error::Config("wal_segment_bytes must be positive".into()));

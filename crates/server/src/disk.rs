@@ -51,7 +51,16 @@ pub(crate) struct DiskGuard {
 impl DiskGuard {
     /// Watches the disks of `dirs` with a reserve of `min_free` bytes.
     pub fn new(dirs: Vec<PathBuf>, min_free: u64) -> DiskGuard {
-        DiskGuard { dirs, min_free, why: None, since: None, last_log: None, refused: 0, free: u64::MAX, wal_failed: false }
+        DiskGuard {
+            dirs,
+            min_free,
+            why: None,
+            since: None,
+            last_log: None,
+            refused: 0,
+            free: u64::MAX,
+            wal_failed: false,
+        }
     }
 
     /// Measures the free space again; `wal_failing` is the WAL's last write error, if it still
@@ -118,14 +127,22 @@ impl DiskGuard {
                 self.refused = 0;
             }
             (Some(_), Some(w)) => {
-                if self.last_log.is_none_or(|t| now.duration_since(t) >= REMIND_EVERY) {
-                    eprintln!("sluice-server: ingest still unavailable, {} payloads refused so far: {w}", self.refused);
+                if self
+                    .last_log
+                    .is_none_or(|t| now.duration_since(t) >= REMIND_EVERY)
+                {
+                    eprintln!(
+                        "sluice-server: ingest still unavailable, {} payloads refused so far: {w}",
+                        self.refused
+                    );
                     self.last_log = Some(now);
                 }
                 self.why = Some(w);
             }
             (Some(_), None) => {
-                let secs = self.since.map_or(0.0, |t| now.duration_since(t).as_secs_f64());
+                let secs = self
+                    .since
+                    .map_or(0.0, |t| now.duration_since(t).as_secs_f64());
                 eprintln!("sluice-server: ingest available again after {secs:.1} s ({} payloads refused meanwhile)", self.refused);
                 self.why = None;
                 self.since = None;

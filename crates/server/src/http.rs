@@ -1,6 +1,5 @@
 //! The HTTP API (axum). See the crate README for the endpoints and their formats.
 
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -387,7 +386,9 @@ async fn blob_response(st: AppState, ns: String, key: String) -> Response {
         }
         Ok(Ok(None)) => error(StatusCode::NOT_FOUND, "not found"),
         // A key the store refuses to look up (a NUL, too long, ...) is the client's error.
-        Ok(Err(e @ StoreError::InvalidArgument { .. })) => error(StatusCode::BAD_REQUEST, e.to_string()),
+        Ok(Err(e @ StoreError::InvalidArgument { .. })) => {
+            error(StatusCode::BAD_REQUEST, e.to_string())
+        }
         Ok(Err(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
@@ -399,7 +400,10 @@ async fn healthz(State(st): State<AppState>) -> Response {
     }
     let unavailable = st.metrics.locked().disk_unavailable.clone();
     if let Some(why) = unavailable {
-        return error(StatusCode::SERVICE_UNAVAILABLE, format!("not ready: ingest unavailable: {why}"));
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: ingest unavailable: {why}"),
+        );
     }
     (StatusCode::OK, "ok\n").into_response()
 }

@@ -60,9 +60,7 @@ struct OpenGauge(SharedMetrics);
 
 impl OpenGauge {
     fn new(metrics: SharedMetrics) -> OpenGauge {
-        metrics
-            .locked()
-            .http_connections_open += 1;
+        metrics.locked().http_connections_open += 1;
         OpenGauge(metrics)
     }
 }
@@ -92,10 +90,9 @@ impl HttpServer {
             let response = router.call(req);
             async move {
                 let response = response.await?;
-                Ok::<_, std::convert::Infallible>(response.map(|inner| BusyBody {
-                    inner,
-                    _busy: busy,
-                }))
+                Ok::<_, std::convert::Infallible>(
+                    response.map(|inner| BusyBody { inner, _busy: busy }),
+                )
             }
         });
         let conn = hyper::server::conn::http1::Builder::new()

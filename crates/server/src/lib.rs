@@ -49,9 +49,9 @@ use sluice_collector::Ingestor;
 use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use metrics::LockMetrics;
 use sluice_collector::wal::{Wal, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
-use metrics::LockMetrics;
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
 pub use metrics::Metrics;
@@ -120,27 +120,44 @@ impl Bound {
     fn bind(config: &ServerConfig) -> Result<Bound> {
         let bind = |addr: Option<SocketAddr>| -> Result<Option<std::net::TcpListener>> {
             let Some(addr) = addr else { return Ok(None) };
-            let l = std::net::TcpListener::bind(addr).map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
-            l.set_nonblocking(true).map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
+            l.set_nonblocking(true)
+                .map_err(|e| Error::Io(format!("binding {addr}: {e}")))?;
             Ok(Some(l))
         };
-        Ok(Bound { http: bind(config.http)?, tcp: bind(config.tcp)?, udp: bind_udp(config)? })
+        Ok(Bound {
+            http: bind(config.http)?,
+            tcp: bind(config.tcp)?,
+            udp: bind_udp(config)?,
+        })
     }
 
     /// The bound (HTTP, TCP, UDP) addresses.
     fn addrs(&self) -> Result<[Option<SocketAddr>; 3]> {
         let addr_of = |l: &Option<std::net::TcpListener>| -> Result<Option<SocketAddr>> {
-            l.as_ref().map(|l| l.local_addr().map_err(|e| Error::Io(e.to_string()))).transpose()
+            l.as_ref()
+                .map(|l| l.local_addr().map_err(|e| Error::Io(e.to_string())))
+                .transpose()
         };
-        Ok([addr_of(&self.http)?, addr_of(&self.tcp)?, self.udp.as_ref().map(|u| u.addr)])
+        Ok([
+            addr_of(&self.http)?,
+            addr_of(&self.tcp)?,
+            self.udp.as_ref().map(|u| u.addr),
+        ])
     }
 
     /// The listeners, registered with the current tokio runtime.
     fn into_sockets(self) -> Result<Sockets> {
         let conv = |l: Option<std::net::TcpListener>| -> Result<Option<tokio::net::TcpListener>> {
-            l.map(|l| tokio::net::TcpListener::from_std(l).map_err(|e| Error::Io(e.to_string()))).transpose()
+            l.map(|l| tokio::net::TcpListener::from_std(l).map_err(|e| Error::Io(e.to_string())))
+                .transpose()
         };
-        Ok(Sockets { http: conv(self.http)?, tcp: conv(self.tcp)?, udp: self.udp })
+        Ok(Sockets {
+            http: conv(self.http)?,
+            tcp: conv(self.tcp)?,
+            udp: self.udp,
+        })
     }
 }
 
@@ -301,7 +318,11 @@ async fn run_with(
         m.wal_checkpointed_seq = wal.checkpointed();
         m.min_free_bytes = config.min_free_bytes;
     }
-    let mut watched = vec![config.data_dir.clone(), config.wal_path(), config.spool_path()];
+    let mut watched = vec![
+        config.data_dir.clone(),
+        config.wal_path(),
+        config.spool_path(),
+    ];
     watched.dedup();
     let mut disk = disk::DiskGuard::new(watched, config.min_free_bytes);
     disk.refresh(wal.failing());

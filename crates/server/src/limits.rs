@@ -180,7 +180,11 @@ impl ConnState {
     /// head within `header` of being accepted; after a request, the next one's head must be
     /// complete within `header` of its first byte, and that byte must come within `idle`.
     /// `None` while a request is in progress.
-    pub fn http_deadline(&self, header: Duration, idle: Duration) -> Option<(Instant, &'static str)> {
+    pub fn http_deadline(
+        &self,
+        header: Duration,
+        idle: Duration,
+    ) -> Option<(Instant, &'static str)> {
         let a = self.lock();
         if a.busy > 0 {
             None
@@ -220,7 +224,9 @@ impl Slot {
     /// Counts this connection as closed by eviction.
     pub fn count_evicted(&self) {
         let mut m = self.limiter.metrics.locked();
-        *m.connections_evicted.entry(self.limiter.transport).or_default() += 1;
+        *m.connections_evicted
+            .entry(self.limiter.transport)
+            .or_default() += 1;
     }
 
     /// Counts this connection as closed by a timeout of `kind`.
@@ -398,11 +404,9 @@ pub(crate) async fn serve_listener<F, Fut>(
         }
     }
     drop(listener);
-    let drained = tokio::time::timeout(drain, async {
-        while tasks.join_next().await.is_some() {}
-    })
-    .await
-    .is_ok();
+    let drained = tokio::time::timeout(drain, async { while tasks.join_next().await.is_some() {} })
+        .await
+        .is_ok();
     if !drained {
         eprintln!(
             "sluice-server: {} {} connection(s) still busy {drain:?} after shutdown began: closed",
@@ -449,12 +453,24 @@ pub fn nofile_limit() -> Option<u64> {
 /// backlogs, leave `fd_reserve` of `nofile` descriptors free; split in proportion to the
 /// configured caps. The line to log is returned with them.
 pub fn fit_caps(config: &ServerConfig, nofile: Option<u64>) -> Result<(Caps, String), Error> {
-    let want_http = if config.http.is_some() { config.http_max_connections } else { 0 };
-    let want_tcp = if config.tcp.is_some() { config.tcp_max_connections } else { 0 };
+    let want_http = if config.http.is_some() {
+        config.http_max_connections
+    } else {
+        0
+    };
+    let want_tcp = if config.tcp.is_some() {
+        config.tcp_max_connections
+    } else {
+        0
+    };
     let listeners = usize::from(want_http > 0) + usize::from(want_tcp > 0);
     let tail = |http: usize| config.http_max_tail_streams.min(http.saturating_sub(1));
     let Some(nofile) = nofile else {
-        let caps = Caps { http: want_http, tcp: want_tcp, tail: tail(want_http) };
+        let caps = Caps {
+            http: want_http,
+            tcp: want_tcp,
+            tail: tail(want_http),
+        };
         let line = format!(
             "RLIMIT_NOFILE unlimited or unknown: http_max_connections {}, tcp_max_connections {}, tail streams {}",
             caps.http, caps.tcp, caps.tail
@@ -487,7 +503,11 @@ pub fn fit_caps(config: &ServerConfig, nofile: Option<u64>) -> Result<(Caps, Str
         };
         (http, (budget - http).min(want_tcp))
     };
-    let caps = Caps { http, tcp, tail: tail(http) };
+    let caps = Caps {
+        http,
+        tcp,
+        tail: tail(http),
+    };
     let line = format!(
         "RLIMIT_NOFILE {nofile}, {reserve} kept for the store/WAL (fd_reserve): http_max_connections {} (configured {}), \
          tcp_max_connections {} (configured {}), tail streams {} (configured {})",
@@ -507,9 +527,19 @@ pub(crate) fn render_metrics(o: &mut String, m: &crate::metrics::Metrics) {
     let head = |o: &mut String, name: &str, help: &str, kind: &str| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
     };
-    head(o, "sluice_http_connections", "HTTP connections open.", "gauge");
+    head(
+        o,
+        "sluice_http_connections",
+        "HTTP connections open.",
+        "gauge",
+    );
     let _ = writeln!(o, "sluice_http_connections {}", m.http_connections_open);
-    head(o, "sluice_tail_streams", "GET /v1/tail streams open.", "gauge");
+    head(
+        o,
+        "sluice_tail_streams",
+        "GET /v1/tail streams open.",
+        "gauge",
+    );
     let _ = writeln!(o, "sluice_tail_streams {}", m.tail_streams);
     head(
         o,
@@ -539,7 +569,10 @@ pub(crate) fn render_metrics(o: &mut String, m: &crate::metrics::Metrics) {
         "counter",
     );
     for (transport, n) in &m.connections_evicted {
-        let _ = writeln!(o, "sluice_connections_evicted_total{{transport=\"{transport}\"}} {n}");
+        let _ = writeln!(
+            o,
+            "sluice_connections_evicted_total{{transport=\"{transport}\"}} {n}"
+        );
     }
     head(
         o,
@@ -588,7 +621,10 @@ mod tests {
         let newer = limiter.try_admit().unwrap();
         assert!(limiter.try_admit().is_none(), "at the cap");
         assert!(busy.state.begin());
-        assert!(limiter.pick_idle().is_none(), "idle for less than EVICTION_MIN_IDLE");
+        assert!(
+            limiter.pick_idle().is_none(),
+            "idle for less than EVICTION_MIN_IDLE"
+        );
         std::thread::sleep(EVICTION_MIN_IDLE + Duration::from_millis(50));
         let victim = limiter.pick_idle().unwrap();
         assert!(Arc::ptr_eq(&victim, &older.state));
@@ -598,9 +634,15 @@ mod tests {
         let next = limiter.pick_idle().unwrap();
         assert!(Arc::ptr_eq(&next, &newer.state));
         assert!(newer.state.accept_eviction());
-        assert!(limiter.pick_idle().is_none(), "the rest are busy or already chosen");
+        assert!(
+            limiter.pick_idle().is_none(),
+            "the rest are busy or already chosen"
+        );
         drop(newer);
-        assert!(limiter.try_admit().is_some(), "a dropped slot frees its place");
+        assert!(
+            limiter.try_admit().is_some(),
+            "a dropped slot frees its place"
+        );
     }
 
     #[test]
@@ -615,12 +657,21 @@ mod tests {
         assert_eq!(caps.http + caps.tcp, 256 - 96 - 32);
         let (caps, _) = fit_caps(&config, Some(100_000)).unwrap();
         assert_eq!((caps.http, caps.tcp), (1024, 1024));
-        let tcp_off = ServerConfig { tcp: None, ..ServerConfig::default() };
+        let tcp_off = ServerConfig {
+            tcp: None,
+            ..ServerConfig::default()
+        };
         let (caps, _) = fit_caps(&tcp_off, Some(1024)).unwrap();
         assert_eq!((caps.http, caps.tcp), (1024 - 256 - 16, 0));
-        let tiny = ServerConfig { fd_reserve: Some(60), ..ServerConfig::default() };
+        let tiny = ServerConfig {
+            fd_reserve: Some(60),
+            ..ServerConfig::default()
+        };
         assert!(fit_caps(&tiny, Some(64)).is_err());
-        let small = ServerConfig { fd_reserve: Some(10), ..ServerConfig::default() };
+        let small = ServerConfig {
+            fd_reserve: Some(10),
+            ..ServerConfig::default()
+        };
         let (caps, _) = fit_caps(&small, Some(45)).unwrap();
         assert_eq!((caps.http, caps.tcp, caps.tail), (2, 1, 1));
     }

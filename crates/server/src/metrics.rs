@@ -479,4 +479,3 @@ pub(crate) fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats)
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
     }
 }
-

@@ -26,8 +26,6 @@ use crate::metrics::{LockMetrics, SharedMetrics};
 mod drops;
 mod exactly_once;
 
-
-
 /// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
 pub const MAX_TYPE_LABELS: usize = 256;
 

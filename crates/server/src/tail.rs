@@ -93,7 +93,9 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
         let mut m = st.metrics.locked();
-        *m.connections_refused.entry(("http", "tail_cap")).or_default() += 1;
+        *m.connections_refused
+            .entry(("http", "tail_cap"))
+            .or_default() += 1;
         drop(m);
         let mut resp = error(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -106,9 +108,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
         return resp;
     };
-    st.metrics
-        .locked()
-        .tail_streams += 1;
+    st.metrics.locked().tail_streams += 1;
     let slot = TailSlot {
         _permit: permit,
         metrics: st.metrics.clone(),
@@ -119,9 +119,8 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     tokio::task::spawn_blocking(move || follow(store, req, start, tx, metrics));
     // Until shutdown: what the follower sends; then the shutdown event, and the end (dropping
     // the receiver stops the follower).
-    let stream = futures_util::stream::unfold(
-        Some((rx, st.stop.clone(), slot)),
-        |state| async move {
+    let stream =
+        futures_util::stream::unfold(Some((rx, st.stop.clone(), slot)), |state| async move {
             let (mut rx, mut stop, slot) = state?;
             let item = tokio::select! {
                 biased;
@@ -132,8 +131,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
                 None => Some((Ok(Bytes::from_static(SHUTDOWN_EVENT.as_bytes())), None)),
                 Some(item) => item.map(|b| (Ok::<_, std::io::Error>(b), Some((rx, stop, slot)))),
             }
-        },
-    );
+        });
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),

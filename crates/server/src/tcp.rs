@@ -102,7 +102,12 @@ impl TcpServer {
         .await;
     }
 
-    async fn connection(self: Arc<Self>, sock: TcpStream, slot: &Slot, stop: watch::Receiver<bool>) {
+    async fn connection(
+        self: Arc<Self>,
+        sock: TcpStream,
+        slot: &Slot,
+        stop: watch::Receiver<bool>,
+    ) {
         let _ = sock.set_nodelay(true);
         let state = slot.state.clone();
         let (rd, wr) = sock.into_split();

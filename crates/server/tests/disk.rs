@@ -22,7 +22,12 @@ use sluice_server::{spawn, ServerConfig};
 
 const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
 
-fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> std::io::Result<(u16, String)> {
+fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     s.set_write_timeout(Some(Duration::from_secs(30)))?;
@@ -45,7 +50,10 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> std::io::
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| std::io::Error::other("bad status"))?;
     let mut body = raw[split + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
+    if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
         body = dechunk(&body);
     }
     Ok((status, String::from_utf8_lossy(&body).into_owned()))
@@ -54,7 +62,9 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> std::io::
 fn dechunk(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16) else { break };
+        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16) else {
+            break;
+        };
         b = &b[eol + 2..];
         if size == 0 || size > b.len() {
             break;
@@ -66,7 +76,10 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 fn now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 fn metric(addr: SocketAddr, name: &str) -> f64 {
@@ -97,12 +110,20 @@ fn wait_stored(addr: SocketAddr) {
 
 /// How many times each `id` is stored in `from..=to`.
 fn stored_ids(addr: SocketAddr, from: i64, to: i64) -> BTreeMap<String, u32> {
-    let (status, body) = request(addr, "GET", &format!("/v1/events?from={from}&to={}", to + 1), b"").unwrap();
+    let (status, body) = request(
+        addr,
+        "GET",
+        &format!("/v1/events?from={from}&to={}", to + 1),
+        b"",
+    )
+    .unwrap();
     assert_eq!(status, 200, "{body}");
     let mut seen = BTreeMap::new();
     for l in body.lines().filter(|l| !l.is_empty()) {
         let e: Value = serde_json::from_str(l).unwrap();
-        *seen.entry(e["id"].as_str().unwrap().to_string()).or_default() += 1;
+        *seen
+            .entry(e["id"].as_str().unwrap().to_string())
+            .or_default() += 1;
     }
     seen
 }
@@ -111,13 +132,26 @@ fn stored_ids(addr: SocketAddr, from: i64, to: i64) -> BTreeMap<String, u32> {
 fn assert_exactly_once(seen: &BTreeMap<String, u32>, acked: &[String]) {
     let lost: Vec<&String> = acked.iter().filter(|id| !seen.contains_key(*id)).collect();
     let twice: Vec<(&String, &u32)> = seen.iter().filter(|(_, &n)| n != 1).collect();
-    assert!(lost.is_empty(), "{} acknowledged ids lost, e.g. {:?}", lost.len(), &lost[..lost.len().min(5)]);
-    assert!(twice.is_empty(), "{} ids stored more than once, e.g. {:?}", twice.len(), &twice[..twice.len().min(5)]);
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged ids lost, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    assert!(
+        twice.is_empty(),
+        "{} ids stored more than once, e.g. {:?}",
+        twice.len(),
+        &twice[..twice.len().min(5)]
+    );
 }
 
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
-        .map(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
         .unwrap_or(false)
 }
 
@@ -187,7 +221,11 @@ fn child_server() {
     };
     let (dir, grace) = arg.rsplit_once(':').unwrap();
     let server = spawn(server_config(Path::new(dir), grace.parse().unwrap())).unwrap();
-    println!("ADDR {} {}", server.http_addr.unwrap(), server.tcp_addr.unwrap());
+    println!(
+        "ADDR {} {}",
+        server.http_addr.unwrap(),
+        server.tcp_addr.unwrap()
+    );
     std::io::stdout().flush().unwrap();
     loop {
         std::thread::sleep(Duration::from_secs(3600));
@@ -217,7 +255,9 @@ impl Child {
                 panic!("child exited before serving");
             }
             if let Some(i) = line.find("ADDR ") {
-                let mut it = line[i + 5..].split_whitespace().map(|a| a.parse::<SocketAddr>().unwrap());
+                let mut it = line[i + 5..]
+                    .split_whitespace()
+                    .map(|a| a.parse::<SocketAddr>().unwrap());
                 break (it.next().unwrap(), it.next().unwrap());
             }
         };
@@ -252,7 +292,11 @@ fn events(prefix: &str, batch: u64, n: u64) -> Vec<Value> {
 }
 
 /// Posts batches of 20 events over HTTP until `stop`; a refused batch is sent again (same ids).
-fn http_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+fn http_client(
+    addr: SocketAddr,
+    seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut batch = 0;
         while !stop.load(Ordering::Relaxed) {
@@ -260,7 +304,10 @@ fn http_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std:
             let body: String = evs.iter().map(|e| e.to_string() + "\n").collect();
             match request(addr, "POST", "/v1/events", body.as_bytes()) {
                 Ok((200, _)) => {
-                    seen.acked.lock().unwrap().extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+                    seen.acked
+                        .lock()
+                        .unwrap()
+                        .extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
                     batch += 1;
                 }
                 Ok((503, text)) => {
@@ -277,16 +324,24 @@ fn http_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std:
 
 /// Sends one array line of 10 events per message over TCP, waiting for each ack; a refused
 /// message is sent again.
-fn tcp_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+fn tcp_client(
+    addr: SocketAddr,
+    seen: Arc<Seen>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(10)) else { return };
+        let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_secs(10)) else {
+            return;
+        };
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut w = s.try_clone().unwrap();
         let mut r = BufReader::new(s);
         let mut batch = 0;
         while !stop.load(Ordering::Relaxed) {
             let evs = events("t", batch, 10);
-            if w.write_all(format!("{}\n", Value::Array(evs.clone())).as_bytes()).is_err() {
+            if w.write_all(format!("{}\n", Value::Array(evs.clone())).as_bytes())
+                .is_err()
+            {
                 return;
             }
             let mut line = String::new();
@@ -294,7 +349,10 @@ fn tcp_client(addr: SocketAddr, seen: Arc<Seen>, stop: Arc<AtomicBool>) -> std::
                 return; // the server is gone
             }
             if line.starts_with("ok 10 0") {
-                seen.acked.lock().unwrap().extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
+                seen.acked
+                    .lock()
+                    .unwrap()
+                    .extend(evs.iter().map(|e| e["id"].as_str().unwrap().to_string()));
                 batch += 1;
             } else {
                 assert!(line.starts_with("error unavailable"), "TCP reply {line:?}");
@@ -329,24 +387,42 @@ fn full_disk(kill_while_full: bool) {
     let (http, tcp) = (child.http, child.tcp);
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = [http_client(http, seen.clone(), stop.clone()), tcp_client(tcp, seen.clone(), stop.clone())];
+    let clients = [
+        http_client(http, seen.clone(), stop.clone()),
+        tcp_client(tcp, seen.clone(), stop.clone()),
+    ];
     let acked = || seen.acked.lock().unwrap().len();
     wait_until("acks before the disk fills", 30, || acked() >= 2000);
 
     // Full: every acknowledged write is refused, health and metrics say so, nothing is acked.
     let filler = fill(&fs.0, 0);
     wait_until("HTTP and TCP refusals", 30, || {
-        seen.http_refused.load(Ordering::Relaxed) >= 3 && seen.tcp_refused.load(Ordering::Relaxed) >= 3
+        seen.http_refused.load(Ordering::Relaxed) >= 3
+            && seen.tcp_refused.load(Ordering::Relaxed) >= 3
     });
     let (status, body) = request(http, "GET", "/healthz", b"").unwrap();
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("not ready"), "{body}");
     assert_eq!(metric(http, "sluice_disk_unavailable"), 1.0);
-    assert!(metric(http, "sluice_payloads_refused_unavailable_total") + metric(http, "sluice_wal_errors_total") > 0.0);
+    assert!(
+        metric(http, "sluice_payloads_refused_unavailable_total")
+            + metric(http, "sluice_wal_errors_total")
+            > 0.0
+    );
     let during = acked();
     std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(acked(), during, "nothing is acknowledged while the disk is full");
-    let text = seen.refusal_texts.lock().unwrap().first().cloned().unwrap_or_default();
+    assert_eq!(
+        acked(),
+        during,
+        "nothing is acknowledged while the disk is full"
+    );
+    let text = seen
+        .refusal_texts
+        .lock()
+        .unwrap()
+        .first()
+        .cloned()
+        .unwrap_or_default();
     assert!(text.contains("unavailable"), "{text}");
     if kill_while_full {
         // The groups closed while full could be neither stored nor noted: a restart must store
@@ -364,15 +440,23 @@ fn full_disk(kill_while_full: bool) {
         wait_stored(addr);
         let stored = stored_ids(addr, start - 2, now() + 2);
         assert_exactly_once(&stored, &acked);
-        println!("acked {} ids, killed while full, stored {} ids once each", acked.len(), stored.len());
+        println!(
+            "acked {} ids, killed while full, stored {} ids once each",
+            acked.len(),
+            stored.len()
+        );
         server.shutdown().unwrap();
         return;
     }
 
     // Freed: ingest resumes in the same process.
     std::fs::remove_file(&filler).unwrap();
-    wait_until("healthz ready again", 30, || request(http, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200));
-    wait_until("acks after the disk is freed", 30, || acked() >= during + 2000);
+    wait_until("healthz ready again", 30, || {
+        request(http, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
+    });
+    wait_until("acks after the disk is freed", 30, || {
+        acked() >= during + 2000
+    });
     assert_eq!(metric(http, "sluice_disk_unavailable"), 0.0);
     let refused_http = seen.http_refused.load(Ordering::Relaxed);
     let refused_tcp = seen.tcp_refused.load(Ordering::Relaxed);
@@ -427,7 +511,10 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     wait_until("the WAL shrinks and ingest is available", 30, || {
         request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
     });
-    assert!(dir_bytes(&data.join("wal")) < 1 << 20, "the replayed segments are deleted");
+    assert!(
+        dir_bytes(&data.join("wal")) < 1 << 20,
+        "the replayed segments are deleted"
+    );
     let stored = stored_ids(addr, start - 2, now() + 2);
     assert_exactly_once(&stored, &acked);
     server.shutdown().unwrap();
@@ -436,7 +523,12 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
 
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
         .unwrap_or(0)
 }
 
@@ -473,34 +565,57 @@ fn segments(wal: &Path) -> Vec<PathBuf> {
 fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     let dir = temp_dir("salvage");
     let start = now();
-    let cfg = ServerConfig { udp: None, tcp: None, ..server_config(&dir, 1) };
+    let cfg = ServerConfig {
+        udp: None,
+        tcp: None,
+        ..server_config(&dir, 1)
+    };
     let server = spawn(cfg.clone()).unwrap();
     let first = post_batches(server.http_addr.unwrap(), "a", 5);
     server.shutdown().unwrap(); // clean: stored, checkpointed
-    // A real process, SIGKILLed before it stores anything: its records are only in the WAL.
+                                // A real process, SIGKILLed before it stores anything: its records are only in the WAL.
     let mut child = Child::start(&dir, 3600);
     let lost = post_batches(child.http, "b", 5);
     child.kill();
     let seg = segments(&dir.join("wal")).pop().unwrap();
     let len = std::fs::metadata(&seg).unwrap().len() as usize;
-    let garbage: Vec<u8> = (0..len as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let garbage: Vec<u8> = (0..len as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
     std::fs::write(&seg, &garbage).unwrap();
 
     // The start refuses, says how to get past it, and touches nothing.
-    let err = spawn(cfg.clone()).unwrap().shutdown().unwrap_err().to_string();
-    assert!(err.contains("corrupted record") && err.contains("--salvage-wal"), "{err}");
+    let err = spawn(cfg.clone())
+        .unwrap()
+        .shutdown()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("corrupted record") && err.contains("--salvage-wal"),
+        "{err}"
+    );
     assert_eq!(std::fs::read(&seg).unwrap(), garbage, "nothing cut");
 
     // Salvage: the damaged file is copied aside byte for byte, the server starts and serves.
-    let server = spawn(ServerConfig { salvage_wal: true, ..cfg.clone() }).unwrap();
+    let server = spawn(ServerConfig {
+        salvage_wal: true,
+        ..cfg.clone()
+    })
+    .unwrap();
     let addr = server.http_addr.unwrap();
     wait_until("the salvaged server serving", 30, || {
         request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
     });
-    let aside: Vec<PathBuf> =
-        std::fs::read_dir(dir.join("wal").join("damaged")).unwrap().map(|e| e.unwrap().path()).collect();
+    let aside: Vec<PathBuf> = std::fs::read_dir(dir.join("wal").join("damaged"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(aside.len(), 1);
-    assert_eq!(std::fs::read(&aside[0]).unwrap(), garbage, "the damaged file is kept");
+    assert_eq!(
+        std::fs::read(&aside[0]).unwrap(),
+        garbage,
+        "the damaged file is kept"
+    );
     let more = post_batches(addr, "c", 2);
     wait_stored(addr);
     server.shutdown().unwrap();
@@ -518,7 +633,12 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
 fn bad_checkpoint_file_warns_and_stores_nothing_twice() {
     let dir = temp_dir("checkpoint");
     let start = now();
-    let cfg = ServerConfig { udp: None, tcp: None, wal_segment_bytes: 64 << 20, ..server_config(&dir, 1) };
+    let cfg = ServerConfig {
+        udp: None,
+        tcp: None,
+        wal_segment_bytes: 64 << 20,
+        ..server_config(&dir, 1)
+    };
     let server = spawn(cfg.clone()).unwrap();
     let addr = server.http_addr.unwrap();
     let ids = post_batches(addr, "k", 30);
@@ -531,8 +651,14 @@ fn bad_checkpoint_file_warns_and_stores_nothing_twice() {
     std::fs::write(&cp, bytes).unwrap();
     let server = spawn(cfg).unwrap();
     let addr = server.http_addr.unwrap();
-    assert!(metric(addr, "sluice_wal_replayed_records") >= 30.0, "every record present is replayed");
-    assert!(metric(addr, "sluice_wal_replay_skipped_events") >= 600.0, "done notes skip what is stored");
+    assert!(
+        metric(addr, "sluice_wal_replayed_records") >= 30.0,
+        "every record present is replayed"
+    );
+    assert!(
+        metric(addr, "sluice_wal_replay_skipped_events") >= 600.0,
+        "done notes skip what is stored"
+    );
     wait_stored(addr);
     assert_exactly_once(&stored_ids(addr, start - 2, now() + 2), &ids);
     server.shutdown().unwrap();

@@ -1,7 +1,6 @@
 //! End to end on real sockets: spawn the server on 127.0.0.1:0, POST generated events, read
 //! them back over HTTP. The client is a minimal HTTP/1.1 client on a TcpStream.
 
-
 use serde_json::Value;
 use sluice_gen::GenConfig;
 use sluice_server::{spawn, ServerConfig};
@@ -191,7 +190,10 @@ fn malformed_and_oversized_bodies_are_refused() {
         400
     );
     // A key the store cannot hold (a NUL byte, an overlong key) is the client's error, not a 500.
-    for key in ["1700000000:local:WEB%00::0".to_owned(), format!("1700000000:{}", "x".repeat(2000))] {
+    for key in [
+        "1700000000:local:WEB%00::0".to_owned(),
+        format!("1700000000:{}", "x".repeat(2000)),
+    ] {
         let r = request(addr, "GET", &format!("/buckets/events/keys/{key}"), b"");
         assert_eq!(r.status, 400, "{key}: {}", r.text());
     }

@@ -267,7 +267,9 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
     }
     // Everything but the future payload stored (and noted); the checkpoint stays behind it.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while server.metric("sluice_pending_events") > 1.0 || server.metric("sluice_memory_batches") > 0.0 {
+    while server.metric("sluice_pending_events") > 1.0
+        || server.metric("sluice_memory_batches") > 0.0
+    {
         assert!(Instant::now() < deadline, "not stored in time");
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -277,7 +279,10 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
         .filter_map(|e| e.ok()?.metadata().ok())
         .map(|m| m.len())
         .sum();
-    assert!(wal_bytes >= 80 << 20, "the WAL should hold every payload: {wal_bytes} bytes");
+    assert!(
+        wal_bytes >= 80 << 20,
+        "the WAL should hold every payload: {wal_bytes} bytes"
+    );
 
     server.kill();
     let server = Server::start(&config, &data);
@@ -293,8 +298,15 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
         idle >> 20,
         bound >> 20
     );
-    assert!(peak < bound, "the replay held the log in memory: peak RSS {peak} for a {wal_bytes}-byte WAL");
-    assert_eq!(server.metric("sluice_pending_events"), 1.0, "only the future event is pending");
+    assert!(
+        peak < bound,
+        "the replay held the log in memory: peak RSS {peak} for a {wal_bytes}-byte WAL"
+    );
+    assert_eq!(
+        server.metric("sluice_pending_events"),
+        1.0,
+        "only the future event is pending"
+    );
     let mut ids: Vec<u64> = server
         .read(start - 5, now() + 5)
         .iter()
@@ -302,7 +314,11 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
         .map(|e| e["id"].as_u64().expect("id"))
         .collect();
     ids.sort_unstable();
-    assert_eq!(ids, (0..PAYLOADS * EVENTS).collect::<Vec<_>>(), "every acknowledged event exactly once");
+    assert_eq!(
+        ids,
+        (0..PAYLOADS * EVENTS).collect::<Vec<_>>(),
+        "every acknowledged event exactly once"
+    );
     server.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }

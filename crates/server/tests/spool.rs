@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sluice_server::{spawn_with_store, RunningServer, ServerConfig};
-use sluice_store::{EmbeddedStore, FaultyStore, Faults, Store};
+use sluice_store::{EmbeddedStore, Faults, FaultyStore, Store};
 
 mod common;
 use common::*;
@@ -124,7 +124,10 @@ fn outage_spools_then_recovers_and_a_crash_replays_exactly_once() {
     assert!(metric(addr, "sluice_store_errors_total") > 0.0);
     assert_eq!(metric(addr, "sluice_backpressure"), 0.0);
     wait_metric(addr, "sluice_wal_notes_total", |v| v >= 1.0);
-    assert!(read_all(addr, t0 - 10, t0).is_empty(), "nothing is readable during the outage");
+    assert!(
+        read_all(addr, t0 - 10, t0).is_empty(),
+        "nothing is readable during the outage"
+    );
 
     // The directory as a crash would leave it, taken while the outage lasts.
     std::thread::sleep(Duration::from_millis(300));
@@ -142,10 +145,17 @@ fn outage_spools_then_recovers_and_a_crash_replays_exactly_once() {
     // replay skips the spooled groups of the payload (its future event is still needed).
     let (server, _faults) = start(&crashed, outage_config(&crashed));
     let addr = server.http_addr.unwrap();
-    assert_eq!(metric(addr, "sluice_wal_replay_skipped_events"), past.len() as f64);
+    assert_eq!(
+        metric(addr, "sluice_wal_replay_skipped_events"),
+        past.len() as f64
+    );
     assert_eq!(metric(addr, "sluice_wal_replayed_records"), 1.0);
     let got = wait_events(addr, t0 - 10, t0, past.len());
-    assert_eq!(sorted_canon(&got), sorted_canon(&past), "exactly once after the crash");
+    assert_eq!(
+        sorted_canon(&got),
+        sorted_canon(&past),
+        "exactly once after the crash"
+    );
     server.shutdown().unwrap(); // stores the future second's open group
     let (server, _faults) = start(&crashed, outage_config(&crashed));
     let addr = server.http_addr.unwrap();
@@ -191,11 +201,16 @@ fn full_spool_means_backpressure_not_memory() {
     {
         use std::io::{BufRead, BufReader, Write};
         let mut conn = std::net::TcpStream::connect(server.tcp_addr.unwrap()).unwrap();
-        conn.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        conn.write_all(format!("{{\"epoch\":{},\"type\":\"TCPSHED\"}}\n", t0 - 2).as_bytes()).unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        conn.write_all(format!("{{\"epoch\":{},\"type\":\"TCPSHED\"}}\n", t0 - 2).as_bytes())
+            .unwrap();
         let mut line = String::new();
         BufReader::new(&conn).read_line(&mut line).unwrap();
-        assert!(line.starts_with("error unavailable backpressure"), "{line:?}");
+        assert!(
+            line.starts_with("error unavailable backpressure"),
+            "{line:?}"
+        );
     }
     assert_eq!(metric(addr, "sluice_spool_batches"), 0.0);
     // UDP cannot be told to retry: its events are shed and counted, in /metrics and in the
@@ -215,9 +230,17 @@ fn full_spool_means_backpressure_not_memory() {
     assert_eq!(sorted_canon(&got), sorted_canon(&past));
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let r = request(addr, "GET", &format!("/v1/counts?from={shed_epoch}&to={}", shed_epoch + 1), b"");
+        let r = request(
+            addr,
+            "GET",
+            &format!("/v1/counts?from={shed_epoch}&to={}", shed_epoch + 1),
+            b"",
+        );
         assert_eq!(r.status, 200, "{}", r.text());
-        if r.text().lines().any(|l| l.contains("UDPSHED") && l.contains("\"shed\":3")) {
+        if r.text()
+            .lines()
+            .any(|l| l.contains("UDPSHED") && l.contains("\"shed\":3"))
+        {
             break;
         }
         assert!(Instant::now() < deadline, "no shed count: {}", r.text());

@@ -90,17 +90,35 @@ pub type ContractItem = fn(&mut dyn StoreHarness);
 pub const CONTRACT: &[(&str, ContractItem)] = &[
     ("put_then_get", put_then_get),
     ("chunks_are_never_overwritten", chunks_are_never_overwritten),
-    ("concurrent_puts_of_one_key_have_one_winner", concurrent_puts_of_one_key_have_one_winner),
+    (
+        "concurrent_puts_of_one_key_have_one_winner",
+        concurrent_puts_of_one_key_have_one_winner,
+    ),
     ("put_blobs_is_put_per_item", put_blobs_is_put_per_item),
     ("epoch_index_merges_writers", epoch_index_merges_writers),
     ("counts_merge_by_addition", counts_merge_by_addition),
-    ("counts_once_apply_each_token_once", counts_once_apply_each_token_once),
-    ("concurrent_retries_of_one_token_add_once", concurrent_retries_of_one_token_add_once),
-    ("list_epochs_orders_and_filters", list_epochs_orders_and_filters),
-    ("expiry_drops_only_old_partitions", expiry_drops_only_old_partitions),
+    (
+        "counts_once_apply_each_token_once",
+        counts_once_apply_each_token_once,
+    ),
+    (
+        "concurrent_retries_of_one_token_add_once",
+        concurrent_retries_of_one_token_add_once,
+    ),
+    (
+        "list_epochs_orders_and_filters",
+        list_epochs_orders_and_filters,
+    ),
+    (
+        "expiry_drops_only_old_partitions",
+        expiry_drops_only_old_partitions,
+    ),
     ("reopen_keeps_everything", reopen_keeps_everything),
     ("get_blobs_keeps_order", get_blobs_keeps_order),
-    ("read_view_answers_as_the_store", read_view_answers_as_the_store),
+    (
+        "read_view_answers_as_the_store",
+        read_view_answers_as_the_store,
+    ),
     ("refuses_bad_arguments", refuses_bad_arguments),
 ];
 
@@ -597,7 +615,6 @@ pub fn refuses_bad_arguments(h: &mut dyn StoreHarness) {
     assert!(Namespace::parse("other").is_err());
 }
 
-
 /// `put_blobs` gives, per item and in order, what `put_blob` would (new blobs `Written`,
 /// identical ones `AlreadyPresent`, across partitions) and stops at the first item that fails
 /// (`Exists`, `InvalidArgument`): the items after it are not stored.
@@ -620,8 +637,15 @@ pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
     let got = s.put_blobs(&ev, &ok);
     let outcomes: Vec<PutOutcome> = got.into_iter().map(|r| r.unwrap()).collect();
     use PutOutcome::{AlreadyPresent, Written};
-    assert_eq!(outcomes, [Written, AlreadyPresent, Written, Written, AlreadyPresent]);
-    let conflict = [item(3, E), (BlobKey::new(E, old.as_str()), &b"other"[..]), item(4, E)];
+    assert_eq!(
+        outcomes,
+        [Written, AlreadyPresent, Written, Written, AlreadyPresent]
+    );
+    let conflict = [
+        item(3, E),
+        (BlobKey::new(E, old.as_str()), &b"other"[..]),
+        item(4, E),
+    ];
     let got = s.put_blobs(&ev, &conflict);
     assert_eq!(got.len(), 2, "stops at the first failure: {got:?}");
     assert!(matches!(got[0], Ok(Written)), "{got:?}");
@@ -629,7 +653,10 @@ pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
     let bad = [(BlobKey::new(E + 3600, ""), &b"x"[..]), item(5, E + 3600)];
     let got = s.put_blobs(&ev, &bad);
     assert_eq!(got.len(), 1, "{got:?}");
-    assert!(matches!(got[0], Err(StoreError::InvalidArgument { .. })), "{got:?}");
+    assert!(
+        matches!(got[0], Err(StoreError::InvalidArgument { .. })),
+        "{got:?}"
+    );
     assert!(s.put_blobs(&ev, &[]).is_empty());
     drop(s);
     let s = h.reopen();
@@ -644,7 +671,10 @@ pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
     // A retry of a whole call (after an unknown outcome) is harmless.
     let again = s.put_blobs(&ev, &ok);
     assert_eq!(again.len(), ok.len());
-    assert!(again.iter().all(|r| matches!(r, Ok(AlreadyPresent))), "{again:?}");
+    assert!(
+        again.iter().all(|r| matches!(r, Ok(AlreadyPresent))),
+        "{again:?}"
+    );
 }
 
 fn stored(n: u64) -> Counts {
@@ -661,19 +691,51 @@ fn stored(n: u64) -> Counts {
 pub fn counts_once_apply_each_token_once(h: &mut dyn StoreHarness) {
     let s = h.store();
     let t = CountsWrite::new("c1", "WEB::c1.0");
-    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10)).unwrap();
-    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10)).unwrap();
-    s.add_counts_once(CountsWrite::new("c1", "WEB::c1.1"), E, "ams", "WEB", "", &stored(5))
+    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10))
         .unwrap();
-    s.add_counts_once(CountsWrite::new("c2", "WEB::c1.0"), E, "ams", "WEB", "", &stored(3))
+    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10))
         .unwrap();
-    s.add_counts_once(t, E, "lhr", "WEB", "", &stored(7)).unwrap();
-    s.add_counts_once(t, E + 1, "ams", "WEB", "", &stored(8)).unwrap();
+    s.add_counts_once(
+        CountsWrite::new("c1", "WEB::c1.1"),
+        E,
+        "ams",
+        "WEB",
+        "",
+        &stored(5),
+    )
+    .unwrap();
+    s.add_counts_once(
+        CountsWrite::new("c2", "WEB::c1.0"),
+        E,
+        "ams",
+        "WEB",
+        "",
+        &stored(3),
+    )
+    .unwrap();
+    s.add_counts_once(t, E, "lhr", "WEB", "", &stored(7))
+        .unwrap();
+    s.add_counts_once(t, E + 1, "ams", "WEB", "", &stored(8))
+        .unwrap();
     // The empty writer (a sole writer) is a writer like any other.
-    s.add_counts_once(CountsWrite::new("", "WEB::0"), E, "ams", "API", "v1", &stored(2))
-        .unwrap();
-    s.add_counts_once(CountsWrite::new("", "WEB::0"), E, "ams", "API", "v1", &stored(2))
-        .unwrap();
+    s.add_counts_once(
+        CountsWrite::new("", "WEB::0"),
+        E,
+        "ams",
+        "API",
+        "v1",
+        &stored(2),
+    )
+    .unwrap();
+    s.add_counts_once(
+        CountsWrite::new("", "WEB::0"),
+        E,
+        "ams",
+        "API",
+        "v1",
+        &stored(2),
+    )
+    .unwrap();
     s.add_counts(E, "ams", "WEB", "", &stored(100)).unwrap();
     s.add_counts(E, "ams", "WEB", "", &stored(100)).unwrap();
     let check = |s: &Arc<dyn Store>| {
@@ -690,8 +752,10 @@ pub fn counts_once_apply_each_token_once(h: &mut dyn StoreHarness) {
     let s = h.reopen();
     check(&s);
     // Retries after the reopen are still recognised.
-    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10)).unwrap();
-    s.add_counts_once(t, E + 1, "ams", "WEB", "", &stored(8)).unwrap();
+    s.add_counts_once(t, E, "ams", "WEB", "", &stored(10))
+        .unwrap();
+    s.add_counts_once(t, E + 1, "ams", "WEB", "", &stored(8))
+        .unwrap();
     check(&s);
     // A bad token is refused, not applied.
     assert!(matches!(
@@ -699,7 +763,14 @@ pub fn counts_once_apply_each_token_once(h: &mut dyn StoreHarness) {
         Err(StoreError::InvalidArgument { .. })
     ));
     assert!(matches!(
-        s.add_counts_once(CountsWrite::new("c\0", "b"), E, "ams", "WEB", "", &stored(1)),
+        s.add_counts_once(
+            CountsWrite::new("c\0", "b"),
+            E,
+            "ams",
+            "WEB",
+            "",
+            &stored(1)
+        ),
         Err(StoreError::InvalidArgument { .. })
     ));
     check(&s);
@@ -714,14 +785,25 @@ pub fn concurrent_retries_of_one_token_add_once(h: &mut dyn StoreHarness) {
             scope.spawn(move || {
                 for b in 0..20 {
                     let batch = format!("WEB::w.{b}");
-                    s.add_counts_once(CountsWrite::new("w", &batch), E, "ams", "WEB", "", &stored(1))
-                        .unwrap();
+                    s.add_counts_once(
+                        CountsWrite::new("w", &batch),
+                        E,
+                        "ams",
+                        "WEB",
+                        "",
+                        &stored(1),
+                    )
+                    .unwrap();
                 }
             });
         }
     });
     let got = s.get_counts(E, "ams").unwrap();
-    assert_eq!(got[&("WEB".to_string(), String::new())].stored, 20, "{got:?}");
+    assert_eq!(
+        got[&("WEB".to_string(), String::new())].stored,
+        20,
+        "{got:?}"
+    );
 }
 
 /// What a reader sees: epochs listed, two blobs, index entries + counts rows.
@@ -731,7 +813,10 @@ fn read_all<R: crate::ReadStore + ?Sized>(r: &R) -> ReadAll {
     let listed = r.list_epochs(None, E - 10, E + 10).unwrap();
     let key = format!("{E}:ams:WEB::0");
     let blobs = r
-        .get_blobs(&Namespace::Events, &[BlobKey::new(E, &key), BlobKey::new(E, "absent")])
+        .get_blobs(
+            &Namespace::Events,
+            &[BlobKey::new(E, &key), BlobKey::new(E, "absent")],
+        )
         .into_iter()
         .map(|b| b.unwrap())
         .collect();
@@ -743,7 +828,8 @@ fn read_all<R: crate::ReadStore + ?Sized>(r: &R) -> ReadAll {
 pub fn read_view_answers_as_the_store(h: &mut dyn StoreHarness) {
     let s = h.store();
     let key = format!("{E}:ams:WEB::0");
-    s.put_blob(&Namespace::Events, BlobKey::new(E, &key), b"x").unwrap();
+    s.put_blob(&Namespace::Events, BlobKey::new(E, &key), b"x")
+        .unwrap();
     s.add_to_epoch_index(E, "ams", &["WEB::0"]).unwrap();
     s.add_counts(E, "ams", "WEB", "", &stored(1)).unwrap();
     let (listed, blobs, n) = read_all(&*s);

@@ -35,7 +35,10 @@ pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
                 (Some(p), Some(q), _, _) => p == q,
                 (_, _, Some(p), Some(q)) => p == q,
                 _ => {
-                    let (p, q) = (x.as_f64().unwrap_or(f64::NAN), y.as_f64().unwrap_or(f64::NAN));
+                    let (p, q) = (
+                        x.as_f64().unwrap_or(f64::NAN),
+                        y.as_f64().unwrap_or(f64::NAN),
+                    );
                     p == q || (p - q).abs() <= 1e-12 * p.abs().max(q.abs())
                 }
             };
@@ -63,7 +66,10 @@ pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
             if x.len() != y.len() {
                 return Some(format!("{path}: array length {} != {}", x.len(), y.len()));
             }
-            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
         }
         _ => (a != b).then(|| format!("{path}: {a} != {b}")),
     }
@@ -78,7 +84,14 @@ pub fn perl_lib() -> PathBuf {
 /// Fails loudly when the Perl reference is missing (`make test` installs it).
 pub fn require_perl_sereal() {
     let ok = Command::new("perl")
-        .args(["-MSereal::Encoder", "-MSereal::Decoder", "-MJSON::XS", "-MDigest::SHA", "-e", "1"])
+        .args([
+            "-MSereal::Encoder",
+            "-MSereal::Decoder",
+            "-MJSON::XS",
+            "-MDigest::SHA",
+            "-e",
+            "1",
+        ])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);

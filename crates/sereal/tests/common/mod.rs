@@ -47,12 +47,22 @@ pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
             if x.len() != y.len() {
                 return Some(format!("{path}: array length {} != {}", x.len(), y.len()));
             }
-            x.iter().zip(y).enumerate().find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
+            x.iter()
+                .zip(y)
+                .enumerate()
+                .find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
         }
         _ => (a != b).then(|| {
             let show = |v: &J| {
                 let s = v.to_string();
-                if s.len() > 120 { format!("{}…", &s[..s.char_indices().nth(120).map_or(s.len(), |(i, _)| i)]) } else { s }
+                if s.len() > 120 {
+                    format!(
+                        "{}…",
+                        &s[..s.char_indices().nth(120).map_or(s.len(), |(i, _)| i)]
+                    )
+                } else {
+                    s
+                }
             };
             format!("{path}: {} != {}", show(a), show(b))
         }),
@@ -68,7 +78,13 @@ pub fn decode_to_json(doc: &[u8]) -> Result<J, sereal::Error> {
 /// `make test` installs it.
 pub fn require_perl_sereal() {
     let ok = std::process::Command::new("perl")
-        .args(["-MSereal::Encoder", "-MSereal::Decoder", "-MJSON::XS", "-e", "1"])
+        .args([
+            "-MSereal::Encoder",
+            "-MSereal::Decoder",
+            "-MJSON::XS",
+            "-e",
+            "1",
+        ])
         .status()
         .map(|s| s.success())
         .unwrap_or(false);

@@ -121,10 +121,14 @@ pub(crate) fn drop_tags(
     fn tag(v: &Option<serde_json::Value>, name: &str, allow_empty: bool) -> Option<String> {
         let s = match v {
             Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Number(n)) if name == "dc" && (n.is_i64() || n.is_u64()) => n.to_string(),
+            Some(serde_json::Value::Number(n)) if name == "dc" && (n.is_i64() || n.is_u64()) => {
+                n.to_string()
+            }
             _ => return None,
         };
-        sluice_blob::key::check_tag(name, &s, allow_empty).ok().map(|()| s)
+        sluice_blob::key::check_tag(name, &s, allow_empty)
+            .ok()
+            .map(|()| s)
     }
     let type_ = tag(&raw.type_, "type", false)?;
     Some(DropTags {
@@ -187,11 +191,17 @@ mod tests {
         );
         let t = drop_tags(p, &drop_at(p, r#"{"epoch":999"#, DropReason::BadTag), &w).unwrap();
         // An integer dc is named as ingest names it.
-        assert_eq!((t.epoch, t.dc.as_deref(), t.type_.as_str()), (Some(999), Some("7"), "u"));
+        assert_eq!(
+            (t.epoch, t.dc.as_deref(), t.type_.as_str()),
+            (Some(999), Some("7"), "u")
+        );
         // A type ingest refuses (over 64 bytes) is not counted under that type.
         let long = format!(r#"[{{"type":"{}","x":1}}]"#, "t".repeat(100));
         let long = long.as_bytes();
-        assert_eq!(drop_tags(long, &drop_at(long, "{", DropReason::BadTag), &w), None);
+        assert_eq!(
+            drop_tags(long, &drop_at(long, "{", DropReason::BadTag), &w),
+            None
+        );
         let mut whole = drop_at(p, "[", DropReason::Oversized);
         whole.whole_payload = true;
         assert_eq!(drop_tags(p, &whole, &w), None);

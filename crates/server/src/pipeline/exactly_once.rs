@@ -134,7 +134,9 @@ impl Pipeline {
     pub(super) fn write_notes(&mut self, n: usize) -> bool {
         let now = now_unix();
         for _ in 0..n {
-            let Some(note) = self.pending_notes.first() else { break };
+            let Some(note) = self.pending_notes.first() else {
+                break;
+            };
             if let Err(e) = self.wal.append_note(&note.encode(), now) {
                 if self.disk.why().is_none() {
                     eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");

@@ -147,4 +147,3 @@ pub fn wait_flushed(addr: SocketAddr, events: u64) {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
-

@@ -35,16 +35,14 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use record::{
     BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, KIND_COUNTS_ADD, KIND_COUNTS_ONCE,
-    KIND_INDEX_ADD,
-    MAX_META_LEN, META_HEADER_LEN,
+    KIND_INDEX_ADD, MAX_META_LEN, META_HEADER_LEN,
 };
 
 use crate::error::{Result, StoreError};
 use crate::store::{
     check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey, Counts,
     CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome, Retention,
-    Store, TypeSubtype, MAX_BLOB_LEN,
-    MAX_KEY_LEN, MAX_NAME_LEN,
+    Store, TypeSubtype, MAX_BLOB_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
 };
 
 const FORMAT_FILE: &str = "FORMAT";
@@ -1363,9 +1361,7 @@ fn scan_meta<'a>(
             matches!(
                 kind,
                 Some(KIND_INDEX_ADD | KIND_COUNTS_ADD | KIND_COUNTS_ONCE)
-            )
-                && meta_record_at(bytes, q)
-                    .is_some_and(|r| record::decode_meta(&bytes[r]).is_some())
+            ) && meta_record_at(bytes, q).is_some_and(|r| record::decode_meta(&bytes[r]).is_some())
         });
         match next {
             Some(q) => {
