@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use std::str::FromStr;
+
 use anyhow::{Context, Result};
 use clap::Args;
 use sluice_server::ServerConfig;
@@ -32,9 +34,10 @@ pub struct ServeArgs {
     /// unit (`1s`, `250ms`); default 1 s.
     #[arg(long, value_parser = parse_grace)]
     grace: Option<std::time::Duration>,
-    /// Blob profile: `default` (protocol 5 + zstd) or `original` (protocol 3 + zlib).
-    #[arg(long)]
-    profile: Option<String>,
+    /// Blob profile: `default` (protocol 5 + zstd), `default:<zstd level>` or `original`
+    /// (protocol 3 + zlib).
+    #[arg(long, value_parser = sluice_blob::Profile::from_str)]
+    profile: Option<sluice_blob::Profile>,
     /// Memory budget for pending events (bytes, or 512m, 1g; default 512m); beyond it ingest
     /// gets 503 / a TCP `error`, UDP is shed.
     #[arg(long, value_parser = parse_bytes)]
@@ -125,8 +128,8 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     if let Some(g) = a.grace {
         c.grace_ms = Some(g.as_millis() as u64);
     }
-    if let Some(p) = &a.profile {
-        c.profile = p.clone();
+    if let Some(p) = a.profile {
+        c.profile = p;
     }
     if let Some(n) = a.max_pending_bytes {
         c.max_pending_bytes = n;

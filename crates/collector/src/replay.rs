@@ -114,8 +114,8 @@ impl DoneNote {
             {
                 len += 1;
             }
-            put_varint(&mut out, start.saturating_sub(prev_end));
-            put_varint(&mut out, len);
+            sereal::varint::write(&mut out, start.saturating_sub(prev_end));
+            sereal::varint::write(&mut out, len);
             prev_end = start + len;
             i += len as usize;
         }
@@ -174,23 +174,11 @@ impl DoneNote {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
+/// The varint at the start of `bytes` (the codec's, see `sereal::varint`) and what follows it.
 fn get_varint(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let mut v = 0u64;
-    for (i, &b) in bytes.iter().enumerate().take(10) {
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some((v, &bytes[i + 1..]));
-        }
-    }
-    None
+    let mut pos = 0;
+    let v = sereal::varint::read(bytes, &mut pos).ok()?;
+    Some((v, &bytes[pos..]))
 }
 
 /// What [`replay`] did.
@@ -377,7 +365,7 @@ mod tests {
         }
         .encode();
         huge.push(0);
-        put_varint(&mut huge, 1 << 41);
+        sereal::varint::write(&mut huge, 1 << 41);
         assert!(
             DoneNote::decode(&huge).is_err(),
             "a run longer than any group is refused, not allocated"

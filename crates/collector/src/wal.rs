@@ -144,6 +144,47 @@ pub enum FsyncPolicy {
     Never,
 }
 
+impl FsyncPolicy {
+    /// The default group commit: [`Batch`](FsyncPolicy::Batch) with a 5 ms background fsync.
+    pub const BATCH: FsyncPolicy = FsyncPolicy::Batch {
+        max_delay: Duration::from_millis(5),
+    };
+}
+
+/// The setting's spelling: `always`, `batch` (5 ms), `batch:<ms>` (ms > 0) or `never`.
+impl std::str::FromStr for FsyncPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<FsyncPolicy, String> {
+        match s {
+            "always" => Ok(FsyncPolicy::Always),
+            "never" => Ok(FsyncPolicy::Never),
+            "batch" => Ok(FsyncPolicy::BATCH),
+            other => match other
+                .strip_prefix("batch:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+            {
+                Some(ms) if ms > 0 => Ok(FsyncPolicy::Batch {
+                    max_delay: Duration::from_millis(ms),
+                }),
+                _ => Err(format!(
+                    "fsync {other:?} is not always, batch, batch:<ms> or never"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for FsyncPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FsyncPolicy::Always => f.write_str("always"),
+            FsyncPolicy::Never => f.write_str("never"),
+            FsyncPolicy::Batch { max_delay } => write!(f, "batch:{}", max_delay.as_millis()),
+        }
+    }
+}
+
 /// Settings of a [`Wal`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalConfig {

@@ -92,7 +92,8 @@ pub struct ServerConfig {
     /// sub-second emit-to-readable lag).
     pub grace_ms: Option<u64>,
     /// Blob profile: `original`, `default` or `default:<zstd level>` (default `default`).
-    pub profile: String,
+    #[serde(deserialize_with = "de_from_str")]
+    pub profile: Profile,
     /// Largest blob chunk in bytes (default 500,000).
     pub chunk_limit: usize,
     /// Days of data kept; partitions older are dropped hourly (default 10).
@@ -118,7 +119,8 @@ pub struct ServerConfig {
     /// Directory of the write-ahead log (default `<data_dir>/wal`).
     pub wal_dir: Option<PathBuf>,
     /// WAL fsync policy: `always`, `batch` (default, 5 ms), `batch:<ms>` or `never`.
-    pub fsync: String,
+    #[serde(deserialize_with = "de_from_str")]
+    pub fsync: FsyncPolicy,
     /// TCP ingest address (default `127.0.0.1:8181`, [`DEFAULT_TCP_PORT`]); `None` (TOML:
     /// `"off"`) disables it. Protocol: see the crate README.
     #[serde(deserialize_with = "de_addr")]
@@ -195,7 +197,7 @@ impl Default for ServerConfig {
             dc: "local".into(),
             grace_secs: 1,
             grace_ms: None,
-            profile: "default".into(),
+            profile: Profile::default(),
             chunk_limit: sluice_blob::DEFAULT_CHUNK_LIMIT,
             retention_days: 10,
             collector_id: None,
@@ -207,7 +209,7 @@ impl Default for ServerConfig {
             queue: 64,
             expire_interval_secs: 3600,
             wal_dir: None,
-            fsync: "batch".into(),
+            fsync: FsyncPolicy::BATCH,
             tcp: Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::LOCALHOST,
                 DEFAULT_TCP_PORT,
@@ -234,6 +236,16 @@ impl Default for ServerConfig {
             salvage_wal: false,
         }
     }
+}
+
+/// A setting spelled as its type's `FromStr` reads it (`fsync`, `profile`), refused at load with
+/// that type's message.
+fn de_from_str<'de, D: Deserializer<'de>, T: FromStr>(d: D) -> Result<T, D::Error>
+where
+    T::Err: std::fmt::Display,
+{
+    let s = String::deserialize(d)?;
+    T::from_str(&s).map_err(serde::de::Error::custom)
 }
 
 fn de_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
@@ -297,7 +309,7 @@ impl ServerConfig {
     /// applies the (millisecond) grace itself by running the aggregator on a clock set back by
     /// it (see `pipeline::FlushClock`).
     pub fn aggregator_config(&self) -> Result<AggregatorConfig, Error> {
-        let profile = Profile::from_str(&self.profile).map_err(|e| Error::Config(e.to_string()))?;
+        let profile = self.profile;
         Ok(AggregatorConfig {
             collector_id: self.collector_id.clone(),
             grace_secs: 0,
@@ -324,26 +336,7 @@ impl ServerConfig {
 
     /// The WAL settings this configuration implies (`fsync` parsed).
     pub fn wal_config(&self) -> Result<WalConfig, Error> {
-        let fsync = match self.fsync.as_str() {
-            "always" => FsyncPolicy::Always,
-            "never" => FsyncPolicy::Never,
-            "batch" => FsyncPolicy::Batch {
-                max_delay: Duration::from_millis(5),
-            },
-            other => match other
-                .strip_prefix("batch:")
-                .and_then(|ms| ms.parse::<u64>().ok())
-            {
-                Some(ms) if ms > 0 => FsyncPolicy::Batch {
-                    max_delay: Duration::from_millis(ms),
-                },
-                _ => {
-                    return Err(Error::Config(format!(
-                        "fsync: {other:?} is not always, batch, batch:<ms> or never"
-                    )))
-                }
-            },
-        };
+        let fsync = self.fsync;
         Ok(WalConfig {
             fsync,
             segment_size: self.wal_segment_bytes,

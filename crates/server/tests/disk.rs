@@ -204,7 +204,7 @@ fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
         tcp: Some("127.0.0.1:0".parse().unwrap()),
         udp: None,
         grace_secs,
-        fsync: "batch".into(),
+        fsync: "batch".parse().expect("fsync policy"),
         min_free_bytes: 2 << 20,
         wal_segment_bytes: 256 << 10,
         spool_max_bytes: 4 << 20,

@@ -267,10 +267,16 @@ fn config_from_toml_has_defaults() {
     assert_eq!((c.http, c.grace_secs), (None, 3));
     c.validate().unwrap();
     assert!(ServerConfig::from_toml("bogus = 1").is_err());
-    assert!(ServerConfig {
-        profile: "zip".into(),
-        ..ServerConfig::default()
-    }
-    .validate()
-    .is_err());
+    // Typed settings are refused at load, with the type's own message.
+    let bad = ServerConfig::from_toml("profile = \"zip\"")
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("zip"), "{bad}");
+    let bad = ServerConfig::from_toml("fsync = \"sometimes\"")
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("always, batch, batch:<ms> or never"), "{bad}");
+    let c = ServerConfig::from_toml("fsync = \"batch:20\"\nprofile = \"default:9\"").unwrap();
+    assert_eq!(c.fsync.to_string(), "batch:20");
+    assert_eq!(c.profile, "default:9".parse::<sluice_blob::Profile>().unwrap());
 }

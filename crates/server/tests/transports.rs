@@ -139,7 +139,7 @@ fn child_server() {
         udp: None,
         // Nothing is flushed before the kill: every acknowledged event lives only in the WAL.
         grace_secs: 3600,
-        fsync: "batch".into(),
+        fsync: "batch".parse().expect("fsync policy"),
         ..config(Path::new(&dir), 3600)
     })
     .unwrap();
