@@ -33,7 +33,6 @@ pub mod http_server;
 pub mod limits;
 pub mod metrics;
 pub mod pipeline;
-pub mod tail;
 pub mod tcp;
 pub mod timing;
 pub mod udp;
@@ -454,7 +453,7 @@ async fn run_with(
                 wal,
                 dc: config.dc.clone(),
                 stop: stop_rx.clone(),
-                tail_streams: Arc::new(tail::TailStreams::new(caps.tail.max(1))),
+                tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
             };
             let server = Arc::new(http_server::HttpServer {
                 router: http::router(state, config.max_body_bytes),
