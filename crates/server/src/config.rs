@@ -11,7 +11,7 @@ use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
 use std::time::Duration;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Default HTTP port (ingest, read API, `/metrics`): `127.0.0.1:8180`.
 pub const DEFAULT_HTTP_PORT: u16 = 8180;

@@ -28,6 +28,8 @@
 
 pub mod config;
 pub mod disk;
+mod error;
+pub mod histogram;
 pub mod http;
 pub mod http_server;
 pub mod limits;
@@ -37,7 +39,6 @@ pub mod tcp;
 pub mod timing;
 pub mod udp;
 
-use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -53,37 +54,9 @@ use sluice_collector::wal::{Wal, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
+pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;
-
-/// Why the server could not start or stopped badly.
-#[derive(Debug)]
-pub enum Error {
-    /// A setting is invalid.
-    Config(String),
-    /// A socket or file could not be used.
-    Io(String),
-    /// The store could not be opened.
-    Store(sluice_store::StoreError),
-    /// The server's thread or pipeline died.
-    Internal(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Config(m) => write!(f, "configuration: {m}"),
-            Error::Io(m) => write!(f, "{m}"),
-            Error::Store(e) => write!(f, "store: {e}"),
-            Error::Internal(m) => write!(f, "internal: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// The result type of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The file in the data directory naming the running server's HTTP address (owned by the store
 /// crate, which owns the data directory's layout).
@@ -484,7 +457,7 @@ async fn run_with(
             Ok(())
         }
         None => {
-            wait_stop(stop_rx.clone()).await;
+            limits::wait_stop(stop_rx.clone()).await;
             Ok(())
         }
     };
@@ -509,11 +482,6 @@ async fn run_with(
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
     let _ = std::fs::remove_file(&server_file);
     result
-}
-
-/// Completes once the shutdown flag is set (or its sender is gone).
-pub(crate) async fn wait_stop(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the `shutdown` future for [`run`] in
