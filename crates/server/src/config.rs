@@ -81,7 +81,7 @@ pub struct ServerConfig {
     /// Directory of the embedded store (default `./data`); created if missing.
     pub data_dir: PathBuf,
     /// HTTP listen address (default `127.0.0.1:8180`, [`DEFAULT_HTTP_PORT`]); `None` (TOML:
-    /// `"off"`) serves no HTTP. Port 0 picks a free port ([`crate::RunningServer::http_addr`]).
+    /// `"off"`) serves no HTTP. Port 0 picks a free port ([`crate::Server::http_addr`]).
     #[serde(deserialize_with = "de_addr")]
     pub http: Option<SocketAddr>,
     /// Data-centre id filled into events without a `dc` (default `local`).

@@ -2,9 +2,9 @@
 //! blobs in the embedded store) and the read API, in one process.
 //!
 //! - [`ServerConfig`]: every setting with its default, loadable from TOML.
-//! - [`run`]: runs until a shutdown future completes, then flushes every open epoch.
-//! - [`spawn`]: runs on its own thread and runtime; [`RunningServer`] tells the bound address
-//!   and shuts down.
+//! - [`Server::start`]: binds, opens the store, replays the WAL, then serves on a thread and
+//!   runtime of its own; the [`Server`] tells the bound addresses, [`Server::shutdown`] stops it.
+//! - [`run`]: the same on the caller's runtime, until a shutdown future completes (`sluice serve`).
 //!
 //! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
 //! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! let cfg = sluice_server::ServerConfig { http: Some("127.0.0.1:0".parse().unwrap()), ..Default::default() };
-//! let server = sluice_server::spawn(cfg).unwrap();
+//! let server = sluice_server::Server::start(cfg).unwrap();
 //! println!("listening on {}", server.http_addr.unwrap());
 //! server.shutdown().unwrap(); // flushes open epochs
 //! ```
@@ -187,13 +187,16 @@ pub async fn run(
 ) -> Result<()> {
     config.validate()?;
     let sockets = Bound::bind(&config)?.into_sockets()?;
-    run_with(config, sockets, None, shutdown).await
+    run_with(config, sockets, None, None, shutdown).await
 }
 
+/// Serves `sockets` until `shutdown` completes; `ready` is told once the store is open, the WAL
+/// replayed and the listeners about to accept (an error before that drops it unsent).
 async fn run_with(
     config: ServerConfig,
     sockets: Sockets,
     store: Option<Arc<dyn Store>>,
+    ready: Option<std::sync::mpsc::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
@@ -416,6 +419,9 @@ async fn run_with(
         show(bound[1]),
         show(bound[2])
     );
+    if let Some(ready) = ready {
+        let _ = ready.send(());
+    }
     let result = match sockets.http {
         Some(listener) => {
             let state = http::AppState {
@@ -506,9 +512,9 @@ pub async fn shutdown_signal() {
     ctrl_c.await;
 }
 
-/// A server started by [`spawn`]. Dropping it shuts it down too (and waits).
+/// A running server, started by [`Server::start`]. Dropping it shuts it down too (and waits).
 #[derive(Debug)]
-pub struct RunningServer {
+pub struct Server {
     /// The address the HTTP API is bound to (the real port when `http` asked for port 0).
     pub http_addr: Option<SocketAddr>,
     /// The TCP ingest address (the real port when `tcp` asked for port 0).
@@ -519,7 +525,62 @@ pub struct RunningServer {
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
-impl RunningServer {
+impl Server {
+    /// Validates `config`, binds its sockets, opens the embedded store in `data_dir`, replays
+    /// the WAL, and returns once the server serves, on a thread of its own with a 2-worker
+    /// tokio runtime. Any of these failing is the error returned here.
+    pub fn start(config: ServerConfig) -> Result<Server> {
+        Server::start_inner(config, None)
+    }
+
+    /// [`Server::start`] on a store of the caller's (instead of the embedded store in
+    /// `data_dir`): another backend, or a wrapper such as `sluice_store::FaultyStore` for outage
+    /// tests. The WAL and the spool still live under `data_dir` unless `wal_dir` / `spool_dir`
+    /// say otherwise.
+    pub fn start_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<Server> {
+        Server::start_inner(config, Some(store))
+    }
+
+    fn start_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<Server> {
+        config.validate()?;
+        let bound = Bound::bind(&config)?;
+        let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ready, serving) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("sluice-server".into())
+            .spawn(move || -> Result<()> {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
+                rt.block_on(async move {
+                    let sockets = bound.into_sockets()?;
+                    run_with(config, sockets, store, Some(ready), async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+                })
+            })
+            .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
+        if serving.recv().is_err() {
+            // `ready` was dropped unsent: the start failed, and the thread says why.
+            return match thread.join() {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Err(Error::Internal("the server stopped while starting".into())),
+                Err(_) => Err(Error::Internal("the server thread panicked".into())),
+            };
+        }
+        Ok(Server {
+            http_addr,
+            tcp_addr,
+            udp_addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
     /// Stops the server: flushes every open epoch, syncs the store, and waits for the end.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop_and_join()
@@ -538,54 +599,21 @@ impl RunningServer {
     }
 }
 
-impl Drop for RunningServer {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
 }
 
-/// Starts the server on a thread of its own with a 2-worker tokio runtime, returns once the
-/// HTTP socket is bound (so [`RunningServer::http_addr`] is usable at once). Store or config
-/// errors found after binding are returned by [`RunningServer::shutdown`]; the config is
-/// validated here first.
-pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
-    spawn_inner(config, None)
+/// The older name of [`Server`].
+pub type RunningServer = Server;
+
+/// The older name of [`Server::start`].
+pub fn spawn(config: ServerConfig) -> Result<Server> {
+    Server::start(config)
 }
 
-/// [`spawn`] on a store of the caller's (instead of the embedded store in `data_dir`): another
-/// backend, or a wrapper such as `sluice_store::FaultyStore` for outage tests. The WAL and the
-/// spool still live under `data_dir` unless `wal_dir` / `spool_dir` say otherwise.
-pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<RunningServer> {
-    spawn_inner(config, Some(store))
-}
-
-fn spawn_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<RunningServer> {
-    config.validate()?;
-    let bound = Bound::bind(&config)?;
-    let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("sluice-server".into())
-        .spawn(move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
-            rt.block_on(async move {
-                let sockets = bound.into_sockets()?;
-                run_with(config, sockets, store, async move {
-                    let _ = stopped.await;
-                })
-                .await
-            })
-        })
-        .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
-    Ok(RunningServer {
-        http_addr,
-        tcp_addr,
-        udp_addr,
-        stop: Some(stop),
-        thread: Some(thread),
-    })
+/// The older name of [`Server::start_with_store`].
+pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<Server> {
+    Server::start_with_store(config, store)
 }
