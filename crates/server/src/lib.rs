@@ -41,6 +41,7 @@ pub mod udp;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,7 +51,8 @@ use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use metrics::LockMetrics;
-use sluice_collector::wal::{Wal, WalError};
+use sluice_collector::replay::ReplayReport;
+use sluice_collector::wal::{Wal, WalConfig, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
@@ -239,42 +241,9 @@ async fn run_with(
     // Open the WAL and replay it into the aggregator before serving anything (the spool, if
     // an earlier run left one, is replayed by the aggregator's first flush).
     let (ingestor, aggregator, wal, replayed) = {
-        let dir = config.wal_path();
-        let wal_cfg = config.wal_config()?;
-        let salvage = config.salvage_wal;
-        tokio::task::spawn_blocking(move || -> Result<_> {
-            // The records are read again segment by segment as they are replayed: a long log
-            // (a future-dated payload holds the checkpoint back) never sits in memory whole.
-            let (wal, records, opened) = Wal::open_replay(&dir, wal_cfg, salvage).map_err(|e| match e {
-                WalError::Corrupted { .. } => Error::Io(format!(
-                    "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
-                     --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
-                     {}/damaged/, then the records after the damage in it are skipped (logged).",
-                    dir.display()
-                )),
-                e => Error::Io(e.to_string()),
-            })?;
-            for w in &opened.warnings {
-                eprintln!("sluice-server: WAL open: {w}");
-            }
-            let (mut ingestor, mut aggregator) = (ingestor, aggregator);
-            let report = sluice_collector::replay::replay_log(
-                &records,
-                &mut ingestor,
-                &mut aggregator,
-                |now| clock.at_end_of(now),
-            )
-            .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
-            for bad in &report.bad_notes {
-                eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
-            }
-            if report.unproven > 0 {
-                eprintln!(
-                    "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",
-                    report.unproven
-                );
-            }
-            Ok((ingestor, aggregator, Arc::new(wal), report))
+        let (dir, wal_cfg, salvage) = (config.wal_path(), config.wal_config()?, config.salvage_wal);
+        tokio::task::spawn_blocking(move || {
+            replay_wal(&dir, wal_cfg, salvage, ingestor, aggregator, clock)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??
@@ -422,7 +391,7 @@ async fn run_with(
     if let Some(ready) = ready {
         let _ = ready.send(());
     }
-    let result = match sockets.http {
+    match sockets.http {
         Some(listener) => {
             let state = http::AppState {
                 tx: tx.clone(),
@@ -434,39 +403,20 @@ async fn run_with(
                 stop: stop_rx.clone(),
                 tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
             };
-            let server = Arc::new(http_server::HttpServer {
-                router: http::router(state, config.max_body_bytes),
-                header_timeout: Duration::from_secs(config.http_header_timeout_secs),
-                idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
-                write_timeout: Duration::from_secs(config.request_timeout_secs),
-                metrics: metrics.clone(),
-                stop: stop_rx.clone(),
-            });
-            let limiter = limits::Limiter::new("http", caps.http.max(1), metrics.clone());
-            let body = format!(
-                "{{\"error\":\"too many connections ({} open, http_max_connections); retry later\"}}",
-                limiter.cap
-            );
-            let refusal = format!(
-                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            limits::serve_listener(
+            let router = http::router(state, config.max_body_bytes);
+            http_server::serve(
                 listener,
-                limiter,
-                refusal.into_bytes().into(),
+                router,
+                &config,
+                caps.http,
+                metrics.clone(),
                 stop_rx.clone(),
                 drain,
-                move |sock, slot| server.clone().connection(sock, slot),
             )
             .await;
-            Ok(())
         }
-        None => {
-            limits::wait_stop(stop_rx.clone()).await;
-            Ok(())
-        }
-    };
+        None => limits::wait_stop(stop_rx.clone()).await,
+    }
 
     if let Some(t) = tcp_task {
         let _ = t.await;
@@ -487,7 +437,48 @@ async fn run_with(
         .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
     let _ = std::fs::remove_file(&server_file);
-    result
+    Ok(())
+}
+
+/// Opens the WAL in `dir` and replays it into `ingestor` and `aggregator` (blocking), saying on
+/// stderr what it skipped or could not prove. A damaged record stops the start unless `salvage`.
+fn replay_wal(
+    dir: &Path,
+    wal_cfg: WalConfig,
+    salvage: bool,
+    mut ingestor: Ingestor,
+    mut aggregator: Aggregator,
+    clock: pipeline::FlushClock,
+) -> Result<(Ingestor, Aggregator, Arc<Wal>, ReplayReport)> {
+    // The records are read again segment by segment as they are replayed: a long log
+    // (a future-dated payload holds the checkpoint back) never sits in memory whole.
+    let (wal, records, opened) = Wal::open_replay(dir, wal_cfg, salvage).map_err(|e| match e {
+        WalError::Corrupted { .. } => Error::Io(format!(
+            "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
+             --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
+             {}/damaged/, then the records after the damage in it are skipped (logged).",
+            dir.display()
+        )),
+        e => Error::Io(e.to_string()),
+    })?;
+    for w in &opened.warnings {
+        eprintln!("sluice-server: WAL open: {w}");
+    }
+    let report =
+        sluice_collector::replay::replay_log(&records, &mut ingestor, &mut aggregator, |now| {
+            clock.at_end_of(now)
+        })
+        .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
+    for bad in &report.bad_notes {
+        eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
+    }
+    if report.unproven > 0 {
+        eprintln!(
+            "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",
+            report.unproven
+        );
+    }
+    Ok((ingestor, aggregator, Arc::new(wal), report))
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the `shutdown` future for [`run`] in
