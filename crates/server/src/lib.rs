@@ -276,26 +276,12 @@ async fn run_with(
         m.disk_free_bytes = disk.free;
     }
 
-    // Done notes of stored batches go to the WAL before their index entries (exactly once
-    // across any SIGKILL timing: see sluice_collector::replay).
+    // Done notes of stored batches go to the WAL before their index entries.
     let mut aggregator = aggregator;
-    {
-        let (wal, metrics) = (wal.clone(), metrics.clone());
-        aggregator.set_note_log(Box::new(move |note| {
-            let appended = wal.append_note(&note.encode(), pipeline::now_unix());
-            let mut m = metrics.locked();
-            match appended {
-                Ok(_) => {
-                    m.wal_notes += 1;
-                    Ok(())
-                }
-                Err(e) => {
-                    m.wal_errors += 1;
-                    Err(e.to_string())
-                }
-            }
-        }));
-    }
+    aggregator.set_note_log(pipeline::exactly_once::note_log(
+        wal.clone(),
+        metrics.clone(),
+    ));
 
     let (tx, rx) = mpsc::channel(config.queue);
     let pipe = pipeline::Pipeline {
