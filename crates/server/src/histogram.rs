@@ -1,6 +1,6 @@
 //! Fixed-bucket histograms in the Prometheus text format: [`Histogram`] and the two the server
 //! keeps in its metrics ([`StoreWriteSeconds`], [`BlobBytes`], observed by
-//! [`crate::timing::TimedStore`]).
+//! `timing::TimedStore`).
 //!
 //! Contracts: the bounds are fixed at construction (ascending, `+Inf` implied); an observation
 //! costs a scan of the bounds and never allocates; rendering gives cumulative `_bucket{le}`

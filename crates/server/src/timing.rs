@@ -1,4 +1,4 @@
-//! [`TimedStore`], a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs` (one observation per call),
+//! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs` (one observation per call),
 //! `add_to_epoch_index`, `add_counts`, `add_counts_once`, `flush`: `sluice_store_write_seconds`)
 //! and the size of every blob written (`sluice_blob_bytes`), in the histograms of
 //! [`crate::histogram`].

@@ -1,7 +1,7 @@
 //! `POST /v1/events` (ingest) and `GET /v1/events` (a time range, streamed).
 //!
 //! Contracts: a POST is answered only once its WAL record is durable
-//! ([`crate::pipeline::durable`]): **200** when something was accepted (or nothing dropped),
+//! (`pipeline::durable`): **200** when something was accepted (or nothing dropped),
 //! **400** when nothing was accepted and something was dropped, **503** (not acknowledged:
 //! resend) when the pipeline is stopping, the WAL fails or the queue is full. At most
 //! [`MAX_LISTED_DROPS`] drops are listed; `dropped_total` counts them all.

@@ -1,5 +1,5 @@
-//! The HTTP API (axum): the router, the state the handlers share ([`AppState`]) and the JSON
-//! error body ([`error`]). The crate README describes each endpoint's parameters and answers.
+//! The HTTP API (axum): the router, the state the handlers share (`AppState`) and the JSON
+//! error body (`error`). The crate README describes each endpoint's parameters and answers.
 //!
 //! | Endpoint | Module |
 //! |---|---|

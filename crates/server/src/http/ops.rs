@@ -3,7 +3,7 @@
 //! Contracts: `/healthz` answers `ok` (**200**) while the pipeline runs and ingest is available,
 //! **503** `pipeline stopped` once it has stopped and **503** `not ready: …` while ingest is
 //! unavailable (full disk, WAL failing: [`crate::disk`]). `/metrics` is the Prometheus text of
-//! [`crate::metrics::render`] plus the store's damage counters.
+//! `metrics::render` plus the store's damage counters.
 
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};

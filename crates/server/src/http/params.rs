@@ -1,6 +1,6 @@
 //! The query parameters the read endpoints share: the raw query split into pairs
 //! ([`parse_query`]), a time (`from`, `to`: [`time`]), a range read's window ([`TimeRange`]),
-//! the output format ([`format`]) and the error for a key no endpoint takes ([`unknown`]).
+//! the output format ([`format()`]) and the error for a key no endpoint takes ([`unknown`]).
 //!
 //! Contracts: a bad value is refused with a message naming its parameter (`from: …`), which the
 //! handler answers with **400**; nothing here reads the clock (each handler passes `now`, so a
