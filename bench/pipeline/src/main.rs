@@ -1809,7 +1809,8 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
             grace_ms: Some(grace_ms),
             ..sluice_server::ServerConfig::default()
         };
-        let server = sluice_server::spawn(cfg).map_err(|e| anyhow!("starting the server: {e}"))?;
+        let server =
+            sluice_server::Server::start(cfg).map_err(|e| anyhow!("starting the server: {e}"))?;
         let addr = server
             .http_addr
             .ok_or_else(|| anyhow!("the server has no HTTP address"))?;

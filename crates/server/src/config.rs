@@ -11,7 +11,7 @@ use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
 use std::time::Duration;
 
-use crate::Error;
+use crate::error::Error;
 
 /// Default HTTP port (ingest, read API, `/metrics`): `127.0.0.1:8180`.
 pub const DEFAULT_HTTP_PORT: u16 = 8180;
@@ -81,7 +81,7 @@ pub struct ServerConfig {
     /// Directory of the embedded store (default `./data`); created if missing.
     pub data_dir: PathBuf,
     /// HTTP listen address (default `127.0.0.1:8180`, [`DEFAULT_HTTP_PORT`]); `None` (TOML:
-    /// `"off"`) serves no HTTP. Port 0 picks a free port ([`crate::RunningServer::http_addr`]).
+    /// `"off"`) serves no HTTP. Port 0 picks a free port ([`crate::Server::http_addr`]).
     #[serde(deserialize_with = "de_addr")]
     pub http: Option<SocketAddr>,
     /// Data-centre id filled into events without a `dc` (default `local`).

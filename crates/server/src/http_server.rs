@@ -37,7 +37,8 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::limits::{ConnState, Slot};
+use crate::config::ServerConfig;
+use crate::limits::{ConnState, Limiter, Slot};
 use crate::metrics::{LockMetrics, SharedMetrics};
 
 /// How long an idle connection that served requests may take to finish writing before it is
@@ -272,4 +273,44 @@ impl AsyncWrite for WatchedIo {
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
     }
+}
+
+/// Serves `router` on `listener` until `stop` is set: at most `cap` connections (at least one;
+/// past it the oldest idle one is evicted, else a 503 and close: [`crate::limits`]), the header,
+/// idle and write timeouts of `config`, busy connections given `drain` to finish at shutdown.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    router: Router,
+    config: &ServerConfig,
+    cap: usize,
+    metrics: SharedMetrics,
+    stop: watch::Receiver<bool>,
+    drain: Duration,
+) {
+    let server = Arc::new(HttpServer {
+        router,
+        header_timeout: Duration::from_secs(config.http_header_timeout_secs),
+        idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
+        write_timeout: Duration::from_secs(config.request_timeout_secs),
+        metrics: metrics.clone(),
+        stop: stop.clone(),
+    });
+    let limiter = Limiter::new("http", cap.max(1), metrics);
+    let body = format!(
+        "{{\"error\":\"too many connections ({} open, http_max_connections); retry later\"}}",
+        limiter.cap
+    );
+    let refusal = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    crate::limits::serve_listener(
+        listener,
+        limiter,
+        refusal.into_bytes().into(),
+        stop,
+        drain,
+        move |sock, slot| server.clone().connection(sock, slot),
+    )
+    .await;
 }

@@ -2,9 +2,9 @@
 //! blobs in the embedded store) and the read API, in one process.
 //!
 //! - [`ServerConfig`]: every setting with its default, loadable from TOML.
-//! - [`run`]: runs until a shutdown future completes, then flushes every open epoch.
-//! - [`spawn`]: runs on its own thread and runtime; [`RunningServer`] tells the bound address
-//!   and shuts down.
+//! - [`Server::start`]: binds, opens the store, replays the WAL, then serves on a thread and
+//!   runtime of its own; the [`Server`] tells the bound addresses, [`Server::shutdown`] stops it.
+//! - [`run`]: the same on the caller's runtime, until a shutdown future completes (`sluice serve`).
 //!
 //! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
 //! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
@@ -18,7 +18,7 @@
 //!
 //! ```no_run
 //! let cfg = sluice_server::ServerConfig { http: Some("127.0.0.1:0".parse().unwrap()), ..Default::default() };
-//! let server = sluice_server::spawn(cfg).unwrap();
+//! let server = sluice_server::Server::start(cfg).unwrap();
 //! println!("listening on {}", server.http_addr.unwrap());
 //! server.shutdown().unwrap(); // flushes open epochs
 //! ```
@@ -28,19 +28,20 @@
 
 pub mod config;
 pub mod disk;
+mod error;
+pub mod histogram;
 pub mod http;
 pub mod http_server;
 pub mod limits;
 pub mod metrics;
 pub mod pipeline;
-pub mod tail;
 pub mod tcp;
 pub mod timing;
 pub mod udp;
 
-use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -50,41 +51,14 @@ use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use metrics::LockMetrics;
-use sluice_collector::wal::{Wal, WalError};
+use sluice_collector::replay::ReplayReport;
+use sluice_collector::wal::{Wal, WalConfig, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
+pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;
-
-/// Why the server could not start or stopped badly.
-#[derive(Debug)]
-pub enum Error {
-    /// A setting is invalid.
-    Config(String),
-    /// A socket or file could not be used.
-    Io(String),
-    /// The store could not be opened.
-    Store(sluice_store::StoreError),
-    /// The server's thread or pipeline died.
-    Internal(String),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Config(m) => write!(f, "configuration: {m}"),
-            Error::Io(m) => write!(f, "{m}"),
-            Error::Store(e) => write!(f, "store: {e}"),
-            Error::Internal(m) => write!(f, "internal: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-/// The result type of this crate.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The file in the data directory naming the running server's HTTP address (owned by the store
 /// crate, which owns the data directory's layout).
@@ -215,13 +189,16 @@ pub async fn run(
 ) -> Result<()> {
     config.validate()?;
     let sockets = Bound::bind(&config)?.into_sockets()?;
-    run_with(config, sockets, None, shutdown).await
+    run_with(config, sockets, None, None, shutdown).await
 }
 
+/// Serves `sockets` until `shutdown` completes; `ready` is told once the store is open, the WAL
+/// replayed and the listeners about to accept (an error before that drops it unsent).
 async fn run_with(
     config: ServerConfig,
     sockets: Sockets,
     store: Option<Arc<dyn Store>>,
+    ready: Option<std::sync::mpsc::Sender<()>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
@@ -264,42 +241,9 @@ async fn run_with(
     // Open the WAL and replay it into the aggregator before serving anything (the spool, if
     // an earlier run left one, is replayed by the aggregator's first flush).
     let (ingestor, aggregator, wal, replayed) = {
-        let dir = config.wal_path();
-        let wal_cfg = config.wal_config()?;
-        let salvage = config.salvage_wal;
-        tokio::task::spawn_blocking(move || -> Result<_> {
-            // The records are read again segment by segment as they are replayed: a long log
-            // (a future-dated payload holds the checkpoint back) never sits in memory whole.
-            let (wal, records, opened) = Wal::open_replay(&dir, wal_cfg, salvage).map_err(|e| match e {
-                WalError::Corrupted { .. } => Error::Io(format!(
-                    "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
-                     --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
-                     {}/damaged/, then the records after the damage in it are skipped (logged).",
-                    dir.display()
-                )),
-                e => Error::Io(e.to_string()),
-            })?;
-            for w in &opened.warnings {
-                eprintln!("sluice-server: WAL open: {w}");
-            }
-            let (mut ingestor, mut aggregator) = (ingestor, aggregator);
-            let report = sluice_collector::replay::replay_log(
-                &records,
-                &mut ingestor,
-                &mut aggregator,
-                |now| clock.at_end_of(now),
-            )
-            .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
-            for bad in &report.bad_notes {
-                eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
-            }
-            if report.unproven > 0 {
-                eprintln!(
-                    "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",
-                    report.unproven
-                );
-            }
-            Ok((ingestor, aggregator, Arc::new(wal), report))
+        let (dir, wal_cfg, salvage) = (config.wal_path(), config.wal_config()?, config.salvage_wal);
+        tokio::task::spawn_blocking(move || {
+            replay_wal(&dir, wal_cfg, salvage, ingestor, aggregator, clock)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??
@@ -332,26 +276,12 @@ async fn run_with(
         m.disk_free_bytes = disk.free;
     }
 
-    // Done notes of stored batches go to the WAL before their index entries (exactly once
-    // across any SIGKILL timing: see sluice_collector::replay).
+    // Done notes of stored batches go to the WAL before their index entries.
     let mut aggregator = aggregator;
-    {
-        let (wal, metrics) = (wal.clone(), metrics.clone());
-        aggregator.set_note_log(Box::new(move |note| {
-            let appended = wal.append_note(&note.encode(), pipeline::now_unix());
-            let mut m = metrics.locked();
-            match appended {
-                Ok(_) => {
-                    m.wal_notes += 1;
-                    Ok(())
-                }
-                Err(e) => {
-                    m.wal_errors += 1;
-                    Err(e.to_string())
-                }
-            }
-        }));
-    }
+    aggregator.set_note_log(pipeline::exactly_once::note_log(
+        wal.clone(),
+        metrics.clone(),
+    ));
 
     let (tx, rx) = mpsc::channel(config.queue);
     let pipe = pipeline::Pipeline {
@@ -444,7 +374,10 @@ async fn run_with(
         show(bound[1]),
         show(bound[2])
     );
-    let result = match sockets.http {
+    if let Some(ready) = ready {
+        let _ = ready.send(());
+    }
+    match sockets.http {
         Some(listener) => {
             let state = http::AppState {
                 tx: tx.clone(),
@@ -454,41 +387,22 @@ async fn run_with(
                 wal,
                 dc: config.dc.clone(),
                 stop: stop_rx.clone(),
-                tail_streams: Arc::new(tail::TailStreams::new(caps.tail.max(1))),
+                tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
             };
-            let server = Arc::new(http_server::HttpServer {
-                router: http::router(state, config.max_body_bytes),
-                header_timeout: Duration::from_secs(config.http_header_timeout_secs),
-                idle_timeout: Duration::from_secs(config.http_idle_timeout_secs),
-                write_timeout: Duration::from_secs(config.request_timeout_secs),
-                metrics: metrics.clone(),
-                stop: stop_rx.clone(),
-            });
-            let limiter = limits::Limiter::new("http", caps.http.max(1), metrics.clone());
-            let body = format!(
-                "{{\"error\":\"too many connections ({} open, http_max_connections); retry later\"}}",
-                limiter.cap
-            );
-            let refusal = format!(
-                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            limits::serve_listener(
+            let router = http::router(state, config.max_body_bytes);
+            http_server::serve(
                 listener,
-                limiter,
-                refusal.into_bytes().into(),
+                router,
+                &config,
+                caps.http,
+                metrics.clone(),
                 stop_rx.clone(),
                 drain,
-                move |sock, slot| server.clone().connection(sock, slot),
             )
             .await;
-            Ok(())
         }
-        None => {
-            wait_stop(stop_rx.clone()).await;
-            Ok(())
-        }
-    };
+        None => limits::wait_stop(stop_rx.clone()).await,
+    }
 
     if let Some(t) = tcp_task {
         let _ = t.await;
@@ -509,12 +423,48 @@ async fn run_with(
         .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
     let _ = std::fs::remove_file(&server_file);
-    result
+    Ok(())
 }
 
-/// Completes once the shutdown flag is set (or its sender is gone).
-pub(crate) async fn wait_stop(mut rx: watch::Receiver<bool>) {
-    let _ = rx.wait_for(|stop| *stop).await;
+/// Opens the WAL in `dir` and replays it into `ingestor` and `aggregator` (blocking), saying on
+/// stderr what it skipped or could not prove. A damaged record stops the start unless `salvage`.
+fn replay_wal(
+    dir: &Path,
+    wal_cfg: WalConfig,
+    salvage: bool,
+    mut ingestor: Ingestor,
+    mut aggregator: Aggregator,
+    clock: pipeline::FlushClock,
+) -> Result<(Ingestor, Aggregator, Arc<Wal>, ReplayReport)> {
+    // The records are read again segment by segment as they are replayed: a long log
+    // (a future-dated payload holds the checkpoint back) never sits in memory whole.
+    let (wal, records, opened) = Wal::open_replay(dir, wal_cfg, salvage).map_err(|e| match e {
+        WalError::Corrupted { .. } => Error::Io(format!(
+            "{e}\nThe server does not start past damaged WAL records. To start anyway, run with \
+             --salvage-wal (TOML: salvage_wal = true): each damaged WAL file is first copied to \
+             {}/damaged/, then the records after the damage in it are skipped (logged).",
+            dir.display()
+        )),
+        e => Error::Io(e.to_string()),
+    })?;
+    for w in &opened.warnings {
+        eprintln!("sluice-server: WAL open: {w}");
+    }
+    let report =
+        sluice_collector::replay::replay_log(&records, &mut ingestor, &mut aggregator, |now| {
+            clock.at_end_of(now)
+        })
+        .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
+    for bad in &report.bad_notes {
+        eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
+    }
+    if report.unproven > 0 {
+        eprintln!(
+            "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",
+            report.unproven
+        );
+    }
+    Ok((ingestor, aggregator, Arc::new(wal), report))
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the `shutdown` future for [`run`] in
@@ -539,9 +489,9 @@ pub async fn shutdown_signal() {
     ctrl_c.await;
 }
 
-/// A server started by [`spawn`]. Dropping it shuts it down too (and waits).
+/// A running server, started by [`Server::start`]. Dropping it shuts it down too (and waits).
 #[derive(Debug)]
-pub struct RunningServer {
+pub struct Server {
     /// The address the HTTP API is bound to (the real port when `http` asked for port 0).
     pub http_addr: Option<SocketAddr>,
     /// The TCP ingest address (the real port when `tcp` asked for port 0).
@@ -552,7 +502,62 @@ pub struct RunningServer {
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
 
-impl RunningServer {
+impl Server {
+    /// Validates `config`, binds its sockets, opens the embedded store in `data_dir`, replays
+    /// the WAL, and returns once the server serves, on a thread of its own with a 2-worker
+    /// tokio runtime. Any of these failing is the error returned here.
+    pub fn start(config: ServerConfig) -> Result<Server> {
+        Server::start_inner(config, None)
+    }
+
+    /// [`Server::start`] on a store of the caller's (instead of the embedded store in
+    /// `data_dir`): another backend, or a wrapper such as `sluice_store::FaultyStore` for outage
+    /// tests. The WAL and the spool still live under `data_dir` unless `wal_dir` / `spool_dir`
+    /// say otherwise.
+    pub fn start_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<Server> {
+        Server::start_inner(config, Some(store))
+    }
+
+    fn start_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<Server> {
+        config.validate()?;
+        let bound = Bound::bind(&config)?;
+        let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (ready, serving) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("sluice-server".into())
+            .spawn(move || -> Result<()> {
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
+                rt.block_on(async move {
+                    let sockets = bound.into_sockets()?;
+                    run_with(config, sockets, store, Some(ready), async move {
+                        let _ = stopped.await;
+                    })
+                    .await
+                })
+            })
+            .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
+        if serving.recv().is_err() {
+            // `ready` was dropped unsent: the start failed, and the thread says why.
+            return match thread.join() {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(())) => Err(Error::Internal("the server stopped while starting".into())),
+                Err(_) => Err(Error::Internal("the server thread panicked".into())),
+            };
+        }
+        Ok(Server {
+            http_addr,
+            tcp_addr,
+            udp_addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
     /// Stops the server: flushes every open epoch, syncs the store, and waits for the end.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop_and_join()
@@ -571,54 +576,21 @@ impl RunningServer {
     }
 }
 
-impl Drop for RunningServer {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
 }
 
-/// Starts the server on a thread of its own with a 2-worker tokio runtime, returns once the
-/// HTTP socket is bound (so [`RunningServer::http_addr`] is usable at once). Store or config
-/// errors found after binding are returned by [`RunningServer::shutdown`]; the config is
-/// validated here first.
-pub fn spawn(config: ServerConfig) -> Result<RunningServer> {
-    spawn_inner(config, None)
+/// The older name of [`Server`].
+pub type RunningServer = Server;
+
+/// The older name of [`Server::start`].
+pub fn spawn(config: ServerConfig) -> Result<Server> {
+    Server::start(config)
 }
 
-/// [`spawn`] on a store of the caller's (instead of the embedded store in `data_dir`): another
-/// backend, or a wrapper such as `sluice_store::FaultyStore` for outage tests. The WAL and the
-/// spool still live under `data_dir` unless `wal_dir` / `spool_dir` say otherwise.
-pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<RunningServer> {
-    spawn_inner(config, Some(store))
-}
-
-fn spawn_inner(config: ServerConfig, store: Option<Arc<dyn Store>>) -> Result<RunningServer> {
-    config.validate()?;
-    let bound = Bound::bind(&config)?;
-    let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let thread = std::thread::Builder::new()
-        .name("sluice-server".into())
-        .spawn(move || -> Result<()> {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .map_err(|e| Error::Io(format!("tokio runtime: {e}")))?;
-            rt.block_on(async move {
-                let sockets = bound.into_sockets()?;
-                run_with(config, sockets, store, async move {
-                    let _ = stopped.await;
-                })
-                .await
-            })
-        })
-        .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
-    Ok(RunningServer {
-        http_addr,
-        tcp_addr,
-        udp_addr,
-        stop: Some(stop),
-        thread: Some(thread),
-    })
+/// The older name of [`Server::start_with_store`].
+pub fn spawn_with_store(config: ServerConfig, store: Arc<dyn Store>) -> Result<Server> {
+    Server::start_with_store(config, store)
 }

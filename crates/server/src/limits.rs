@@ -33,8 +33,9 @@ use tokio::sync::{watch, Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::config::ServerConfig;
+use crate::error::Error;
 use crate::metrics::{LockMetrics, SharedMetrics};
-use crate::{Error, ServerConfig};
 
 /// Connections per listener that may wait for an eviction or receive a refusal at once.
 pub const ADMISSION_BACKLOG: usize = 16;
@@ -378,7 +379,7 @@ pub(crate) async fn serve_listener<F, Fut>(
                         // Waiting for room or refusing: nothing to finish when shutdown begins.
                         let admitted = tokio::select! {
                             slot = limiter.admit_by_eviction() => slot,
-                            _ = crate::wait_stop(stop.clone()) => return,
+                            _ = wait_stop(stop.clone()) => return,
                         };
                         match admitted {
                             Some(slot) => {
@@ -389,7 +390,7 @@ pub(crate) async fn serve_listener<F, Fut>(
                                 limiter.count_refused("cap");
                                 tokio::select! {
                                     _ = refuse(sock, &refusal) => {}
-                                    _ = crate::wait_stop(stop) => {}
+                                    _ = wait_stop(stop) => {}
                                 }
                             }
                         }
@@ -400,7 +401,7 @@ pub(crate) async fn serve_listener<F, Fut>(
                 }
             }
             Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
-            _ = crate::wait_stop(stop.clone()) => break,
+            _ = wait_stop(stop.clone()) => break,
         }
     }
     drop(listener);
@@ -521,71 +522,9 @@ pub fn fit_caps(config: &ServerConfig, nofile: Option<u64>) -> Result<(Caps, Str
     Ok((caps, line))
 }
 
-/// The connection metrics (caps, refusals, evictions, timeouts; see the module doc).
-pub(crate) fn render_metrics(o: &mut String, m: &crate::metrics::Metrics) {
-    use std::fmt::Write as _;
-    let head = |o: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    head(
-        o,
-        "sluice_http_connections",
-        "HTTP connections open.",
-        "gauge",
-    );
-    let _ = writeln!(o, "sluice_http_connections {}", m.http_connections_open);
-    head(
-        o,
-        "sluice_tail_streams",
-        "GET /v1/tail streams open.",
-        "gauge",
-    );
-    let _ = writeln!(o, "sluice_tail_streams {}", m.tail_streams);
-    head(
-        o,
-        "sluice_max_connections",
-        "Connection cap in force per transport (after fitting RLIMIT_NOFILE).",
-        "gauge",
-    );
-    for (transport, n) in &m.max_connections {
-        let _ = writeln!(o, "sluice_max_connections{{transport=\"{transport}\"}} {n}");
-    }
-    head(
-        o,
-        "sluice_connections_refused_total",
-        "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).",
-        "counter",
-    );
-    for ((transport, reason), n) in &m.connections_refused {
-        let _ = writeln!(
-            o,
-            "sluice_connections_refused_total{{transport=\"{transport}\",reason=\"{reason}\"}} {n}"
-        );
-    }
-    head(
-        o,
-        "sluice_connections_evicted_total",
-        "Idle connections closed to admit a new one at the cap.",
-        "counter",
-    );
-    for (transport, n) in &m.connections_evicted {
-        let _ = writeln!(
-            o,
-            "sluice_connections_evicted_total{{transport=\"{transport}\"}} {n}"
-        );
-    }
-    head(
-        o,
-        "sluice_connection_timeouts_total",
-        "Connections closed by a timeout, by transport and kind (header, idle, write, read).",
-        "counter",
-    );
-    for ((transport, kind), n) in &m.connection_timeouts {
-        let _ = writeln!(
-            o,
-            "sluice_connection_timeouts_total{{transport=\"{transport}\",kind=\"{kind}\"}} {n}"
-        );
-    }
+/// Completes once the shutdown flag is set (or its sender is gone).
+pub(crate) async fn wait_stop(mut rx: watch::Receiver<bool>) {
+    let _ = rx.wait_for(|stop| *stop).await;
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_collector::DropCounters;
 
-use crate::pipeline::now_unix;
+use sluice_reader::time::now_unix;
 
 /// Counters shown by `/metrics`, updated by the pipeline thread.
 #[derive(Debug, Default, Clone)]
@@ -112,9 +112,9 @@ pub struct Metrics {
     /// Events served by the read endpoints, per endpoint (`events`, `tail`).
     pub events_out: BTreeMap<String, u64>,
     /// Durations of store writes (put, index, counts, flush).
-    pub store_write_seconds: crate::timing::StoreWriteSeconds,
+    pub store_write_seconds: crate::histogram::StoreWriteSeconds,
     /// Sizes of blobs written.
-    pub blob_bytes: crate::timing::BlobBytes,
+    pub blob_bytes: crate::histogram::BlobBytes,
 }
 
 /// Shared handle to the metrics.
@@ -432,7 +432,7 @@ pub(crate) fn render(m: &Metrics) -> String {
         let n = m.events_out.get(endpoint).copied().unwrap_or(0);
         let _ = writeln!(o, "sluice_events_out_total{{endpoint=\"{endpoint}\"}} {n}");
     }
-    crate::limits::render_metrics(&mut o, m);
+    render_connections(&mut o, m);
     m.store_write_seconds.render(
         &mut o,
         "sluice_store_write_seconds",
@@ -444,6 +444,72 @@ pub(crate) fn render(m: &Metrics) -> String {
         "Size of the blob chunks written, bytes.",
     );
     o
+}
+
+/// The connection metrics (caps, refusals, evictions, timeouts: see [`crate::limits`]).
+fn render_connections(o: &mut String, m: &Metrics) {
+    let head = |o: &mut String, name: &str, help: &str, kind: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    head(
+        o,
+        "sluice_http_connections",
+        "HTTP connections open.",
+        "gauge",
+    );
+    let _ = writeln!(o, "sluice_http_connections {}", m.http_connections_open);
+    head(
+        o,
+        "sluice_tail_streams",
+        "GET /v1/tail streams open.",
+        "gauge",
+    );
+    let _ = writeln!(o, "sluice_tail_streams {}", m.tail_streams);
+    head(
+        o,
+        "sluice_max_connections",
+        "Connection cap in force per transport (after fitting RLIMIT_NOFILE).",
+        "gauge",
+    );
+    for (transport, n) in &m.max_connections {
+        let _ = writeln!(o, "sluice_max_connections{{transport=\"{transport}\"}} {n}");
+    }
+    head(
+        o,
+        "sluice_connections_refused_total",
+        "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).",
+        "counter",
+    );
+    for ((transport, reason), n) in &m.connections_refused {
+        let _ = writeln!(
+            o,
+            "sluice_connections_refused_total{{transport=\"{transport}\",reason=\"{reason}\"}} {n}"
+        );
+    }
+    head(
+        o,
+        "sluice_connections_evicted_total",
+        "Idle connections closed to admit a new one at the cap.",
+        "counter",
+    );
+    for (transport, n) in &m.connections_evicted {
+        let _ = writeln!(
+            o,
+            "sluice_connections_evicted_total{{transport=\"{transport}\"}} {n}"
+        );
+    }
+    head(
+        o,
+        "sluice_connection_timeouts_total",
+        "Connections closed by a timeout, by transport and kind (header, idle, write, read).",
+        "counter",
+    );
+    for ((transport, kind), n) in &m.connection_timeouts {
+        let _ = writeln!(
+            o,
+            "sluice_connection_timeouts_total{{transport=\"{transport}\",kind=\"{kind}\"}} {n}"
+        );
+    }
 }
 
 /// Appends the store's damage counters (counted as partitions are loaded, see the store README).

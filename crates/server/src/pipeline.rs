@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::{LockMetrics, SharedMetrics};
 
 mod drops;
-mod exactly_once;
+pub(crate) mod exactly_once;
 
 /// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
 pub const MAX_TYPE_LABELS: usize = 256;

@@ -131,7 +131,7 @@ impl TcpServer {
                         break;
                     }
                 },
-                _ = crate::wait_stop(stop.clone()) => break,
+                _ = crate::limits::wait_stop(stop.clone()) => break,
                 _ = state.evict.notified() => {
                     if state.accept_eviction() {
                         slot.count_evicted();

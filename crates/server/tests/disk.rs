@@ -585,11 +585,7 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     std::fs::write(&seg, &garbage).unwrap();
 
     // The start refuses, says how to get past it, and touches nothing.
-    let err = spawn(cfg.clone())
-        .unwrap()
-        .shutdown()
-        .unwrap_err()
-        .to_string();
+    let err = spawn(cfg.clone()).unwrap_err().to_string();
     assert!(
         err.contains("corrupted record") && err.contains("--salvage-wal"),
         "{err}"

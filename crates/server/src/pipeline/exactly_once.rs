@@ -4,12 +4,34 @@
 //! WAL fails nothing new is stored (a batch without its done note would be stored again by a
 //! replay), and the disk guard says whether ingest is available.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use sluice_collector::aggregate::FlushReport;
+use sluice_collector::aggregate::{FlushReport, NoteLog};
+use sluice_collector::wal::Wal;
 
 use super::{now_unix, Pipeline};
-use crate::metrics::LockMetrics;
+use crate::metrics::{LockMetrics, SharedMetrics};
+
+/// The aggregator's note log: each done note of a stored batch appended to `wal` before the
+/// batch's index entries are written (exactly once across any SIGKILL timing: see
+/// `sluice_collector::replay`), counted in `wal_notes` / `wal_errors`.
+pub(crate) fn note_log(wal: Arc<Wal>, metrics: SharedMetrics) -> NoteLog {
+    Box::new(move |note| {
+        let appended = wal.append_note(&note.encode(), now_unix());
+        let mut m = metrics.locked();
+        match appended {
+            Ok(_) => {
+                m.wal_notes += 1;
+                Ok(())
+            }
+            Err(e) => {
+                m.wal_errors += 1;
+                Err(e.to_string())
+            }
+        }
+    })
+}
 
 impl Pipeline {
     /// Syncs the WAL (the notes of stored batches, logged by the aggregator before their index

@@ -28,7 +28,8 @@ use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::Store;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
-use crate::http::{error, parse_query, AppState};
+use super::params::{self, parse_query};
+use super::{error, AppState};
 use crate::metrics::LockMetrics;
 
 /// The last event of a stream the server ends because it is shutting down.
@@ -69,15 +70,11 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
     let mut start = None;
     for (k, v) in parse_query(query) {
         match k.as_str() {
-            "from" => {
-                start = Some(Cursor::at(
-                    sluice_reader::parse_time(&v, now).map_err(|e| format!("from: {e}"))?,
-                ))
-            }
+            "from" => start = Some(Cursor::at(params::time("from", &v, now)?)),
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
             other => {
                 if !selection.accept(other, &v).map_err(|e| e.to_string())? {
-                    return Err(format!("unknown parameter {other:?}"));
+                    return Err(params::unknown(other));
                 }
             }
         }
@@ -85,6 +82,7 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
     Ok((selection, start.unwrap_or_else(|| Cursor::at(now))))
 }
 
+/// `GET /v1/tail`: validates the parameters, takes a slot under the cap, then streams.
 pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let now = sluice_reader::time::now_unix();
     let (req, start) = match tail_request(q.as_deref().unwrap_or(""), now) {

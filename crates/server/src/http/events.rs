@@ -1,0 +1,191 @@
+//! `POST /v1/events` (ingest) and `GET /v1/events` (a time range, streamed).
+//!
+//! Contracts: a POST is answered only once its WAL record is durable
+//! (`pipeline::durable`): **200** when something was accepted (or nothing dropped),
+//! **400** when nothing was accepted and something was dropped, **503** (not acknowledged:
+//! resend) when the pipeline is stopping, the WAL fails or the queue is full. At most
+//! [`MAX_LISTED_DROPS`] drops are listed; `dropped_total` counts them all.
+//!
+//! A GET reads on a blocking thread and streams in chunks of about 64 KiB, in epoch order;
+//! damage is skipped and reported, never cut silently: for NDJSON as one last line
+//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. Bad parameters get **400** before
+//! anything is streamed.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{RawQuery, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
+use sluice_store::Store;
+use tokio::sync::{mpsc, oneshot};
+
+use super::params::{self, parse_query, TimeRange};
+use super::{error, json, AppState};
+use crate::metrics::LockMetrics;
+use crate::pipeline::{now_unix, IngestSummary};
+
+/// Most drops listed one by one in an ingest response (`dropped_total` counts them all).
+pub const MAX_LISTED_DROPS: usize = 1000;
+/// Bytes of NDJSON / Sereal gathered before a streamed chunk is sent.
+const STREAM_CHUNK: usize = 64 << 10;
+
+/// Answers once the payload's WAL record is durable (see [`crate::pipeline::durable`]).
+pub(crate) async fn post_events(State(st): State<AppState>, body: Bytes) -> Response {
+    let rx = match crate::pipeline::submit(&st.tx, "http", body).await {
+        Ok(rx) => rx,
+        Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
+    };
+    match crate::pipeline::durable(rx, &st.wal).await {
+        Ok(summary) => ingest_response(&summary),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
+}
+
+fn ingest_response(s: &IngestSummary) -> Response {
+    let dropped: Vec<serde_json::Value> = s
+        .dropped
+        .iter()
+        .take(MAX_LISTED_DROPS)
+        .map(|d| {
+            let mut v = serde_json::json!({ "index": d.index, "reason": d.reason.as_str(), "detail": d.detail });
+            if d.count != 1 {
+                v["count"] = d.count.into();
+            }
+            if d.whole_payload {
+                v["whole_payload"] = true.into();
+            }
+            v
+        })
+        .collect();
+    let total: u64 = s.dropped.iter().map(|d| d.count).sum();
+    let status = if s.accepted == 0 && (s.rejected || total > 0) {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    json(
+        status,
+        serde_json::json!({ "accepted": s.accepted, "dropped_total": total, "dropped": dropped }),
+    )
+}
+
+/// Builds the read request of `GET /v1/events`.
+fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
+    let mut range = TimeRange::default();
+    let mut selection = Selection::default();
+    let mut format = OutputFormat::Json;
+    for (k, v) in parse_query(query) {
+        if range.accept(&k, &v, now)? {
+            continue;
+        }
+        if k == "format" {
+            format = params::format(&v)?;
+        } else if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
+            return Err(params::unknown(&k));
+        }
+    }
+    let (from, to) = range.finish(now)?;
+    Ok((ReadRequest::selected(from, to, selection), format))
+}
+
+/// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
+pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+    let (req, format) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e),
+    };
+    let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
+    let (tx, mut rx) = mpsc::channel::<Bytes>(4);
+    let store = st.store.clone();
+    let metrics = st.metrics.clone();
+    tokio::task::spawn_blocking(move || {
+        let served = stream_range(store, req, format, start_tx, tx);
+        if served > 0 {
+            *metrics
+                .locked()
+                .events_out
+                .entry("events".into())
+                .or_default() += served;
+        }
+    });
+    match start_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err((status, msg))) => return error(status, msg),
+        Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "reader failed"),
+    }
+    let stream = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>))
+    });
+    let ctype = match format {
+        OutputFormat::Json => "application/x-ndjson",
+        OutputFormat::Sereal => "application/x-sereal",
+    };
+    ([(header::CONTENT_TYPE, ctype)], Body::from_stream(stream)).into_response()
+}
+
+/// Runs on a blocking thread: reads the range and sends the output in chunks. Warnings are
+/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...]}}`.
+/// Returns how many events were written out.
+fn stream_range(
+    store: Arc<dyn Store>,
+    req: ReadRequest,
+    format: OutputFormat,
+    start: oneshot::Sender<Result<(), (StatusCode, String)>>,
+    tx: mpsc::Sender<Bytes>,
+) -> u64 {
+    let mut served = 0u64;
+    let reader = match RangeReader::new(store, req, ReadOptions::default()) {
+        Ok(r) => r,
+        Err(e) => {
+            let status = match e {
+                sluice_reader::ReadError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            let _ = start.send(Err((status, e.to_string())));
+            return 0;
+        }
+    };
+    if start.send(Ok(())).is_err() {
+        return 0;
+    }
+    let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
+    let mut warnings = Vec::new();
+    for item in reader {
+        match item {
+            ReadItem::Event(e) => match w.write(&e.value) {
+                Ok(_) => served += 1,
+                Err(err) => warnings.push(
+                    serde_json::json!({ "key": e.key.to_string(), "reason": err.to_string() }),
+                ),
+            },
+            ReadItem::Warning(wa) => {
+                eprintln!("sluice-server: read warning: {wa}");
+                warnings.push(serde_json::json!({ "key": wa.key, "reason": wa.reason }));
+            }
+        }
+        let buf = w.into_inner();
+        if buf.len() >= STREAM_CHUNK {
+            if tx.blocking_send(Bytes::from(buf)).is_err() {
+                return served; // client gone
+            }
+            w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
+        } else {
+            w = sluice_reader::EventWriter::new(buf, format);
+        }
+    }
+    let mut buf = w.into_inner();
+    if !warnings.is_empty() && format == OutputFormat::Json {
+        buf.extend_from_slice(
+            serde_json::json!({ "_sluice": { "warnings": warnings } })
+                .to_string()
+                .as_bytes(),
+        );
+        buf.push(b'\n');
+    }
+    if !buf.is_empty() {
+        let _ = tx.blocking_send(Bytes::from(buf));
+    }
+    served
+}

@@ -1,0 +1,102 @@
+//! The HTTP API (axum): the router, the state the handlers share (`AppState`) and the JSON
+//! error body (`error`). The crate README describes each endpoint's parameters and answers.
+//!
+//! | Endpoint | Module |
+//! |---|---|
+//! | `POST /v1/events` (ingest, answered once durable), `GET /v1/events` (range read, streamed) | [`events`] |
+//! | `GET /v1/tail` (the live stream, Server-Sent Events) | [`tail`] |
+//! | `GET /buckets/{ns}/keys/{key}`, `GET /buckets/substreams/{name}/keys/{key}` (raw blobs) | [`blobs`] |
+//! | `GET /v1/counts` (completeness counts) | [`counts`] |
+//! | `GET /healthz`, `GET /metrics` | [`ops`] |
+//!
+//! The query parameters the read endpoints share (time range, format, unknown keys) are parsed
+//! by [`params`]; the filters (`dc`, `type`, `subtype`, `select`, `where`) by
+//! [`sluice_reader::Selection`].
+//!
+//! Contracts: every request is bounded by `request_timeout_secs` (then **408**); a body over
+//! `max_body_bytes` gets **413**; every error is `{"error": "…"}` (`application/json`) with a
+//! 4xx status for the client's mistakes and 5xx for the server's. The connection level (caps,
+//! header and idle timeouts, shutdown) is [`crate::http_server`]'s.
+
+pub mod blobs;
+pub mod counts;
+pub mod events;
+pub mod ops;
+pub mod params;
+pub mod tail;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use sluice_store::Store;
+use tokio::sync::mpsc;
+
+use crate::metrics::SharedMetrics;
+use crate::pipeline::Msg;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub(crate) struct AppState {
+    pub tx: mpsc::Sender<Msg>,
+    pub store: Arc<dyn Store>,
+    pub metrics: SharedMetrics,
+    pub timeout: Duration,
+    pub wal: Arc<sluice_collector::wal::Wal>,
+    /// The configured dc (`/v1/counts` probes it for epochs that have counts but no index).
+    pub dc: String,
+    /// Set when the server shuts down (tail streams end with a `shutdown` event).
+    pub stop: tokio::sync::watch::Receiver<bool>,
+    /// The cap on concurrent `GET /v1/tail` streams.
+    pub tail_streams: Arc<tail::TailStreams>,
+}
+
+/// Every endpoint, each request bounded by `state.timeout`, bodies by `max_body`.
+pub(crate) fn router(state: AppState, max_body: usize) -> Router {
+    let timeout = state.timeout;
+    Router::new()
+        .route(
+            "/v1/events",
+            get(events::read_events).post(events::post_events),
+        )
+        .route("/buckets/{ns}/keys/{key}", get(blobs::get_blob))
+        .route(
+            "/buckets/substreams/{name}/keys/{key}",
+            get(blobs::get_substream_blob),
+        )
+        .route("/v1/tail", get(tail::tail))
+        .route("/v1/counts", get(counts::read_counts))
+        .route("/healthz", get(ops::healthz))
+        .route("/metrics", get(ops::metrics))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(middleware::from_fn(
+            move |req: Request, next: Next| async move {
+                match tokio::time::timeout(timeout, next.run(req)).await {
+                    Ok(resp) => resp,
+                    Err(_) => error(StatusCode::REQUEST_TIMEOUT, "request timed out"),
+                }
+            },
+        ))
+        .with_state(state)
+}
+
+/// An error answer: `status` with the body `{"error": msg}`.
+pub(crate) fn error(status: StatusCode, msg: impl Into<String>) -> Response {
+    let body = serde_json::json!({ "error": msg.into() });
+    json(status, body)
+}
+
+/// A JSON answer.
+fn json(status: StatusCode, value: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,41 @@
+//! `GET /healthz` and `GET /metrics`: for operators and probes.
+//!
+//! Contracts: `/healthz` answers `ok` (**200**) while the pipeline runs and ingest is available,
+//! **503** `pipeline stopped` once it has stopped and **503** `not ready: …` while ingest is
+//! unavailable (full disk, WAL failing: [`crate::disk`]). `/metrics` is the Prometheus text of
+//! `metrics::render` plus the store's damage counters.
+
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+
+use super::{error, AppState};
+use crate::metrics::LockMetrics;
+
+/// `GET /healthz`: ready to ingest or why not.
+pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
+    if st.tx.is_closed() {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline stopped");
+    }
+    let unavailable = st.metrics.locked().disk_unavailable.clone();
+    if let Some(why) = unavailable {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: ingest unavailable: {why}"),
+        );
+    }
+    (StatusCode::OK, "ok\n").into_response()
+}
+
+/// `GET /metrics`: the Prometheus text.
+pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
+    let m = st.metrics.locked().clone();
+    let mut body = crate::metrics::render(&m);
+    crate::metrics::render_store_damage(&mut body, &st.store.damage_stats());
+    let mut resp = body.into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    resp
+}
