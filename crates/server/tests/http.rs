@@ -278,5 +278,8 @@ fn config_from_toml_has_defaults() {
     assert!(bad.contains("always, batch, batch:<ms> or never"), "{bad}");
     let c = ServerConfig::from_toml("fsync = \"batch:20\"\nprofile = \"default:9\"").unwrap();
     assert_eq!(c.fsync.to_string(), "batch:20");
-    assert_eq!(c.profile, "default:9".parse::<sluice_blob::Profile>().unwrap());
+    assert_eq!(
+        c.profile,
+        "default:9".parse::<sluice_blob::Profile>().unwrap()
+    );
 }
