@@ -8,16 +8,15 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sereal::Limits;
-use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
 use sluice_collector::wal::{
     FsyncPolicy, RecordKind, Wal, WalConfig, WalError, WalRecord, HEADER_LEN,
 };
 use sluice_collector::{IngestConfig, Ingestor};
-use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
+use sluice_store::{EmbeddedStore, InMemoryStore, Store};
 
-const E0: i64 = 1_700_000_000;
+mod common;
+use common::{read_back, E0};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-wal-{}-{name}", std::process::id()));
@@ -651,30 +650,6 @@ fn batch_policy_group_commits() {
     assert_eq!(wal.durable_seq(), seq);
     drop(wal);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Every event the store lists for epochs `[from, to)`, as JSON text with multiplicities.
-fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        let ek = EpochKey::new(epoch, &dc).unwrap();
-        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store
-                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                .unwrap()
-                .unwrap();
-            for v in Blob::parse(&bytes)
-                .unwrap()
-                .decode(&Limits::default())
-                .unwrap()
-            {
-                *m.entry(sereal::json::to_json_value(&v).to_string())
-                    .or_insert(0) += 1;
-            }
-        }
-    }
-    m
 }
 
 /// Payloads of second `t`: several NDJSON payloads, each with events of that epoch only.
