@@ -9,10 +9,10 @@
 //! The tmpfs tests need root (`mount`); without it they print `SKIPPED: needs root`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,75 +20,28 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sluice_server::{spawn, ServerConfig};
 
+mod common;
+use common::{metric_value, now, temp_dir, ChildServer, Http, Resp};
+
 const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
 
-fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("bad status"))?;
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
+/// The bounds of this file's requests: connect 10 s, read and write 30 s each; a body cut short
+/// by a killed server gives what arrived.
+const HTTP: Http = Http {
+    connect: Some(Duration::from_secs(10)),
+    read: Duration::from_secs(30),
+    write: Some(Duration::from_secs(30)),
+    early_answer: false,
+    lenient_chunks: true,
+};
 
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16) else {
-            break;
-        };
-        b = &b[eol + 2..];
-        if size == 0 || size > b.len() {
-            break;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[(size + 2).min(b.len())..];
-    }
-    out
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
+fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Result<(u16, String)> {
+    HTTP.try_request(addr, method, path, body)
+        .map(Resp::into_pair)
 }
 
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let (_, m) = request(addr, "GET", "/metrics", b"").unwrap();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {name} in {m}"))
-        .parse()
-        .unwrap()
+    metric_value(&request(addr, "GET", "/metrics", b"").unwrap().1, name)
 }
 
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
@@ -160,8 +113,7 @@ struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     fn mount(name: &str, mb: u32) -> Tmpfs {
-        let dir = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = temp_dir(name);
         std::fs::create_dir_all(&dir).unwrap();
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
@@ -232,48 +184,13 @@ fn child_server() {
     }
 }
 
-/// The child server process; SIGKILLed on drop.
-struct Child {
-    proc: std::process::Child,
-    http: SocketAddr,
-    tcp: SocketAddr,
-}
-
-impl Child {
-    fn start(data: &Path, grace: u64) -> Child {
-        let mut proc = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{}:{grace}", data.display()))
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(proc.stdout.take().unwrap());
-        let (http, tcp) = loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let _ = proc.kill();
-                panic!("child exited before serving");
-            }
-            if let Some(i) = line.find("ADDR ") {
-                let mut it = line[i + 5..]
-                    .split_whitespace()
-                    .map(|a| a.parse::<SocketAddr>().unwrap());
-                break (it.next().unwrap(), it.next().unwrap());
-            }
-        };
-        Child { proc, http, tcp }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.proc.kill(); // SIGKILL
-        let _ = self.proc.wait();
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The child server process (addresses: HTTP, TCP); SIGKILLed on drop.
+fn start_child(data: &Path, grace: u64) -> ChildServer {
+    ChildServer::start(
+        "child_server",
+        CHILD_ENV,
+        format!("{}:{grace}", data.display()),
+    )
 }
 
 /// What the clients saw.
@@ -383,8 +300,8 @@ fn full_disk(kill_while_full: bool) {
     let fs = Tmpfs::mount(if kill_while_full { "full-kill" } else { "full" }, 48);
     let data = fs.0.join("data");
     let start = now();
-    let mut child = Child::start(&data, 1);
-    let (http, tcp) = (child.http, child.tcp);
+    let mut child = start_child(&data, 1);
+    let (http, tcp) = (child.addrs[0], child.addrs[1]);
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
     let clients = [
@@ -491,10 +408,10 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     let data = fs.0.join("data");
     let start = now();
     // A grace of an hour: nothing is stored before the kill, every event is in the WAL only.
-    let mut child = Child::start(&data, 3600);
+    let mut child = start_child(&data, 3600);
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let client = http_client(child.http, seen.clone(), stop.clone());
+    let client = http_client(child.addrs[0], seen.clone(), stop.clone());
     wait_until("a WAL of 6 MB", 60, || {
         dir_bytes(&data.join("wal")) >= 6 << 20
     });
@@ -530,12 +447,6 @@ fn dir_bytes(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
 }
 
 /// Posts `batches` batches of 20 events; returns their ids.
@@ -574,8 +485,8 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     let first = post_batches(server.http_addr.unwrap(), "a", 5);
     server.shutdown().unwrap(); // clean: stored, checkpointed
                                 // A real process, SIGKILLed before it stores anything: its records are only in the WAL.
-    let mut child = Child::start(&dir, 3600);
-    let lost = post_batches(child.http, "b", 5);
+    let mut child = start_child(&dir, 3600);
+    let lost = post_batches(child.addrs[0], "b", 5);
     child.kill();
     let seg = segments(&dir.join("wal")).pop().unwrap();
     let len = std::fs::metadata(&seg).unwrap().len() as usize;
