@@ -1,34 +1,12 @@
 //! The product end to end with real processes: `sluice serve`, fed by `sluice gen --http`,
 //! read back with `sluice cat --server` while it runs and `sluice cat --data` after SIGTERM.
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("run sluice")
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+mod common;
+use common::{free_port, now, sluice, spawn_serve, wait_healthy};
 
 fn lines(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
@@ -50,6 +28,25 @@ fn canonical(line: &str) -> String {
     format!("{keys:?}")
 }
 
+/// `sluice cat --data dir --from from --to to`, asserted to succeed.
+fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
+    let out = sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn serve_ingest_read_and_shutdown() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("serve-data");
@@ -58,37 +55,22 @@ fn serve_ingest_read_and_shutdown() {
     let tcp_port = free_port();
     let udp_port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "serve",
-            "--data",
-            dir.to_str().expect("path"),
-            "--http",
-            &format!("127.0.0.1:{port}"),
-            "--grace",
-            "1",
-        ])
-        .args([
-            "--tcp",
-            &format!("127.0.0.1:{tcp_port}"),
-            "--udp",
-            &format!("127.0.0.1:{udp_port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sluice serve");
-    let mut server = Server(child);
+    let mut server = spawn_serve(&[
+        "--data",
+        dir.to_str().expect("path"),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--grace",
+        "1",
+        "--tcp",
+        &format!("127.0.0.1:{tcp_port}"),
+        "--udp",
+        &format!("127.0.0.1:{udp_port}"),
+    ]);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while ureq::get(&format!("{url}/healthz")).call().is_err() {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_healthy(&ureq::agent(), &url, deadline, Duration::from_millis(100));
 
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
+    let now = now();
     let epoch = (now - 3).to_string();
     let gen_args = [
         "gen", "--count", "3000", "--seed", "11", "--rate", "1000", "--epoch", &epoch,
@@ -154,20 +136,7 @@ fn serve_ingest_read_and_shutdown() {
     );
 
     // `cat --data` on the live directory reads through the server that holds it.
-    let live = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
-    assert!(
-        live.status.success(),
-        "{}",
-        String::from_utf8_lossy(&live.stderr)
-    );
+    let live = cat_data(&dir, &from, &to);
     assert!(String::from_utf8_lossy(&live.stderr).contains("in use by a running server"));
     let mut l: Vec<String> = lines(&live).iter().map(|l| canonical(l)).collect();
     l.sort();
@@ -253,32 +222,14 @@ fn serve_ingest_read_and_shutdown() {
     assert!(new_lines[0].contains("TAILTEST"));
 
     // SIGTERM: a clean shutdown, and the data directory reads back the same.
-    let pid = server.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
+    server.sigterm();
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "serve exited with {status:?}");
     assert!(
         !dir.join("SERVER").exists(),
         "a clean shutdown removes the address file"
     );
-    let offline = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
-    assert!(
-        offline.status.success(),
-        "{}",
-        String::from_utf8_lossy(&offline.stderr)
-    );
+    let offline = cat_data(&dir, &from, &to);
     let mut c: Vec<String> = lines(&offline)
         .iter()
         .filter(|l| !l.contains("TAILTEST"))
