@@ -16,7 +16,10 @@ use sluice_collector::{IngestConfig, Ingestor};
 use sluice_store::{EmbeddedStore, InMemoryStore, Store};
 
 mod common;
+#[path = "common/tmpfs.rs"]
+mod tmpfs;
 use common::{read_back, E0};
+use tmpfs::{fill, is_root, Tmpfs};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-wal-{}-{name}", std::process::id()));
@@ -476,62 +479,13 @@ fn torn_tail_is_reported() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Whether this process may mount a tmpfs.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A tmpfs of `mb` MiB mounted on a fresh directory, unmounted (and removed) on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(name: &str, mb: u32) -> Tmpfs {
-        let dir = temp_dir(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mount tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes a file until the disk is full; returns its path.
-fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block = vec![0xabu8; 64 << 10];
-    while f.write_all(&block).is_ok() {}
-    let mut small = vec![0xabu8; 512];
-    while !small.is_empty() {
-        if f.write_all(&small).is_err() {
-            small.truncate(small.len() / 2);
-        }
-    }
-    path
-}
-
 #[test]
 fn full_disk_refuses_appends_then_recovers_without_reopen() {
     if !is_root() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount("full", 4);
+    let fs = Tmpfs::mount(temp_dir("full"), 4);
     let dir = fs.0.join("wal");
     for policy in [
         FsyncPolicy::Always,
@@ -542,7 +496,7 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
         let _ = std::fs::remove_dir_all(&dir);
         let (wal, _) = Wal::open(&dir, cfg(policy, 64 << 10)).unwrap();
         append_n(&wal, 1, 20);
-        let filler = fill(&fs.0);
+        let filler = fill(&fs.0, 0);
         // Full: appends fail (each one, not forever), the log says why.
         let mut refused = 0;
         for n in 21..200 {
@@ -927,7 +881,7 @@ struct FailingFsync {
 
 impl FailingFsync {
     fn new(name: &str) -> Option<FailingFsync> {
-        let backing = Tmpfs::mount(&format!("{name}-backing"), 12);
+        let backing = Tmpfs::mount(temp_dir(&format!("{name}-backing")), 12);
         let img = backing.0.join("img");
         let mnt = temp_dir(&format!("{name}-mnt"));
         std::fs::create_dir_all(&mnt).unwrap();
@@ -997,7 +951,7 @@ fn failed_fsync_relogs_to_a_fresh_segment_and_loses_no_acknowledged_record() {
         assert_eq!(wal.append(&big(n), E0).unwrap(), n);
     }
     let mut acked: Vec<u64> = (1..=20).collect();
-    let filler = fill(&fs.backing.0);
+    let filler = fill(&fs.backing.0, 0);
     // The device cannot take writes: appends reach the page cache, their fsync fails, the
     // re-log to a fresh segment fails too, so they are not acknowledged.
     let mut failed = 0;

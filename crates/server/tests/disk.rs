@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -21,7 +20,10 @@ use serde_json::{json, Value};
 use sluice_server::{spawn, ServerConfig};
 
 mod common;
+#[path = "../../collector/tests/common/tmpfs.rs"]
+mod tmpfs;
 use common::{metric_value, now, temp_dir, ChildServer, Http, Resp};
+use tmpfs::{fill, is_root, Tmpfs};
 
 const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
 
@@ -97,56 +99,6 @@ fn assert_exactly_once(seen: &BTreeMap<String, u32>, acked: &[String]) {
         twice.len(),
         &twice[..twice.len().min(5)]
     );
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A tmpfs of `mb` MiB on a fresh directory; unmounted and removed on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(name: &str, mb: u32) -> Tmpfs {
-        let dir = temp_dir(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mount a tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes a file until the disk is full, then gives back `leave` bytes; returns its path.
-fn fill(dir: &Path, leave: u64) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block = vec![0x5au8; 64 << 10];
-    while f.write_all(&block).is_ok() {}
-    let mut small = vec![0x5au8; 4096];
-    while !small.is_empty() {
-        if f.write_all(&small).is_err() {
-            small.truncate(small.len() / 2);
-        }
-    }
-    let len = f.metadata().unwrap().len();
-    f.set_len(len.saturating_sub(leave)).unwrap();
-    path
 }
 
 fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
@@ -297,7 +249,10 @@ fn full_disk(kill_while_full: bool) {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(if kill_while_full { "full-kill" } else { "full" }, 48);
+    let fs = Tmpfs::mount(
+        temp_dir(if kill_while_full { "full-kill" } else { "full" }),
+        48,
+    );
     let data = fs.0.join("data");
     let start = now();
     let mut child = start_child(&data, 1);
@@ -345,24 +300,13 @@ fn full_disk(kill_while_full: bool) {
         // The groups closed while full could be neither stored nor noted: a restart must store
         // them once, from the WAL.
         std::thread::sleep(Duration::from_millis(1500));
-        child.kill();
-        stop.store(true, Ordering::Relaxed);
-        for c in clients {
-            c.join().unwrap();
-        }
+        let acked = kill_and_stop_clients(&mut child, &stop, clients, &seen);
         std::fs::remove_file(&filler).unwrap();
-        let acked = seen.acked.lock().unwrap().clone();
-        let server = spawn(server_config(&data, 1)).unwrap();
-        let addr = server.http_addr.unwrap();
-        wait_stored(addr);
-        let stored = stored_ids(addr, start - 2, now() + 2);
-        assert_exactly_once(&stored, &acked);
+        let stored = restart_stores_each_once(&data, start, &acked);
         println!(
-            "acked {} ids, killed while full, stored {} ids once each",
-            acked.len(),
-            stored.len()
+            "acked {} ids, killed while full, stored {stored} ids once each",
+            acked.len()
         );
-        server.shutdown().unwrap();
         return;
     }
 
@@ -379,23 +323,39 @@ fn full_disk(kill_while_full: bool) {
     let refused_tcp = seen.tcp_refused.load(Ordering::Relaxed);
 
     // SIGKILL mid-stream, then a restart on the same data dir.
+    let acked = kill_and_stop_clients(&mut child, &stop, clients, &seen);
+    let stored = restart_stores_each_once(&data, start, &acked);
+    println!(
+        "acked {} ids, refused {refused_http} HTTP / {refused_tcp} TCP payloads while full, stored {stored} ids once each",
+        acked.len()
+    );
+}
+
+/// SIGKILLs the child mid-stream, stops the clients and waits for them; the ids they saw acked.
+fn kill_and_stop_clients(
+    child: &mut ChildServer,
+    stop: &AtomicBool,
+    clients: impl IntoIterator<Item = std::thread::JoinHandle<()>>,
+    seen: &Seen,
+) -> Vec<String> {
     child.kill();
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
     }
-    let acked = seen.acked.lock().unwrap().clone();
-    let server = spawn(server_config(&data, 1)).unwrap();
+    seen.acked.lock().unwrap().clone()
+}
+
+/// Restarts (in process) on `data`, waits until everything is stored and checks that every id
+/// in `acked` is stored exactly once, and no id twice; the number of ids stored.
+fn restart_stores_each_once(data: &Path, start: i64, acked: &[String]) -> usize {
+    let server = spawn(server_config(data, 1)).unwrap();
     let addr = server.http_addr.unwrap();
     wait_stored(addr);
     let stored = stored_ids(addr, start - 2, now() + 2);
-    assert_exactly_once(&stored, &acked);
-    println!(
-        "acked {} ids, refused {refused_http} HTTP / {refused_tcp} TCP payloads while full, stored {} ids once each",
-        acked.len(),
-        stored.len()
-    );
+    assert_exactly_once(&stored, acked);
     server.shutdown().unwrap();
+    stored.len()
 }
 
 #[test]
@@ -404,7 +364,7 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount("nearly", 24);
+    let fs = Tmpfs::mount(temp_dir("nearly"), 24);
     let data = fs.0.join("data");
     let start = now();
     // A grace of an hour: nothing is stored before the kill, every event is in the WAL only.
@@ -415,10 +375,7 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     wait_until("a WAL of 6 MB", 60, || {
         dir_bytes(&data.join("wal")) >= 6 << 20
     });
-    child.kill();
-    stop.store(true, Ordering::Relaxed);
-    client.join().unwrap();
-    let acked = seen.acked.lock().unwrap().clone();
+    let acked = kill_and_stop_clients(&mut child, &stop, [client], &seen);
     // Leave less free than the reserve (2 MiB): ingest is refused, the replay still stores
     // everything and the checkpoint frees the WAL's space.
     let filler = fill(&fs.0, 1 << 20);
