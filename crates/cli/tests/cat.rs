@@ -7,7 +7,7 @@ use std::process::Command;
 use sluice_collector::ingest::IngestConfig;
 
 mod common;
-use common::{ams1, now};
+use common::{ams1, assert_success, now};
 
 const EPOCH: i64 = 1_700_000_000;
 
@@ -54,11 +54,7 @@ fn cat_returns_every_event_once_and_filters() {
     let written = write_store(&dir);
 
     let out = cat(&dir, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let got = lines(&out);
     assert_eq!(got.len(), written.len());
     let mut a: Vec<String> = got.iter().map(key).collect();
@@ -114,11 +110,7 @@ fn write_at(dir: &Path, epoch: i64, seed: u64, count: usize) -> Vec<String> {
 
 /// `out` succeeded and printed exactly the events `want` (in any order).
 fn assert_printed(out: &std::process::Output, want: &[String], what: &str) {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(out);
     let mut got: Vec<String> = lines(out).iter().map(key).collect();
     let mut want = want.to_vec();
     got.sort();

@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod common;
+use common::assert_success;
+
 fn sluice(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
@@ -104,11 +107,7 @@ fn decode_reads_streams_and_headers() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 100);
 }
 
@@ -217,11 +216,7 @@ fn select_and_split() {
         ],
         b"",
     );
-    assert!(
-        sel.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sel.stderr)
-    );
+    assert_success(&sel);
     let text = String::from_utf8_lossy(&sel.stdout);
     assert_eq!(text.lines().count(), 3000);
     let first: serde_json::Value =
@@ -241,11 +236,7 @@ fn select_and_split() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut total = 0;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let path = line.split('\t').next().expect("path");
@@ -331,11 +322,7 @@ fn where_filters_like_a_full_decode_would() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let got: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("line"))

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, id_of, now, Proc};
+use common::{assert_success, free_port, id_of, now, Proc};
 
 struct Server {
     child: Proc,
@@ -535,11 +535,7 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     // Every acknowledged event is stored exactly once: in the store as left by the shutdown,
     // and through a restarted server (its WAL replay adds nothing twice).
     let out = cat(&dir, epoch - 5, epoch + 5);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(ids(&out), (0..=50).collect::<Vec<i64>>());
     drop(server);
     let server = Server::start(&dir, "", None);
@@ -638,11 +634,7 @@ fn socket_flood_under_a_low_descriptor_limit_leaves_store_writes_working() {
     let log = server.log();
     assert!(!log.contains("Too many open files"), "{log}");
     let out = cat(&dir, base - 4 * 3600, base + 5);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(ids(&out), (0..sent).collect::<Vec<i64>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -669,11 +661,7 @@ fn a_client_that_stops_reading_is_cut_after_the_write_timeout() {
         .args(["--http", &url])
         .output()
         .expect("sluice gen");
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
+    assert_success(&gen);
     let deadline = Instant::now() + Duration::from_secs(30);
     while server.metric("sluice_events_flushed_total") < 15000.0 {
         assert!(Instant::now() < deadline, "events not stored");

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{free_port, now, sluice, spawn_serve, wait_healthy};
+use common::{assert_success, free_port, now, sluice, spawn_serve, wait_healthy};
 
 fn lines(out: &Output) -> Vec<String> {
     String::from_utf8_lossy(&out.stdout)
@@ -39,11 +39,7 @@ fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
         "--to",
         to,
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     out
 }
 
@@ -76,11 +72,7 @@ fn serve_ingest_read_and_shutdown() {
         "gen", "--count", "3000", "--seed", "11", "--rate", "1000", "--epoch", &epoch,
     ];
     let sent = sluice(&[&gen_args[..], &["--http", &url]].concat());
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
+    assert_success(&sent);
     let expected: Vec<String> = lines(&sluice(&gen_args))
         .iter()
         .map(|l| canonical(l))
@@ -99,11 +91,7 @@ fn serve_ingest_read_and_shutdown() {
         );
         std::thread::sleep(Duration::from_millis(300));
         let out = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         got = lines(&out);
     }
     let mut a: Vec<String> = got.iter().map(|l| canonical(l)).collect();
@@ -171,11 +159,7 @@ fn serve_ingest_read_and_shutdown() {
         "--limit",
         &expected.len().to_string(),
     ]);
-    assert!(
-        tail.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tail.stderr)
-    );
+    assert_success(&tail);
     let mut t: Vec<String> = lines(&tail).iter().map(|l| canonical(l)).collect();
     t.sort();
     assert_eq!(t, b, "tail --server delivers the history exactly once");
@@ -203,20 +187,12 @@ fn serve_ingest_read_and_shutdown() {
             .write_all(line.as_bytes())
             .expect("write");
         let out = child.wait_with_output().expect("emit wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
     }
     let resumed = sluice(&[
         "tail", "--server", &url, "--cursor", &cursor, "--limit", "1",
     ]);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
+    assert_success(&resumed);
     let new_lines = lines(&resumed);
     assert_eq!(new_lines.len(), 1, "only the new event: {new_lines:?}");
     assert!(new_lines[0].contains("TAILTEST"));

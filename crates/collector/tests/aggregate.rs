@@ -267,43 +267,73 @@ fn two_collectors_do_not_overwrite_each_other() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store whose writes number `from..from + n` (counting from 0) fail as unavailable.
-type FailAt = Hooked<InMemoryStore, FailWrites>;
+/// What happens to the writes a [`Window`] hits.
+#[derive(Clone, Copy)]
+enum Injected {
+    /// Refused as unavailable, not applied.
+    Unavailable,
+    /// Applied, and then answered `StoreError::UnknownOutcome`, as from a network backend whose
+    /// answer timed out.
+    LostReply,
+}
 
-/// The hook of [`FailAt`].
-struct FailWrites {
+/// The hook that injects `what` into writes number `from..from + n` (counting from 0).
+struct Window {
     writes: AtomicU64,
     from: u64,
     n: u64,
+    what: Injected,
 }
 
-fn fail_at(from: u64, n: u64) -> FailAt {
+/// An in-memory store whose writes number `from..from + n` (counting from 0) fail as unavailable.
+fn fail_at(from: u64, n: u64) -> Hooked<InMemoryStore, Window> {
+    window(from, n, Injected::Unavailable)
+}
+
+/// An in-memory store that applies writes `from..from + n` (counting from 0) and then loses
+/// their reply.
+fn lost_reply(from: u64, n: u64) -> Hooked<InMemoryStore, Window> {
+    window(from, n, Injected::LostReply)
+}
+
+fn window(from: u64, n: u64, what: Injected) -> Hooked<InMemoryStore, Window> {
     Hooked {
         inner: InMemoryStore::new(),
-        hook: FailWrites {
+        hook: Window {
             writes: AtomicU64::new(0),
             from,
             n,
+            what,
         },
     }
 }
 
-impl WriteHook for FailWrites {
+impl WriteHook for Window {
     fn write<S: Store, T>(
         &self,
         inner: &S,
-        _op: WriteOp<'_>,
+        op: WriteOp<'_>,
         apply: impl FnOnce(&S) -> sluice_store::Result<T>,
     ) -> sluice_store::Result<T> {
         let i = self.writes.fetch_add(1, Ordering::SeqCst);
-        if i >= self.from && i < self.from + self.n {
+        let hit = i >= self.from && i < self.from + self.n;
+        match self.what {
             // A transient error, as a network backend would give.
-            return Err(StoreError::Io {
+            Injected::Unavailable if hit => Err(StoreError::Io {
                 location: "fail-at".into(),
                 source: std::io::Error::other("injected"),
-            });
+            }),
+            Injected::Unavailable => apply(inner),
+            Injected::LostReply => {
+                let v = apply(inner)?;
+                if hit {
+                    return Err(StoreError::UnknownOutcome {
+                        op: op.name().to_owned(),
+                    });
+                }
+                Ok(v)
+            }
         }
-        apply(inner)
     }
 }
 
@@ -449,46 +479,6 @@ fn unencodable_events_are_dropped_and_counted() {
         let counts = total_counts(&*store, E0, E0 + 10);
         assert_eq!(counts.stored, want.values().sum::<usize>() as u64);
         assert_eq!(counts.dropped.values().sum::<u64>(), dropped);
-    }
-}
-
-/// Applies writes `from..from + n` (counting from 0) and then loses their reply: the caller gets
-/// `StoreError::UnknownOutcome`, as from a network backend whose answer timed out.
-type LostReply = Hooked<InMemoryStore, LoseReplies>;
-
-/// The hook of [`LostReply`].
-struct LoseReplies {
-    writes: AtomicU64,
-    from: u64,
-    n: u64,
-}
-
-fn lost_reply(from: u64, n: u64) -> LostReply {
-    Hooked {
-        inner: InMemoryStore::new(),
-        hook: LoseReplies {
-            writes: AtomicU64::new(0),
-            from,
-            n,
-        },
-    }
-}
-
-impl WriteHook for LoseReplies {
-    fn write<S: Store, T>(
-        &self,
-        inner: &S,
-        op: WriteOp<'_>,
-        apply: impl FnOnce(&S) -> sluice_store::Result<T>,
-    ) -> sluice_store::Result<T> {
-        let i = self.writes.fetch_add(1, Ordering::SeqCst);
-        let v = apply(inner)?;
-        if i >= self.from && i < self.from + self.n {
-            return Err(StoreError::UnknownOutcome {
-                op: op.name().to_owned(),
-            });
-        }
-        Ok(v)
     }
 }
 

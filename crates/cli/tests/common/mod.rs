@@ -43,6 +43,15 @@ pub fn sluice(args: &[&str]) -> Output {
         .expect("run sluice")
 }
 
+/// Asserts that `out` exited with success, showing its stderr otherwise.
+pub fn assert_success(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A child killed (and reaped) if the test ends early.
 pub struct Proc(pub Child);
 
