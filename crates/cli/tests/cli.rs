@@ -31,6 +31,31 @@ fn tmp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// `sluice gen --count count --seed seed` as Sereal (`protocol`, `compress`, `--dedupe`), written
+/// to the temp file `name`; its path.
+fn gen_sereal_file(name: &str, count: &str, seed: &str, protocol: &str, compress: &str) -> PathBuf {
+    let srl = sluice(
+        &[
+            "gen",
+            "--count",
+            count,
+            "--seed",
+            seed,
+            "--format",
+            "sereal",
+            "--protocol",
+            protocol,
+            "--compress",
+            compress,
+            "--dedupe",
+        ],
+        b"",
+    );
+    let file = tmp(name);
+    std::fs::write(&file, &srl.stdout).expect("write");
+    file
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -187,25 +212,7 @@ fn gen_is_deterministic_and_round_trips() {
 
 #[test]
 fn select_and_split() {
-    let srl = sluice(
-        &[
-            "gen",
-            "--count",
-            "3000",
-            "--seed",
-            "9",
-            "--format",
-            "sereal",
-            "--protocol",
-            "3",
-            "--compress",
-            "zlib",
-            "--dedupe",
-        ],
-        b"",
-    );
-    let file = tmp("events.srl");
-    std::fs::write(&file, &srl.stdout).expect("write");
+    let file = gen_sereal_file("events.srl", "3000", "9", "3", "zlib");
     let sel = sluice(
         &[
             "sereal",
@@ -282,25 +289,7 @@ fn a_closed_pipe_is_not_an_error() {
 
 #[test]
 fn where_filters_like_a_full_decode_would() {
-    let srl = sluice(
-        &[
-            "gen",
-            "--count",
-            "4000",
-            "--seed",
-            "3",
-            "--format",
-            "sereal",
-            "--protocol",
-            "5",
-            "--compress",
-            "zstd",
-            "--dedupe",
-        ],
-        b"",
-    );
-    let file = tmp("where.srl");
-    std::fs::write(&file, &srl.stdout).expect("write");
+    let file = gen_sereal_file("where.srl", "4000", "3", "5", "zstd");
     let all = sluice(&["sereal", "decode", file.to_str().expect("path")], b"");
     let events: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&all.stdout)
         .expect("json")

@@ -67,6 +67,14 @@ fn agg(store: Arc<dyn Store>, collector_id: Option<&str>, blob: BlobOptions) -> 
     Aggregator::new(cfg, store).unwrap()
 }
 
+/// Blob options with 16 KiB chunks: a flush of a few hundred events writes many blobs.
+fn small_chunks() -> BlobOptions {
+    BlobOptions {
+        chunk_limit: 16 << 10,
+        ..BlobOptions::default()
+    }
+}
+
 fn ok(r: FlushReport) -> FlushReport {
     assert!(r.is_ok(), "{:?}", r.errors);
     r
@@ -344,10 +352,7 @@ impl WriteHook for Window {
 fn store_errors_at_any_write_lose_nothing() {
     let input = events(13, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions {
-        chunk_limit: 16 << 10,
-        ..BlobOptions::default()
-    };
+    let opts = small_chunks();
     let clean = Arc::new(fail_at(0, 0));
     let mut a = agg(clean.clone(), None, opts.clone());
     a.add(input.clone(), E0);
@@ -490,10 +495,7 @@ fn unencodable_events_are_dropped_and_counted() {
 fn unknown_outcomes_are_retried_without_double_counts() {
     let input = events(23, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions {
-        chunk_limit: 16 << 10,
-        ..BlobOptions::default()
-    };
+    let opts = small_chunks();
     let clean = Arc::new(lost_reply(0, 0));
     let mut a = agg(clean.clone(), Some("c1"), opts.clone());
     a.add(input.clone(), E0);

@@ -192,6 +192,14 @@ fn checkpoint_deletes_old_segments_and_limits_replay() {
 }
 
 /// Offsets of the records in a segment.
+/// A fresh WAL in `dir` (one segment, fsync always) holding records `1..=n`; its segment.
+fn written_segment(dir: &Path, n: u64) -> PathBuf {
+    let (wal, _) = Wal::open(dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
+    append_n(&wal, 1, n);
+    drop(wal);
+    files(dir, "wal-").pop().unwrap()
+}
+
 fn record_offsets(bytes: &[u8]) -> Vec<usize> {
     let mut v = Vec::new();
     let mut off = 0;
@@ -260,10 +268,7 @@ fn torn_tail_is_truncated_at_every_offset() {
 #[test]
 fn corrupted_middle_record_is_a_typed_error() {
     let dir = temp_dir("corrupt");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 5);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 5);
     let good = std::fs::read(&seg).unwrap();
     let offs = record_offsets(&good);
     // A flipped payload byte, a flipped length, a flipped sequence number in record 2 (of 5).
@@ -399,10 +404,7 @@ fn damaged_segment_behind_the_checkpoint_warns_and_opens() {
 #[test]
 fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
     let dir = temp_dir("garbage-last");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 10);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 10);
     let good = std::fs::read(&seg).unwrap();
     let offs = record_offsets(&good);
     // Garbage over records 4.. (not a torn write: its header names no expected record).
@@ -458,10 +460,7 @@ fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
 #[test]
 fn torn_tail_is_reported() {
     let dir = temp_dir("torn-report");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 3);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 3);
     let len = std::fs::metadata(&seg).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
