@@ -2,18 +2,13 @@
 //! read back with `sluice cat --server` while it runs and `sluice cat --data` after SIGTERM.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{assert_success, free_port, now, sluice, spawn_serve, wait_healthy};
-
-fn lines(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
+use common::{
+    assert_success, cat_data, free_port, now, sluice, spawn_serve, stdout_lines, wait_healthy,
+};
 
 fn canonical(line: &str) -> String {
     // Same JSON value, independent of key order and number spelling.
@@ -26,21 +21,6 @@ fn canonical(line: &str) -> String {
         .collect();
     keys.sort();
     format!("{keys:?}")
-}
-
-/// `sluice cat --data dir --from from --to to`, asserted to succeed.
-fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
-    let out = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        from,
-        "--to",
-        to,
-    ]);
-    assert_success(&out);
-    out
 }
 
 #[test]
@@ -73,7 +53,7 @@ fn serve_ingest_read_and_shutdown() {
     ];
     let sent = sluice(&[&gen_args[..], &["--http", &url]].concat());
     assert_success(&sent);
-    let expected: Vec<String> = lines(&sluice(&gen_args))
+    let expected: Vec<String> = stdout_lines(&sluice(&gen_args))
         .iter()
         .map(|l| canonical(l))
         .collect();
@@ -92,7 +72,7 @@ fn serve_ingest_read_and_shutdown() {
         std::thread::sleep(Duration::from_millis(300));
         let out = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to]);
         assert_success(&out);
-        got = lines(&out);
+        got = stdout_lines(&out);
     }
     let mut a: Vec<String> = got.iter().map(|l| canonical(l)).collect();
     let mut b = expected.clone();
@@ -125,8 +105,9 @@ fn serve_ingest_read_and_shutdown() {
 
     // `cat --data` on the live directory reads through the server that holds it.
     let live = cat_data(&dir, &from, &to);
+    assert_success(&live);
     assert!(String::from_utf8_lossy(&live.stderr).contains("in use by a running server"));
-    let mut l: Vec<String> = lines(&live).iter().map(|l| canonical(l)).collect();
+    let mut l: Vec<String> = stdout_lines(&live).iter().map(|l| canonical(l)).collect();
     l.sort();
     assert_eq!(l, b, "cat --data on a live directory");
 
@@ -146,7 +127,9 @@ fn serve_ingest_read_and_shutdown() {
         "status",
     ]);
     assert!(filtered.status.success());
-    assert!(lines(&filtered).iter().all(|l| l.contains("\"status\":5")));
+    assert!(stdout_lines(&filtered)
+        .iter()
+        .all(|l| l.contains("\"status\":5")));
 
     // The live tail through the server (SSE) starts with the same history, then resumes from
     // its cursor with nothing new to print.
@@ -160,7 +143,7 @@ fn serve_ingest_read_and_shutdown() {
         &expected.len().to_string(),
     ]);
     assert_success(&tail);
-    let mut t: Vec<String> = lines(&tail).iter().map(|l| canonical(l)).collect();
+    let mut t: Vec<String> = stdout_lines(&tail).iter().map(|l| canonical(l)).collect();
     t.sort();
     assert_eq!(t, b, "tail --server delivers the history exactly once");
     let stderr = String::from_utf8_lossy(&tail.stderr);
@@ -193,7 +176,7 @@ fn serve_ingest_read_and_shutdown() {
         "tail", "--server", &url, "--cursor", &cursor, "--limit", "1",
     ]);
     assert_success(&resumed);
-    let new_lines = lines(&resumed);
+    let new_lines = stdout_lines(&resumed);
     assert_eq!(new_lines.len(), 1, "only the new event: {new_lines:?}");
     assert!(new_lines[0].contains("TAILTEST"));
 
@@ -206,7 +189,8 @@ fn serve_ingest_read_and_shutdown() {
         "a clean shutdown removes the address file"
     );
     let offline = cat_data(&dir, &from, &to);
-    let mut c: Vec<String> = lines(&offline)
+    assert_success(&offline);
+    let mut c: Vec<String> = stdout_lines(&offline)
         .iter()
         .filter(|l| !l.contains("TAILTEST"))
         .map(|l| canonical(l))
@@ -214,7 +198,7 @@ fn serve_ingest_read_and_shutdown() {
     c.sort();
     assert_eq!(c, b);
     assert_eq!(
-        lines(&offline)
+        stdout_lines(&offline)
             .iter()
             .filter(|l| l.contains("TAILTEST"))
             .count(),

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{ams1, free_port, now, sluice, spawn_serve, wait_healthy};
+use common::{ams1, cat_data, free_port, now, sluice, spawn_serve, stdout_lines, wait_healthy};
 
 const EXIT_PARTIAL: i32 = 3;
 
@@ -67,19 +67,6 @@ fn write_store(dir: &Path, epoch: i64, count: usize) -> Vec<String> {
         .iter()
         .map(canonical)
         .collect()
-}
-
-/// `sluice cat --data dir --from from --to to`.
-fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
-    sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        from,
-        "--to",
-        to,
-    ])
 }
 
 /// `(offset, key)` of every record of a blobs.log (24-byte header, namespace, key, value).
@@ -141,8 +128,8 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 fn stdout_events(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    stdout_lines(out)
+        .iter()
         .map(|l| canonical(&serde_json::from_str(l).expect("json line")))
         .collect()
 }

@@ -52,6 +52,27 @@ pub fn assert_success(out: &Output) {
     );
 }
 
+/// The lines `out` printed on stdout.
+pub fn stdout_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `sluice cat --data dir --from from --to to`.
+pub fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
+    sluice(&[
+        "cat",
+        "--data",
+        dir.to_str().expect("path"),
+        "--from",
+        from,
+        "--to",
+        to,
+    ])
+}
+
 /// A child killed (and reaped) if the test ends early.
 pub struct Proc(pub Child);
 
