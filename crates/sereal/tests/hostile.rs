@@ -5,6 +5,8 @@ use std::io::Write;
 
 use sereal::{Category, Decoder, Limits};
 
+mod common;
+
 const V3: &[u8] = b"=\xF3rl\x03\x00";
 
 fn doc(body: &[u8]) -> Vec<u8> {
@@ -260,17 +262,7 @@ fn reference_chains_cannot_expand_exponentially() {
     // values when rendered as JSON. The decoder charges each reference its target's full size.
     // Top level: ARRAY of 61 items: a tracked ARRAYREF_1 [1] at offset 3, then 60 tracked
     // ARRAYREF_2 each holding two REFPs to the previous one.
-    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
-    let mut prev = 3usize;
-    for _ in 0..60 {
-        let here = body.len() + 1;
-        body.push(0xc2);
-        for _ in 0..2 {
-            body.push(0x29);
-            sereal::varint::write(&mut body, prev as u64);
-        }
-        prev = here;
-    }
+    let body = common::reference_chain_body(60);
     let e = err(&doc(&body));
     assert!(e.is_limit(), "{e}");
 }

@@ -42,3 +42,21 @@ pub fn require_perl_sereal() {
         .unwrap_or(false);
     assert!(ok, "the Perl Sereal reference is not installed: run `make deps` (apt-get install libsereal-encoder-perl libsereal-decoder-perl libjson-xs-perl)");
 }
+
+/// The body of a document whose references expand exponentially: x0 = [1] tracked (offset 3);
+/// x(n+1) = [REFP xn, REFP xn] tracked, `levels` levels (2^levels paths to x0), all in a
+/// top-level ARRAY of `levels + 1` items.
+pub fn reference_chain_body(levels: usize) -> Vec<u8> {
+    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
+    let mut prev = 3usize;
+    for _ in 0..levels {
+        let here = body.len() + 1;
+        body.push(0xc2);
+        for _ in 0..2 {
+            body.push(0x29);
+            sereal::varint::write(&mut body, prev as u64);
+        }
+        prev = here;
+    }
+    body
+}
