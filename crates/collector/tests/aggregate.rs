@@ -75,6 +75,13 @@ fn small_chunks() -> BlobOptions {
     }
 }
 
+/// `store` holds exactly the events `want` of `E0..E0 + 10`, counted 600 stored, none late.
+fn assert_all_stored_once(store: &dyn Store, want: &BTreeMap<String, usize>, ctx: &str) {
+    assert_eq!(read_back(store, E0, E0 + 10), *want, "{ctx}");
+    let c = total_counts(store, E0, E0 + 10);
+    assert_eq!((c.stored, c.late), (600, 0), "{ctx}");
+}
+
 fn ok(r: FlushReport) -> FlushReport {
     assert!(r.is_ok(), "{:?}", r.errors);
     r
@@ -380,13 +387,7 @@ fn store_errors_at_any_write_lose_nothing() {
                 assert!(rounds < 5, "from {from}");
             }
             assert_eq!(a.pending_events(), 0);
-            assert_eq!(
-                read_back(&store.inner, E0, E0 + 10),
-                want,
-                "from {from} n {n}"
-            );
-            let c = total_counts(&store.inner, E0, E0 + 10);
-            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+            assert_all_stored_once(&store.inner, &want, &format!("from {from} n {n}"));
         }
     }
 }
@@ -541,13 +542,7 @@ fn unknown_outcomes_are_retried_without_double_counts() {
                 rounds += 1;
                 assert!(rounds < 5, "from {from} n {n}");
             }
-            assert_eq!(
-                read_back(&store.inner, E0, E0 + 10),
-                want,
-                "from {from} n {n}"
-            );
-            let c = total_counts(&store.inner, E0, E0 + 10);
-            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+            assert_all_stored_once(&store.inner, &want, &format!("from {from} n {n}"));
             // The hook listed every indexed chunk, with the stored bytes.
             let mut indexed = 0;
             for (epoch, dc) in store.inner.list_epochs(None, E0, E0 + 10).unwrap() {

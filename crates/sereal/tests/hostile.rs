@@ -206,16 +206,7 @@ fn zstd_and_snappy_bombs_are_refused() {
 fn copy_amplification_is_bounded() {
     // A 64 KiB string copied 500k times would materialise 32 GB; the total-string-bytes limit
     // stops it.
-    let mut body = vec![0x2b];
-    sereal::varint::write(&mut body, 500_001);
-    let at = body.len() + 1;
-    body.push(0x26);
-    sereal::varint::write(&mut body, 65536);
-    body.resize(body.len() + 65536, b'a');
-    for _ in 0..500_000 {
-        body.push(0x2f);
-        sereal::varint::write(&mut body, at as u64);
-    }
+    let body = common::copy_amplification_body();
     let e = err(&doc(&body));
     assert!(e.is_limit(), "{e}");
 }

@@ -1284,16 +1284,7 @@ fn reference_chains_cannot_expand_exponentially() {
 #[test]
 fn copy_amplification_is_bounded() {
     // A 64 KiB string copied 500k times: selecting all of them hits the string-bytes limit.
-    let mut body = vec![0x2b];
-    sereal::varint::write(&mut body, 500_001);
-    let at = body.len() + 1;
-    body.push(0x26);
-    sereal::varint::write(&mut body, 65536);
-    body.resize(body.len() + 65536, b'a');
-    for _ in 0..500_000 {
-        body.push(0x2f);
-        sereal::varint::write(&mut body, at as u64);
-    }
+    let body = common::copy_amplification_body();
     let doc = raw_doc(&body);
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();

@@ -60,3 +60,19 @@ pub fn reference_chain_body(levels: usize) -> Vec<u8> {
     }
     body
 }
+
+/// The body of a document that copies one 64 KiB string 500k times (32 GB if materialised): a
+/// top-level ARRAY of the string and 500 000 COPYs of it.
+pub fn copy_amplification_body() -> Vec<u8> {
+    let mut body = vec![0x2b];
+    sereal::varint::write(&mut body, 500_001);
+    let at = body.len() + 1;
+    body.push(0x26);
+    sereal::varint::write(&mut body, 65536);
+    body.resize(body.len() + 65536, b'a');
+    for _ in 0..500_000 {
+        body.push(0x2f);
+        sereal::varint::write(&mut body, at as u64);
+    }
+    body
+}
