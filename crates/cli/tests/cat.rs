@@ -3,10 +3,11 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 
-use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
-use sluice_collector::ingest::{IngestConfig, Ingestor};
+use sluice_collector::ingest::IngestConfig;
+
+mod common;
+use common::{ams1, assert_success, now};
 
 const EPOCH: i64 = 1_700_000_000;
 
@@ -16,26 +17,7 @@ fn write_store(dir: &Path) -> Vec<serde_json::Value> {
         events_per_second: 400,
         ..sluice_gen::GenConfig::mixed(4, 2000)
     };
-    let mut lines = Vec::new();
-    sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
-    let now = EPOCH + 10;
-    let mut ingestor = Ingestor::new(IngestConfig {
-        dc: "ams1".into(),
-        ..IngestConfig::default()
-    })
-    .expect("ingestor");
-    let outcome = ingestor.ingest(&lines, now);
-    assert!(outcome.is_clean(), "{:?}", outcome.dropped.first());
-    let store: Arc<dyn sluice_store::Store> =
-        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
-    let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
-    agg.add(outcome.events, now);
-    let report = agg.flush_all(now);
-    assert!(report.is_ok(), "{:?}", report.errors);
-    String::from_utf8_lossy(&lines)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect()
+    common::write_store(dir, &cfg, ams1(), EPOCH + 10)
 }
 
 fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
@@ -72,11 +54,7 @@ fn cat_returns_every_event_once_and_filters() {
     let written = write_store(&dir);
 
     let out = cat(&dir, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let got = lines(&out);
     assert_eq!(got.len(), written.len());
     let mut a: Vec<String> = got.iter().map(key).collect();
@@ -124,31 +102,27 @@ fn write_at(dir: &Path, epoch: i64, seed: u64, count: usize) -> Vec<String> {
         events_per_second: 500,
         ..sluice_gen::GenConfig::mixed(seed, count)
     };
-    let mut lines = Vec::new();
-    sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
-    let now = epoch + 30;
-    let mut ingestor = Ingestor::new(IngestConfig::default()).expect("ingestor");
-    let outcome = ingestor.ingest(&lines, now);
-    assert!(outcome.is_clean());
-    let store: Arc<dyn sluice_store::Store> =
-        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
-    let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
-    agg.add(outcome.events, now);
-    assert!(agg.flush_all(now).is_ok());
-    String::from_utf8_lossy(&lines)
-        .lines()
-        .map(|l| key(&serde_json::from_str(l).expect("json")))
+    common::write_store(dir, &cfg, IngestConfig::default(), epoch + 30)
+        .iter()
+        .map(key)
         .collect()
+}
+
+/// `out` succeeded and printed exactly the events `want` (in any order).
+fn assert_printed(out: &std::process::Output, want: &[String], what: &str) {
+    assert_success(out);
+    let mut got: Vec<String> = lines(out).iter().map(key).collect();
+    let mut want = want.to_vec();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{what}");
 }
 
 #[test]
 fn tail_reads_history_then_resumes_from_its_cursor() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tail-data");
     let _ = std::fs::remove_dir_all(&dir);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
+    let now = now();
     let first = write_at(&dir, now - 40, 1, 1500);
     let cursor_file = dir.with_extension("cursor");
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
@@ -164,16 +138,7 @@ fn tail_reads_history_then_resumes_from_its_cursor() {
         .args(["--cursor-file", cursor_file.to_str().expect("path")])
         .output()
         .expect("tail");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut got: Vec<String> = lines(&out).iter().map(key).collect();
-    let mut want = first.clone();
-    got.sort();
-    want.sort();
-    assert_eq!(got, want);
+    assert_printed(&out, &first, "");
     let token = std::fs::read_to_string(&cursor_file).expect("cursor file");
     assert!(String::from_utf8_lossy(&out.stderr).contains(token.trim()));
 
@@ -191,14 +156,9 @@ fn tail_reads_history_then_resumes_from_its_cursor() {
         ])
         .output()
         .expect("tail");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    assert_printed(
+        &out,
+        &second,
+        "exactly the new events: no gap, no duplicate",
     );
-    let mut got: Vec<String> = lines(&out).iter().map(key).collect();
-    let mut want = second;
-    got.sort();
-    want.sort();
-    assert_eq!(got, want, "exactly the new events: no gap, no duplicate");
 }

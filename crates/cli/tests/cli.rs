@@ -4,6 +4,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod common;
+use common::assert_success;
+
 fn sluice(args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
@@ -26,6 +29,31 @@ fn tmp(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli");
     std::fs::create_dir_all(&dir).expect("mkdir");
     dir.join(name)
+}
+
+/// `sluice gen --count count --seed seed` as Sereal (`protocol`, `compress`, `--dedupe`), written
+/// to the temp file `name`; its path.
+fn gen_sereal_file(name: &str, count: &str, seed: &str, protocol: &str, compress: &str) -> PathBuf {
+    let srl = sluice(
+        &[
+            "gen",
+            "--count",
+            count,
+            "--seed",
+            seed,
+            "--format",
+            "sereal",
+            "--protocol",
+            protocol,
+            "--compress",
+            compress,
+            "--dedupe",
+        ],
+        b"",
+    );
+    let file = tmp(name);
+    std::fs::write(&file, &srl.stdout).expect("write");
+    file
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -104,11 +132,7 @@ fn decode_reads_streams_and_headers() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 100);
 }
 
@@ -188,25 +212,7 @@ fn gen_is_deterministic_and_round_trips() {
 
 #[test]
 fn select_and_split() {
-    let srl = sluice(
-        &[
-            "gen",
-            "--count",
-            "3000",
-            "--seed",
-            "9",
-            "--format",
-            "sereal",
-            "--protocol",
-            "3",
-            "--compress",
-            "zlib",
-            "--dedupe",
-        ],
-        b"",
-    );
-    let file = tmp("events.srl");
-    std::fs::write(&file, &srl.stdout).expect("write");
+    let file = gen_sereal_file("events.srl", "3000", "9", "3", "zlib");
     let sel = sluice(
         &[
             "sereal",
@@ -217,11 +223,7 @@ fn select_and_split() {
         ],
         b"",
     );
-    assert!(
-        sel.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sel.stderr)
-    );
+    assert_success(&sel);
     let text = String::from_utf8_lossy(&sel.stdout);
     assert_eq!(text.lines().count(), 3000);
     let first: serde_json::Value =
@@ -241,11 +243,7 @@ fn select_and_split() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let mut total = 0;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let path = line.split('\t').next().expect("path");
@@ -291,25 +289,7 @@ fn a_closed_pipe_is_not_an_error() {
 
 #[test]
 fn where_filters_like_a_full_decode_would() {
-    let srl = sluice(
-        &[
-            "gen",
-            "--count",
-            "4000",
-            "--seed",
-            "3",
-            "--format",
-            "sereal",
-            "--protocol",
-            "5",
-            "--compress",
-            "zstd",
-            "--dedupe",
-        ],
-        b"",
-    );
-    let file = tmp("where.srl");
-    std::fs::write(&file, &srl.stdout).expect("write");
+    let file = gen_sereal_file("where.srl", "4000", "3", "5", "zstd");
     let all = sluice(&["sereal", "decode", file.to_str().expect("path")], b"");
     let events: Vec<serde_json::Value> = serde_json::from_slice::<serde_json::Value>(&all.stdout)
         .expect("json")
@@ -331,11 +311,7 @@ fn where_filters_like_a_full_decode_would() {
         ],
         b"",
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let got: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("line"))

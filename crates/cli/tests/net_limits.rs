@@ -4,38 +4,19 @@
 //! idle connections and a tail stream attached, and a socket flood under a low `ulimit -n`.
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
-}
+mod common;
+use common::{assert_success, free_port, id_of, now, Proc};
 
 struct Server {
-    child: Child,
+    child: Proc,
     http: SocketAddr,
     tcp: SocketAddr,
     dir: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 impl Server {
@@ -78,14 +59,14 @@ impl Server {
             .spawn()
             .expect("spawn sluice serve");
         let mut server = Server {
-            child,
+            child: Proc(child),
             http,
             tcp,
             dir: dir.to_path_buf(),
         };
         let deadline = Instant::now() + Duration::from_secs(20);
         while try_request(http, "GET", "/healthz", b"").map(|r| r.0) != Some(200) {
-            if server.child.try_wait().expect("wait").is_some()
+            if server.child.0.try_wait().expect("wait").is_some()
                 && server.log().contains("Address already in use")
             {
                 return None;
@@ -106,24 +87,13 @@ impl Server {
 
     /// SIGTERM, then the exit status, waited for at most `bound`.
     fn terminate(&mut self, bound: Duration) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success());
-        let deadline = Instant::now() + bound;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
+        self.child.sigterm();
+        self.child.wait_exit(bound).unwrap_or_else(|| {
+            panic!(
                 "serve still running {bound:?} after SIGTERM: {}",
                 self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            )
+        })
     }
 
     fn metric(&self, name: &str) -> f64 {
@@ -260,11 +230,7 @@ fn cat(dir: &Path, from: i64, to: i64) -> Output {
 fn ids(out: &Output) -> Vec<i64> {
     let mut ids: Vec<i64> = String::from_utf8_lossy(&out.stdout)
         .lines()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).expect("json")["id"]
-                .as_i64()
-                .expect("id")
-        })
+        .map(id_of)
         .collect();
     ids.sort_unstable();
     ids
@@ -504,18 +470,20 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     let (mut tail, status) = open_tail(server.http);
     assert_eq!(status, 200);
     // And the real client: `sluice tail --server` following the live stream.
-    let mut tail_cli = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "tail",
-            "--server",
-            &format!("http://{}", server.http),
-            "--from",
-            "now",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("sluice tail");
+    let mut tail_cli = Proc(
+        Command::new(env!("CARGO_BIN_EXE_sluice"))
+            .args([
+                "tail",
+                "--server",
+                &format!("http://{}", server.http),
+                "--from",
+                "now",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("sluice tail"),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.metric("sluice_tail_streams") < 2.0 {
         assert!(Instant::now() < deadline, "sluice tail did not attach");
@@ -543,28 +511,16 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     // and SIGTERM then stops it promptly with its cursor on stderr.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
-        tail_cli.try_wait().expect("wait tail").is_none(),
+        tail_cli.0.try_wait().expect("wait tail").is_none(),
         "sluice tail exited when the server stopped"
     );
-    let pid = tail_cli.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let tail_status = loop {
-        if let Some(status) = tail_cli.try_wait().expect("wait tail") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = tail_cli.kill();
-            panic!("sluice tail still running after SIGTERM");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    tail_cli.sigterm();
+    let tail_status = tail_cli
+        .wait_exit(Duration::from_secs(5))
+        .expect("sluice tail still running after SIGTERM");
     let mut tail_err = String::new();
     let _ = tail_cli
+        .0
         .stderr
         .take()
         .expect("stderr")
@@ -579,11 +535,7 @@ fn sigterm_with_idle_connections_and_a_tail_exits_promptly_and_keeps_acked_event
     // Every acknowledged event is stored exactly once: in the store as left by the shutdown,
     // and through a restarted server (its WAL replay adds nothing twice).
     let out = cat(&dir, epoch - 5, epoch + 5);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(ids(&out), (0..=50).collect::<Vec<i64>>());
     drop(server);
     let server = Server::start(&dir, "", None);
@@ -682,11 +634,7 @@ fn socket_flood_under_a_low_descriptor_limit_leaves_store_writes_working() {
     let log = server.log();
     assert!(!log.contains("Too many open files"), "{log}");
     let out = cat(&dir, base - 4 * 3600, base + 5);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(ids(&out), (0..sent).collect::<Vec<i64>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -713,11 +661,7 @@ fn a_client_that_stops_reading_is_cut_after_the_write_timeout() {
         .args(["--http", &url])
         .output()
         .expect("sluice gen");
-    assert!(
-        gen.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gen.stderr)
-    );
+    assert_success(&gen);
     let deadline = Instant::now() + Duration::from_secs(30);
     while server.metric("sluice_events_flushed_total") < 15000.0 {
         assert!(Instant::now() < deadline, "events not stored");

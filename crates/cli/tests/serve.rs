@@ -1,41 +1,14 @@
 //! The product end to end with real processes: `sluice serve`, fed by `sluice gen --http`,
 //! read back with `sluice cat --server` while it runs and `sluice cat --data` after SIGTERM.
 
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("run sluice")
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn lines(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
+mod common;
+use common::{
+    assert_success, cat_data, free_port, now, sluice, spawn_serve, stdout_lines, wait_healthy,
+};
 
 fn canonical(line: &str) -> String {
     // Same JSON value, independent of key order and number spelling.
@@ -58,48 +31,29 @@ fn serve_ingest_read_and_shutdown() {
     let tcp_port = free_port();
     let udp_port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "serve",
-            "--data",
-            dir.to_str().expect("path"),
-            "--http",
-            &format!("127.0.0.1:{port}"),
-            "--grace",
-            "1",
-        ])
-        .args([
-            "--tcp",
-            &format!("127.0.0.1:{tcp_port}"),
-            "--udp",
-            &format!("127.0.0.1:{udp_port}"),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sluice serve");
-    let mut server = Server(child);
+    let mut server = spawn_serve(&[
+        "--data",
+        dir.to_str().expect("path"),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--grace",
+        "1",
+        "--tcp",
+        &format!("127.0.0.1:{tcp_port}"),
+        "--udp",
+        &format!("127.0.0.1:{udp_port}"),
+    ]);
     let deadline = Instant::now() + Duration::from_secs(20);
-    while ureq::get(&format!("{url}/healthz")).call().is_err() {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_healthy(&ureq::agent(), &url, deadline, Duration::from_millis(100));
 
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
+    let now = now();
     let epoch = (now - 3).to_string();
     let gen_args = [
         "gen", "--count", "3000", "--seed", "11", "--rate", "1000", "--epoch", &epoch,
     ];
     let sent = sluice(&[&gen_args[..], &["--http", &url]].concat());
-    assert!(
-        sent.status.success(),
-        "{}",
-        String::from_utf8_lossy(&sent.stderr)
-    );
-    let expected: Vec<String> = lines(&sluice(&gen_args))
+    assert_success(&sent);
+    let expected: Vec<String> = stdout_lines(&sluice(&gen_args))
         .iter()
         .map(|l| canonical(l))
         .collect();
@@ -117,12 +71,8 @@ fn serve_ingest_read_and_shutdown() {
         );
         std::thread::sleep(Duration::from_millis(300));
         let out = sluice(&["cat", "--server", &url, "--from", &from, "--to", &to]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        got = lines(&out);
+        assert_success(&out);
+        got = stdout_lines(&out);
     }
     let mut a: Vec<String> = got.iter().map(|l| canonical(l)).collect();
     let mut b = expected.clone();
@@ -154,22 +104,10 @@ fn serve_ingest_read_and_shutdown() {
     );
 
     // `cat --data` on the live directory reads through the server that holds it.
-    let live = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
-    assert!(
-        live.status.success(),
-        "{}",
-        String::from_utf8_lossy(&live.stderr)
-    );
+    let live = cat_data(&dir, &from, &to);
+    assert_success(&live);
     assert!(String::from_utf8_lossy(&live.stderr).contains("in use by a running server"));
-    let mut l: Vec<String> = lines(&live).iter().map(|l| canonical(l)).collect();
+    let mut l: Vec<String> = stdout_lines(&live).iter().map(|l| canonical(l)).collect();
     l.sort();
     assert_eq!(l, b, "cat --data on a live directory");
 
@@ -189,7 +127,9 @@ fn serve_ingest_read_and_shutdown() {
         "status",
     ]);
     assert!(filtered.status.success());
-    assert!(lines(&filtered).iter().all(|l| l.contains("\"status\":5")));
+    assert!(stdout_lines(&filtered)
+        .iter()
+        .all(|l| l.contains("\"status\":5")));
 
     // The live tail through the server (SSE) starts with the same history, then resumes from
     // its cursor with nothing new to print.
@@ -202,12 +142,8 @@ fn serve_ingest_read_and_shutdown() {
         "--limit",
         &expected.len().to_string(),
     ]);
-    assert!(
-        tail.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tail.stderr)
-    );
-    let mut t: Vec<String> = lines(&tail).iter().map(|l| canonical(l)).collect();
+    assert_success(&tail);
+    let mut t: Vec<String> = stdout_lines(&tail).iter().map(|l| canonical(l)).collect();
     t.sort();
     assert_eq!(t, b, "tail --server delivers the history exactly once");
     let stderr = String::from_utf8_lossy(&tail.stderr);
@@ -234,52 +170,27 @@ fn serve_ingest_read_and_shutdown() {
             .write_all(line.as_bytes())
             .expect("write");
         let out = child.wait_with_output().expect("emit wait");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
     }
     let resumed = sluice(&[
         "tail", "--server", &url, "--cursor", &cursor, "--limit", "1",
     ]);
-    assert!(
-        resumed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&resumed.stderr)
-    );
-    let new_lines = lines(&resumed);
+    assert_success(&resumed);
+    let new_lines = stdout_lines(&resumed);
     assert_eq!(new_lines.len(), 1, "only the new event: {new_lines:?}");
     assert!(new_lines[0].contains("TAILTEST"));
 
     // SIGTERM: a clean shutdown, and the data directory reads back the same.
-    let pid = server.0.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill")
-        .success());
+    server.sigterm();
     let status = server.0.wait().expect("wait");
     assert!(status.success(), "serve exited with {status:?}");
     assert!(
         !dir.join("SERVER").exists(),
         "a clean shutdown removes the address file"
     );
-    let offline = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
-    assert!(
-        offline.status.success(),
-        "{}",
-        String::from_utf8_lossy(&offline.stderr)
-    );
-    let mut c: Vec<String> = lines(&offline)
+    let offline = cat_data(&dir, &from, &to);
+    assert_success(&offline);
+    let mut c: Vec<String> = stdout_lines(&offline)
         .iter()
         .filter(|l| !l.contains("TAILTEST"))
         .map(|l| canonical(l))
@@ -287,7 +198,7 @@ fn serve_ingest_read_and_shutdown() {
     c.sort();
     assert_eq!(c, b);
     assert_eq!(
-        lines(&offline)
+        stdout_lines(&offline)
             .iter()
             .filter(|l| l.contains("TAILTEST"))
             .count(),

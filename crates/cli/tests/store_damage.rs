@@ -5,32 +5,14 @@
 //! outside the damaged blob comes back, exactly once; the damage is reported everywhere.
 
 use std::collections::BTreeMap;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Arc;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
-use sluice_collector::ingest::{IngestConfig, Ingestor};
+mod common;
+use common::{ams1, cat_data, free_port, now, sluice, spawn_serve, stdout_lines, wait_healthy};
 
 const EXIT_PARTIAL: i32 = 3;
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn sluice(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(args)
-        .output()
-        .expect("run sluice")
-}
 
 /// Runs `sluice args`, killing it after `secs` seconds (its output is read meanwhile).
 fn sluice_bounded(args: &[&str], secs: u64) -> Output {
@@ -67,14 +49,6 @@ fn sluice_bounded(args: &[&str], secs: u64) -> Output {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
 /// One event's identity: its JSON value with sorted keys (the same for the generator's line
 /// and for what a reader prints).
 fn canonical(v: &serde_json::Value) -> String {
@@ -89,25 +63,9 @@ fn write_store(dir: &Path, epoch: i64, count: usize) -> Vec<String> {
         events_per_second: 400,
         ..sluice_gen::GenConfig::mixed(7, count)
     };
-    let mut lines = Vec::new();
-    sluice_gen::write_json_lines(&cfg, &mut lines).expect("gen");
-    let now = epoch + 30;
-    let mut ingestor = Ingestor::new(IngestConfig {
-        dc: "ams1".into(),
-        ..IngestConfig::default()
-    })
-    .expect("ingestor");
-    let outcome = ingestor.ingest(&lines, now);
-    assert!(outcome.is_clean(), "{:?}", outcome.dropped.first());
-    let store: Arc<dyn sluice_store::Store> =
-        Arc::new(sluice_store::EmbeddedStore::open(dir).expect("store"));
-    let mut agg = Aggregator::new(AggregatorConfig::default(), store).expect("aggregator");
-    agg.add(outcome.events, now);
-    let report = agg.flush_all(now);
-    assert!(report.is_ok(), "{:?}", report.errors);
-    String::from_utf8_lossy(&lines)
-        .lines()
-        .map(|l| canonical(&serde_json::from_str(l).expect("json")))
+    common::write_store(dir, &cfg, ams1(), epoch + 30)
+        .iter()
+        .map(canonical)
         .collect()
 }
 
@@ -170,8 +128,8 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 }
 
 fn stdout_events(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+    stdout_lines(out)
+        .iter()
         .map(|l| canonical(&serde_json::from_str(l).expect("json line")))
         .collect()
 }
@@ -181,10 +139,7 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("store-damage-data");
     let _ = std::fs::remove_dir_all(&dir);
     // A whole hour inside the retention, so the restarted server keeps (and never writes) it.
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64;
+    let now = now();
     let hour = now - now.rem_euclid(3600) - 3600;
     let epoch = hour + 100;
     let written = write_store(&dir, epoch, 4000);
@@ -250,15 +205,7 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let (from, to) = (hour.to_string(), (hour + 3600).to_string());
 
     // 1. `sluice cat --data`: everything else, the damage on stderr, exit 3, files untouched.
-    let out = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
+    let out = cat_data(&dir, &from, &to);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{stderr}");
     assert_eq!(
@@ -292,28 +239,21 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     // 2. A restarted server on the same directory: HTTP read, warnings, metrics.
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "serve",
-            "--data",
-            dir.to_str().expect("path"),
-            "--http",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .args(["--tcp", "off", "--udp", "off"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sluice serve");
-    let server = Server(child);
+    let server = spawn_serve(&[
+        "--data",
+        dir.to_str().expect("path"),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
+    ]);
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(30))
         .build();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while agent.get(&format!("{url}/healthz")).call().is_err() {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_healthy(&agent, &url, deadline, Duration::from_millis(100));
     let body = agent
         .get(&format!("{url}/v1/events"))
         .query("from", &from)
@@ -364,15 +304,7 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     assert!(metric("sluice_store_damaged_bytes_total ") >= 12);
     assert!(metric("sluice_store_index_entries_rebuilt_total ") >= 1);
     // Through the running server, `cat --data` reports the same and exits 3.
-    let out = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
+    let out = cat_data(&dir, &from, &to);
     assert_eq!(
         out.status.code(),
         Some(EXIT_PARTIAL),
@@ -466,15 +398,7 @@ fn damaged_store_is_read_around_reported_and_repaired() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let out = sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        &from,
-        "--to",
-        &to,
-    ]);
+    let out = cat_data(&dir, &from, &to);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(sorted(stdout_events(&out)), expected);
     assert!(!stderr.contains("store:"), "{stderr}");

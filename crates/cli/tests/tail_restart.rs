@@ -4,88 +4,30 @@
 //! and prints every acknowledged event exactly once. SIGTERM to the tail prints its cursor, and
 //! a tail resumed from that cursor prints only what came after.
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs() as i64
-}
-
-/// A child killed (and reaped) if the test ends early.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-impl Proc {
-    fn terminate(&mut self, within: Duration) -> std::process::ExitStatus {
-        let pid = self.0.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success());
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.0.try_wait().expect("wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "process {pid} still running {within:?} after SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
+mod common;
+use common::{
+    free_port, id_of, now, spawn_collected, spawn_serve, text, wait_for, wait_healthy, Proc,
+};
 
 fn serve(dir: &Path, port: u16) -> Proc {
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "serve",
-            "--data",
-            dir.to_str().expect("path"),
-            "--http",
-            &format!("127.0.0.1:{port}"),
-            "--grace",
-            "1",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sluice serve");
-    let server = Proc(child);
+    let server = spawn_serve(&[
+        "--data",
+        dir.to_str().expect("path"),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--grace",
+        "1",
+    ]);
     let deadline = Instant::now() + Duration::from_secs(20);
     let agent = ureq::AgentBuilder::new()
         .timeout(Duration::from_secs(2))
         .build();
-    while agent
-        .get(&format!("http://127.0.0.1:{port}/healthz"))
-        .call()
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "server did not come up");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let url = format!("http://127.0.0.1:{port}");
+    wait_healthy(&agent, &url, deadline, Duration::from_millis(50));
     server
 }
 
@@ -111,42 +53,13 @@ fn post(port: u16, ids: std::ops::Range<i64>) {
     );
 }
 
-/// Collects a child's output lines on a thread.
-fn collect(stream: impl Read + Send + 'static) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stream).lines() {
-            let Ok(line) = line else { break };
-            sink.lock().expect("lines").push(line);
-        }
-    });
-    lines
-}
-
 fn ids(lines: &Arc<Mutex<Vec<String>>>) -> Vec<i64> {
     lines
         .lock()
         .expect("lines")
         .iter()
-        .map(|l| {
-            serde_json::from_str::<serde_json::Value>(l).expect("json line")["id"]
-                .as_i64()
-                .expect("id")
-        })
+        .map(|l| id_of(l))
         .collect()
-}
-
-fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn text(lines: &Arc<Mutex<Vec<String>>>) -> String {
-    lines.lock().expect("lines").join("\n")
 }
 
 #[test]
@@ -157,24 +70,15 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     let from = (now() - 2).to_string();
 
     // The tail starts first, against no server (no scheme in the address): it keeps retrying.
-    let mut tail = Proc(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "tail",
-                "--server",
-                &format!("127.0.0.1:{port}"),
-                "--from",
-                &from,
-                "--type",
-                "RESTART",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn sluice tail"),
-    );
-    let out = collect(tail.0.stdout.take().expect("stdout"));
-    let err = collect(tail.0.stderr.take().expect("stderr"));
+    let (mut tail, out, err) = spawn_collected(&[
+        "tail",
+        "--server",
+        &format!("127.0.0.1:{port}"),
+        "--from",
+        &from,
+        "--type",
+        "RESTART",
+    ]);
     wait_for("a reconnect message", Duration::from_secs(10), || {
         text(&err).contains("reconnecting to")
     });
@@ -238,37 +142,20 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
 
     // The printed cursor resumes after everything printed.
     post(port, 900..901);
-    let mut resumed = Proc(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "tail",
-                "--server",
-                &format!("http://127.0.0.1:{port}"),
-                "--cursor",
-                cursor,
-                "--type",
-                "RESTART",
-            ])
-            .args(["--limit", "1"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("resumed tail"),
-    );
-    let out = collect(resumed.0.stdout.take().expect("stdout"));
-    let err = collect(resumed.0.stderr.take().expect("stderr"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = resumed.0.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the resumed tail did not stop: {}",
-            text(&err)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (mut resumed, out, err) = spawn_collected(&[
+        "tail",
+        "--server",
+        &format!("http://127.0.0.1:{port}"),
+        "--cursor",
+        cursor,
+        "--type",
+        "RESTART",
+        "--limit",
+        "1",
+    ]);
+    let status = resumed
+        .wait_exit(Duration::from_secs(30))
+        .unwrap_or_else(|| panic!("the resumed tail did not stop: {}", text(&err)));
     std::thread::sleep(Duration::from_millis(200));
     assert!(status.success(), "{}", text(&err));
     assert_eq!(ids(&out), vec![900], "only what came after the cursor");
@@ -280,36 +167,18 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
 fn tail_against_a_stopped_server_retries_until_its_deadline() {
     let port = free_port();
     let started = Instant::now();
-    let mut tail = Proc(
-        Command::new(env!("CARGO_BIN_EXE_sluice"))
-            .args([
-                "tail",
-                "--server",
-                &format!("127.0.0.1:{port}"),
-                "--from",
-                "-1m",
-                "--until",
-                "+2s",
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn sluice tail"),
-    );
-    let out = collect(tail.0.stdout.take().expect("stdout"));
-    let err = collect(tail.0.stderr.take().expect("stderr"));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let status = loop {
-        if let Some(status) = tail.0.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the tail did not stop at --until: {}",
-            text(&err)
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let (mut tail, out, err) = spawn_collected(&[
+        "tail",
+        "--server",
+        &format!("127.0.0.1:{port}"),
+        "--from",
+        "-1m",
+        "--until",
+        "+2s",
+    ]);
+    let status = tail
+        .wait_exit(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("the tail did not stop at --until: {}", text(&err)));
     std::thread::sleep(Duration::from_millis(200));
     assert!(status.success(), "{status:?}: {}", text(&err));
     assert!(

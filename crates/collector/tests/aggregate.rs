@@ -1,21 +1,22 @@
 //! The aggregator: group per second, flush after the grace period, read everything back.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use sereal::Limits;
-use sluice_blob::{Blob, BlobOptions, EpochKey, EventKey, IndexEntry};
+use sluice_blob::{BlobOptions, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig, FlushReport};
-use sluice_collector::{IngestConfig, Ingestor, ParsedEvent};
+use sluice_collector::ParsedEvent;
 use sluice_gen::GenConfig;
 use sluice_store::{
-    BlobKey, Counts, EmbeddedStore, ExpireReport, FaultyStore, InMemoryStore, Namespace,
-    PutOutcome, Retention, Store, StoreError, TypeSubtype,
+    BlobKey, EmbeddedStore, FaultyStore, InMemoryStore, Namespace, Store, StoreError,
 };
 
-const E0: i64 = 1_700_000_000;
+mod common;
+use common::{
+    bag, for_each_stored, ingest_generated, json, total_counts, Hooked, WriteHook, WriteOp, E0,
+};
 
 /// `count` generated events, `per_sec` per second from `E0`, as the ingest layer gives them.
 fn events(seed: u64, count: usize, per_sec: u32, web_only: bool) -> Vec<ParsedEvent> {
@@ -29,67 +30,26 @@ fn events(seed: u64, count: usize, per_sec: u32, web_only: bool) -> Vec<ParsedEv
         events_per_second: per_sec,
         ..base
     };
-    let mut buf = Vec::new();
-    sluice_gen::write_json_lines(&cfg, &mut buf).unwrap();
-    let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
-    let out = ing.ingest(&buf, E0);
-    assert!(out.is_clean(), "{:?}", out.dropped.first());
-    assert_eq!(out.events.len(), count);
-    out.events
-}
-
-fn json(e: &ParsedEvent) -> String {
-    sereal::json::to_json_value(&e.event).to_string()
-}
-
-/// Multiset of events, as JSON text.
-fn bag<'a>(evs: impl IntoIterator<Item = &'a ParsedEvent>) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for e in evs {
-        *m.entry(json(e)).or_insert(0) += 1;
-    }
-    m
+    let events = ingest_generated(&cfg);
+    assert_eq!(events.len(), count);
+    events
 }
 
 /// Every event the store lists for epochs `[from, to)`, read through the index; also checks that
 /// every indexed blob exists and that the events carry the tags of their key.
 fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        let ek = EpochKey::new(epoch, &dc).unwrap();
-        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store
-                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                .unwrap()
-                .unwrap_or_else(|| panic!("{key} is indexed but not stored"));
-            for v in Blob::parse(&bytes)
-                .unwrap()
-                .decode(&Limits::default())
-                .unwrap()
-            {
-                let j = sereal::json::to_json_value(&v);
-                assert_eq!(j["epoch"].as_i64(), Some(epoch), "{key}");
-                assert_eq!(j["dc"].as_str(), Some(dc.as_str()), "{key}");
-                assert!(
-                    key.contains(&format!(":{}:", j["type"].as_str().unwrap())),
-                    "{key}"
-                );
-                *m.entry(j.to_string()).or_insert(0) += 1;
-            }
-        }
-    }
+    for_each_stored(store, from, to, |epoch, dc, key, v| {
+        let j = sereal::json::to_json_value(v);
+        assert_eq!(j["epoch"].as_i64(), Some(epoch), "{key}");
+        assert_eq!(j["dc"].as_str(), Some(dc), "{key}");
+        assert!(
+            key.contains(&format!(":{}:", j["type"].as_str().unwrap())),
+            "{key}"
+        );
+        *m.entry(j.to_string()).or_insert(0) += 1;
+    });
     m
-}
-
-fn total_counts(store: &dyn Store, from: i64, to: i64) -> Counts {
-    let mut total = Counts::default();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        for c in store.get_counts(epoch, &dc).unwrap().values() {
-            total.merge(c);
-        }
-    }
-    total
 }
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -105,6 +65,21 @@ fn agg(store: Arc<dyn Store>, collector_id: Option<&str>, blob: BlobOptions) -> 
         ..Default::default()
     };
     Aggregator::new(cfg, store).unwrap()
+}
+
+/// Blob options with 16 KiB chunks: a flush of a few hundred events writes many blobs.
+fn small_chunks() -> BlobOptions {
+    BlobOptions {
+        chunk_limit: 16 << 10,
+        ..BlobOptions::default()
+    }
+}
+
+/// `store` holds exactly the events `want` of `E0..E0 + 10`, counted 600 stored, none late.
+fn assert_all_stored_once(store: &dyn Store, want: &BTreeMap<String, usize>, ctx: &str) {
+    assert_eq!(read_back(store, E0, E0 + 10), *want, "{ctx}");
+    let c = total_counts(store, E0, E0 + 10);
+    assert_eq!((c.stored, c.late), (600, 0), "{ctx}");
 }
 
 fn ok(r: FlushReport) -> FlushReport {
@@ -307,99 +282,73 @@ fn two_collectors_do_not_overwrite_each_other() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A store whose writes number `from..from + n` (counting from 0) fail as unavailable.
-struct FailAt {
-    inner: InMemoryStore,
+/// What happens to the writes a [`Window`] hits.
+#[derive(Clone, Copy)]
+enum Injected {
+    /// Refused as unavailable, not applied.
+    Unavailable,
+    /// Applied, and then answered `StoreError::UnknownOutcome`, as from a network backend whose
+    /// answer timed out.
+    LostReply,
+}
+
+/// The hook that injects `what` into writes number `from..from + n` (counting from 0).
+struct Window {
     writes: AtomicU64,
     from: u64,
     n: u64,
+    what: Injected,
 }
 
-impl FailAt {
-    fn check(&self) -> sluice_store::Result<()> {
+/// An in-memory store whose writes number `from..from + n` (counting from 0) fail as unavailable.
+fn fail_at(from: u64, n: u64) -> Hooked<InMemoryStore, Window> {
+    window(from, n, Injected::Unavailable)
+}
+
+/// An in-memory store that applies writes `from..from + n` (counting from 0) and then loses
+/// their reply.
+fn lost_reply(from: u64, n: u64) -> Hooked<InMemoryStore, Window> {
+    window(from, n, Injected::LostReply)
+}
+
+fn window(from: u64, n: u64, what: Injected) -> Hooked<InMemoryStore, Window> {
+    Hooked {
+        inner: InMemoryStore::new(),
+        hook: Window {
+            writes: AtomicU64::new(0),
+            from,
+            n,
+            what,
+        },
+    }
+}
+
+impl WriteHook for Window {
+    fn write<S: Store, T>(
+        &self,
+        inner: &S,
+        op: WriteOp<'_>,
+        apply: impl FnOnce(&S) -> sluice_store::Result<T>,
+    ) -> sluice_store::Result<T> {
         let i = self.writes.fetch_add(1, Ordering::SeqCst);
-        if i >= self.from && i < self.from + self.n {
+        let hit = i >= self.from && i < self.from + self.n;
+        match self.what {
             // A transient error, as a network backend would give.
-            return Err(StoreError::Io {
+            Injected::Unavailable if hit => Err(StoreError::Io {
                 location: "fail-at".into(),
                 source: std::io::Error::other("injected"),
-            });
+            }),
+            Injected::Unavailable => apply(inner),
+            Injected::LostReply => {
+                let v = apply(inner)?;
+                if hit {
+                    return Err(StoreError::UnknownOutcome {
+                        op: op.name().to_owned(),
+                    });
+                }
+                Ok(v)
+            }
         }
-        Ok(())
-    }
-}
-
-impl Store for FailAt {
-    fn put_blob(
-        &self,
-        ns: &Namespace,
-        key: BlobKey<'_>,
-        bytes: &[u8],
-    ) -> sluice_store::Result<PutOutcome> {
-        self.check()?;
-        self.inner.put_blob(ns, key, bytes)
-    }
-    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
-        self.inner.get_blob(ns, key)
-    }
-    fn add_to_epoch_index(
-        &self,
-        epoch: i64,
-        dc: &str,
-        entries: &[&str],
-    ) -> sluice_store::Result<()> {
-        self.check()?;
-        self.inner.add_to_epoch_index(epoch, dc, entries)
-    }
-    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
-        self.inner.get_epoch_index(epoch, dc)
-    }
-    fn add_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.check()?;
-        self.inner.add_counts(epoch, dc, t, st, counts)
-    }
-    fn add_counts_once(
-        &self,
-        w: sluice_store::CountsWrite<'_>,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.check()?;
-        self.inner.add_counts_once(w, epoch, dc, t, st, counts)
-    }
-    fn get_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
-        self.inner.get_counts(epoch, dc)
-    }
-    fn list_epochs(
-        &self,
-        dc: Option<&str>,
-        from: i64,
-        to: i64,
-    ) -> sluice_store::Result<Vec<(i64, String)>> {
-        self.inner.list_epochs(dc, from, to)
-    }
-    fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
-        self.inner.expire(now)
-    }
-    fn flush(&self) -> sluice_store::Result<()> {
-        self.inner.flush()
-    }
-    fn retention(&self) -> Retention {
-        self.inner.retention()
     }
 }
 
@@ -410,29 +359,16 @@ impl Store for FailAt {
 fn store_errors_at_any_write_lose_nothing() {
     let input = events(13, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions {
-        chunk_limit: 16 << 10,
-        ..BlobOptions::default()
-    };
-    let clean = Arc::new(FailAt {
-        inner: InMemoryStore::new(),
-        writes: AtomicU64::new(0),
-        from: 0,
-        n: 0,
-    });
+    let opts = small_chunks();
+    let clean = Arc::new(fail_at(0, 0));
     let mut a = agg(clean.clone(), None, opts.clone());
     a.add(input.clone(), E0);
     let r = ok(a.flush_all(E0));
     assert!(r.blobs > 8, "{}", r.blobs);
-    let writes = clean.writes.load(Ordering::SeqCst);
+    let writes = clean.hook.writes.load(Ordering::SeqCst);
     for from in 0..writes {
         for n in [1, 3] {
-            let store = Arc::new(FailAt {
-                inner: InMemoryStore::new(),
-                writes: AtomicU64::new(0),
-                from,
-                n,
-            });
+            let store = Arc::new(fail_at(from, n));
             let mut a = agg(store.clone(), None, opts.clone());
             a.add(input.clone(), E0);
             let r = a.flush_due(E0 + 10);
@@ -451,13 +387,7 @@ fn store_errors_at_any_write_lose_nothing() {
                 assert!(rounds < 5, "from {from}");
             }
             assert_eq!(a.pending_events(), 0);
-            assert_eq!(
-                read_back(&store.inner, E0, E0 + 10),
-                want,
-                "from {from} n {n}"
-            );
-            let c = total_counts(&store.inner, E0, E0 + 10);
-            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+            assert_all_stored_once(&store.inner, &want, &format!("from {from} n {n}"));
         }
     }
 }
@@ -549,111 +479,12 @@ fn unencodable_events_are_dropped_and_counted() {
         assert!(!report.errors.is_empty());
         let mut want = bag(&input);
         if allow_oversized_events {
-            *want.entry(json(&huge)).or_insert(0) += 1;
+            *want.entry(json(&huge.event)).or_insert(0) += 1;
         }
         assert_eq!(read_back(&*store, E0, E0 + 10), want);
         let counts = total_counts(&*store, E0, E0 + 10);
         assert_eq!(counts.stored, want.values().sum::<usize>() as u64);
         assert_eq!(counts.dropped.values().sum::<u64>(), dropped);
-    }
-}
-
-/// Applies writes `from..from + n` (counting from 0) and then loses their reply: the caller gets
-/// `StoreError::UnknownOutcome`, as from a network backend whose answer timed out.
-struct LostReply {
-    inner: InMemoryStore,
-    writes: AtomicU64,
-    from: u64,
-    n: u64,
-}
-
-impl LostReply {
-    fn reply<T>(&self, op: &str, r: sluice_store::Result<T>) -> sluice_store::Result<T> {
-        let i = self.writes.fetch_add(1, Ordering::SeqCst);
-        let v = r?;
-        if i >= self.from && i < self.from + self.n {
-            return Err(StoreError::UnknownOutcome { op: op.to_owned() });
-        }
-        Ok(v)
-    }
-}
-
-impl Store for LostReply {
-    fn put_blob(
-        &self,
-        ns: &Namespace,
-        key: BlobKey<'_>,
-        bytes: &[u8],
-    ) -> sluice_store::Result<PutOutcome> {
-        self.reply("put_blob", self.inner.put_blob(ns, key, bytes))
-    }
-    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
-        self.inner.get_blob(ns, key)
-    }
-    fn add_to_epoch_index(
-        &self,
-        epoch: i64,
-        dc: &str,
-        entries: &[&str],
-    ) -> sluice_store::Result<()> {
-        self.reply(
-            "add_to_epoch_index",
-            self.inner.add_to_epoch_index(epoch, dc, entries),
-        )
-    }
-    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
-        self.inner.get_epoch_index(epoch, dc)
-    }
-    fn add_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.reply(
-            "add_counts",
-            self.inner.add_counts(epoch, dc, t, st, counts),
-        )
-    }
-    fn add_counts_once(
-        &self,
-        w: sluice_store::CountsWrite<'_>,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.reply(
-            "add_counts_once",
-            self.inner.add_counts_once(w, epoch, dc, t, st, counts),
-        )
-    }
-    fn get_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
-        self.inner.get_counts(epoch, dc)
-    }
-    fn list_epochs(
-        &self,
-        dc: Option<&str>,
-        from: i64,
-        to: i64,
-    ) -> sluice_store::Result<Vec<(i64, String)>> {
-        self.inner.list_epochs(dc, from, to)
-    }
-    fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
-        self.inner.expire(now)
-    }
-    fn flush(&self) -> sluice_store::Result<()> {
-        self.inner.flush()
-    }
-    fn retention(&self) -> Retention {
-        self.inner.retention()
     }
 }
 
@@ -665,29 +496,16 @@ impl Store for LostReply {
 fn unknown_outcomes_are_retried_without_double_counts() {
     let input = events(23, 600, 300, false);
     let want = bag(&input);
-    let opts = BlobOptions {
-        chunk_limit: 16 << 10,
-        ..BlobOptions::default()
-    };
-    let clean = Arc::new(LostReply {
-        inner: InMemoryStore::new(),
-        writes: AtomicU64::new(0),
-        from: 0,
-        n: 0,
-    });
+    let opts = small_chunks();
+    let clean = Arc::new(lost_reply(0, 0));
     let mut a = agg(clean.clone(), Some("c1"), opts.clone());
     a.add(input.clone(), E0);
     ok(a.flush_all(E0));
-    let writes = clean.writes.load(Ordering::SeqCst);
+    let writes = clean.hook.writes.load(Ordering::SeqCst);
     assert!(writes > 10, "{writes}");
     for from in 0..writes {
         for n in [1, 2] {
-            let store = Arc::new(LostReply {
-                inner: InMemoryStore::new(),
-                writes: AtomicU64::new(0),
-                from,
-                n,
-            });
+            let store = Arc::new(lost_reply(from, n));
             let mut a = agg(store.clone(), Some("c1"), opts.clone());
             a.add(input.clone(), E0);
             let mut listed: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -724,13 +542,7 @@ fn unknown_outcomes_are_retried_without_double_counts() {
                 rounds += 1;
                 assert!(rounds < 5, "from {from} n {n}");
             }
-            assert_eq!(
-                read_back(&store.inner, E0, E0 + 10),
-                want,
-                "from {from} n {n}"
-            );
-            let c = total_counts(&store.inner, E0, E0 + 10);
-            assert_eq!((c.stored, c.late), (600, 0), "from {from} n {n}");
+            assert_all_stored_once(&store.inner, &want, &format!("from {from} n {n}"));
             // The hook listed every indexed chunk, with the stored bytes.
             let mut indexed = 0;
             for (epoch, dc) in store.inner.list_epochs(None, E0, E0 + 10).unwrap() {

@@ -6,15 +6,14 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use sereal::Limits;
-use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
 use sluice_collector::replay::replay;
 use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig};
 use sluice_collector::{IngestConfig, Ingestor};
-use sluice_store::{BlobKey, Faults, FaultyStore, InMemoryStore, Namespace, Store};
+use sluice_store::{Faults, FaultyStore, InMemoryStore, Store};
 
-const E0: i64 = 1_700_000_000;
+mod common;
+use common::{read_back, E0};
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("sluice-replay-{name}-{}", std::process::id()));
@@ -27,30 +26,6 @@ fn wal_cfg() -> WalConfig {
         fsync: FsyncPolicy::Never,
         ..WalConfig::default()
     }
-}
-
-/// Every event of `from..to` in `store` (JSON -> multiplicity).
-fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        let ek = EpochKey::new(epoch, &dc).unwrap();
-        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store
-                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                .unwrap()
-                .unwrap();
-            for v in Blob::parse(&bytes)
-                .unwrap()
-                .decode(&Limits::default())
-                .unwrap()
-            {
-                *m.entry(sereal::json::to_json_value(&v).to_string())
-                    .or_insert(0) += 1;
-            }
-        }
-    }
-    m
 }
 
 /// An aggregator whose note log appends to `wal`; after appending it runs `after_note`.

@@ -6,18 +6,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use sereal::Limits;
-use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
+use sluice_blob::{EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{AggregateError, Aggregator, AggregatorConfig, FlushReport};
 use sluice_collector::spool::{Spool, SpoolConfig, SpoolError, SpooledBatch, SpooledChunk};
-use sluice_collector::{IngestConfig, Ingestor, ParsedEvent};
+use sluice_collector::ParsedEvent;
 use sluice_gen::GenConfig;
-use sluice_store::{
-    BlobKey, Counts, ExpireReport, Faults, FaultyStore, InMemoryStore, Namespace, PutOutcome,
-    Retention, Store, TypeSubtype,
-};
+use sluice_store::{BlobKey, Counts, Faults, FaultyStore, InMemoryStore, Namespace, Store};
 
-const E0: i64 = 1_700_000_000;
+mod common;
+use common::{bag, ingest_generated, read_back, total_counts, Hooked, WriteHook, WriteOp, E0};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-spool-{}-{name}", std::process::id()));
@@ -32,169 +29,66 @@ fn seconds(seed: u64, secs: usize, per_sec: u32) -> Vec<Vec<ParsedEvent>> {
         events_per_second: per_sec,
         ..GenConfig::mixed(seed, secs * per_sec as usize)
     };
-    let mut buf = Vec::new();
-    sluice_gen::write_json_lines(&cfg, &mut buf).unwrap();
-    let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
-    let out = ing.ingest(&buf, E0);
-    assert!(out.is_clean(), "{:?}", out.dropped.first());
+    let events = ingest_generated(&cfg);
     let mut per: BTreeMap<i64, Vec<ParsedEvent>> = BTreeMap::new();
-    for e in out.events {
+    for e in events {
         per.entry(e.epoch).or_default().push(e);
     }
     assert_eq!(per.len(), secs);
     per.into_values().collect()
 }
 
-fn json(v: &sereal::Value) -> String {
-    sereal::json::to_json_value(v).to_string()
-}
-
-fn bag<'a>(evs: impl IntoIterator<Item = &'a ParsedEvent>) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for e in evs {
-        *m.entry(json(&e.event)).or_insert(0) += 1;
-    }
-    m
-}
-
-/// Every event readable through the epoch indexes of `[from, to)`.
-fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        let ek = EpochKey::new(epoch, &dc).unwrap();
-        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store
-                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                .unwrap()
-                .expect("indexed blob");
-            for v in Blob::parse(&bytes)
-                .unwrap()
-                .decode(&Limits::default())
-                .unwrap()
-            {
-                *m.entry(json(&v)).or_insert(0) += 1;
-            }
-        }
-    }
-    m
-}
-
 fn stored_count(store: &dyn Store, from: i64, to: i64) -> u64 {
-    let mut total = Counts::default();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        for c in store.get_counts(epoch, &dc).unwrap().values() {
-            total.merge(c);
-        }
-    }
-    total.stored
+    total_counts(store, from, to).stored
 }
 
 /// Passes everything to `inner` and records the order of successful writes; checks that an
 /// index entry is only added once its blob is stored.
-struct Recording<S> {
-    inner: S,
+type Recording<S> = Hooked<S, WriteLog>;
+
+/// The hook of [`Recording`].
+struct WriteLog {
     /// ("blob" | "index" | "counts", epoch)
     log: Mutex<Vec<(&'static str, i64)>>,
 }
 
-impl<S: Store> Store for Recording<S> {
-    fn put_blob(
+impl WriteHook for WriteLog {
+    fn write<S: Store, T>(
         &self,
-        ns: &Namespace,
-        key: BlobKey<'_>,
-        bytes: &[u8],
-    ) -> sluice_store::Result<PutOutcome> {
-        let r = self.inner.put_blob(ns, key, bytes)?;
-        self.log.lock().unwrap().push(("blob", key.epoch));
-        Ok(r)
-    }
-    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
-        self.inner.get_blob(ns, key)
-    }
-    fn add_to_epoch_index(
-        &self,
-        epoch: i64,
-        dc: &str,
-        entries: &[&str],
-    ) -> sluice_store::Result<()> {
-        let ek = EpochKey::new(epoch, dc).unwrap();
-        for e in entries {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(e).unwrap()).to_string();
-            assert!(
-                self.inner
-                    .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                    .unwrap()
-                    .is_some(),
-                "{key} indexed before stored"
-            );
+        inner: &S,
+        op: WriteOp<'_>,
+        apply: impl FnOnce(&S) -> sluice_store::Result<T>,
+    ) -> sluice_store::Result<T> {
+        if let WriteOp::AddToEpochIndex { epoch, dc, entries } = op {
+            let ek = EpochKey::new(epoch, dc).unwrap();
+            for e in entries {
+                let key = EventKey::from_parts(&ek, &IndexEntry::parse(e).unwrap()).to_string();
+                assert!(
+                    inner
+                        .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
+                        .unwrap()
+                        .is_some(),
+                    "{key} indexed before stored"
+                );
+            }
         }
-        self.inner.add_to_epoch_index(epoch, dc, entries)?;
-        self.log.lock().unwrap().push(("index", epoch));
-        Ok(())
-    }
-    fn get_epoch_index(
-        &self,
-        epoch: i64,
-        dc: &str,
-    ) -> sluice_store::Result<std::collections::BTreeSet<String>> {
-        self.inner.get_epoch_index(epoch, dc)
-    }
-    fn add_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.inner.add_counts(epoch, dc, t, st, counts)?;
-        self.log.lock().unwrap().push(("counts", epoch));
-        Ok(())
-    }
-    fn add_counts_once(
-        &self,
-        w: sluice_store::CountsWrite<'_>,
-        epoch: i64,
-        dc: &str,
-        t: &str,
-        st: &str,
-        counts: &Counts,
-    ) -> sluice_store::Result<()> {
-        self.inner.add_counts_once(w, epoch, dc, t, st, counts)?;
-        self.log.lock().unwrap().push(("counts", epoch));
-        Ok(())
-    }
-    fn get_counts(
-        &self,
-        epoch: i64,
-        dc: &str,
-    ) -> sluice_store::Result<BTreeMap<TypeSubtype, Counts>> {
-        self.inner.get_counts(epoch, dc)
-    }
-    fn list_epochs(
-        &self,
-        dc: Option<&str>,
-        from: i64,
-        to: i64,
-    ) -> sluice_store::Result<Vec<(i64, String)>> {
-        self.inner.list_epochs(dc, from, to)
-    }
-    fn expire(&self, now: i64) -> sluice_store::Result<ExpireReport> {
-        self.inner.expire(now)
-    }
-    fn flush(&self) -> sluice_store::Result<()> {
-        self.inner.flush()
-    }
-    fn retention(&self) -> Retention {
-        self.inner.retention()
+        let r = apply(inner)?;
+        let kind = match op {
+            WriteOp::PutBlob { .. } => "blob",
+            WriteOp::AddToEpochIndex { .. } => "index",
+            WriteOp::AddCounts { .. } | WriteOp::AddCountsOnce { .. } => "counts",
+        };
+        self.log.lock().unwrap().push((kind, op.epoch()));
+        Ok(r)
     }
 }
 
 fn faulty() -> (Arc<FaultyStore<Recording<InMemoryStore>>>, Faults) {
     let (s, f) = FaultyStore::new(Recording {
         inner: InMemoryStore::new(),
-        log: Mutex::new(Vec::new()),
+        hook: WriteLog {
+            log: Mutex::new(Vec::new()),
+        },
     });
     (Arc::new(s), f)
 }
@@ -291,7 +185,7 @@ fn outage_spills_to_disk_and_replays_in_order_exactly_once() {
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
     // In order: epochs never go backwards in the write log; data before metadata is checked by
     // the recording store.
-    let log = store.inner().log.lock().unwrap();
+    let log = store.inner().hook.log.lock().unwrap();
     assert!(
         log.windows(2).all(|w| w[0].1 <= w[1].1),
         "writes out of epoch order"

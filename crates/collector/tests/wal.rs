@@ -8,16 +8,18 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sereal::Limits;
-use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
 use sluice_collector::wal::{
     FsyncPolicy, RecordKind, Wal, WalConfig, WalError, WalRecord, HEADER_LEN,
 };
 use sluice_collector::{IngestConfig, Ingestor};
-use sluice_store::{BlobKey, EmbeddedStore, InMemoryStore, Namespace, Store};
+use sluice_store::{EmbeddedStore, InMemoryStore, Store};
 
-const E0: i64 = 1_700_000_000;
+mod common;
+#[path = "common/tmpfs.rs"]
+mod tmpfs;
+use common::{read_back, E0};
+use tmpfs::{fill, is_root, Tmpfs};
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("sluice-wal-{}-{name}", std::process::id()));
@@ -190,6 +192,14 @@ fn checkpoint_deletes_old_segments_and_limits_replay() {
 }
 
 /// Offsets of the records in a segment.
+/// A fresh WAL in `dir` (one segment, fsync always) holding records `1..=n`; its segment.
+fn written_segment(dir: &Path, n: u64) -> PathBuf {
+    let (wal, _) = Wal::open(dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
+    append_n(&wal, 1, n);
+    drop(wal);
+    files(dir, "wal-").pop().unwrap()
+}
+
 fn record_offsets(bytes: &[u8]) -> Vec<usize> {
     let mut v = Vec::new();
     let mut off = 0;
@@ -258,10 +268,7 @@ fn torn_tail_is_truncated_at_every_offset() {
 #[test]
 fn corrupted_middle_record_is_a_typed_error() {
     let dir = temp_dir("corrupt");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 5);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 5);
     let good = std::fs::read(&seg).unwrap();
     let offs = record_offsets(&good);
     // A flipped payload byte, a flipped length, a flipped sequence number in record 2 (of 5).
@@ -397,10 +404,7 @@ fn damaged_segment_behind_the_checkpoint_warns_and_opens() {
 #[test]
 fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
     let dir = temp_dir("garbage-last");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 10);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 10);
     let good = std::fs::read(&seg).unwrap();
     let offs = record_offsets(&good);
     // Garbage over records 4.. (not a torn write: its header names no expected record).
@@ -456,10 +460,7 @@ fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
 #[test]
 fn torn_tail_is_reported() {
     let dir = temp_dir("torn-report");
-    let (wal, _) = Wal::open(&dir, cfg(FsyncPolicy::Always, 1 << 20)).unwrap();
-    append_n(&wal, 1, 3);
-    drop(wal);
-    let seg = files(&dir, "wal-").pop().unwrap();
+    let seg = written_segment(&dir, 3);
     let len = std::fs::metadata(&seg).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
@@ -477,62 +478,13 @@ fn torn_tail_is_reported() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Whether this process may mount a tmpfs.
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A tmpfs of `mb` MiB mounted on a fresh directory, unmounted (and removed) on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(name: &str, mb: u32) -> Tmpfs {
-        let dir = temp_dir(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mount tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes a file until the disk is full; returns its path.
-fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block = vec![0xabu8; 64 << 10];
-    while f.write_all(&block).is_ok() {}
-    let mut small = vec![0xabu8; 512];
-    while !small.is_empty() {
-        if f.write_all(&small).is_err() {
-            small.truncate(small.len() / 2);
-        }
-    }
-    path
-}
-
 #[test]
 fn full_disk_refuses_appends_then_recovers_without_reopen() {
     if !is_root() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount("full", 4);
+    let fs = Tmpfs::mount(temp_dir("full"), 4);
     let dir = fs.0.join("wal");
     for policy in [
         FsyncPolicy::Always,
@@ -543,7 +495,7 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
         let _ = std::fs::remove_dir_all(&dir);
         let (wal, _) = Wal::open(&dir, cfg(policy, 64 << 10)).unwrap();
         append_n(&wal, 1, 20);
-        let filler = fill(&fs.0);
+        let filler = fill(&fs.0, 0);
         // Full: appends fail (each one, not forever), the log says why.
         let mut refused = 0;
         for n in 21..200 {
@@ -651,30 +603,6 @@ fn batch_policy_group_commits() {
     assert_eq!(wal.durable_seq(), seq);
     drop(wal);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-/// Every event the store lists for epochs `[from, to)`, as JSON text with multiplicities.
-fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for (epoch, dc) in store.list_epochs(None, from, to).unwrap() {
-        let ek = EpochKey::new(epoch, &dc).unwrap();
-        for entry in store.get_epoch_index(epoch, &dc).unwrap() {
-            let key = EventKey::from_parts(&ek, &IndexEntry::parse(&entry).unwrap()).to_string();
-            let bytes = store
-                .get_blob(&Namespace::Events, BlobKey::new(epoch, &key))
-                .unwrap()
-                .unwrap();
-            for v in Blob::parse(&bytes)
-                .unwrap()
-                .decode(&Limits::default())
-                .unwrap()
-            {
-                *m.entry(sereal::json::to_json_value(&v).to_string())
-                    .or_insert(0) += 1;
-            }
-        }
-    }
-    m
 }
 
 /// Payloads of second `t`: several NDJSON payloads, each with events of that epoch only.
@@ -952,7 +880,7 @@ struct FailingFsync {
 
 impl FailingFsync {
     fn new(name: &str) -> Option<FailingFsync> {
-        let backing = Tmpfs::mount(&format!("{name}-backing"), 12);
+        let backing = Tmpfs::mount(temp_dir(&format!("{name}-backing")), 12);
         let img = backing.0.join("img");
         let mnt = temp_dir(&format!("{name}-mnt"));
         std::fs::create_dir_all(&mnt).unwrap();
@@ -1022,7 +950,7 @@ fn failed_fsync_relogs_to_a_fresh_segment_and_loses_no_acknowledged_record() {
         assert_eq!(wal.append(&big(n), E0).unwrap(), n);
     }
     let mut acked: Vec<u64> = (1..=20).collect();
-    let filler = fill(&fs.backing.0);
+    let filler = fill(&fs.backing.0, 0);
     // The device cannot take writes: appends reach the page cache, their fsync fails, the
     // re-log to a fresh segment fails too, so they are not acknowledged.
     let mut failed = 0;

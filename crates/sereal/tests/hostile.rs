@@ -5,6 +5,8 @@ use std::io::Write;
 
 use sereal::{Category, Decoder, Limits};
 
+mod common;
+
 const V3: &[u8] = b"=\xF3rl\x03\x00";
 
 fn doc(body: &[u8]) -> Vec<u8> {
@@ -204,16 +206,7 @@ fn zstd_and_snappy_bombs_are_refused() {
 fn copy_amplification_is_bounded() {
     // A 64 KiB string copied 500k times would materialise 32 GB; the total-string-bytes limit
     // stops it.
-    let mut body = vec![0x2b];
-    sereal::varint::write(&mut body, 500_001);
-    let at = body.len() + 1;
-    body.push(0x26);
-    sereal::varint::write(&mut body, 65536);
-    body.resize(body.len() + 65536, b'a');
-    for _ in 0..500_000 {
-        body.push(0x2f);
-        sereal::varint::write(&mut body, at as u64);
-    }
+    let body = common::copy_amplification_body();
     let e = err(&doc(&body));
     assert!(e.is_limit(), "{e}");
 }
@@ -260,17 +253,7 @@ fn reference_chains_cannot_expand_exponentially() {
     // values when rendered as JSON. The decoder charges each reference its target's full size.
     // Top level: ARRAY of 61 items: a tracked ARRAYREF_1 [1] at offset 3, then 60 tracked
     // ARRAYREF_2 each holding two REFPs to the previous one.
-    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
-    let mut prev = 3usize;
-    for _ in 0..60 {
-        let here = body.len() + 1;
-        body.push(0xc2);
-        for _ in 0..2 {
-            body.push(0x29);
-            sereal::varint::write(&mut body, prev as u64);
-        }
-        prev = here;
-    }
+    let body = common::reference_chain_body(60);
     let e = err(&doc(&body));
     assert!(e.is_limit(), "{e}");
 }

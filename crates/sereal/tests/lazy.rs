@@ -10,6 +10,21 @@ use std::time::Instant;
 use sereal::lazy::{Item, LazyDoc, Path, Scalar, Selector, Step};
 use sereal::{Compression, EncoderOptions, Limits, Value};
 
+mod common;
+
+/// The dump tags of the Perl-only constructs the Perl documents must exercise.
+const PERL_TAGS: [&str; 9] = [
+    "REFP",
+    "ALIAS",
+    "COPY",
+    "OBJECTV",
+    "WEAKEN",
+    "OBJECT_FREEZE",
+    "REGEXP",
+    "[tracked]",
+    "PAD",
+];
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
@@ -823,34 +838,14 @@ fn perl_documents_match_full_decode() {
             continue;
         }
         let dump = sereal::dump::dump(doc, &Limits::default()).unwrap();
-        for tag in [
-            "REFP",
-            "ALIAS",
-            "COPY",
-            "OBJECTV",
-            "WEAKEN",
-            "OBJECT_FREEZE",
-            "REGEXP",
-            "[tracked]",
-            "PAD",
-        ] {
+        for tag in PERL_TAGS {
             if dump.contains(tag) && !seen.contains(&tag) {
                 seen.push(tag);
             }
         }
         assert_eq!(check_doc(&format!("perl {label}"), doc, &paths), 4);
     }
-    for tag in [
-        "REFP",
-        "ALIAS",
-        "COPY",
-        "OBJECTV",
-        "WEAKEN",
-        "OBJECT_FREEZE",
-        "REGEXP",
-        "[tracked]",
-        "PAD",
-    ] {
+    for tag in PERL_TAGS {
         assert!(seen.contains(&tag), "no Perl document exercised {tag}");
     }
 }
@@ -1247,17 +1242,7 @@ fn value_limits_apply_to_materialisation() {
 #[test]
 fn reference_chains_cannot_expand_exponentially() {
     // x0 = [1] tracked; x(n+1) = [REFP xn, REFP xn] tracked, 60 levels: 2^60 paths to x0.
-    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
-    let mut prev = 3usize;
-    for _ in 0..60 {
-        let here = body.len() + 1;
-        body.push(0xc2);
-        for _ in 0..2 {
-            body.push(0x29);
-            sereal::varint::write(&mut body, prev as u64);
-        }
-        prev = here;
-    }
+    let body = common::reference_chain_body(60);
     let doc = raw_doc(&body);
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();
@@ -1299,16 +1284,7 @@ fn reference_chains_cannot_expand_exponentially() {
 #[test]
 fn copy_amplification_is_bounded() {
     // A 64 KiB string copied 500k times: selecting all of them hits the string-bytes limit.
-    let mut body = vec![0x2b];
-    sereal::varint::write(&mut body, 500_001);
-    let at = body.len() + 1;
-    body.push(0x26);
-    sereal::varint::write(&mut body, 65536);
-    body.resize(body.len() + 65536, b'a');
-    for _ in 0..500_000 {
-        body.push(0x2f);
-        sereal::varint::write(&mut body, at as u64);
-    }
+    let body = common::copy_amplification_body();
     let doc = raw_doc(&body);
     let mut scratch = Vec::new();
     let lazy = LazyDoc::open(&doc, &Limits::default(), &mut scratch).unwrap();

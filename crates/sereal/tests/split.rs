@@ -575,26 +575,15 @@ fn chunks_do_not_depend_on_threads() {
     let v = events_value(3000, 12);
     let doc = to_vec(&v, &EncoderOptions::original_events()).unwrap();
     for max in [3000, 20_000] {
-        let one = split(
-            &doc,
-            max,
-            &SplitOptions {
-                threads: 1,
+        let with_threads = |threads| {
+            let opts = SplitOptions {
+                threads,
                 ..Default::default()
-            },
-            &Limits::default(),
-        )
-        .unwrap();
-        let many = split(
-            &doc,
-            max,
-            &SplitOptions {
-                threads: 3,
-                ..Default::default()
-            },
-            &Limits::default(),
-        )
-        .unwrap();
+            };
+            split(&doc, max, &opts, &Limits::default()).unwrap()
+        };
+        let one = with_threads(1);
+        let many = with_threads(3);
         assert!(one.len() > 2);
         assert_eq!(one, many);
     }

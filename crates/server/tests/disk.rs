@@ -9,10 +9,9 @@
 //! The tmpfs tests need root (`mount`); without it they print `SKIPPED: needs root`.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,75 +19,31 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use sluice_server::{spawn, ServerConfig};
 
+mod common;
+#[path = "../../collector/tests/common/tmpfs.rs"]
+mod tmpfs;
+use common::{metric_value, now, temp_dir, ChildServer, Http, Resp};
+use tmpfs::{fill, is_root, Tmpfs};
+
 const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
 
-fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("bad status"))?;
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
+/// The bounds of this file's requests: connect 10 s, read and write 30 s each; a body cut short
+/// by a killed server gives what arrived.
+const HTTP: Http = Http {
+    connect: Some(Duration::from_secs(10)),
+    read: Duration::from_secs(30),
+    write: Some(Duration::from_secs(30)),
+    early_answer: false,
+    lenient_chunks: true,
+};
 
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
-        let Ok(size) = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16) else {
-            break;
-        };
-        b = &b[eol + 2..];
-        if size == 0 || size > b.len() {
-            break;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[(size + 2).min(b.len())..];
-    }
-    out
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
+fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Result<(u16, String)> {
+    HTTP.try_request(addr, method, path, body)
+        .map(Resp::into_pair)
 }
 
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let (_, m) = request(addr, "GET", "/metrics", b"").unwrap();
-    m.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {name} in {m}"))
-        .parse()
-        .unwrap()
+    metric_value(&request(addr, "GET", "/metrics", b"").unwrap().1, name)
 }
 
 fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
@@ -146,57 +101,6 @@ fn assert_exactly_once(seen: &BTreeMap<String, u32>, acked: &[String]) {
     );
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
-/// A tmpfs of `mb` MiB on a fresh directory; unmounted and removed on drop.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(name: &str, mb: u32) -> Tmpfs {
-        let dir = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={mb}m"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap();
-        assert!(ok.success(), "mount a tmpfs on {}", dir.display());
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Writes a file until the disk is full, then gives back `leave` bytes; returns its path.
-fn fill(dir: &Path, leave: u64) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block = vec![0x5au8; 64 << 10];
-    while f.write_all(&block).is_ok() {}
-    let mut small = vec![0x5au8; 4096];
-    while !small.is_empty() {
-        if f.write_all(&small).is_err() {
-            small.truncate(small.len() / 2);
-        }
-    }
-    let len = f.metadata().unwrap().len();
-    f.set_len(len.saturating_sub(leave)).unwrap();
-    path
-}
-
 fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
     ServerConfig {
         data_dir: data.to_path_buf(),
@@ -232,48 +136,13 @@ fn child_server() {
     }
 }
 
-/// The child server process; SIGKILLed on drop.
-struct Child {
-    proc: std::process::Child,
-    http: SocketAddr,
-    tcp: SocketAddr,
-}
-
-impl Child {
-    fn start(data: &Path, grace: u64) -> Child {
-        let mut proc = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
-            .env(CHILD_ENV, format!("{}:{grace}", data.display()))
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(proc.stdout.take().unwrap());
-        let (http, tcp) = loop {
-            let mut line = String::new();
-            if out.read_line(&mut line).unwrap() == 0 {
-                let _ = proc.kill();
-                panic!("child exited before serving");
-            }
-            if let Some(i) = line.find("ADDR ") {
-                let mut it = line[i + 5..]
-                    .split_whitespace()
-                    .map(|a| a.parse::<SocketAddr>().unwrap());
-                break (it.next().unwrap(), it.next().unwrap());
-            }
-        };
-        Child { proc, http, tcp }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.proc.kill(); // SIGKILL
-        let _ = self.proc.wait();
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The child server process (addresses: HTTP, TCP); SIGKILLed on drop.
+fn start_child(data: &Path, grace: u64) -> ChildServer {
+    ChildServer::start(
+        "child_server",
+        CHILD_ENV,
+        format!("{}:{grace}", data.display()),
+    )
 }
 
 /// What the clients saw.
@@ -380,11 +249,14 @@ fn full_disk(kill_while_full: bool) {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(if kill_while_full { "full-kill" } else { "full" }, 48);
+    let fs = Tmpfs::mount(
+        temp_dir(if kill_while_full { "full-kill" } else { "full" }),
+        48,
+    );
     let data = fs.0.join("data");
     let start = now();
-    let mut child = Child::start(&data, 1);
-    let (http, tcp) = (child.http, child.tcp);
+    let mut child = start_child(&data, 1);
+    let (http, tcp) = (child.addrs[0], child.addrs[1]);
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
     let clients = [
@@ -428,24 +300,13 @@ fn full_disk(kill_while_full: bool) {
         // The groups closed while full could be neither stored nor noted: a restart must store
         // them once, from the WAL.
         std::thread::sleep(Duration::from_millis(1500));
-        child.kill();
-        stop.store(true, Ordering::Relaxed);
-        for c in clients {
-            c.join().unwrap();
-        }
+        let acked = kill_and_stop_clients(&mut child, &stop, clients, &seen);
         std::fs::remove_file(&filler).unwrap();
-        let acked = seen.acked.lock().unwrap().clone();
-        let server = spawn(server_config(&data, 1)).unwrap();
-        let addr = server.http_addr.unwrap();
-        wait_stored(addr);
-        let stored = stored_ids(addr, start - 2, now() + 2);
-        assert_exactly_once(&stored, &acked);
+        let stored = restart_stores_each_once(&data, start, &acked);
         println!(
-            "acked {} ids, killed while full, stored {} ids once each",
-            acked.len(),
-            stored.len()
+            "acked {} ids, killed while full, stored {stored} ids once each",
+            acked.len()
         );
-        server.shutdown().unwrap();
         return;
     }
 
@@ -462,23 +323,39 @@ fn full_disk(kill_while_full: bool) {
     let refused_tcp = seen.tcp_refused.load(Ordering::Relaxed);
 
     // SIGKILL mid-stream, then a restart on the same data dir.
+    let acked = kill_and_stop_clients(&mut child, &stop, clients, &seen);
+    let stored = restart_stores_each_once(&data, start, &acked);
+    println!(
+        "acked {} ids, refused {refused_http} HTTP / {refused_tcp} TCP payloads while full, stored {stored} ids once each",
+        acked.len()
+    );
+}
+
+/// SIGKILLs the child mid-stream, stops the clients and waits for them; the ids they saw acked.
+fn kill_and_stop_clients(
+    child: &mut ChildServer,
+    stop: &AtomicBool,
+    clients: impl IntoIterator<Item = std::thread::JoinHandle<()>>,
+    seen: &Seen,
+) -> Vec<String> {
     child.kill();
     stop.store(true, Ordering::Relaxed);
     for c in clients {
         c.join().unwrap();
     }
-    let acked = seen.acked.lock().unwrap().clone();
-    let server = spawn(server_config(&data, 1)).unwrap();
+    seen.acked.lock().unwrap().clone()
+}
+
+/// Restarts (in process) on `data`, waits until everything is stored and checks that every id
+/// in `acked` is stored exactly once, and no id twice; the number of ids stored.
+fn restart_stores_each_once(data: &Path, start: i64, acked: &[String]) -> usize {
+    let server = spawn(server_config(data, 1)).unwrap();
     let addr = server.http_addr.unwrap();
     wait_stored(addr);
     let stored = stored_ids(addr, start - 2, now() + 2);
-    assert_exactly_once(&stored, &acked);
-    println!(
-        "acked {} ids, refused {refused_http} HTTP / {refused_tcp} TCP payloads while full, stored {} ids once each",
-        acked.len(),
-        stored.len()
-    );
+    assert_exactly_once(&stored, acked);
     server.shutdown().unwrap();
+    stored.len()
 }
 
 #[test]
@@ -487,21 +364,18 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount("nearly", 24);
+    let fs = Tmpfs::mount(temp_dir("nearly"), 24);
     let data = fs.0.join("data");
     let start = now();
     // A grace of an hour: nothing is stored before the kill, every event is in the WAL only.
-    let mut child = Child::start(&data, 3600);
+    let mut child = start_child(&data, 3600);
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let client = http_client(child.http, seen.clone(), stop.clone());
+    let client = http_client(child.addrs[0], seen.clone(), stop.clone());
     wait_until("a WAL of 6 MB", 60, || {
         dir_bytes(&data.join("wal")) >= 6 << 20
     });
-    child.kill();
-    stop.store(true, Ordering::Relaxed);
-    client.join().unwrap();
-    let acked = seen.acked.lock().unwrap().clone();
+    let acked = kill_and_stop_clients(&mut child, &stop, [client], &seen);
     // Leave less free than the reserve (2 MiB): ingest is refused, the replay still stores
     // everything and the checkpoint frees the WAL's space.
     let filler = fill(&fs.0, 1 << 20);
@@ -530,12 +404,6 @@ fn dir_bytes(dir: &Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-disk-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
 }
 
 /// Posts `batches` batches of 20 events; returns their ids.
@@ -574,8 +442,8 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     let first = post_batches(server.http_addr.unwrap(), "a", 5);
     server.shutdown().unwrap(); // clean: stored, checkpointed
                                 // A real process, SIGKILLed before it stores anything: its records are only in the WAL.
-    let mut child = Child::start(&dir, 3600);
-    let lost = post_batches(child.http, "b", 5);
+    let mut child = start_child(&dir, 3600);
+    let lost = post_batches(child.addrs[0], "b", 5);
     child.kill();
     let seg = segments(&dir.join("wal")).pop().unwrap();
     let len = std::fs::metadata(&seg).unwrap().len() as usize;

@@ -2,130 +2,25 @@
 //! protocol and the UDP listener, on real sockets.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::json;
 use sluice_server::{spawn, ServerConfig};
+
+mod common;
+use common::*;
 
 const CHILD_ENV: &str = "SLUICE_TEST_CHILD_DATA_DIR";
 
-fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    body: &[u8],
-) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(60)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("bad status"))?;
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = dechunk(&body);
-    }
-    Ok((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size =
-            usize::from_str_radix(std::str::from_utf8(&b[..eol]).unwrap().trim(), 16).unwrap();
-        b = &b[eol + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
-    }
-}
-
-fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-transports-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
-
-fn config(dir: &Path, grace: u64) -> ServerConfig {
-    ServerConfig {
-        data_dir: dir.to_path_buf(),
-        http: Some("127.0.0.1:0".parse().unwrap()),
-        tcp: Some("127.0.0.1:0".parse().unwrap()),
-        udp: Some("127.0.0.1:0".parse().unwrap()),
-        grace_secs: grace,
-        ..ServerConfig::default()
-    }
-}
-
-fn metrics(addr: SocketAddr) -> String {
-    request(addr, "GET", "/metrics", b"").unwrap().1
-}
-
-/// The value of a metric line starting with `name` (labels included in `name`).
-fn metric(addr: SocketAddr, name: &str) -> f64 {
-    let m = metrics(addr);
-    m.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {name} in {m}"))
-        .parse()
-        .unwrap()
-}
-
-fn wait_flushed(addr: SocketAddr, events: u64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while metric(addr, "sluice_events_flushed_total") < events as f64
-        || metric(addr, "sluice_pending_events") > 0.0
-    {
-        assert!(
-            Instant::now() < deadline,
-            "not flushed in time:\n{}",
-            metrics(addr)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-fn read_back(addr: SocketAddr, from: i64, to: i64) -> Vec<Value> {
-    let (status, body) =
-        request(addr, "GET", &format!("/v1/events?from={from}&to={to}"), b"").unwrap();
-    assert_eq!(status, 200, "{body}");
-    body.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+/// The bounds of this file's own requests: no connect bound, reads 60 s.
+const HTTP: Http = Http {
+    early_answer: false,
+    ..PLAIN
+};
 
 /// Not a test on its own: the server process of `sigkill_loses_no_acknowledged_event`, run when
 /// the test binary is started again with `CHILD_ENV` set.
@@ -150,38 +45,11 @@ fn child_server() {
     }
 }
 
-/// Kills the child server if the test fails before it does.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn sigkill_loses_no_acknowledged_event() {
     let dir = temp_dir("sigkill");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_server", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, &dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut child = KillOnDrop(child);
-    let addr: SocketAddr = loop {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "child exited before serving"
-        );
-        // The harness prints "test child_server ... " before the line.
-        if let Some(i) = line.find("ADDR ") {
-            break line[i + 5..].trim().parse().unwrap();
-        }
-    };
+    let mut child = ChildServer::start("child_server", CHILD_ENV, &dir);
+    let addr = child.addrs[0];
 
     // Every payload lies inside one epoch: exactly once holds after replay.
     let epoch = now() - 30;
@@ -197,9 +65,9 @@ fn sigkill_loses_no_acknowledged_event() {
                             + "\n"
                     })
                     .collect();
-                match request(addr, "POST", "/v1/events", body.as_bytes()) {
-                    Ok((200, _)) => acked.lock().unwrap().push(batch),
-                    Ok((status, body)) => panic!("batch {batch}: {status} {body}"),
+                match HTTP.try_request(addr, "POST", "/v1/events", body.as_bytes()) {
+                    Ok(r) if r.status == 200 => acked.lock().unwrap().push(batch),
+                    Ok(r) => panic!("batch {batch}: {} {}", r.status, r.text()),
                     Err(_) => return batch, // the server is gone
                 }
             }
@@ -209,8 +77,8 @@ fn sigkill_loses_no_acknowledged_event() {
     while acked.lock().unwrap().len() < 40 {
         std::thread::sleep(Duration::from_millis(5));
     }
-    child.0.kill().unwrap(); // SIGKILL, mid-stream
-    child.0.wait().unwrap();
+    child.proc.kill().unwrap(); // SIGKILL, mid-stream
+    child.proc.wait().unwrap();
     let sent = poster.join().unwrap();
     let acked = acked.lock().unwrap().clone();
     assert!(acked.len() >= 40);
@@ -219,8 +87,8 @@ fn sigkill_loses_no_acknowledged_event() {
     let server = spawn(config(&dir, 1)).unwrap();
     let addr = server.http_addr.unwrap();
     assert!(metric(addr, "sluice_wal_replayed_records") >= acked.len() as f64);
-    wait_flushed(addr, acked.len() as u64 * 20);
-    let events = read_back(addr, epoch, epoch + 1);
+    wait_flushed_within(addr, acked.len() as u64 * 20, Duration::from_secs(30));
+    let events = read_events(addr, epoch, epoch + 1);
     let mut seen: BTreeMap<(u64, u64), u32> = BTreeMap::new();
     for e in &events {
         *seen
@@ -245,7 +113,7 @@ fn sigkill_loses_no_acknowledged_event() {
     let server = spawn(config(&dir, 1)).unwrap();
     let addr = server.http_addr.unwrap();
     assert_eq!(metric(addr, "sluice_wal_replayed_records"), 0.0);
-    assert_eq!(read_back(addr, epoch, epoch + 1).len(), events.len());
+    assert_eq!(read_events(addr, epoch, epoch + 1).len(), events.len());
     server.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -310,8 +178,8 @@ fn tcp_lines_and_frames_acknowledged_in_order() {
     let mut rest = String::new();
     assert_eq!(r.read_line(&mut rest).unwrap(), 0);
 
-    wait_flushed(addr, 6);
-    let mut ns: Vec<u64> = read_back(addr, epoch, epoch + 1)
+    wait_flushed_within(addr, 6, Duration::from_secs(30));
+    let mut ns: Vec<u64> = read_events(addr, epoch, epoch + 1)
         .iter()
         .map(|e| e["n"].as_u64().unwrap())
         .collect();
@@ -345,8 +213,8 @@ fn udp_datagrams_stored_and_malformed_counted() {
         sock.send_to(json!({"n": 1}).to_string().as_bytes(), udp)
             .unwrap(); // no type
     }
-    wait_flushed(addr, expected.len() as u64);
-    let mut ns: Vec<u64> = read_back(addr, epoch, epoch + 1)
+    wait_flushed_within(addr, expected.len() as u64, Duration::from_secs(30));
+    let mut ns: Vec<u64> = read_events(addr, epoch, epoch + 1)
         .iter()
         .map(|e| e["n"].as_u64().unwrap())
         .collect();

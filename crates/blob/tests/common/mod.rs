@@ -26,53 +26,13 @@ pub fn to_json(events: &[Value]) -> J {
     J::Array(events.iter().map(sereal::json::to_json_value).collect())
 }
 
+#[path = "../../../sereal/tests/common/json_diff.rs"]
+mod json_diff;
+
 /// Structural equality of two JSON values: objects compare as maps, numbers by value
 /// (integers exactly, floats to 1e-12 relative). Returns the path of the first difference.
 pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
-    match (a, b) {
-        (J::Number(x), J::Number(y)) => {
-            let same = match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(p), Some(q), _, _) => p == q,
-                (_, _, Some(p), Some(q)) => p == q,
-                _ => {
-                    let (p, q) = (
-                        x.as_f64().unwrap_or(f64::NAN),
-                        y.as_f64().unwrap_or(f64::NAN),
-                    );
-                    p == q || (p - q).abs() <= 1e-12 * p.abs().max(q.abs())
-                }
-            };
-            (!same).then(|| format!("{path}: {x} != {y}"))
-        }
-        (J::Object(x), J::Object(y)) => {
-            if x.len() != y.len() {
-                let xs: Vec<_> = x.keys().collect();
-                let ys: Vec<_> = y.keys().collect();
-                return Some(format!("{path}: keys {xs:?} != {ys:?}"));
-            }
-            for (k, v) in x {
-                match y.get(k) {
-                    Some(w) => {
-                        if let Some(d) = json_diff(v, w, &format!("{path}.{k}")) {
-                            return Some(d);
-                        }
-                    }
-                    None => return Some(format!("{path}: key {k:?} missing on the right")),
-                }
-            }
-            None
-        }
-        (J::Array(x), J::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(format!("{path}: array length {} != {}", x.len(), y.len()));
-            }
-            x.iter()
-                .zip(y)
-                .enumerate()
-                .find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
-        }
-        _ => (a != b).then(|| format!("{path}: {a} != {b}")),
-    }
+    json_diff::json_diff_within(a, b, path, 1e-12)
 }
 
 /// The codec's Perl helpers (Render.pm: exact JSON rendering of decoded Perl data, and exact

@@ -12,61 +12,13 @@ pub fn vectors_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/sereal/vectors")
 }
 
+mod json_diff;
+
 /// Structural equality of two JSON values as the codec's mapping defines it: objects compare as
 /// maps, numbers by value (integers exactly, an integer equals a float of the same value).
 /// Returns the path of the first difference.
 pub fn json_diff(a: &J, b: &J, path: &str) -> Option<String> {
-    match (a, b) {
-        (J::Number(x), J::Number(y)) => {
-            let same = match (x.as_i64(), y.as_i64(), x.as_u64(), y.as_u64()) {
-                (Some(p), Some(q), _, _) => p == q,
-                (_, _, Some(p), Some(q)) => p == q,
-                _ => x.as_f64() == y.as_f64(),
-            };
-            (!same).then(|| format!("{path}: {x} != {y}"))
-        }
-        (J::Object(x), J::Object(y)) => {
-            if x.len() != y.len() {
-                let xs: Vec<_> = x.keys().collect();
-                let ys: Vec<_> = y.keys().collect();
-                return Some(format!("{path}: keys {xs:?} != {ys:?}"));
-            }
-            for (k, v) in x {
-                match y.get(k) {
-                    Some(w) => {
-                        if let Some(d) = json_diff(v, w, &format!("{path}.{k}")) {
-                            return Some(d);
-                        }
-                    }
-                    None => return Some(format!("{path}: key {k:?} missing on the right")),
-                }
-            }
-            None
-        }
-        (J::Array(x), J::Array(y)) => {
-            if x.len() != y.len() {
-                return Some(format!("{path}: array length {} != {}", x.len(), y.len()));
-            }
-            x.iter()
-                .zip(y)
-                .enumerate()
-                .find_map(|(i, (v, w))| json_diff(v, w, &format!("{path}[{i}]")))
-        }
-        _ => (a != b).then(|| {
-            let show = |v: &J| {
-                let s = v.to_string();
-                if s.len() > 120 {
-                    format!(
-                        "{}…",
-                        &s[..s.char_indices().nth(120).map_or(s.len(), |(i, _)| i)]
-                    )
-                } else {
-                    s
-                }
-            };
-            format!("{path}: {} != {}", show(a), show(b))
-        }),
-    }
+    json_diff::json_diff_within(a, b, path, 0.0)
 }
 
 /// Our decoding of `doc`, in the JSON mapping.
@@ -89,4 +41,38 @@ pub fn require_perl_sereal() {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(ok, "the Perl Sereal reference is not installed: run `make deps` (apt-get install libsereal-encoder-perl libsereal-decoder-perl libjson-xs-perl)");
+}
+
+/// The body of a document whose references expand exponentially: x0 = [1] tracked (offset 3);
+/// x(n+1) = [REFP xn, REFP xn] tracked, `levels` levels (2^levels paths to x0), all in a
+/// top-level ARRAY of `levels + 1` items.
+pub fn reference_chain_body(levels: usize) -> Vec<u8> {
+    let mut body = vec![0x2b, 0x3d, 0xc1, 0x01];
+    let mut prev = 3usize;
+    for _ in 0..levels {
+        let here = body.len() + 1;
+        body.push(0xc2);
+        for _ in 0..2 {
+            body.push(0x29);
+            sereal::varint::write(&mut body, prev as u64);
+        }
+        prev = here;
+    }
+    body
+}
+
+/// The body of a document that copies one 64 KiB string 500k times (32 GB if materialised): a
+/// top-level ARRAY of the string and 500 000 COPYs of it.
+pub fn copy_amplification_body() -> Vec<u8> {
+    let mut body = vec![0x2b];
+    sereal::varint::write(&mut body, 500_001);
+    let at = body.len() + 1;
+    body.push(0x26);
+    sereal::varint::write(&mut body, 65536);
+    body.resize(body.len() + 65536, b'a');
+    for _ in 0..500_000 {
+        body.push(0x2f);
+        sereal::varint::write(&mut body, at as u64);
+    }
+    body
 }

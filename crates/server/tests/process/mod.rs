@@ -4,13 +4,14 @@
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use super::common::Http;
 
 /// The `sluice` binary: `SLUICE_BIN`, else `target/<profile>/sluice` beside this test binary.
 pub fn sluice_bin() -> PathBuf {
@@ -33,16 +34,16 @@ pub fn sluice_bin() -> PathBuf {
 }
 
 /// An HTTP answer.
-pub struct Answer {
-    pub status: u16,
-    pub body: Vec<u8>,
-}
+pub type Answer = super::common::Resp;
 
-impl Answer {
-    pub fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
+/// The bounds of [`try_request`]: connect 2 s, read and write 30 s each.
+pub const HTTP: Http = Http {
+    connect: Some(Duration::from_secs(2)),
+    read: Duration::from_secs(30),
+    write: Some(Duration::from_secs(30)),
+    early_answer: false,
+    lenient_chunks: false,
+};
 
 /// One HTTP/1.1 request with timeouts on connect, write and read; `Err` when the server is gone.
 pub fn try_request(
@@ -51,35 +52,7 @@ pub fn try_request(
     path: &str,
     body: &[u8],
 ) -> std::io::Result<Answer> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    s.set_write_timeout(Some(Duration::from_secs(30)))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| std::io::Error::other("no response head"))?;
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other("bad status line"))?;
-    let mut body = raw[split + 4..].to_vec();
-    if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        body = super::common::dechunk(&body);
-    }
-    Ok(Answer { status, body })
+    HTTP.try_request(addr, method, path, body)
 }
 
 /// A running `sluice serve`; SIGKILLed when dropped.
@@ -181,12 +154,7 @@ impl Server {
 
     /// The value of a metric line starting with `name` (labels included).
     pub fn metric(&self, name: &str) -> f64 {
-        let m = self.get("/metrics").text();
-        m.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("no {name} in {m}"))
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}: {e}"))
+        super::common::metric_value(&self.get("/metrics").text(), name)
     }
 
     /// Waits (at most `limit`) until nothing is pending: no event in memory, no batch in memory
@@ -229,10 +197,15 @@ impl Drop for Server {
 
 /// `VmRSS` of process `pid`, bytes (0 when it is gone).
 pub fn rss_of(pid: u32) -> u64 {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// The size in line `field` of `/proc/PID/status`, bytes (0 when the process is gone).
+fn status_bytes(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
 }
@@ -260,10 +233,5 @@ impl XorShift {
 
 /// `VmHWM` (peak resident set size) of process `pid`, bytes (0 when it is gone).
 pub fn peak_rss_of(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    status_bytes(pid, "VmHWM:")
 }
