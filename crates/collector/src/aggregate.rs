@@ -79,7 +79,7 @@ use sluice_blob::{
 use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
 
 use crate::ingest::ParsedEvent;
-use crate::replay::DoneNote;
+use crate::note::DoneNote;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
 
@@ -274,7 +274,7 @@ impl FlushReport {
 }
 
 /// (epoch, dc, type, subtype)
-pub type GroupKey = (i64, String, String, String);
+pub use crate::note::GroupKey;
 
 /// Spare encoders kept from closed groups (their buffers and tables are reused).
 const SPARE_ENCODERS: usize = 64;

@@ -6,8 +6,6 @@
 
 use std::fmt;
 
-use crate::ingest::IngestOutcome;
-
 /// Why an event (or a whole payload) was dropped. The names returned by [`as_str`](Self::as_str)
 /// are stable: they are metric labels and appear in error replies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -135,7 +133,7 @@ impl fmt::Display for Drop {
     }
 }
 
-/// Plain per-reason counters (no metrics library): add each [`IngestOutcome`], read them out
+/// Plain per-reason counters (no metrics library): add each [`IngestOutcome`](crate::IngestOutcome), read them out
 /// with [`iter`](Self::iter) when rendering `/metrics`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DropCounters {
@@ -152,18 +150,6 @@ impl DropCounters {
     /// All counters at zero.
     pub fn new() -> DropCounters {
         DropCounters::default()
-    }
-
-    /// Count one payload's outcome: its accepted events and every drop (by its `count`).
-    pub fn add(&mut self, outcome: &IngestOutcome) {
-        self.payloads += 1;
-        self.accepted += outcome.events.len() as u64;
-        if outcome.payload_rejected().is_some() {
-            self.payloads_rejected += 1;
-        }
-        for d in &outcome.dropped {
-            self.record(d.reason, d.count);
-        }
     }
 
     /// Add `n` drops of `reason` (e.g. for drops decided outside the ingest layer).

@@ -52,7 +52,7 @@ use std::sync::Arc;
 
 use sereal::{Decoder, Hash, Key, Limits, Value};
 
-use crate::drops::{Drop, DropReason};
+use crate::drops::{Drop, DropCounters, DropReason};
 use crate::json::{self, Interner, ParseError};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -814,5 +814,20 @@ impl io::Write for ByteCounter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+// Here rather than in `drops`, which knows nothing of ingest: the counters add up outcomes.
+impl DropCounters {
+    /// Count one payload's outcome: its accepted events and every drop (by its `count`).
+    pub fn add(&mut self, outcome: &IngestOutcome) {
+        self.payloads += 1;
+        self.accepted += outcome.events.len() as u64;
+        if outcome.payload_rejected().is_some() {
+            self.payloads_rejected += 1;
+        }
+        for d in &outcome.dropped {
+            self.record(d.reason, d.count);
+        }
     }
 }

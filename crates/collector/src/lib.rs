@@ -34,6 +34,7 @@ pub mod aggregate;
 pub mod drops;
 pub mod ingest;
 mod json;
+pub mod note;
 pub mod replay;
 pub mod spool;
 pub mod wal;
