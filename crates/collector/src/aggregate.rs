@@ -459,14 +459,21 @@ impl Aggregator {
     /// The entries of the store's epoch index of (epoch, dc), as stored (for
     /// [`crate::replay`], which checks notes' proofs against them).
     pub fn epoch_index_entries(&self, epoch: i64, dc: &str) -> Result<Vec<String>, AggregateError> {
-        let entries =
-            self.store
-                .get_epoch_index(epoch, dc)
-                .map_err(|source| AggregateError::Store {
-                    what: format!("reading the epoch index of {epoch}-{dc}"),
-                    source,
-                })?;
-        Ok(entries.into_iter().collect())
+        Ok(self.stored_index(epoch, dc)?.into_iter().collect())
+    }
+
+    /// The store's epoch index of (epoch, dc), its errors named for this aggregator.
+    fn stored_index(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<std::collections::BTreeSet<String>, AggregateError> {
+        self.store
+            .get_epoch_index(epoch, dc)
+            .map_err(|source| AggregateError::Store {
+                what: format!("reading the epoch index of {epoch}-{dc}"),
+                source,
+            })
     }
 
     /// The done notes recorded since the last call (see [`crate::replay`]): append them to the
@@ -841,13 +848,7 @@ impl Aggregator {
     }
 
     fn read_index(&self, epoch: i64, dc: &str) -> Result<EpochIndex, AggregateError> {
-        let entries =
-            self.store
-                .get_epoch_index(epoch, dc)
-                .map_err(|source| AggregateError::Store {
-                    what: format!("reading the epoch index of {epoch}-{dc}"),
-                    source,
-                })?;
+        let entries = self.stored_index(epoch, dc)?;
         let mut index = EpochIndex::new();
         // Entries this crate cannot parse belong to some other writer: skip them.
         for e in entries.iter().filter_map(|e| IndexEntry::parse(e).ok()) {

@@ -235,6 +235,15 @@ impl EmbeddedStore {
         Ok(())
     }
 
+    /// The partitions holding any epoch of `from..to` (`from < to`), oldest first.
+    fn partitions_overlapping(&self, from: i64, to: i64) -> Vec<Arc<Partition>> {
+        let first = self.opts.retention.partition_of(from);
+        self.map()
+            .range(first..to)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+
     /// The partition of `epoch`, creating its directory if it does not exist yet.
     fn partition_for_write(&self, epoch: i64) -> Result<Arc<Partition>> {
         self.check_writable()?;
@@ -753,12 +762,7 @@ impl Store for EmbeddedStore {
         if from >= to {
             return Ok(out);
         }
-        let first = self.opts.retention.partition_of(from);
-        let parts: Vec<Arc<Partition>> = self
-            .map()
-            .range(first..to)
-            .map(|(_, p)| p.clone())
-            .collect();
+        let parts = self.partitions_overlapping(from, to);
         for p in parts {
             let log = self.meta(&p)?;
             let index = read_lock(&log.index);
@@ -840,12 +844,7 @@ impl Store for EmbeddedStore {
         if from >= to {
             return Ok(out);
         }
-        let first = self.opts.retention.partition_of(from);
-        let parts: Vec<Arc<Partition>> = self
-            .map()
-            .range(first..to)
-            .map(|(_, p)| p.clone())
-            .collect();
+        let parts = self.partitions_overlapping(from, to);
         for p in parts {
             self.meta(&p)?;
             self.blobs(&p)?;
