@@ -23,7 +23,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::params::{self, parse_query, TimeRange};
 use super::{error, json, AppState};
-use crate::metrics::LockMetrics;
 use crate::pipeline::{now_unix, IngestSummary};
 
 /// Most drops listed one by one in an ingest response (`dropped_total` counts them all).
@@ -103,11 +102,10 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
     tokio::task::spawn_blocking(move || {
         let served = stream_range(store, req, format, start_tx, tx);
         if served > 0 {
-            *metrics
-                .locked()
+            metrics
                 .events_out
-                .entry("events".into())
-                .or_default() += served;
+                .with_label_values(&["events"])
+                .inc_by(served);
         }
     });
     match start_rx.await {

@@ -30,7 +30,6 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::params::{self, parse_query};
 use super::{error, AppState};
-use crate::metrics::LockMetrics;
 
 /// The last event of a stream the server ends because it is shutting down.
 pub const SHUTDOWN_EVENT: &str = "event: shutdown\ndata: {\"reason\":\"server shutting down\"}\n\n";
@@ -59,8 +58,7 @@ struct TailSlot {
 
 impl Drop for TailSlot {
     fn drop(&mut self) {
-        let mut m = self.metrics.locked();
-        m.tail_streams = m.tail_streams.saturating_sub(1);
+        self.metrics.tail_streams.dec();
     }
 }
 
@@ -90,11 +88,10 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
-        let mut m = st.metrics.locked();
-        *m.connections_refused
-            .entry(("http", "tail_cap"))
-            .or_default() += 1;
-        drop(m);
+        st.metrics
+            .connections_refused
+            .with_label_values(&["http", "tail_cap"])
+            .inc();
         let mut resp = error(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -106,7 +103,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
         return resp;
     };
-    st.metrics.locked().tail_streams += 1;
+    st.metrics.tail_streams.inc();
     let slot = TailSlot {
         _permit: permit,
         metrics: st.metrics.clone(),
@@ -197,11 +194,10 @@ fn follow(
             return;
         }
         if served > 0 {
-            *metrics
-                .locked()
+            metrics
                 .events_out
-                .entry("tail".into())
-                .or_default() += served;
+                .with_label_values(&["tail"])
+                .inc_by(served);
         }
         if tail.caught_up() {
             std::thread::sleep(interval);
