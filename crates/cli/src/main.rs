@@ -6,6 +6,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cat_cmd;
+mod counts_cmd;
 mod emit_cmd;
 mod gen_cmd;
 mod sereal_cmd;
@@ -42,6 +43,9 @@ enum Command {
     Tail(tail_cmd::TailArgs),
     /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
     Emit(emit_cmd::EmitArgs),
+    /// The completeness counts of a time range: stored, late, dropped (by reason) per second,
+    /// dc, type and subtype.
+    Counts(counts_cmd::CountsArgs),
     /// Check a data directory for damage, or repair it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Counts(args) => counts_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -94,6 +94,27 @@ impl HttpReader {
     }
 }
 
+impl HttpReader {
+    /// `GET /v1/counts` of `from <= epoch < to` (one dc or all): the NDJSON body, one line per
+    /// (epoch, dc, type, subtype).
+    pub fn counts(&self, from: i64, to: i64, dc: Option<&str>) -> Result<String> {
+        let url = format!("{}/v1/counts", self.base);
+        let mut req = self
+            .agent
+            .get(&url)
+            .query("from", &from.to_string())
+            .query("to", &to.to_string());
+        if let Some(dc) = dc {
+            req = req.query("dc", dc);
+        }
+        let resp = req.call().map_err(|e| http_error(&url, e))?;
+        resp.into_string().map_err(|e| ClientError::Transport {
+            url: url.clone(),
+            message: format!("reading the answer: {e}"),
+        })
+    }
+}
+
 /// The warnings of a `{"_sluice":{"warnings":[…]}}` line, or `None` if `line` is an event.
 fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
     if !line.starts_with("{\"_sluice\"") {

@@ -4,6 +4,8 @@
 //!   epoch order, and warnings for chunks that could not be read), with dc / type / subtype
 //!   filters, `--select` and `--where` through the codec's lazy reader, and NDJSON / Sereal output.
 //! - [`time`]: the `--from` / `--to` arguments (Unix seconds, RFC 3339, `now`, `-5m`).
+//! - [`counts`]: the completeness counts of a range ([`counts::read_counts`]), for
+//!   `GET /v1/counts` and `sluice counts`.
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
@@ -15,6 +17,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod counts;
 pub mod filter;
 pub mod range;
 pub mod selection;
