@@ -106,17 +106,19 @@ def apply(fn: Callable[[List[dict], Context], Any], events: List[dict], ctx: Con
 def describe(exc: BaseException) -> str:
     """``Type: first line of the message (file:line)``, the place being the innermost frame
     outside this module."""
-    text = str(exc).strip().splitlines()
-    msg = "%s: %s" % (type(exc).__name__, text[0]) if text else type(exc).__name__
-    where = None
-    tb = exc.__traceback__
-    while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if name != __file__:
-            where = "%s:%d" % (os.path.basename(name), tb.tb_lineno)
-        tb = tb.tb_next
-    if where is None and isinstance(exc, SyntaxError) and exc.filename:
+    if isinstance(exc, SyntaxError) and exc.filename:  # the place is the file being compiled
+        text = [exc.msg or ""]
         where = "%s:%s" % (os.path.basename(exc.filename), exc.lineno)
+    else:
+        text = str(exc).strip().splitlines()
+        where = None
+        tb = exc.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if name != __file__ and not name.startswith("<frozen"):
+                where = "%s:%d" % (os.path.basename(name), tb.tb_lineno)
+            tb = tb.tb_next
+    msg = "%s: %s" % (type(exc).__name__, text[0]) if text and text[0] else type(exc).__name__
     return "%s (%s)" % (msg, where) if where else msg
 
 

@@ -99,10 +99,10 @@ fn validate(cfg: &PoolConfig) -> Result<(), PoolError> {
     if cfg.workers == 0 {
         return bad("workers must be at least 1");
     }
-    if !(cfg.mean_jobs_per_worker >= 1.0) || !cfg.mean_jobs_per_worker.is_finite() {
+    if !cfg.mean_jobs_per_worker.is_finite() || cfg.mean_jobs_per_worker < 1.0 {
         return bad("mean_jobs_per_worker must be a finite number ≥ 1");
     }
-    if !(cfg.max_respawns_per_sec > 0.0) || !cfg.max_respawns_per_sec.is_finite() {
+    if !cfg.max_respawns_per_sec.is_finite() || cfg.max_respawns_per_sec <= 0.0 {
         return bad("max_respawns_per_sec must be a finite number > 0");
     }
     if cfg.respawn_burst == 0 {
