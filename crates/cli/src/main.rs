@@ -9,6 +9,7 @@ mod cat_cmd;
 mod counts_cmd;
 mod emit_cmd;
 mod gen_cmd;
+mod reduce_args;
 mod sereal_cmd;
 mod serve_cmd;
 mod store_cmd;
