@@ -44,7 +44,7 @@ pub fn run(a: CatArgs) -> Result<()> {
         .parse()
         .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     let selection = a.filters.selection()?;
-    let reduce = a.reduce.spec(&selection)?;
+    let reduce = a.reduce.plan(&selection)?;
     if let Some(server) = &a.server {
         return from_server(server, from, to, &selection, format, reduce);
     }
@@ -91,7 +91,7 @@ fn from_server(
     to: i64,
     selection: &Selection,
     format: range::OutputFormat,
-    reduce: Option<sluice_reader::reduce::ReduceSpec>,
+    reduce: Option<crate::reduce_args::Plan>,
 ) -> Result<()> {
     if let Some(spec) = reduce {
         return crate::reduce_args::reduce_server(spec, server, from, to, selection, format);
