@@ -183,7 +183,7 @@ fn count_by_and_top_rank_like_the_written_events() {
             .or_default() += 1;
     }
     let mut want: Vec<(String, u64)> = counts.into_iter().collect();
-    want.sort_by(|a, b| b.1.cmp(&a.1));
+    want.sort_by_key(|w| std::cmp::Reverse(w.1));
     want.truncate(2);
     let got: Vec<(String, u64)> = rows
         .iter()
