@@ -83,7 +83,8 @@ impl ReduceArgs {
                 "--select cannot be combined with --group-by/--agg/--window (a reduce reads whole events; name the fields in --group-by and --agg)"
             );
         }
-        if !self.count_by.is_empty() && !(self.group_by.is_empty() && self.agg.is_empty()) {
+        let grouped_too = !self.group_by.is_empty() || !self.agg.is_empty();
+        if !self.count_by.is_empty() && grouped_too {
             anyhow::bail!("--count-by is --group-by PATHS --agg count: use one or the other");
         }
         let mut spec = if self.count_by.is_empty() {
