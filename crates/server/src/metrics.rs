@@ -157,6 +157,12 @@ pub struct Metrics {
     pub blob_bytes: Histogram,
     /// Seconds since data last reached the store while data waits (set at scrape time).
     flush_lag: Gauge,
+    /// Bytes the store holds on disk (set at scrape time, when the backend can tell).
+    store_bytes: IntGauge,
+    /// Time partitions the store holds (idem).
+    store_partitions: IntGauge,
+    /// First second of the oldest partition held, Unix time (0: none; idem).
+    store_oldest_epoch: IntGauge,
     /// `sluice_build_info{version}` = 1.
     build_info: IntGaugeVec,
     /// Process figures read from `/proc/self` at scrape time.
@@ -238,6 +244,24 @@ impl Metrics {
             store_write_seconds: reg(&r, histogram("sluice_store_write_seconds", "Duration of store writes (blob put, epoch index, counts, flush), seconds.", SECONDS_BUCKETS)),
             blob_bytes: reg(&r, histogram("sluice_blob_bytes", "Size of the blob chunks written, bytes.", BLOB_BYTES_BUCKETS)),
             flush_lag: reg(&r, float_gauge("sluice_flush_lag_seconds", "Seconds since data last reached the store, while events or batches wait to be written (0 when nothing waits).")),
+            store_bytes: reg(
+                &r,
+                gauge(
+                    "sluice_store_bytes",
+                    "Bytes the store holds on disk (embedded store: logs and catalog).",
+                ),
+            ),
+            store_partitions: reg(
+                &r,
+                gauge("sluice_store_partitions", "Time partitions the store holds."),
+            ),
+            store_oldest_epoch: reg(
+                &r,
+                gauge(
+                    "sluice_store_oldest_partition_timestamp_seconds",
+                    "First second of the oldest partition held, Unix time (0: none): the retention actually kept.",
+                ),
+            ),
             build_info: reg(&r, gauge_vec("sluice_build_info", "1, labelled with the version of this build.", &["version"])),
             process: ProcessGauges::new(&r),
             registry: r,
@@ -525,9 +549,15 @@ fn boot_time() -> Option<u64> {
 }
 
 /// Renders every metric in the Prometheus text format, then the store's damage counters.
-pub(crate) fn render(m: &Metrics, damage: &sluice_store::DamageStats, now: i64) -> String {
+pub(crate) fn render(m: &Metrics, store: &dyn sluice_store::Store, now: i64) -> String {
     m.flush_lag.set(m.flush_lag_seconds(now));
     m.process.refresh();
+    if let Some(u) = store.usage() {
+        m.store_bytes.set(as_gauge(u.bytes));
+        m.store_partitions.set(as_gauge(u.partitions));
+        m.store_oldest_epoch.set(u.oldest_epoch.unwrap_or(0));
+    }
+    let damage = &store.damage_stats();
     let mut buf = Vec::new();
     if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut buf) {
         eprintln!("sluice-server: rendering /metrics: {e}");
@@ -649,7 +679,7 @@ mod tests {
         let mut c = IngestCounters::new("http", m.clone());
         c.add_drops(&d);
         c.add_events("WEB", 1);
-        let text = render(&m, &Default::default(), 0);
+        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
         assert_eq!(value(&text, "sluice_events_flushed_total"), 3.0);
         assert_eq!(value(&text, "sluice_pending_events"), 7.0);
         assert_eq!(
@@ -678,7 +708,7 @@ mod tests {
             c.add_events(&format!("T{i}"), 1);
         }
         c.add_events("T0", 1);
-        let text = render(&m, &Default::default(), 0);
+        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
         let series = text
             .lines()
             .filter(|l| l.starts_with("sluice_events_in_total{"))

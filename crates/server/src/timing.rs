@@ -138,6 +138,9 @@ impl Store for TimedStore {
     fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
         self.inner.damage(from, to)
     }
+    fn usage(&self) -> Option<sluice_store::StoreUsage> {
+        self.inner.usage()
+    }
     fn damage_stats(&self) -> DamageStats {
         self.inner.damage_stats()
     }

@@ -283,6 +283,10 @@ fn metrics_stay_quiet_while_idle_and_cover_the_process() {
     assert!(metric_value(&text, "process_open_fds") >= 3.0);
     assert!(metric_value(&text, "process_start_time_seconds") > 1.7e9);
     assert!(!text.contains("sluice_udp_payloads_total"), "a duplicate");
+    assert!(metric_value(&text, "sluice_store_bytes") > 0.0, "{text}");
+    assert!(metric_value(&text, "sluice_store_partitions") >= 1.0);
+    let oldest = metric_value(&text, "sluice_store_oldest_partition_timestamp_seconds");
+    assert!(oldest > 1.7e9 && oldest <= e as f64, "{oldest}");
     server.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -28,11 +28,7 @@ pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
 
 /// `GET /metrics`: the Prometheus text.
 pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
-    let body = crate::metrics::render(
-        &st.metrics,
-        &st.store.damage_stats(),
-        sluice_reader::time::now_unix(),
-    );
+    let body = crate::metrics::render(&st.metrics, &*st.store, sluice_reader::time::now_unix());
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
