@@ -3,7 +3,8 @@
 //! - [`range`]: range reads over a store ([`RangeReader`], an iterator of [`ReadItem`]s: events in
 //!   epoch order, and warnings for chunks that could not be read), with dc / type / subtype
 //!   filters, `--select` and `--where` through the codec's lazy reader, and NDJSON / Sereal output.
-//! - [`time`]: the `--from` / `--to` arguments (Unix seconds, RFC 3339, `now`, `-5m`).
+//! - [`time`]: the `--from` / `--to` arguments (Unix seconds or ms, RFC 3339, local times in a
+//!   `--tz`, `now`, `-5m`) and how times are shown (RFC 3339 in a [`Zone`]).
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
@@ -21,11 +22,11 @@ pub mod selection;
 pub mod tail;
 pub mod time;
 
-pub use filter::{Filter, FilterError};
+pub use filter::{Filter, FilterError, LiteralKind};
 pub use range::{
     write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem,
     ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
-pub use time::{parse_time, TimeError};
+pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};
