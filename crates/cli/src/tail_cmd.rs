@@ -9,22 +9,25 @@
 //! cursor recorded after each batch under the same lock the signal handler takes, so the cursor
 //! printed on SIGINT / SIGTERM matches standard output exactly. Interrupted, it exits 0.
 
-use std::io::{BufWriter, Stdout, Write};
+use std::io::{BufWriter, Stdout};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{
     Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
 };
-use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
+use sluice_reader::{parse_time_in, Cursor, ReadItem, Selection, Tail, TailOptions};
+
+use crate::output::{OutputArgs, Printer};
 
 /// Flags of `sluice tail`.
 #[derive(Args)]
 pub struct TailArgs {
-    /// Start here (a time: Unix seconds, RFC 3339, `-5m`, `now`); default `now`.
+    /// Start here (a time: Unix seconds or ms, RFC 3339, `2026-11-24T09:30` in --tz, `-5m`,
+    /// `now`); default `now`.
     #[arg(long, allow_hyphen_values = true, conflicts_with = "cursor")]
     from: Option<String>,
     /// Resume after what an earlier tail printed (its cursor token).
@@ -35,14 +38,16 @@ pub struct TailArgs {
     cursor_file: Option<PathBuf>,
     #[command(flatten)]
     filters: SelectionArgs,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Follow a running server (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180); reconnects from
     /// the last cursor when the server restarts.
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
     /// Follow a data directory directly (or, while `sluice serve` runs on it, through that
-    /// server: its address is in DIR/SERVER).
-    #[arg(long)]
-    data: Option<PathBuf>,
+    /// server: its address is in DIR/SERVER). Default ./data, as for `sluice cat`.
+    #[arg(long, default_value = "./data")]
+    data: PathBuf,
     /// Stop once at least this many events are printed, at the end of a batch so the cursor
     /// stays exact (default: run until interrupted).
     #[arg(long)]
@@ -55,7 +60,7 @@ pub struct TailArgs {
 
 /// Standard output and the cursor after what it holds, shared with the signal watcher.
 struct Output {
-    out: BufWriter<Stdout>,
+    out: Printer<BufWriter<Stdout>>,
     cursor: String,
     file: Option<PathBuf>,
     /// Set once the cursor is printed (by the signal watcher or the end of `run`: not both).
@@ -71,11 +76,10 @@ impl Output {
     ) -> Result<u64> {
         let mut n = 0;
         for e in events {
-            self.out.write_all(e)?;
-            self.out.write_all(b"\n")?;
+            self.out.json_line(e)?;
             n += 1;
         }
-        self.out.flush()?;
+        self.out.end_batch()?;
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, &cursor).with_context(|| tmp.display().to_string())?;
@@ -86,7 +90,7 @@ impl Output {
     }
 
     fn finish(&mut self) {
-        let _ = self.out.flush();
+        let _ = self.out.finish();
         if !std::mem::replace(&mut self.finished, true) {
             eprintln!("sluice: cursor {}", self.cursor);
         }
@@ -131,29 +135,30 @@ fn watch_signals(shared: Shared, until: i64) -> Result<()> {
 /// Run `sluice tail`.
 pub fn run(a: TailArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
+    let zone = a.output.zone()?;
     let start = match (&a.cursor, &a.from) {
         (Some(token), _) => {
             Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?
         }
         (None, Some(from)) => {
-            Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?)
+            Cursor::at(parse_time_in(from, now, &zone).with_context(|| format!("--from {from:?}"))?)
         }
         (None, None) => Cursor::at(now),
     };
     let selection = a.filters.selection()?;
-    let source = match (&a.server, &a.data) {
-        (Some(server), _) => DataDir::Server(sluice_client::base_url(server)?),
-        (None, Some(dir)) => crate::cat_cmd::open_data_dir(dir)?,
-        (None, None) => bail!("give --server URL or --data DIR"),
+    let source = match &a.server {
+        Some(server) => DataDir::Server(sluice_client::base_url(server)?),
+        None => crate::cat_cmd::open_data_dir(&a.data)
+            .with_context(|| "give --data DIR or --server URL".to_string())?,
     };
     let output = Output {
-        out: BufWriter::new(std::io::stdout()),
+        out: a.output.printer(BufWriter::new(std::io::stdout()), false)?,
         cursor: start.to_token(),
         file: a.cursor_file.clone(),
         finished: false,
     };
     let until = match &a.until {
-        Some(t) => parse_time(t, now).with_context(|| format!("--until {t:?}"))?,
+        Some(t) => parse_time_in(t, now, &zone).with_context(|| format!("--until {t:?}"))?,
         None => i64::MAX,
     };
     let shared = Arc::new(Mutex::new(output));

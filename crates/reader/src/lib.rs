@@ -8,6 +8,9 @@
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
+//! - [`hints`]: what to tell a user whose read printed nothing or named a field never seen
+//!   (typos, a string compared with a number, a range beyond retention): one owner for the CLI
+//!   and the HTTP API.
 //! - [`selection`]: the one [`Selection`] (dc, type, subtype, select, where) every read takes,
 //!   and its query-string and command-line spellings.
 //! - [`tail`]: following the live stream ([`Tail`]): history then new data with the same filters,
@@ -17,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 pub mod filter;
+pub mod hints;
 pub mod range;
 pub mod selection;
 pub mod tail;
@@ -24,7 +28,7 @@ pub mod time;
 
 pub use filter::{Filter, FilterError, LiteralKind};
 pub use range::{
-    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem,
+    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadFacts, ReadItem,
     ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};

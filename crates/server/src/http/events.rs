@@ -8,8 +8,10 @@
 //!
 //! A GET reads on a blocking thread and streams in chunks of about 64 KiB, in epoch order;
 //! damage is skipped and reported, never cut silently: for NDJSON as one last line
-//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. Bad parameters get **400** before
-//! anything is streamed.
+//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. The same line carries
+//! `"hints":["…"]` (`sluice_reader::hints`: a type or field never seen, an empty range, …) when
+//! there are any; it is sent when there are warnings or hints. Bad parameters get **400**
+//! before anything is streamed.
 
 use std::sync::Arc;
 
@@ -126,7 +128,7 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
 }
 
 /// Runs on a blocking thread: reads the range and sends the output in chunks. Warnings are
-/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...]}}`.
+/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...],"hints":[...]}}`.
 /// Returns how many events were written out.
 fn stream_range(
     store: Arc<dyn Store>,
@@ -136,7 +138,7 @@ fn stream_range(
     tx: mpsc::Sender<Bytes>,
 ) -> u64 {
     let mut served = 0u64;
-    let reader = match RangeReader::new(store, req, ReadOptions::default()) {
+    let mut reader = match RangeReader::new(store, req, ReadOptions::default()) {
         Ok(r) => r,
         Err(e) => {
             let status = match e {
@@ -152,7 +154,7 @@ fn stream_range(
     }
     let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
     let mut warnings = Vec::new();
-    for item in reader {
+    for item in &mut reader {
         match item {
             ReadItem::Event(e) => match w.write(&e.value) {
                 Ok(_) => served += 1,
@@ -176,12 +178,13 @@ fn stream_range(
         }
     }
     let mut buf = w.into_inner();
-    if !warnings.is_empty() && format == OutputFormat::Json {
-        buf.extend_from_slice(
-            serde_json::json!({ "_sluice": { "warnings": warnings } })
-                .to_string()
-                .as_bytes(),
-        );
+    let hints = reader.hints(now_unix());
+    if (!warnings.is_empty() || !hints.is_empty()) && format == OutputFormat::Json {
+        let mut trailer = serde_json::json!({ "_sluice": { "warnings": warnings } });
+        if !hints.is_empty() {
+            trailer["_sluice"]["hints"] = hints.into();
+        }
+        buf.extend_from_slice(trailer.to_string().as_bytes());
         buf.push(b'\n');
     }
     if !buf.is_empty() {
