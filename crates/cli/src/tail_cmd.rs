@@ -4,8 +4,9 @@
 //! SIGTERM, an error), so a later tail resumes with no gap and no duplicate.
 //!
 //! With `--server`, the tail reconnects from its last cursor when the connection drops or the
-//! server stops or restarts (`sluice_client::TailClient`: backoff 0.2 s doubling to 5 s, for
-//! ever), saying so on stderr. Events are printed a whole server batch at a time, with the
+//! server stops, restarts or is killed (`sluice_client::TailClient`: backoff 0.2 s doubling to
+//! 5 s), saying so on stderr; for ever, or until `--retry-for` seconds pass without a
+//! connection (then it exits 1, its cursor printed to resume with). Events are printed a whole server batch at a time, with the
 //! cursor recorded after each batch under the same lock the signal handler takes, so the cursor
 //! printed on SIGINT / SIGTERM matches standard output exactly. Interrupted, it exits 0.
 
@@ -52,6 +53,10 @@ pub struct TailArgs {
     /// stays exact (default: run until interrupted).
     #[arg(long)]
     limit: Option<u64>,
+    /// With --server: give up after this many seconds without reaching the server (exit 1,
+    /// the cursor printed to resume with); default: retry until interrupted.
+    #[arg(long)]
+    retry_for: Option<u64>,
     /// Stop at this wall-clock time (Unix seconds, RFC 3339, `+10m`…), between batches so the
     /// cursor stays exact.
     #[arg(long, allow_hyphen_values = true)]
@@ -168,7 +173,7 @@ pub fn run(a: TailArgs) -> Result<()> {
         until,
     };
     let result = match source {
-        DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
+        DataDir::Server(url) => from_server(&url, &selection, start, stop, a.retry_for, &shared),
         DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
@@ -234,9 +239,11 @@ fn from_server(
     selection: &Selection,
     start: Cursor,
     stop: Stop,
+    retry_for: Option<u64>,
     shared: &Shared,
 ) -> Result<()> {
     let start = TailStart::Cursor(start.to_token());
+    let mut down_since: Option<std::time::Instant> = None;
     let mut client = TailClient::new(
         url,
         selection,
@@ -258,9 +265,19 @@ fn from_server(
             TailItem::Connected { .. } if reconnecting => {
                 eprintln!("sluice: reconnected to {url}; resuming from the cursor");
                 reconnecting = false;
+                down_since = None;
             }
-            TailItem::Connected { .. } => {}
+            TailItem::Connected { .. } => down_since = None,
             TailItem::Reconnecting { reason, after } => {
+                let since = *down_since.get_or_insert_with(std::time::Instant::now);
+                if let Some(limit) = retry_for {
+                    if since.elapsed() >= std::time::Duration::from_secs(limit) {
+                        anyhow::bail!(
+                            "gave up on {url} after {limit} s without a connection ({reason}); \
+                             resume with --cursor and the cursor printed above"
+                        );
+                    }
+                }
                 eprintln!(
                     "sluice: {reason}; reconnecting to {url} in {:.1} s",
                     after.as_secs_f64()

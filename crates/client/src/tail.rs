@@ -152,7 +152,12 @@ impl TailClient {
         loop {
             let line = match lines.next() {
                 Some(Ok(line)) => line,
-                Some(Err(e)) => return Ok(self.reconnect(format!("reading the stream: {e}"))),
+                // ureq says "Error while decoding chunks" when the server dies mid-stream.
+                Some(Err(e)) => {
+                    return Ok(self.reconnect(format!(
+                        "the connection to the server broke (stopped or restarted?): {e}"
+                    )))
+                }
                 None => return Ok(self.reconnect("the server ended the stream".into())),
             };
             if !line.is_empty() {
