@@ -47,7 +47,11 @@ pub fn run(a: CatArgs) -> Result<()> {
         parse_time_in(&a.from, now, &zone).with_context(|| format!("--from {:?}", a.from))?;
     let to = parse_time_in(&a.to, now, &zone).with_context(|| format!("--to {:?}", a.to))?;
     check_range(from, to)?;
-    let selection = a.filters.selection()?;
+    // The flag's name, as the user typed it: `--where: …`.
+    let selection = a
+        .filters
+        .selection()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
     let stdout = std::io::stdout();
     let printer = a
         .output

@@ -285,7 +285,12 @@ impl<W: Write> Printer<W> {
             }
             line.push_str(&self.paint("36", k));
             line.push('=');
-            line.push_str(&logfmt_value(v));
+            // Nested values read better as the compact JSON they are than escaped again.
+            if v.starts_with(['{', '[']) {
+                line.push_str(v);
+            } else {
+                line.push_str(&logfmt_value(v));
+            }
             line.push(' ');
         }
         let out = self.writer.get_mut();

@@ -150,7 +150,11 @@ pub fn run(a: TailArgs) -> Result<()> {
         }
         (None, None) => Cursor::at(now),
     };
-    let selection = a.filters.selection()?;
+    // The flag's name, as the user typed it: `--where: …`.
+    let selection = a
+        .filters
+        .selection()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
     let source = match &a.server {
         Some(server) => DataDir::Server(sluice_client::base_url(server)?),
         None => crate::cat_cmd::open_data_dir(&a.data)

@@ -29,7 +29,7 @@ pub struct SelectionArgs {
 }
 
 impl SelectionArgs {
-    /// The selection (paths and expression parsed); an error names the flag (`--where`).
+    /// The selection (paths and expression parsed); an error names the parameter (`where`).
     pub fn selection(&self) -> Result<Selection, SelectionError> {
         Selection::from_texts(
             self.dc.clone(),
@@ -38,9 +38,5 @@ impl SelectionArgs {
             &self.select,
             self.filter.as_deref(),
         )
-        .map_err(|mut e| {
-            e.param = format!("--{}", e.param);
-            e
-        })
     }
 }

@@ -48,11 +48,7 @@ fn report_http_drops(
             Some(n) if !whole => format!("line {n}"),
             _ => format!("a batch of {} lines", lines.len()),
         };
-        report(
-            &format!("{place}: refused: {reason} {detail}")
-                .trim_end()
-                .to_owned(),
-        );
+        report(format!("{place}: refused: {reason} {detail}").trim_end());
     }
     let listed = dropped.len() as u64;
     let total = body["dropped_total"].as_u64().unwrap_or(listed);
