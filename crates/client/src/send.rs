@@ -46,6 +46,7 @@ fn report_http_drops(
         let whole = d["whole_payload"].as_bool().unwrap_or(false);
         let place = match at.and_then(|i| lines.get(i)) {
             Some(n) if !whole => format!("line {n}"),
+            _ if lines.len() == 1 => "a batch of 1 line".to_owned(),
             _ => format!("a batch of {} lines", lines.len()),
         };
         report(format!("{place}: refused: {reason} {detail}").trim_end());

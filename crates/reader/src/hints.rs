@@ -137,16 +137,26 @@ pub fn for_read<T: ReadStore + ?Sized>(
         };
         if sel.is_lazy() {
             hints.push(format!(
-                "no events matched: the range ({}) holds {} events{what}, none of them matched",
+                "no events matched: the range ({}) holds {} {}{what}, none of them matched",
                 range(),
-                facts.scanned
+                facts.scanned,
+                if facts.scanned == 1 {
+                    "event"
+                } else {
+                    "events"
+                }
             ));
         } else {
             hints.push(format!(
-                "no events matched: the range ({}) has data in {} second(s), none of the \
-                 selected dc / type / subtype",
+                "no events matched: the range ({}) has data in {} {}, none of the selected \
+                 dc / type / subtype",
                 range(),
-                stats.epochs
+                stats.epochs,
+                if stats.epochs == 1 {
+                    "second"
+                } else {
+                    "seconds"
+                }
             ));
         }
     }
