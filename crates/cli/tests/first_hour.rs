@@ -286,6 +286,32 @@ fn output_formats_and_times() {
     }
     let weeks = run(&["cat", "--data", data[1], "--from", "-1w", "--limit", "1"]);
     assert_success(&weeks);
+
+    // On a terminal (a pty from util-linux `script`): pretty and colored by default; NO_COLOR
+    // turns the color off.
+    let on_tty = |no_color: bool| -> Option<String> {
+        let cmd = format!(
+            "{} cat --data {} --from {epoch} --to {} --limit 1",
+            env!("CARGO_BIN_EXE_sluice"),
+            data[1],
+            epoch + 60
+        );
+        let mut c = Command::new("script");
+        c.args(["-qc", &cmd, "/dev/null"]).env_remove("NO_COLOR");
+        if no_color {
+            c.env("NO_COLOR", "1");
+        }
+        let out = c.output().ok().filter(|o| o.status.success())?;
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    match (on_tty(false), on_tty(true)) {
+        (Some(color), Some(plain)) => {
+            assert!(color.contains("\x1b[2m2026-11-24T09:30:00Z\x1b[0m"), "{color:?}");
+            assert!(plain.starts_with("2026-11-24T09:30:00Z "), "{plain:?}");
+            assert!(!plain.contains('\x1b'), "{plain:?}");
+        }
+        _ => println!("SKIPPED: the terminal check needs `script` (util-linux)"),
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
