@@ -207,6 +207,7 @@ fn from_store(
 ) -> Result<()> {
     let mut tail = Tail::new(store, selection, start, TailOptions::default());
     let mut printed = 0u64;
+    let mut hinted = false;
     loop {
         let now = sluice_reader::time::now_unix();
         let items = match tail.poll(now) {
@@ -228,6 +229,12 @@ fn from_store(
             }
         }
         printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
+        if !hinted {
+            if let Some(hints) = tail.hints(now) {
+                hinted = true;
+                hints.iter().for_each(|h| eprintln!("sluice: hint: {h}"));
+            }
+        }
         if stop.reached(printed) {
             return Ok(());
         }
@@ -288,6 +295,9 @@ fn from_server(
                 );
                 reconnecting = true;
             }
+        }
+        for h in client.take_hints() {
+            eprintln!("sluice: hint: {h}");
         }
         if stop.reached(printed) {
             return Ok(());

@@ -111,6 +111,34 @@ fn assert_hints(source: &[&str], epoch: i64) {
     assert!(!stdout_lines(&fine).is_empty());
 }
 
+/// A tail gets the typo hints once it has read its history (and never "no events matched").
+fn assert_tail_hints(source: &[&str], epoch: i64) {
+    let from = epoch.to_string();
+    for (extra, want) in [
+        (&["--type", "web"][..], "no events of type `web`"),
+        (
+            &["--where", "stauts >= 500"][..],
+            "field `stauts` never seen in this range; did you mean `status`?",
+        ),
+    ] {
+        let args = [
+            &["tail", "--from", &from, "--until", "+3s"][..],
+            source,
+            extra,
+        ]
+        .concat();
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        let hints: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("sluice: hint: "))
+            .collect();
+        assert_eq!(hints.len(), 1, "{args:?}: once: {err}");
+        assert!(hints[0].contains(want), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn typos_and_empty_ranges_get_hints_from_a_store_and_from_a_server() {
     let dir = temp("fh-hints");
@@ -118,10 +146,13 @@ fn typos_and_empty_ranges_get_hints_from_a_store_and_from_a_server() {
     write_store(&dir, epoch);
     assert_hints(&["--data", dir.to_str().expect("path")], epoch);
 
+    assert_tail_hints(&["--data", dir.to_str().expect("path")], epoch);
+
     let port = free_port();
     let server = serve(&dir, port);
     // No scheme in the address: `cat --server HOST:PORT` works as `http://HOST:PORT`.
     assert_hints(&["--server", &format!("127.0.0.1:{port}")], epoch);
+    assert_tail_hints(&["--server", &format!("127.0.0.1:{port}")], epoch);
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -306,7 +337,10 @@ fn output_formats_and_times() {
     };
     match (on_tty(false), on_tty(true)) {
         (Some(color), Some(plain)) => {
-            assert!(color.contains("\x1b[2m2026-11-24T09:30:00Z\x1b[0m"), "{color:?}");
+            assert!(
+                color.contains("\x1b[2m2026-11-24T09:30:00Z\x1b[0m"),
+                "{color:?}"
+            );
             assert!(plain.starts_with("2026-11-24T09:30:00Z "), "{plain:?}");
             assert!(!plain.contains('\x1b'), "{plain:?}");
         }

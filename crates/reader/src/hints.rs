@@ -21,6 +21,9 @@
 //!   4. a field met only as numbers, compared with a quoted string (or the reverse): say so;
 //!   5. none of the above but no event matched: "no events matched (the range holds N events
 //!      of the selected types)".
+//! - A tail ([`for_tail`], `Tail::hints`) gets rules 2–4 once, when it has caught up and seen
+//!   data (a quiet stream is normal: never rule 5); the server sends them as SSE `event: hint`
+//!   messages (clients ignore event names they do not know), `sluice tail` prints them.
 
 use std::collections::BTreeSet;
 
@@ -80,11 +83,87 @@ pub fn for_read<T: ReadStore + ?Sized>(
         }
         return hints;
     }
+    let typos = typo_hints(store, req, facts);
+    if typos.iter().any(|h| h.starts_with(NO_TYPE)) {
+        return typos;
+    }
+    hints.extend(typos);
+    if hints.is_empty() && stats.events == 0 {
+        let what = match (&sel.type_, sel.filter.is_some()) {
+            (Some(t), _) => format!(" of type `{t}`"),
+            _ => String::new(),
+        };
+        if sel.is_lazy() {
+            hints.push(format!(
+                "no events matched: the range ({}) holds {} {}{what}, none of them matched",
+                range(),
+                facts.scanned,
+                if facts.scanned == 1 {
+                    "event"
+                } else {
+                    "events"
+                }
+            ));
+        } else {
+            hints.push(format!(
+                "no events matched: the range ({}) has data in {} {}, none of the selected \
+                 dc / type / subtype",
+                range(),
+                stats.epochs,
+                if stats.epochs == 1 {
+                    "second"
+                } else {
+                    "seconds"
+                }
+            ));
+        }
+    }
+    hints
+}
+
+/// Start of the hint for a type the range does not have.
+const NO_TYPE: &str = "no events of type";
+
+/// The typo hints of a tail (rules 2–4: a quiet stream is normal, so never "no events
+/// matched"), or `None` until it can judge: no type listed yet, or (for a select / where) no
+/// event of the selected types scanned yet. Field names are sampled from the last
+/// [`TAIL_SAMPLE_SECS`] before `now`.
+pub fn for_tail<T: ReadStore + ?Sized>(
+    store: &T,
+    selection: &Selection,
+    facts: &ReadFacts,
+    now: i64,
+) -> Option<Vec<String>> {
+    if facts.types.is_empty() {
+        return None;
+    }
+    let req = ReadRequest::selected(now - TAIL_SAMPLE_SECS, now + 1, selection.clone());
+    let type_missing = selection
+        .type_
+        .as_ref()
+        .is_some_and(|t| !facts.types.contains(t));
+    if !type_missing && selection.is_lazy() && facts.scanned == 0 {
+        return None;
+    }
+    Some(typo_hints(store, &req, facts))
+}
+
+/// Seconds of history a tail's field-name sample reads.
+pub const TAIL_SAMPLE_SECS: i64 = 300;
+
+/// Rules 2–4 of the [module docs](self); a type hint comes alone.
+fn typo_hints<T: ReadStore + ?Sized>(
+    store: &T,
+    req: &ReadRequest,
+    facts: &ReadFacts,
+) -> Vec<String> {
+    let mut hints = Vec::new();
+    let sel = &req.selection;
     if let Some(t) = &sel.type_ {
         if !facts.types.is_empty() && !facts.types.contains(t) {
             let listed: Vec<&str> = facts.types.iter().map(String::as_str).collect();
             let mut h = format!(
-                "no events of type `{t}` in this range; types here: {}",
+                "{NO_TYPE} `{t}` in this range; types here: {}",
                 listed.join(", ")
             );
             if let Some(m) = facts.types.iter().find(|x| x.eq_ignore_ascii_case(t)) {
@@ -128,36 +207,6 @@ pub fn for_read<T: ReadStore + ?Sized>(
                      (e.g. {path} {op} 500)"
                 ));
             }
-        }
-    }
-    if hints.is_empty() && stats.events == 0 {
-        let what = match (&sel.type_, sel.filter.is_some()) {
-            (Some(t), _) => format!(" of type `{t}`"),
-            _ => String::new(),
-        };
-        if sel.is_lazy() {
-            hints.push(format!(
-                "no events matched: the range ({}) holds {} {}{what}, none of them matched",
-                range(),
-                facts.scanned,
-                if facts.scanned == 1 {
-                    "event"
-                } else {
-                    "events"
-                }
-            ));
-        } else {
-            hints.push(format!(
-                "no events matched: the range ({}) has data in {} {}, none of the selected \
-                 dc / type / subtype",
-                range(),
-                stats.epochs,
-                if stats.epochs == 1 {
-                    "second"
-                } else {
-                    "seconds"
-                }
-            ));
         }
     }
     hints

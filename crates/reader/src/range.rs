@@ -212,6 +212,33 @@ pub struct ReadFacts {
     pub path_kinds: Vec<u8>,
 }
 
+impl ReadFacts {
+    /// Records a type listed in an index (up to [`MAX_TYPES_SEEN`]).
+    pub fn see_type(&mut self, type_: &str) {
+        if self.types.len() < MAX_TYPES_SEEN && !self.types.contains(type_) {
+            self.types.insert(type_.to_owned());
+        }
+    }
+
+    /// Adds what another read of the same selection saw (a tail's next poll).
+    pub fn add_scan(&mut self, other: &ReadFacts) {
+        self.scanned += other.scanned;
+        for t in &other.types {
+            self.see_type(t);
+        }
+        if self.path_seen.len() < other.path_seen.len() {
+            self.path_seen.resize(other.path_seen.len(), false);
+            self.path_kinds.resize(other.path_kinds.len(), 0);
+        }
+        for (a, b) in self.path_seen.iter_mut().zip(&other.path_seen) {
+            *a |= *b;
+        }
+        for (a, b) in self.path_kinds.iter_mut().zip(&other.path_kinds) {
+            *a |= *b;
+        }
+    }
+}
+
 /// Most distinct types [`ReadFacts::types`] keeps.
 pub const MAX_TYPES_SEEN: usize = 256;
 /// [`ReadFacts::path_kinds`]: a number was met.
@@ -367,10 +394,7 @@ where
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
-                    let types = &mut self.chunk.facts.types;
-                    if types.len() < MAX_TYPES_SEEN && !types.contains(entry.type_()) {
-                        types.insert(entry.type_().to_owned());
-                    }
+                    self.chunk.facts.see_type(entry.type_());
                     let keep = self.req.selection.keeps(entry.type_(), entry.subtype());
                     if keep {
                         entries.push(entry);

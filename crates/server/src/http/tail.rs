@@ -156,6 +156,7 @@ fn follow(
     let mut tail = Tail::new(store, req, start, opts);
     let interval = tail.options().poll_interval;
     let mut last_cursor = String::new();
+    let mut hinted = false;
     loop {
         if tx.is_closed() {
             return;
@@ -192,6 +193,16 @@ fn follow(
         if token != last_cursor || !buf.is_empty() {
             buf.extend_from_slice(format!("event: cursor\ndata: {token}\n\n").as_bytes());
             last_cursor = token;
+        }
+        // Typo hints, once, after a whole batch (`sluice_reader::hints::for_tail`).
+        if !hinted {
+            if let Some(hints) = tail.hints(now) {
+                hinted = true;
+                for h in hints {
+                    let text = h.replace('\n', " ");
+                    buf.extend_from_slice(format!("event: hint\ndata: {text}\n\n").as_bytes());
+                }
+            }
         }
         if !buf.is_empty() && tx.blocking_send(Bytes::from(buf)).is_err() {
             return;
