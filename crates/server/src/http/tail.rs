@@ -2,11 +2,14 @@
 //!
 //! Parameters: `from` (a time; default `now`) or `cursor` (a token from an earlier tail, to
 //! resume with no gap and no duplicate), and the filters of `GET /v1/events` (`dc`, `type`,
-//! `subtype`, `select` (repeated), `where`). The stream carries three kinds of event:
+//! `subtype`, `select` (repeated), `where`). The stream carries four kinds of event:
 //! - `event: event` — `data:` one event as JSON (or the object of selected paths);
 //! - `event: warning` — `data:` `{"key":…,"reason":…}` for a chunk that could not be read;
 //! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
-//!   reconnects with `cursor=<token>` continues exactly after it.
+//!   reconnects with `cursor=<token>` continues exactly after it;
+//! - `event: hint` — `data:` advice, once per stream, after the tail has caught up and seen data
+//!   (`sluice_reader::hints::for_tail`: a type or a field it never saw, a number field compared
+//!   with a string); not part of any batch, and ignored by clients that do not know it.
 //!
 //! The tail polls the store every 100 ms, so an event is sent at most ~0.1 s after its second
 //! is stored (the collector stores a second its grace period after it ends).
