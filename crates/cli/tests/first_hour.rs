@@ -88,6 +88,11 @@ fn assert_hints(source: &[&str], epoch: i64) {
         );
     }
     assert!(stderr(&cat(source, epoch, &["--type", "web"])).contains("did you mean `WEB`?"));
+    let dc = stderr(&cat(source, epoch, &["--dc", "AMS1"]));
+    assert!(
+        dc.contains("holds no events of dc `AMS1`; dcs here: ams1"),
+        "{dc}"
+    );
     // A range long gone: said, with the retention.
     let old = run(&[
         &["cat", "--from", "1000000000", "--to", "1000000060"][..],

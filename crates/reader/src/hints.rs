@@ -12,7 +12,8 @@
 //!   [`SAMPLE_EVENTS`] events of at most [`SAMPLE_CHUNKS`] chunks, fully decoded.
 //! - The rules, in order:
 //!   1. nothing stored in the range: "older than the retention of D days" when the range ends
-//!      before the retention cut-off, else "the range … holds no events";
+//!      before the retention cut-off, else "the range … holds no events" (with `--dc`: and the
+//!      dcs it does hold);
 //!   2. `--type T` not among the types of the range: "no events of type `T`; types here: …"
 //!      (with "did you mean" for a match ignoring case);
 //!   3. a select / where path no event of the range had: "field `p` never seen in this range"
@@ -71,14 +72,28 @@ pub fn for_read<T: ReadStore + ?Sized>(
                 retention / 86_400,
                 format_time((now - retention) as f64, &utc)
             ));
+        } else if let Some(dc) = &sel.dc {
+            // A dc typo looks like an empty range: list the dcs the range does have.
+            let dcs: BTreeSet<String> = store
+                .list_epochs(None, req.from, req.to)
+                .map(|pairs| pairs.into_iter().map(|(_, d)| d).collect())
+                .unwrap_or_default();
+            let mut h = format!(
+                "no events matched: the range ({}) holds no events of dc `{dc}`",
+                range()
+            );
+            if !dcs.is_empty() {
+                let listed: Vec<&str> = dcs.iter().map(String::as_str).take(20).collect();
+                h.push_str(&format!("; dcs here: {}", listed.join(", ")));
+                if let Some(m) = dcs.iter().find(|x| x.eq_ignore_ascii_case(dc)) {
+                    h.push_str(&format!(" (dcs are case-sensitive: did you mean `{m}`?)"));
+                }
+            }
+            hints.push(h);
         } else {
             hints.push(format!(
-                "no events matched: the range ({}){} holds no events",
-                range(),
-                sel.dc
-                    .as_deref()
-                    .map(|dc| format!(" of dc `{dc}`"))
-                    .unwrap_or_default()
+                "no events matched: the range ({}) holds no events",
+                range()
             ));
         }
         return hints;
