@@ -6,9 +6,11 @@
 //! With `--server`, the tail reconnects from its last cursor when the connection drops or the
 //! server stops, restarts or is killed (`sluice_client::TailClient`: backoff 0.2 s doubling to
 //! 5 s), saying so on stderr; for ever, or until `--retry-for` seconds pass without a
-//! connection (then it exits 1, its cursor printed to resume with). Events are printed a whole server batch at a time, with the
-//! cursor recorded after each batch under the same lock the signal handler takes, so the cursor
-//! printed on SIGINT / SIGTERM matches standard output exactly. Interrupted, it exits 0.
+//! connection (then it exits 1, its cursor printed to resume with). Events are printed a whole
+//! server batch at a time (in `--format`: `crate::output`), with the cursor recorded after each
+//! batch under the same lock the signal handler takes, so the cursor printed on SIGINT /
+//! SIGTERM matches standard output exactly. Interrupted, it exits 0. Typo hints (a type or
+//! field never seen) are printed once on stderr, after the history is read.
 
 use std::io::{BufWriter, Stdout};
 use std::path::PathBuf;

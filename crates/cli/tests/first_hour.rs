@@ -158,6 +158,28 @@ fn typos_and_empty_ranges_get_hints_from_a_store_and_from_a_server() {
     // No scheme in the address: `cat --server HOST:PORT` works as `http://HOST:PORT`.
     assert_hints(&["--server", &format!("127.0.0.1:{port}")], epoch);
     assert_tail_hints(&["--server", &format!("127.0.0.1:{port}")], epoch);
+    // The HTTP API says hints only to clients that ask (`hints=1`): other consumers of the
+    // NDJSON never see an extra line.
+    let get = |extra: &str| {
+        let url = format!(
+            "http://127.0.0.1:{port}/v1/events?from={epoch}&to={}&type=web{extra}",
+            epoch + 60
+        );
+        ureq::get(&url)
+            .call()
+            .expect("GET")
+            .into_string()
+            .expect("body")
+    };
+    assert_eq!(get(""), "", "no trailer without hints=1");
+    let hinted = get("&hints=1");
+    let trailer: serde_json::Value = serde_json::from_str(hinted.trim()).expect("trailer");
+    assert!(
+        trailer["_sluice"]["hints"][0]
+            .as_str()
+            .is_some_and(|h| h.contains("no events of type `web`")),
+        "{hinted}"
+    );
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }

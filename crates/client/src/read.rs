@@ -80,7 +80,9 @@ impl HttpReader {
             .get(&url)
             .query("from", &from.to_string())
             .query("to", &to.to_string())
-            .query("format", format_name);
+            .query("format", format_name)
+            // This client reads the trailer line, so it can take hints.
+            .query("hints", "1");
         for (k, v) in selection.query_pairs() {
             req = req.query(k, &v);
         }

@@ -9,8 +9,8 @@
 //!   <accepted> <dropped>` or `error <reason> <detail>`). So one bad line is refused alone, with
 //!   its line number and reason, and the good ones are accepted — no protocol change (the server
 //!   answers each message; an earlier client sent a batch as one JSON array, which one bad line
-//!   refused whole). Measured on loopback: 50,000 events in 2.0 s as arrays, see
-//!   `docs/decisions.md` for the per-line figure.
+//!   refused whole). Measured on loopback (debug build): 50,000 events in 2.0 s as arrays,
+//!   3.3 s one per line.
 //! - **HTTP**: each batch is one `POST /v1/events` (NDJSON body); the JSON answer says how many
 //!   were accepted and lists the dropped ones by index, reported here by input line.
 //!
@@ -30,10 +30,12 @@ use crate::{base_url, ClientError, Result};
 pub const TCP_PIPELINE: usize = 200;
 
 /// Reports the `dropped` list of an HTTP ingest answer, one line each: the server's `index`
-/// counts event candidates of the batch, which are its lines when every line is one event.
+/// counts event candidates of the batch, which are its lines when no line is an array
+/// (`arrays`: then the index is given as it is, with the batch's lines).
 fn report_http_drops(
     body: &serde_json::Value,
     lines: &[u64],
+    arrays: bool,
     report: &mut Box<dyn FnMut(&str) + Send>,
 ) {
     let Some(dropped) = body["dropped"].as_array() else {
@@ -44,7 +46,13 @@ fn report_http_drops(
         let detail = d["detail"].as_str().unwrap_or("");
         let at = d["index"].as_u64().and_then(|i| usize::try_from(i).ok());
         let whole = d["whole_payload"].as_bool().unwrap_or(false);
+        let span = match (lines.first(), lines.last()) {
+            (Some(a), Some(b)) if a != b => format!("lines {a}-{b}"),
+            (Some(a), _) => format!("line {a}"),
+            _ => "no lines".to_owned(),
+        };
         let place = match at.and_then(|i| lines.get(i)) {
+            _ if arrays && !whole => format!("event {} of {span}", at.unwrap_or(0) + 1),
             Some(n) if !whole => format!("line {n}"),
             _ if lines.len() == 1 => "a batch of 1 line".to_owned(),
             _ => format!("a batch of {} lines", lines.len()),
@@ -113,6 +121,8 @@ pub struct Sender {
     pending_lines: Vec<u64>,
     /// Input lines given so far (blank ones included).
     lines_in: u64,
+    /// Whether a pending line is a JSON array (several events on one line).
+    pending_arrays: bool,
     sent: Sent,
     on_refusal: Box<dyn FnMut(&str) + Send>,
 }
@@ -183,6 +193,7 @@ impl Sender {
             pending_events: 0,
             pending_lines: Vec::new(),
             lines_in: 0,
+            pending_arrays: false,
             sent: Sent::default(),
             on_refusal: Box::new(|_| {}),
         })
@@ -222,6 +233,7 @@ impl Sender {
         self.pending.push(b'\n');
         self.pending_events += 1;
         self.pending_lines.push(self.lines_in);
+        self.pending_arrays |= line.trim_ascii_start().starts_with(b"[");
         self.sent.events += 1;
         if self.is_acknowledged() && self.pending_events >= self.opts.batch {
             self.flush()?;
@@ -314,15 +326,23 @@ impl Sender {
                         let accepted = body["accepted"].as_u64().unwrap_or(n);
                         self.sent.accepted += accepted;
                         self.sent.refused += n.saturating_sub(accepted);
-                        report_http_drops(&body, &self.pending_lines, &mut self.on_refusal);
+                        report_http_drops(
+                            &body,
+                            &self.pending_lines,
+                            self.pending_arrays,
+                            &mut self.on_refusal,
+                        );
                     }
                     Err(ureq::Error::Status(code, r)) => {
                         self.sent.refused += n;
                         let text = r.into_string().unwrap_or_default();
                         match serde_json::from_str::<serde_json::Value>(&text) {
-                            Ok(body) if body["dropped"].is_array() => {
-                                report_http_drops(&body, &self.pending_lines, &mut self.on_refusal)
-                            }
+                            Ok(body) if body["dropped"].is_array() => report_http_drops(
+                                &body,
+                                &self.pending_lines,
+                                self.pending_arrays,
+                                &mut self.on_refusal,
+                            ),
                             _ => (self.on_refusal)(&format!(
                                 "collector refused a batch of {n} ({code}): {}",
                                 text.trim()
@@ -344,6 +364,7 @@ impl Sender {
         self.pending.clear();
         self.pending_events = 0;
         self.pending_lines.clear();
+        self.pending_arrays = false;
         Ok(())
     }
 

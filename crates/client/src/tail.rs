@@ -234,6 +234,7 @@ impl TailClient {
         for (k, v) in &self.selection {
             req = req.query(k, v);
         }
+        req = req.query("hints", "1");
         match req.call() {
             Ok(resp) => {
                 self.stream = Some(BufReader::new(resp.into_reader()).lines());

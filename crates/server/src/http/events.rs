@@ -8,7 +8,7 @@
 //!
 //! A GET reads on a blocking thread and streams in chunks of about 64 KiB, in epoch order;
 //! damage is skipped and reported, never cut silently: for NDJSON as one last line
-//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. The same line carries
+//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. With `hints=1`, the same line carries
 //! `"hints":["…"]` (`sluice_reader::hints`: a type or field never seen, an empty range, …) when
 //! there are any; it is sent when there are warnings or hints. Bad parameters get **400**
 //! before anything is streamed.
@@ -73,28 +73,31 @@ fn ingest_response(s: &IngestSummary) -> Response {
     )
 }
 
-/// Builds the read request of `GET /v1/events`.
-fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
+/// Builds the read request of `GET /v1/events` (and whether hints were asked for).
+fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat, bool), String> {
     let mut range = TimeRange::default();
     let mut selection = Selection::default();
     let mut format = OutputFormat::Json;
+    let mut hints = false;
     for (k, v) in parse_query(query) {
         if range.accept(&k, &v, now)? {
             continue;
         }
         if k == "format" {
             format = params::format(&v)?;
+        } else if k == "hints" {
+            hints = params::hints(&v)?;
         } else if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
             return Err(params::unknown(&k));
         }
     }
     let (from, to) = range.finish(now)?;
-    Ok((ReadRequest::selected(from, to, selection), format))
+    Ok((ReadRequest::selected(from, to, selection), format, hints))
 }
 
 /// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
 pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let (req, format) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+    let (req, format, hints) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
@@ -103,7 +106,7 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
     let store = st.store.clone();
     let metrics = st.metrics.clone();
     tokio::task::spawn_blocking(move || {
-        let served = stream_range(store, req, format, start_tx, tx);
+        let served = stream_range(store, req, format, hints, start_tx, tx);
         if served > 0 {
             *metrics
                 .locked()
@@ -134,6 +137,7 @@ fn stream_range(
     store: Arc<dyn Store>,
     req: ReadRequest,
     format: OutputFormat,
+    want_hints: bool,
     start: oneshot::Sender<Result<(), (StatusCode, String)>>,
     tx: mpsc::Sender<Bytes>,
 ) -> u64 {
@@ -178,7 +182,11 @@ fn stream_range(
         }
     }
     let mut buf = w.into_inner();
-    let hints = reader.hints(now_unix());
+    let hints = if want_hints {
+        reader.hints(now_unix())
+    } else {
+        Vec::new()
+    };
     if (!warnings.is_empty() || !hints.is_empty()) && format == OutputFormat::Json {
         let mut trailer = serde_json::json!({ "_sluice": { "warnings": warnings } });
         if !hints.is_empty() {
