@@ -190,11 +190,13 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     if let Some(s) = sender {
         let sent = s.finish()?;
         eprintln!(
-            "sluice: sent {} events in {} messages ({} refused)",
-            sent.events, sent.messages, sent.refused
+            "sluice: sent {} in {} ({} refused)",
+            crate::output::plural(sent.events, "event"),
+            crate::output::plural(sent.messages, "message"),
+            sent.refused
         );
         if sent.refused > 0 {
-            bail!("{} events were refused", sent.refused);
+            bail!("{} refused", crate::output::plural(sent.refused, "event"));
         }
     }
     Ok(())

@@ -12,7 +12,7 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
-use sluice_reader::range::{EventWriter, OutputFormat, ReadItem};
+use sluice_reader::range::{OutputFormat, ReadItem};
 use sluice_reader::reduce::{ReduceSpec, Reducer, TopEvents, DEFAULT_MAX_GROUPS};
 use sluice_reader::Selection;
 
@@ -112,7 +112,7 @@ enum Sink {
 
 struct Printer<W: Write> {
     sink: Sink,
-    out: EventWriter<W>,
+    out: crate::output::Printer<W>,
     warnings: u64,
     no_epoch: u64,
 }
@@ -123,7 +123,7 @@ impl<W: Write> Printer<W> {
             Sink::Reduce(r) => {
                 r.push(epoch, event)?;
                 for row in r.ready() {
-                    self.out.write(&row)?;
+                    self.out.value(&row)?;
                 }
             }
             Sink::Top(t) => t.push(event),
@@ -138,9 +138,9 @@ impl<W: Write> Printer<W> {
         };
         let mut out = self.out;
         for row in rows {
-            out.write(&row)?;
+            out.value(&row)?;
         }
-        out.flush()?;
+        out.finish()?;
         let mut problems = Vec::new();
         if self.warnings > 0 {
             problems.push(format!(
@@ -166,27 +166,26 @@ impl<W: Write> Printer<W> {
     }
 }
 
-fn printer<W: Write>(plan: Plan, out: W, format: OutputFormat) -> Result<Printer<W>> {
+fn printer<W: Write>(plan: Plan, out: crate::output::Printer<W>) -> Result<Printer<W>> {
     let sink = match plan {
         Plan::Reduce(spec) => Sink::Reduce(Reducer::new(spec)),
         Plan::Top { by, n } => Sink::Top(TopEvents::new(&by, n)?),
     };
     Ok(Printer {
         sink,
-        out: EventWriter::new(out, format),
+        out,
         warnings: 0,
         no_epoch: 0,
     })
 }
 
 /// Reduces the events of a local read and prints the rows.
-pub fn reduce_items(
+pub fn reduce_items<W: Write>(
     plan: Plan,
     items: impl IntoIterator<Item = ReadItem>,
-    format: OutputFormat,
+    out: crate::output::Printer<W>,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut p = printer(plan, std::io::BufWriter::new(stdout.lock()), format)?;
+    let mut p = printer(plan, out)?;
     for item in items {
         match item {
             ReadItem::Event(e) => p.push(e.key.epoch(), &e.value)?,
@@ -200,21 +199,20 @@ pub fn reduce_items(
 }
 
 /// Reduces the events a server sends (`GET /v1/events`, NDJSON) and prints the rows.
-pub fn reduce_server(
+pub fn reduce_server<W: Write>(
     plan: Plan,
     server: &str,
     from: i64,
     to: i64,
     selection: &Selection,
-    format: OutputFormat,
+    out: crate::output::Printer<W>,
 ) -> Result<()> {
     let reader = HttpReader::new(server, &HttpOptions::default())?;
     let EventStream::Ndjson(events) = reader.events(from, to, selection, OutputFormat::Json)?
     else {
         anyhow::bail!("the server answered Sereal to a request for NDJSON");
     };
-    let stdout = std::io::stdout();
-    let mut p = printer(plan, std::io::BufWriter::new(stdout.lock()), format)?;
+    let mut p = printer(plan, out)?;
     for item in events {
         match item? {
             HttpItem::Event(line) => {
@@ -231,6 +229,7 @@ pub fn reduce_server(
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;
             }
+            HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
         }
     }
     p.finish()

@@ -4,7 +4,8 @@
 //! parameters. For NDJSON the answer is read line by line ([`NdjsonEvents`]): each line is an
 //! event, except the server's last line `{"_sluice":{"warnings":[{"key":…,"reason":…},…]}}`
 //! which becomes one [`HttpItem::Warning`] per chunk it could not read (an unparsable warnings
-//! line becomes one warning with key `_sluice` and the line as reason: never dropped). For
+//! line becomes one warning with key `_sluice` and the line as reason: never dropped), and one
+//! [`HttpItem::Hint`] per entry of its `"hints"` (advice: a type or field never seen…). For
 //! Sereal the body is handed over as it is ([`EventStream::Sereal`]).
 
 use std::collections::VecDeque;
@@ -28,6 +29,8 @@ pub enum HttpItem {
     Event(String),
     /// A chunk the server could not read (skipped).
     Warning(ReadWarning),
+    /// Advice about the read (`sluice_reader::hints`), e.g. a field never seen.
+    Hint(String),
 }
 
 /// The answer of [`HttpReader::events`].
@@ -42,7 +45,7 @@ pub enum EventStream {
 pub struct NdjsonEvents {
     url: String,
     lines: std::io::Lines<BufReader<Box<dyn Read + Send + Sync>>>,
-    warnings: VecDeque<ReadWarning>,
+    warnings: VecDeque<HttpItem>,
 }
 
 impl HttpReader {
@@ -77,7 +80,9 @@ impl HttpReader {
             .get(&url)
             .query("from", &from.to_string())
             .query("to", &to.to_string())
-            .query("format", format_name);
+            .query("format", format_name)
+            // This client reads the trailer line, so it can take hints.
+            .query("hints", "1");
         for (k, v) in selection.query_pairs() {
             req = req.query(k, &v);
         }
@@ -115,30 +120,40 @@ impl HttpReader {
     }
 }
 
-/// The warnings of a `{"_sluice":{"warnings":[…]}}` line, or `None` if `line` is an event.
-fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
+/// The warnings and hints of a `{"_sluice":{"warnings":[…],"hints":[…]}}` line, or `None` if
+/// `line` is an event.
+fn trailer_warnings(line: &str) -> Option<Vec<HttpItem>> {
     if !line.starts_with("{\"_sluice\"") {
         return None;
     }
-    let parsed: Option<Vec<ReadWarning>> = serde_json::from_str::<serde_json::Value>(line)
+    let parsed: Option<Vec<HttpItem>> = serde_json::from_str::<serde_json::Value>(line)
         .ok()
         .and_then(|v| {
+            let hints = v["_sluice"]["hints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             v["_sluice"]["warnings"].as_array().map(|ws| {
                 ws.iter()
-                    .map(|w| ReadWarning {
-                        key: w["key"].as_str().unwrap_or("?").to_owned(),
-                        reason: w["reason"]
-                            .as_str()
-                            .map_or_else(|| w["reason"].to_string(), str::to_owned),
+                    .map(|w| {
+                        HttpItem::Warning(ReadWarning {
+                            key: w["key"].as_str().unwrap_or("?").to_owned(),
+                            reason: w["reason"]
+                                .as_str()
+                                .map_or_else(|| w["reason"].to_string(), str::to_owned),
+                        })
                     })
+                    .chain(hints.iter().map(|h| {
+                        HttpItem::Hint(h.as_str().map_or_else(|| h.to_string(), str::to_owned))
+                    }))
                     .collect()
             })
         });
     Some(parsed.unwrap_or_else(|| {
-        vec![ReadWarning {
+        vec![HttpItem::Warning(ReadWarning {
             key: "_sluice".into(),
             reason: line.to_owned(),
-        }]
+        })]
     }))
 }
 
@@ -148,7 +163,7 @@ impl Iterator for NdjsonEvents {
     fn next(&mut self) -> Option<Result<HttpItem>> {
         loop {
             if let Some(w) = self.warnings.pop_front() {
-                return Some(Ok(HttpItem::Warning(w)));
+                return Some(Ok(w));
             }
             let line = match self.lines.next()? {
                 Ok(line) => line,
@@ -180,6 +195,12 @@ mod tests {
         );
         assert_eq!(ws.map(|w| w.len()), Some(2));
         let junk = trailer_warnings("{\"_sluice\": nope").unwrap();
-        assert_eq!(junk[0].key, "_sluice");
+        assert!(matches!(&junk[0], HttpItem::Warning(w) if w.key == "_sluice"));
+        let hinted =
+            trailer_warnings(r#"{"_sluice":{"warnings":[],"hints":["field `x` never seen"]}}"#);
+        assert_eq!(
+            hinted,
+            Some(vec![HttpItem::Hint("field `x` never seen".into())])
+        );
     }
 }

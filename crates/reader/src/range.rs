@@ -196,6 +196,58 @@ pub struct ReadStats {
     pub warnings: u64,
 }
 
+/// What a read saw besides its output, for [`RangeReader::hints`]: cheap to keep (a flag and a
+/// kind mask per select / where path, a count, the types in the epoch indexes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadFacts {
+    /// Events decoded or scanned (before the `where` filter; 0 for chunks never fetched).
+    pub scanned: u64,
+    /// Event types listed in the range's epoch indexes (before the type filter; at most
+    /// [`MAX_TYPES_SEEN`]).
+    pub types: std::collections::BTreeSet<String>,
+    /// Per lazy path (the select paths, then the filter's): whether any scanned event had it.
+    pub path_seen: Vec<bool>,
+    /// Per lazy path: the kinds of values met ([`KIND_NUMBER`] | [`KIND_STRING`] | [`KIND_OTHER`];
+    /// known for the filter's paths, whose values are decoded for every event).
+    pub path_kinds: Vec<u8>,
+}
+
+impl ReadFacts {
+    /// Records a type listed in an index (up to [`MAX_TYPES_SEEN`]).
+    pub fn see_type(&mut self, type_: &str) {
+        if self.types.len() < MAX_TYPES_SEEN && !self.types.contains(type_) {
+            self.types.insert(type_.to_owned());
+        }
+    }
+
+    /// Adds what another read of the same selection saw (a tail's next poll).
+    pub fn add_scan(&mut self, other: &ReadFacts) {
+        self.scanned += other.scanned;
+        for t in &other.types {
+            self.see_type(t);
+        }
+        if self.path_seen.len() < other.path_seen.len() {
+            self.path_seen.resize(other.path_seen.len(), false);
+            self.path_kinds.resize(other.path_kinds.len(), 0);
+        }
+        for (a, b) in self.path_seen.iter_mut().zip(&other.path_seen) {
+            *a |= *b;
+        }
+        for (a, b) in self.path_kinds.iter_mut().zip(&other.path_kinds) {
+            *a |= *b;
+        }
+    }
+}
+
+/// Most distinct types [`ReadFacts::types`] keeps.
+pub const MAX_TYPES_SEEN: usize = 256;
+/// [`ReadFacts::path_kinds`]: a number was met.
+pub const KIND_NUMBER: u8 = 1;
+/// [`ReadFacts::path_kinds`]: a string was met.
+pub const KIND_STRING: u8 = 2;
+/// [`ReadFacts::path_kinds`]: something else (a map, an array, a boolean, null) was met.
+pub const KIND_OTHER: u8 = 4;
+
 /// Something queued for fetching, in output order.
 enum Pending {
     Key(Arc<EventKey>),
@@ -242,9 +294,12 @@ where
     /// whose failure fails the whole read). Nothing else is fetched until the first `next()`.
     pub fn new(store: S, req: ReadRequest, opts: ReadOptions) -> Result<RangeReader<S>, ReadError> {
         if req.to < req.from {
+            let utc = crate::time::Zone::utc();
+            let show = |t: i64| format!("{t} = {}", crate::time::format_time(t as f64, &utc));
             return Err(ReadError::BadRequest(format!(
-                "`to` ({}) is before `from` ({})",
-                req.to, req.from
+                "`to` ({}) is before `from` ({}): swap them",
+                show(req.to),
+                show(req.from)
             )));
         }
         let epochs = store
@@ -291,6 +346,19 @@ where
         self.stats
     }
 
+    /// What the read saw so far (see [`ReadFacts`]).
+    pub fn facts(&self) -> &ReadFacts {
+        &self.chunk.facts
+    }
+
+    /// Hints for the user about a read that is done: typos in a type or a field, a string
+    /// compared with a number field, an empty range or one beyond the retention
+    /// ([`crate::hints`]). Empty when there is nothing to say. Call it after the last item; it
+    /// may sample a few chunks of the range (only when a field was never seen).
+    pub fn hints(&self, now: i64) -> Vec<String> {
+        crate::hints::for_read(&*self.store, &self.req, &self.chunk.facts, self.stats, now)
+    }
+
     /// The request being read.
     pub fn request(&self) -> &ReadRequest {
         &self.req
@@ -326,6 +394,7 @@ where
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
+                    self.chunk.facts.see_type(entry.type_());
                     let keep = self.req.selection.keeps(entry.type_(), entry.subtype());
                     if keep {
                         entries.push(entry);
@@ -464,6 +533,7 @@ struct ChunkDecoder {
     filter: Option<Filter>,
     scratch: Vec<u8>,
     found: Vec<Vec<Value>>,
+    facts: ReadFacts,
 }
 
 impl ChunkDecoder {
@@ -481,7 +551,13 @@ impl ChunkDecoder {
                 (Key::Utf8(Arc::from(p.to_string())), many)
             })
             .collect();
+        let n_paths = paths.len();
         ChunkDecoder {
+            facts: ReadFacts {
+                path_seen: vec![false; n_paths],
+                path_kinds: vec![0; n_paths],
+                ..ReadFacts::default()
+            },
             lazy: req.is_lazy(),
             limits: limits.clone(),
             decoder: Decoder::with_limits(limits.clone()),
@@ -498,9 +574,11 @@ impl ChunkDecoder {
     fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
         let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
         if !self.lazy {
-            return blob
+            let values = blob
                 .decode_with(&mut self.decoder)
-                .map_err(|e| e.to_string());
+                .map_err(|e| e.to_string())?;
+            self.facts.scanned += values.len() as u64;
+            return Ok(values);
         }
         let doc = blob
             .lazy(&self.limits, &mut self.scratch)
@@ -516,15 +594,27 @@ impl ChunkDecoder {
             let event = i;
             i += 1;
             let item = item.map_err(|e| format!("event {event}: {e}"))?;
+            self.facts.scanned += 1;
+            for (seen, picked) in self.facts.path_seen.iter_mut().zip(&handles) {
+                *seen |= !picked.is_empty();
+            }
             // One budget per event for all it decodes, as one selection had.
             let mut dec = doc.item_decoder();
             if let Some(f) = &self.filter {
                 self.found
                     .resize_with(handles.len() - self.n_select, Vec::new);
-                for (values, picked) in self.found.iter_mut().zip(&handles[self.n_select..]) {
+                let kinds = self.facts.path_kinds[self.n_select..].iter_mut();
+                for ((values, picked), kind) in self
+                    .found
+                    .iter_mut()
+                    .zip(&handles[self.n_select..])
+                    .zip(kinds)
+                {
                     values.clear();
                     for h in picked {
-                        values.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
+                        let v = dec.decode(h).map_err(|e| format!("event {event}: {e}"))?;
+                        *kind |= kind_of(&v);
+                        values.push(v);
                     }
                 }
                 if !f.matches_selected(&self.found) {
@@ -557,6 +647,15 @@ impl ChunkDecoder {
             out.push(Value::Hash(hash));
         }
         Ok(out)
+    }
+}
+
+fn kind_of(v: &Value) -> u8 {
+    match v.resolve() {
+        Value::Int(_) | Value::UInt(_) | Value::Float(_) => KIND_NUMBER,
+        Value::String(_) | Value::Binary(_) => KIND_STRING,
+        Value::Ref(inner) => kind_of(inner),
+        _ => KIND_OTHER,
     }
 }
 
@@ -634,6 +733,11 @@ impl<W: Write> EventWriter<W> {
     /// Flushes the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    /// The underlying writer, to write around the events (e.g. other formats of them).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
     }
 
     /// The underlying writer.

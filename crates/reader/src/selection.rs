@@ -115,7 +115,7 @@ impl Selection {
             "select" => self
                 .select
                 .push(Path::parse(value).map_err(|e| err(format!("{value:?}: {e}")))?),
-            "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.to_string()))?),
+            "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.render(value)))?),
             _ => return Ok(false),
         }
         Ok(true)

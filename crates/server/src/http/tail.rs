@@ -2,11 +2,15 @@
 //!
 //! Parameters: `from` (a time; default `now`) or `cursor` (a token from an earlier tail, to
 //! resume with no gap and no duplicate), and the filters of `GET /v1/events` (`dc`, `type`,
-//! `subtype`, `select` (repeated), `where`). The stream carries three kinds of event:
+//! `subtype`, `select` (repeated), `where`). The stream carries four kinds of event:
 //! - `event: event` — `data:` one event as JSON (or the object of selected paths);
 //! - `event: warning` — `data:` `{"key":…,"reason":…}` for a chunk that could not be read;
 //! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
-//!   reconnects with `cursor=<token>` continues exactly after it.
+//!   reconnects with `cursor=<token>` continues exactly after it;
+//! - `event: hint` — only with `hints=1`: `data:` advice, once per stream, after the tail has
+//!   caught up and seen data
+//!   (`sluice_reader::hints::for_tail`: a type or a field it never saw, a number field compared
+//!   with a string); not part of any batch, and ignored by clients that do not know it.
 //!
 //! The tail polls the store every 100 ms, so an event is sent at most ~0.1 s after its second
 //! is stored (the collector stores a second its grace period after it ends).
@@ -63,11 +67,13 @@ impl Drop for TailSlot {
 }
 
 /// Builds the tail request and starting cursor from the query string.
-fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
+fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), String> {
     let mut selection = TailRequest::default();
     let mut start = None;
+    let mut hints = false;
     for (k, v) in parse_query(query) {
         match k.as_str() {
+            "hints" => hints = params::hints(&v)?,
             "from" => start = Some(Cursor::at(params::time("from", &v, now)?)),
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
             other => {
@@ -77,13 +83,13 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
             }
         }
     }
-    Ok((selection, start.unwrap_or_else(|| Cursor::at(now))))
+    Ok((selection, start.unwrap_or_else(|| Cursor::at(now)), hints))
 }
 
 /// `GET /v1/tail`: validates the parameters, takes a slot under the cap, then streams.
 pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let now = sluice_reader::time::now_unix();
-    let (req, start) = match tail_request(q.as_deref().unwrap_or(""), now) {
+    let (req, start, hints) = match tail_request(q.as_deref().unwrap_or(""), now) {
         Ok(r) => r,
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
@@ -111,7 +117,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     let store = st.store.clone();
     let metrics = st.metrics.clone();
-    tokio::task::spawn_blocking(move || follow(store, req, start, tx, metrics));
+    tokio::task::spawn_blocking(move || follow(store, req, start, hints, tx, metrics));
     // Until shutdown: what the follower sends; then the shutdown event, and the end (dropping
     // the receiver stops the follower).
     let stream =
@@ -142,6 +148,7 @@ fn follow(
     store: Arc<dyn Store>,
     req: TailRequest,
     start: Cursor,
+    want_hints: bool,
     tx: mpsc::Sender<Bytes>,
     metrics: crate::metrics::SharedMetrics,
 ) {
@@ -153,6 +160,7 @@ fn follow(
     let mut tail = Tail::new(store, req, start, opts);
     let interval = tail.options().poll_interval;
     let mut last_cursor = String::new();
+    let mut hinted = !want_hints;
     loop {
         if tx.is_closed() {
             return;
@@ -189,6 +197,16 @@ fn follow(
         if token != last_cursor || !buf.is_empty() {
             buf.extend_from_slice(format!("event: cursor\ndata: {token}\n\n").as_bytes());
             last_cursor = token;
+        }
+        // Typo hints, once, after a whole batch (`sluice_reader::hints::for_tail`).
+        if !hinted {
+            if let Some(hints) = tail.hints(now) {
+                hinted = true;
+                for h in hints {
+                    let text = h.replace('\n', " ");
+                    buf.extend_from_slice(format!("event: hint\ndata: {text}\n\n").as_bytes());
+                }
+            }
         }
         if !buf.is_empty() && tx.blocking_send(Bytes::from(buf)).is_err() {
             return;
