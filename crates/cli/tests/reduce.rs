@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 mod common;
 use common::{ams1, assert_success};
@@ -11,17 +10,7 @@ use common::{ams1, assert_success};
 const EPOCH: i64 = 1_700_000_000;
 
 fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["cat", "--data", dir.to_str().expect("path")])
-        .args([
-            "--from",
-            &EPOCH.to_string(),
-            "--to",
-            &(EPOCH + 100).to_string(),
-        ])
-        .args(extra)
-        .output()
-        .expect("run sluice cat")
+    common::cat_data_with(dir, &EPOCH.to_string(), &(EPOCH + 100).to_string(), extra)
 }
 
 #[test]
