@@ -120,9 +120,9 @@ fn parse_cl(key: &str, v: &str) -> Result<Consistency, String> {
     })
 }
 
-fn parse_num<T: FromStr>(key: &str, v: &str, min: T, max: T) -> Result<T, String>
+fn parse_num<T>(key: &str, v: &str, min: T, max: T) -> Result<T, String>
 where
-    T: PartialOrd + std::fmt::Display + Copy,
+    T: FromStr + PartialOrd + std::fmt::Display + Copy,
 {
     let n: T = v
         .parse()
