@@ -595,6 +595,22 @@ impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
         }
     }
 
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeSet<String>> {
+        match ns {
+            Namespace::Events => self.get_epoch_index(epoch, dc),
+            _ => self.inner.get_namespace_index(ns, epoch, dc),
+        }
+    }
+
+    fn get_catalog(&self, kind: &str) -> sluice_store::Result<BTreeMap<String, Vec<u8>>> {
+        self.inner.get_catalog(kind)
+    }
+
     fn get_counts(
         &self,
         epoch: i64,

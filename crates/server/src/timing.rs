@@ -71,6 +71,31 @@ impl Store for TimedStore {
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
     }
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        self.timed(None, || {
+            self.inner.add_to_namespace_index(ns, epoch, dc, entries)
+        })
+    }
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        self.inner.get_namespace_index(ns, epoch, dc)
+    }
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        self.inner.put_catalog(kind, name, value)
+    }
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        self.inner.get_catalog(kind)
+    }
     fn add_counts(
         &self,
         epoch: i64,

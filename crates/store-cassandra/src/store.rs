@@ -41,7 +41,8 @@ use scylla::statement::prepared::PreparedStatement;
 use scylla::statement::SerialConsistency;
 use scylla::value::{CqlValue, Row};
 use sluice_store::checks::{
-    check_counts, check_counts_write, check_entries, check_key, check_put, check_text,
+    check_catalog, check_counts, check_counts_write, check_entries, check_key, check_put,
+    check_text,
 };
 use sluice_store::{
     BlobKey, Counts, CountsWrite, ExpireReport, Namespace, PutOutcome, Result, Retention, Store,
@@ -1011,44 +1012,6 @@ impl CassandraStore {
                 .map(|_| ())
         })
     }
-
-    /// Stores a catalog record (small named records, e.g. the substream registry); `None`
-    /// deletes it. Catalog records never expire.
-    pub fn put_catalog_record(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
-        check_text("catalog kind", kind, 255)?;
-        check_text("catalog name", name, 1024)?;
-        let (kind, name, value) = (kind.to_owned(), name.to_owned(), value.map(<[u8]>::to_vec));
-        self.run(|s| async move { s.put_catalog(kind, name, value).await })
-    }
-
-    /// The catalog records of `kind`, by name.
-    pub fn get_catalog_records(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
-        check_text("catalog kind", kind, 255)?;
-        let kind = kind.to_owned();
-        self.run(|s| async move { s.get_catalog(kind).await })
-    }
-
-    /// Adds `entries` to the index of `ns` for `(epoch, dc)` (set union).
-    pub fn add_to_ns_index(
-        &self,
-        ns: &Namespace,
-        epoch: i64,
-        dc: &str,
-        entries: &[&str],
-    ) -> Result<()> {
-        check_key(ns, BlobKey::new(epoch, "-"))?;
-        check_entries(dc, entries)?;
-        let (ns, dc) = (ns.as_str().into_owned(), dc.to_owned());
-        let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
-        self.run(|s| async move { s.add_index(Some(ns), epoch, dc, entries).await })
-    }
-
-    /// The entries of the index of `ns` for `(epoch, dc)`.
-    pub fn get_ns_index(&self, ns: &Namespace, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
-        check_key(ns, BlobKey::new(epoch, "-"))?;
-        let (ns, dc) = (ns.as_str().into_owned(), dc.to_owned());
-        self.run(|s| async move { s.get_index(Some(ns), epoch, dc).await })
-    }
 }
 
 impl Store for CassandraStore {
@@ -1095,9 +1058,59 @@ impl Store for CassandraStore {
 
     fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()> {
         check_entries(dc, entries)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
         let dc = dc.to_owned();
         let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
         self.run(|s| async move { s.add_index(None, epoch, dc, entries).await })
+    }
+
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        check_key(ns, BlobKey::new(epoch, "-"))?;
+        if *ns == Namespace::Events {
+            return self.add_to_epoch_index(epoch, dc, entries);
+        }
+        check_entries(dc, entries)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let (ns, dc) = (ns.as_str().into_owned(), dc.to_owned());
+        let entries: Vec<String> = entries.iter().map(|e| e.to_string()).collect();
+        self.run(|s| async move { s.add_index(Some(ns), epoch, dc, entries).await })
+    }
+
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        check_key(ns, BlobKey::new(epoch, "-"))?;
+        if *ns == Namespace::Events {
+            return self.get_epoch_index(epoch, dc);
+        }
+        check_text("dc", dc, 255)?;
+        let (ns, dc) = (ns.as_str().into_owned(), dc.to_owned());
+        self.run(|s| async move { s.get_index(Some(ns), epoch, dc).await })
+    }
+
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        check_catalog(kind, name, value)?;
+        let (kind, name, value) = (kind.to_owned(), name.to_owned(), value.map(<[u8]>::to_vec));
+        self.run(|s| async move { s.put_catalog(kind, name, value).await })
+    }
+
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        check_text("catalog kind", kind, 255)?;
+        let kind = kind.to_owned();
+        self.run(|s| async move { s.get_catalog(kind).await })
     }
 
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {

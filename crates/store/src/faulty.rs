@@ -145,6 +145,37 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.get_epoch_index(epoch, dc)
     }
 
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        self.faults.check_write("add_to_namespace_index")?;
+        self.inner.add_to_namespace_index(ns, epoch, dc, entries)
+    }
+
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        self.faults.check_read("get_namespace_index")?;
+        self.inner.get_namespace_index(ns, epoch, dc)
+    }
+
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        self.faults.check_write("put_catalog")?;
+        self.inner.put_catalog(kind, name, value)
+    }
+
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        self.faults.check_read("get_catalog")?;
+        self.inner.get_catalog(kind)
+    }
+
     fn add_counts(
         &self,
         epoch: i64,

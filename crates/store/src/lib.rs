@@ -70,7 +70,8 @@ pub const SERVER_FILE: &str = "SERVER";
 /// crate calls these instead of copying them).
 pub mod checks {
     pub use crate::store::{
-        check_counts, check_counts_write, check_entries, check_key, check_put, check_text,
+        check_catalog, check_counts, check_counts_write, check_entries, check_key, check_put,
+        check_text,
     };
 }
 pub use crate::store::{

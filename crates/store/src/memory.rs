@@ -5,15 +5,19 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::error::Result;
 use crate::store::{
-    check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey, Counts,
-    CountsWrite, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
+    check_catalog, check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey,
+    Counts, CountsWrite, ExpireReport, Namespace, PutOutcome, Retention, Store, TypeSubtype,
 };
 use crate::StoreError;
+
+/// Catalog records by `(kind, name)`.
+type CatalogMap = BTreeMap<(String, String), Vec<u8>>;
 
 #[derive(Default)]
 struct Partition {
     blobs: HashMap<(Namespace, i64, String), Arc<[u8]>>,
     index: BTreeMap<(i64, String), BTreeSet<String>>,
+    ns_index: BTreeMap<(Namespace, i64, String), BTreeSet<String>>,
     counts: BTreeMap<(i64, String), BTreeMap<TypeSubtype, Counts>>,
     /// The `add_counts_once` tokens applied: (epoch, dc, writer, batch).
     applied: HashSet<(i64, String, String, String)>,
@@ -27,6 +31,7 @@ struct Partition {
 pub struct InMemoryStore {
     retention: Retention,
     partitions: Arc<RwLock<BTreeMap<i64, Partition>>>,
+    catalog: Arc<RwLock<CatalogMap>>,
 }
 
 impl InMemoryStore {
@@ -41,6 +46,7 @@ impl InMemoryStore {
         Ok(InMemoryStore {
             retention,
             partitions: Arc::default(),
+            catalog: Arc::default(),
         })
     }
 
@@ -106,6 +112,73 @@ impl Store for InMemoryStore {
             .and_then(|p| p.index.get(&(epoch, dc.to_owned())))
             .cloned()
             .unwrap_or_default())
+    }
+
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        ns.validate()?;
+        if *ns == Namespace::Events {
+            return self.add_to_epoch_index(epoch, dc, entries);
+        }
+        check_entries(dc, entries)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut parts = self.write();
+        let part = parts.entry(self.retention.partition_of(epoch)).or_default();
+        let set = part
+            .ns_index
+            .entry((ns.clone(), epoch, dc.to_owned()))
+            .or_default();
+        set.extend(entries.iter().map(|e| (*e).to_owned()));
+        Ok(())
+    }
+
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        ns.validate()?;
+        if *ns == Namespace::Events {
+            return self.get_epoch_index(epoch, dc);
+        }
+        let parts = self.read();
+        Ok(parts
+            .get(&self.retention.partition_of(epoch))
+            .and_then(|p| p.ns_index.get(&(ns.clone(), epoch, dc.to_owned())))
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        check_catalog(kind, name, value)?;
+        let mut catalog = self.catalog.write().unwrap_or_else(|e| e.into_inner());
+        let id = (kind.to_owned(), name.to_owned());
+        match value {
+            Some(v) => {
+                catalog.insert(id, v.to_vec());
+            }
+            None => {
+                catalog.remove(&id);
+            }
+        }
+        Ok(())
+    }
+
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        let catalog = self.catalog.read().unwrap_or_else(|e| e.into_inner());
+        Ok(catalog
+            .iter()
+            .filter(|((k, _), _)| k == kind)
+            .map(|((_, name), v)| (name.clone(), v.clone()))
+            .collect())
     }
 
     fn add_counts(

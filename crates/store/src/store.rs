@@ -332,6 +332,29 @@ pub trait Store: Send + Sync {
     /// The entries of `(epoch, dc)`, sorted; empty if there are none.
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
 
+    /// Adds `entries` to the index of `(epoch, dc)` in `ns`: for [`Namespace::Events`] the epoch
+    /// index itself; for a substream, the list of its results (keyed like the event blobs they
+    /// came from). Same set-union contract as [`add_to_epoch_index`](Store::add_to_epoch_index).
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()>;
+
+    /// The entries of `(epoch, dc)` in `ns`'s index, sorted; empty if there are none.
+    fn get_namespace_index(&self, ns: &Namespace, epoch: i64, dc: &str)
+        -> Result<BTreeSet<String>>;
+
+    /// Sets (`Some`) or deletes (`None`) the small named record `name` of `kind` (the substream
+    /// registry lives here): visible to every process on the store, kept across restarts and
+    /// never expired. Last write wins; deleting a missing record is `Ok`.
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()>;
+
+    /// Every record of `kind`, by name.
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>>;
+
     /// Adds `counts` to the counters of `(epoch, dc, event_type, subtype)`.
     fn add_counts(
         &self,
@@ -414,6 +437,26 @@ pub fn check_text(what: &str, s: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
+/// Largest value of one catalog record: registry entries are small; this guards the formats.
+pub(crate) const MAX_CATALOG_VALUE: usize = 1 << 20;
+
+/// The rule for a [`Store::put_catalog`] call, shared by every backend.
+/// The argument checks of [`Store::put_catalog`] (kind, name, value size).
+pub fn check_catalog(kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+    if kind.is_empty() || name.is_empty() {
+        return Err(StoreError::invalid("empty catalog kind or name"));
+    }
+    check_text("catalog kind", kind, MAX_NAME_LEN)?;
+    check_text("catalog name", name, MAX_NAME_LEN)?;
+    match value {
+        Some(v) if v.len() > MAX_CATALOG_VALUE => Err(StoreError::invalid(format!(
+            "catalog value of {} bytes, more than {MAX_CATALOG_VALUE}",
+            v.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The argument checks of [`Store::put_blob`] every backend applies (key, namespace, size).
 pub fn check_put(ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<()> {
     check_key(ns, key)?;
@@ -491,6 +534,29 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         (**self).get_epoch_index(epoch, dc)
     }
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        (**self).add_to_namespace_index(ns, epoch, dc, entries)
+    }
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        (**self).get_namespace_index(ns, epoch, dc)
+    }
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        (**self).put_catalog(kind, name, value)
+    }
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        (**self).get_catalog(kind)
+    }
     fn add_counts(
         &self,
         epoch: i64,
@@ -554,6 +620,13 @@ pub trait ReadStore: Send + Sync {
     /// See [`Store::get_epoch_index`].
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
 
+    /// See [`Store::get_namespace_index`].
+    fn get_namespace_index(&self, ns: &Namespace, epoch: i64, dc: &str)
+        -> Result<BTreeSet<String>>;
+
+    /// See [`Store::get_catalog`].
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>>;
+
     /// See [`Store::get_counts`].
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>>;
 
@@ -583,6 +656,17 @@ impl<S: Store + ?Sized> ReadStore for S {
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         Store::get_epoch_index(self, epoch, dc)
+    }
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        Store::get_namespace_index(self, ns, epoch, dc)
+    }
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        Store::get_catalog(self, kind)
     }
     fn get_counts(&self, epoch: i64, dc: &str) -> Result<BTreeMap<TypeSubtype, Counts>> {
         Store::get_counts(self, epoch, dc)

@@ -96,6 +96,14 @@ pub const CONTRACT: &[(&str, ContractItem)] = &[
     ),
     ("put_blobs_is_put_per_item", put_blobs_is_put_per_item),
     ("epoch_index_merges_writers", epoch_index_merges_writers),
+    (
+        "namespace_index_is_per_namespace",
+        namespace_index_is_per_namespace,
+    ),
+    (
+        "catalog_sets_deletes_and_survives",
+        catalog_sets_deletes_and_survives,
+    ),
     ("counts_merge_by_addition", counts_merge_by_addition),
     (
         "counts_once_apply_each_token_once",
@@ -135,6 +143,8 @@ macro_rules! store_contract_tests {
             concurrent_puts_of_one_key_have_one_winner,
             put_blobs_is_put_per_item,
             epoch_index_merges_writers,
+            namespace_index_is_per_namespace,
+            catalog_sets_deletes_and_survives,
             counts_merge_by_addition,
             counts_once_apply_each_token_once,
             concurrent_retries_of_one_token_add_once,
@@ -304,6 +314,83 @@ pub fn epoch_index_merges_writers(h: &mut dyn StoreHarness) {
     assert!(s.get_epoch_index(E + 1, "ams").unwrap().is_empty());
     drop(s);
     assert_eq!(h.reopen().get_epoch_index(E, "ams").unwrap(), want);
+}
+
+/// Each namespace has its own index: a substream's entries are not in the events index nor in
+/// another substream's; `Events` through the namespace methods is the epoch index itself; the
+/// entries merge by union and survive a reopen.
+pub fn namespace_index_is_per_namespace(h: &mut dyn StoreHarness) {
+    let s = h.store();
+    let a = Namespace::Substream("errors".into());
+    let b = Namespace::Substream("slow".into());
+    s.add_to_epoch_index(E, "ams", &["WEB::0", "WEB::1"])
+        .unwrap();
+    s.add_to_namespace_index(&a, E, "ams", &["WEB::0"]).unwrap();
+    s.add_to_namespace_index(&a, E, "ams", &["WEB::1", "WEB::0"])
+        .unwrap();
+    s.add_to_namespace_index(&b, E, "ams", &["CRON::0"])
+        .unwrap();
+    s.add_to_namespace_index(&Namespace::Events, E, "ams", &["WEB::2"])
+        .unwrap();
+    let set = |v: &[&str]| v.iter().map(|e| e.to_string()).collect::<BTreeSet<_>>();
+    let check = |s: &dyn Store| {
+        assert_eq!(
+            s.get_epoch_index(E, "ams").unwrap(),
+            set(&["WEB::0", "WEB::1", "WEB::2"])
+        );
+        assert_eq!(
+            s.get_namespace_index(&Namespace::Events, E, "ams").unwrap(),
+            set(&["WEB::0", "WEB::1", "WEB::2"])
+        );
+        assert_eq!(
+            s.get_namespace_index(&a, E, "ams").unwrap(),
+            set(&["WEB::0", "WEB::1"])
+        );
+        assert_eq!(
+            s.get_namespace_index(&b, E, "ams").unwrap(),
+            set(&["CRON::0"])
+        );
+        assert!(s.get_namespace_index(&a, E, "lhr").unwrap().is_empty());
+        assert!(s.get_namespace_index(&a, E + 1, "ams").unwrap().is_empty());
+        // A substream's index never lists the epoch for `list_epochs` on its own.
+        assert!(s.list_epochs(None, E + 1, E + 2).unwrap().is_empty());
+    };
+    check(&*s);
+    drop(s);
+    check(&*h.reopen());
+}
+
+/// Catalog records: set, overwrite (last write wins), delete (twice is fine), per kind, and
+/// kept across a reopen; bad names are refused.
+pub fn catalog_sets_deletes_and_survives(h: &mut dyn StoreHarness) {
+    let s = h.store();
+    assert!(s.get_catalog("substream").unwrap().is_empty());
+    s.put_catalog("substream", "errors", Some(b"v1")).unwrap();
+    s.put_catalog("substream", "slow", Some(b"s")).unwrap();
+    s.put_catalog("substream", "errors", Some(b"v2")).unwrap();
+    s.put_catalog("other", "errors", Some(b"o")).unwrap();
+    s.put_catalog("substream", "gone", Some(b"g")).unwrap();
+    s.put_catalog("substream", "gone", None).unwrap();
+    s.put_catalog("substream", "gone", None).unwrap();
+    let want: BTreeMap<String, Vec<u8>> = [
+        ("errors".to_string(), b"v2".to_vec()),
+        ("slow".to_string(), b"s".to_vec()),
+    ]
+    .into();
+    assert_eq!(s.get_catalog("substream").unwrap(), want);
+    assert_eq!(s.get_catalog("other").unwrap().len(), 1);
+    assert!(s.put_catalog("", "x", Some(b"")).is_err());
+    assert!(s.put_catalog("substream", "", Some(b"")).is_err());
+    assert!(s.put_catalog("substream", "a\0b", Some(b"")).is_err());
+    assert!(s
+        .put_catalog("substream", "big", Some(&vec![0u8; (1 << 20) + 1]))
+        .is_err());
+    drop(s);
+    let s = h.reopen();
+    assert_eq!(s.get_catalog("substream").unwrap(), want);
+    // Records are not time data: expiry far in the future keeps them.
+    s.expire(E + 100 * 86_400 * 365).unwrap();
+    assert_eq!(s.get_catalog("substream").unwrap(), want);
 }
 
 /// Concurrent counts adds of one (epoch, dc, type, subtype) sum, and survive a reopen.

@@ -229,3 +229,64 @@ fn a_second_open_of_the_same_directory_is_refused() {
     drop(first);
     sluice_store::EmbeddedStore::open(dir.path()).expect("open after the first is closed");
 }
+
+/// A flipped byte in `CATALOG` is reported (reads and writes fail with `Corrupted`), never
+/// read as an empty or partial registry, and the file is left as it was.
+#[test]
+fn damaged_catalog_is_reported_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    s.put_catalog("substream", "errors", Some(b"{\"v\":1}"))
+        .unwrap();
+    drop(s);
+    let path = dir.path().join("CATALOG");
+    let mut bytes = fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x01;
+    fs::write(&path, &bytes).unwrap();
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    assert!(matches!(
+        s.get_catalog("substream"),
+        Err(StoreError::Corrupted { .. })
+    ));
+    assert!(s.put_catalog("substream", "other", Some(b"x")).is_err());
+    assert_eq!(fs::read(&path).unwrap(), bytes);
+    // A read-only open sees the writer's later changes without reopening.
+    fs::remove_file(&path).unwrap();
+    s.put_catalog("substream", "fresh", Some(b"y")).unwrap();
+    drop(s);
+    let ro = EmbeddedStore::open_read_only(dir.path()).unwrap();
+    assert_eq!(ro.get_catalog("substream").unwrap().len(), 1);
+    assert!(ro.put_catalog("substream", "x", Some(b"z")).is_err());
+}
+
+/// Substream index records (kind 4) survive a torn meta tail and a reopen beside the events
+/// index.
+#[test]
+fn namespace_index_survives_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = Namespace::Substream("errors".into());
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    s.add_to_namespace_index(&sub, E, "ams", &["WEB::0"])
+        .unwrap();
+    s.add_to_epoch_index(E, "ams", &["WEB::0"]).unwrap();
+    s.add_to_namespace_index(&sub, E, "ams", &["WEB::1"])
+        .unwrap();
+    drop(s);
+    let log = partition_dir(dir.path()).join("meta.log");
+    let len = fs::metadata(&log).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len - 2)
+        .unwrap();
+    let s = EmbeddedStore::open(dir.path()).unwrap();
+    let got: Vec<String> = s
+        .get_namespace_index(&sub, E, "ams")
+        .unwrap()
+        .into_iter()
+        .collect();
+    assert_eq!(got, vec!["WEB::0"]);
+    assert_eq!(s.get_epoch_index(E, "ams").unwrap().len(), 1);
+}

@@ -175,6 +175,34 @@ impl<S: Store, H: WriteHook> Store for Hooked<S, H> {
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
     }
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> sluice_store::Result<()> {
+        self.inner.add_to_namespace_index(ns, epoch, dc, entries)
+    }
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeSet<String>> {
+        self.inner.get_namespace_index(ns, epoch, dc)
+    }
+    fn put_catalog(
+        &self,
+        kind: &str,
+        name: &str,
+        value: Option<&[u8]>,
+    ) -> sluice_store::Result<()> {
+        self.inner.put_catalog(kind, name, value)
+    }
+    fn get_catalog(&self, kind: &str) -> sluice_store::Result<BTreeMap<String, Vec<u8>>> {
+        self.inner.get_catalog(kind)
+    }
     fn add_counts(
         &self,
         epoch: i64,

@@ -1,10 +1,11 @@
 //! [`EmbeddedStore`]: time-partitioned, append-only logs under a data directory (Bitcask-style).
 //!
 //! One directory per time partition (an hour by default) holds `blobs.log` (blob records) and
-//! `meta.log` (epoch index and counts records). Both are append-only with CRC-framed records; the
-//! in-memory indexes are rebuilt from them when a partition is first touched after open. Expiry
-//! renames a partition's directory away and deletes it: no key is ever scanned. Layout and
-//! recovery rules: the crate's README.md; byte layout: `record.rs`.
+//! `meta.log` (epoch index, namespace index and counts records). Both are append-only with
+//! CRC-framed records; the in-memory indexes are rebuilt from them when a partition is first
+//! touched after open. Expiry renames a partition's directory away and deletes it: no key is ever
+//! scanned. The catalog (`CATALOG`, outside the partitions) is rewritten whole on each change
+//! (`catalog.rs`). Layout and recovery rules: the crate's README.md; byte layout: `record.rs`.
 //!
 //! # Damage (contract)
 //! - A store opened with [`EmbeddedStore::open_read_only`] never modifies the directory: no file
@@ -23,6 +24,7 @@
 //!   [`EmbeddedStore::check`] also verifies every value; [`EmbeddedStore::repair`] writes clean
 //!   copies of damaged logs and keeps the originals as `<log>.damaged-<unix time>`.
 
+mod catalog;
 mod record;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -35,7 +37,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use record::{
     BlobHeader, MetaRecord, BLOB_HEADER_LEN, KIND_BLOB, KIND_COUNTS_ADD, KIND_COUNTS_ONCE,
-    KIND_INDEX_ADD, MAX_META_LEN, META_HEADER_LEN,
+    KIND_INDEX_ADD, KIND_NS_INDEX_ADD, MAX_META_LEN, META_HEADER_LEN,
 };
 
 use crate::error::{Result, StoreError};
@@ -110,6 +112,8 @@ pub struct EmbeddedStore {
     bytes_dropped: AtomicU64,
     damage_counters: DamageCounters,
     expired_seq: AtomicU64,
+    /// The small named records of `put_catalog` (see [`catalog`]).
+    catalog: catalog::Catalog,
     /// Held for the life of the store: an exclusive lock on `<dir>/LOCK` (shared when read-only),
     /// because a second writer would cut what it takes for torn tails out of logs this one is
     /// appending to. `None`: read-only on a directory without a `LOCK` file.
@@ -181,6 +185,7 @@ impl EmbeddedStore {
         lock: Option<File>,
     ) -> Self {
         EmbeddedStore {
+            catalog: catalog::Catalog::new(&dir),
             dir,
             opts,
             read_only,
@@ -321,7 +326,7 @@ impl EmbeddedStore {
                 for ((epoch, dc), entries) in &missing {
                     let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
                     log.file
-                        .append(&mut len, &record::encode_index_add(*epoch, dc, &refs))?;
+                        .append(&mut len, &record::encode_index_add(None, *epoch, dc, &refs))?;
                 }
             }
             let mut index = write_lock(&log.index);
@@ -493,6 +498,55 @@ impl EmbeddedStore {
     /// The counts add of [`Store::add_counts`] (`write: None`) and
     /// [`Store::add_counts_once`]: one meta record, appended with the token under the log's
     /// writer lock, so a token is applied (in memory and in the file) at most once.
+    /// Adds index entries of the events index (`ns` = `None`) or of the namespace `ns`.
+    fn add_index_entries(
+        &self,
+        ns: Option<&str>,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        check_entries(dc, entries)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let p = self.partition_for_write(epoch)?;
+        let log = self.meta(&p)?;
+        {
+            let mut len = lock(&log.file.len);
+            let id = (epoch, dc.to_owned());
+            // Only the entries not yet present are logged (the writer lock makes this exact).
+            let fresh: Vec<&str> = log.with_index(ns, |index| {
+                let have = index.and_then(|i| i.get(&id));
+                let mut seen = BTreeSet::new();
+                entries
+                    .iter()
+                    .copied()
+                    .filter(|e| !have.is_some_and(|h| h.contains(*e)) && seen.insert(*e))
+                    .collect()
+            });
+            if fresh.is_empty() {
+                return Ok(());
+            }
+            log.file
+                .append(&mut len, &record::encode_index_add(ns, epoch, dc, &fresh))?;
+            log.extend_index(ns, id, fresh.iter().map(|e| (*e).to_owned()));
+        }
+        self.after_write(&log.file)
+    }
+
+    /// The entries of `(epoch, dc)` in the events index (`ns` = `None`) or the namespace `ns`.
+    fn index_entries(&self, ns: Option<&str>, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        let Some(p) = self.existing(epoch) else {
+            return Ok(BTreeSet::new());
+        };
+        let log = self.meta(&p)?;
+        let id = (epoch, dc.to_owned());
+        Ok(log.with_index(ns, |index| {
+            index.and_then(|i| i.get(&id)).cloned().unwrap_or_default()
+        }))
+    }
+
     fn add_counts_record(
         &self,
         write: Option<CountsWrite<'_>>,
@@ -676,50 +730,49 @@ impl Store for EmbeddedStore {
     }
 
     fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()> {
-        check_entries(dc, entries)?;
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let p = self.partition_for_write(epoch)?;
-        let log = self.meta(&p)?;
-        {
-            let mut len = lock(&log.file.len);
-            let id = (epoch, dc.to_owned());
-            // Only the entries not yet present are logged (the writer lock makes this exact).
-            let fresh: Vec<&str> = {
-                let index = read_lock(&log.index);
-                let have = index.get(&id);
-                let mut seen = BTreeSet::new();
-                entries
-                    .iter()
-                    .copied()
-                    .filter(|e| !have.is_some_and(|h| h.contains(*e)) && seen.insert(*e))
-                    .collect()
-            };
-            if fresh.is_empty() {
-                return Ok(());
-            }
-            log.file
-                .append(&mut len, &record::encode_index_add(epoch, dc, &fresh))?;
-            let mut index = write_lock(&log.index);
-            index
-                .entry(id)
-                .or_default()
-                .extend(fresh.iter().map(|e| (*e).to_owned()));
-        }
-        self.after_write(&log.file)
+        self.add_index_entries(None, epoch, dc, entries)
     }
 
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
-        let Some(p) = self.existing(epoch) else {
-            return Ok(BTreeSet::new());
-        };
-        let log = self.meta(&p)?;
-        let index = read_lock(&log.index);
-        Ok(index
-            .get(&(epoch, dc.to_owned()))
-            .cloned()
-            .unwrap_or_default())
+        self.index_entries(None, epoch, dc)
+    }
+
+    fn add_to_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+        entries: &[&str],
+    ) -> Result<()> {
+        ns.validate()?;
+        match ns {
+            Namespace::Events => self.add_index_entries(None, epoch, dc, entries),
+            Namespace::Substream(_) => {
+                self.add_index_entries(Some(&ns.as_str()), epoch, dc, entries)
+            }
+        }
+    }
+
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> Result<BTreeSet<String>> {
+        ns.validate()?;
+        match ns {
+            Namespace::Events => self.index_entries(None, epoch, dc),
+            Namespace::Substream(_) => self.index_entries(Some(&ns.as_str()), epoch, dc),
+        }
+    }
+
+    fn put_catalog(&self, kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+        self.check_writable()?;
+        self.catalog.put(kind, name, value)
+    }
+
+    fn get_catalog(&self, kind: &str) -> Result<BTreeMap<String, Vec<u8>>> {
+        self.catalog.get(kind)
     }
 
     fn add_counts(
@@ -1246,13 +1299,44 @@ fn applied_token(epoch: i64, dc: &str, writer: &str, batch: &str) -> AppliedToke
 
 struct MetaLog {
     file: LogFile,
+    /// The events index.
     index: RwLock<IndexMap>,
+    /// The index of each other namespace, by its name (`substreams/<name>`).
+    ns_index: RwLock<BTreeMap<String, IndexMap>>,
     counts: RwLock<CountsMap>,
     /// Tokens of the counts adds in the log (changed only under the writer lock).
     applied: RwLock<HashSet<AppliedToken>>,
 }
 
 impl MetaLog {
+    /// Calls `f` with the index of the events (`ns` = `None`) or of `ns` (`None` if it has none).
+    fn with_index<R>(&self, ns: Option<&str>, f: impl FnOnce(Option<&IndexMap>) -> R) -> R {
+        match ns {
+            None => f(Some(&read_lock(&self.index))),
+            Some(ns) => f(read_lock(&self.ns_index).get(ns)),
+        }
+    }
+
+    fn extend_index(
+        &self,
+        ns: Option<&str>,
+        id: (i64, String),
+        entries: impl IntoIterator<Item = String>,
+    ) {
+        match ns {
+            None => write_lock(&self.index)
+                .entry(id)
+                .or_default()
+                .extend(entries),
+            Some(ns) => write_lock(&self.ns_index)
+                .entry(ns.to_owned())
+                .or_default()
+                .entry(id)
+                .or_default()
+                .extend(entries),
+        }
+    }
+
     /// Replays the whole (small) log. Damage in the middle is skipped (see the module docs); a
     /// writer cuts the torn tail, a read-only store leaves it.
     fn load(path: &Path, read_only: bool) -> Result<(MetaLog, LogScan)> {
@@ -1263,11 +1347,30 @@ impl MetaLog {
                 .map_err(|e| StoreError::io(path, e))?;
         }
         let mut index = IndexMap::new();
+        let mut ns_index: BTreeMap<String, IndexMap> = BTreeMap::new();
         let mut counts = CountsMap::new();
         let mut applied = HashSet::new();
         let scan = scan_meta(&bytes, path, |_, _, rec| match rec {
-            MetaRecord::IndexAdd { epoch, dc, entries } => {
+            MetaRecord::IndexAdd {
+                ns: None,
+                epoch,
+                dc,
+                entries,
+            } => {
                 let set = index.entry((epoch, dc.to_owned())).or_default();
+                set.extend(entries.into_iter().map(str::to_owned));
+            }
+            MetaRecord::IndexAdd {
+                ns: Some(ns),
+                epoch,
+                dc,
+                entries,
+            } => {
+                let set = ns_index
+                    .entry(ns.to_owned())
+                    .or_default()
+                    .entry((epoch, dc.to_owned()))
+                    .or_default();
                 set.extend(entries.into_iter().map(str::to_owned));
             }
             MetaRecord::CountsAdd {
@@ -1304,6 +1407,7 @@ impl MetaLog {
             MetaLog {
                 file,
                 index: RwLock::new(index),
+                ns_index: RwLock::new(ns_index),
                 counts: RwLock::new(counts),
                 applied: RwLock::new(applied),
             },
@@ -1359,7 +1463,7 @@ fn scan_meta<'a>(
             let kind = bytes.get(q + META_HEADER_LEN).copied();
             matches!(
                 kind,
-                Some(KIND_INDEX_ADD | KIND_COUNTS_ADD | KIND_COUNTS_ONCE)
+                Some(KIND_INDEX_ADD | KIND_COUNTS_ADD | KIND_COUNTS_ONCE | KIND_NS_INDEX_ADD)
             ) && meta_record_at(bytes, q).is_some_and(|r| record::decode_meta(&bytes[r]).is_some())
         });
         match next {
@@ -1465,7 +1569,13 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
     let mut index = IndexMap::new();
     let scan = scan_meta(&bytes, &meta_path, |at, len, rec| {
         ranges.push(at..at + len);
-        if let MetaRecord::IndexAdd { epoch, dc, entries } = rec {
+        if let MetaRecord::IndexAdd {
+            ns: None,
+            epoch,
+            dc,
+            entries,
+        } = rec
+        {
             let set = index.entry((epoch, dc.to_owned())).or_default();
             set.extend(entries.into_iter().map(str::to_owned));
         }
@@ -1478,7 +1588,7 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
     for ((epoch, dc), entries) in &missing {
         let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
         report.index_entries_rebuilt += refs.len() as u64;
-        extra.push(record::encode_index_add(*epoch, dc, &refs));
+        extra.push(record::encode_index_add(None, *epoch, dc, &refs));
     }
     let kept: u64 = ranges.iter().map(|r| (r.end - r.start) as u64).sum();
     report.bytes_left_out += bytes.len() as u64 - kept;

@@ -18,11 +18,13 @@
 //! ```text
 //!  0 u32 crc          CRC-32 of bytes 4..8+len
 //!  4 u32 len          payload length (kind byte included)
-//!  8 u8  kind         1 = epoch index add, 2 = counts add, 3 = counts add once
+//!  8 u8  kind         1 = epoch index add, 2 = counts add, 3 = counts add once,
+//!                     4 = namespace index add
 //!  9     payload      strings are u16 length + UTF-8
 //! ```
 //! Kind 3 (`add_counts_once`) is kind 2 with the token's `str writer, str batch` after the dc;
-//! a log without kind 3 records (written before it existed) loads as before.
+//! kind 4 (`add_to_namespace_index` of a substream namespace) is kind 1 with `str namespace`
+//! first. A log without kind 3 or 4 records (written before they existed) loads as before.
 
 use std::collections::BTreeMap;
 
@@ -34,6 +36,7 @@ pub(crate) const META_HEADER_LEN: usize = 8;
 pub(crate) const KIND_INDEX_ADD: u8 = 1;
 pub(crate) const KIND_COUNTS_ADD: u8 = 2;
 pub(crate) const KIND_COUNTS_ONCE: u8 = 3;
+pub(crate) const KIND_NS_INDEX_ADD: u8 = 4;
 /// Largest meta record accepted on read (a guard against a garbage length).
 pub(crate) const MAX_META_LEN: usize = 64 << 20;
 
@@ -182,6 +185,8 @@ impl<'a> MetaReader<'a> {
 /// A decoded meta record.
 pub(crate) enum MetaRecord<'a> {
     IndexAdd {
+        /// The namespace of a kind 4 record (`substreams/<name>`); `None`: the events index.
+        ns: Option<&'a str>,
         epoch: i64,
         dc: &'a str,
         entries: Vec<&'a str>,
@@ -197,8 +202,21 @@ pub(crate) enum MetaRecord<'a> {
     },
 }
 
-pub(crate) fn encode_index_add(epoch: i64, dc: &str, entries: &[&str]) -> Vec<u8> {
-    let mut w = MetaWriter::new(KIND_INDEX_ADD);
+/// An index add: kind 1 for the events index (`ns` = `None`), kind 4 for another namespace's.
+pub(crate) fn encode_index_add(
+    ns: Option<&str>,
+    epoch: i64,
+    dc: &str,
+    entries: &[&str],
+) -> Vec<u8> {
+    let mut w = MetaWriter::new(if ns.is_some() {
+        KIND_NS_INDEX_ADD
+    } else {
+        KIND_INDEX_ADD
+    });
+    if let Some(ns) = ns {
+        w.put_str(ns);
+    }
     w.put_i64(epoch);
     w.put_str(dc);
     w.put_u64(entries.len() as u64);
@@ -246,7 +264,12 @@ pub(crate) fn encode_counts_add(
 pub(crate) fn decode_meta(payload: &[u8]) -> Option<MetaRecord<'_>> {
     let mut r = MetaReader::new(payload);
     let rec = match r.u8()? {
-        KIND_INDEX_ADD => {
+        kind @ (KIND_INDEX_ADD | KIND_NS_INDEX_ADD) => {
+            let ns = if kind == KIND_NS_INDEX_ADD {
+                Some(r.str()?)
+            } else {
+                None
+            };
             let epoch = r.i64()?;
             let dc = r.str()?;
             let n = r.u64()?;
@@ -255,7 +278,12 @@ pub(crate) fn decode_meta(payload: &[u8]) -> Option<MetaRecord<'_>> {
             for _ in 0..n {
                 entries.push(r.str()?);
             }
-            MetaRecord::IndexAdd { epoch, dc, entries }
+            MetaRecord::IndexAdd {
+                ns,
+                epoch,
+                dc,
+                entries,
+            }
         }
         kind @ (KIND_COUNTS_ADD | KIND_COUNTS_ONCE) => {
             let epoch = r.i64()?;
