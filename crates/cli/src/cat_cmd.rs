@@ -27,6 +27,9 @@ pub struct CatArgs {
     /// DIR/SERVER).
     #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
+    /// Read a store directly instead: `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?read_cl=one`.
+    #[arg(long, conflicts_with = "server")]
+    store: Option<String>,
     /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
@@ -45,12 +48,14 @@ pub fn run(a: CatArgs) -> Result<()> {
     if let Some(server) = &a.server {
         return from_server(server, from, to, &selection, format);
     }
-    let store = match open_data_dir(&a.data)? {
-        DataDir::Store(s) => s,
-        DataDir::Server(url) => return from_server(&url, from, to, &selection, format),
+    let store = match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {
+        crate::store_arg::ReadSource::Store(s) => s,
+        crate::store_arg::ReadSource::Server(url) => {
+            return from_server(&url, from, to, &selection, format)
+        }
     };
     let req = range::ReadRequest::selected(from, to, selection);
-    let reader = range::RangeReader::new(&store, req, range::ReadOptions::default())?;
+    let reader = range::RangeReader::new(&*store, req, range::ReadOptions::default())?;
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
     let summary = range::write_items(reader, format, out, |w| eprintln!("sluice: warning: {w}"))?;

@@ -10,6 +10,7 @@ mod emit_cmd;
 mod gen_cmd;
 mod sereal_cmd;
 mod serve_cmd;
+mod store_arg;
 mod store_cmd;
 mod tail_cmd;
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use sluice_client::{
-    Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
+    Backoff, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
 };
 use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
 
@@ -43,6 +43,9 @@ pub struct TailArgs {
     /// server: its address is in DIR/SERVER).
     #[arg(long)]
     data: Option<PathBuf>,
+    /// Follow a store directly: `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?read_cl=one`.
+    #[arg(long, conflicts_with_all = ["server", "data"])]
+    store: Option<String>,
     /// Stop once at least this many events are printed, at the end of a batch so the cursor
     /// stays exact (default: run until interrupted).
     #[arg(long)]
@@ -141,10 +144,12 @@ pub fn run(a: TailArgs) -> Result<()> {
         (None, None) => Cursor::at(now),
     };
     let selection = a.filters.selection()?;
-    let source = match (&a.server, &a.data) {
-        (Some(server), _) => DataDir::Server(sluice_client::base_url(server)?),
-        (None, Some(dir)) => crate::cat_cmd::open_data_dir(dir)?,
-        (None, None) => bail!("give --server URL or --data DIR"),
+    use crate::store_arg::{open_for_read, ReadSource};
+    let source = match (&a.server, &a.data, &a.store) {
+        (Some(server), _, _) => ReadSource::Server(sluice_client::base_url(server)?),
+        (None, Some(dir), None) => open_for_read(dir, None)?,
+        (None, _, Some(url)) => open_for_read(std::path::Path::new("."), Some(url))?,
+        (None, None, None) => bail!("give --server URL, --data DIR or --store URL"),
     };
     let output = Output {
         out: BufWriter::new(std::io::stdout()),
@@ -163,8 +168,8 @@ pub fn run(a: TailArgs) -> Result<()> {
         until,
     };
     let result = match source {
-        DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
-        DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
+        ReadSource::Server(url) => from_server(&url, &selection, start, stop, &shared),
+        ReadSource::Store(store) => from_store(&*store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
     result
@@ -185,7 +190,7 @@ impl Stop {
 
 /// Follows the store directly, one poll at a time.
 fn from_store(
-    store: &sluice_store::EmbeddedStore,
+    store: &dyn sluice_store::Store,
     selection: Selection,
     start: Cursor,
     stop: Stop,

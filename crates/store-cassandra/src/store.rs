@@ -93,6 +93,9 @@ struct Conn {
 struct Shared {
     config: CassandraConfig,
     retention: Retention,
+    /// Creates the schema and aligns its TTL on connect (false for readers: a reader never
+    /// changes the keyspace).
+    owns_schema: bool,
     conn: tokio::sync::Mutex<Option<Arc<Conn>>>,
     /// When a connection was last tried and why it failed (for the rate limit and the error).
     last_failure: Mutex<Option<(Instant, String)>>,
@@ -214,7 +217,12 @@ impl Shared {
             .build()
             .await
             .map_err(|e| e.to_string())?;
-        for cql in schema::statements(&c.keyspace, c.replication_factor, self.retention) {
+        let create = if self.owns_schema {
+            schema::statements(&c.keyspace, c.replication_factor, self.retention)
+        } else {
+            Vec::new()
+        };
+        for cql in create {
             let mut st = scylla::statement::unprepared::Statement::new(cql);
             st.set_request_timeout(Some(c.request_timeout.max(Duration::from_secs(30))));
             session
@@ -222,7 +230,9 @@ impl Shared {
                 .await
                 .map_err(|e| format!("creating the schema: {e}"))?;
         }
-        self.align_ttl(&session).await?;
+        if self.owns_schema {
+            self.align_ttl(&session).await?;
+        }
         let st = self.prepare_all(&session).await?;
         Ok(Conn { session, st })
     }
@@ -913,6 +923,23 @@ impl CassandraStore {
     /// A store on `config`'s keyspace with `retention`. Does not fail when the cluster is down
     /// (see the [module docs](self)): it tries to connect once, then again on use.
     pub fn open(config: CassandraConfig, retention: Retention) -> Result<CassandraStore> {
+        CassandraStore::open_with(config, retention, true)
+    }
+
+    /// A reader's store: connects now (fails if the cluster or the keyspace is not there) and
+    /// never creates or alters the schema. `retention` must have the writers' partition width
+    /// (its period is not used).
+    pub fn open_read_only(config: CassandraConfig, retention: Retention) -> Result<CassandraStore> {
+        let store = CassandraStore::open_with(config, retention, false)?;
+        store.run(|s| async move { s.conn().await.map(|_| ()) })?;
+        Ok(store)
+    }
+
+    fn open_with(
+        config: CassandraConfig,
+        retention: Retention,
+        owns_schema: bool,
+    ) -> Result<CassandraStore> {
         retention.validate()?;
         if !valid_keyspace(&config.keyspace) {
             return Err(StoreError::InvalidArgument {
@@ -949,6 +976,7 @@ impl CassandraStore {
             in_flight: Semaphore::new(config.max_in_flight.max(1)),
             config,
             retention,
+            owns_schema,
             conn: tokio::sync::Mutex::new(None),
             last_failure: Mutex::new(None),
             known_buckets: Mutex::new(HashSet::new()),
@@ -959,8 +987,10 @@ impl CassandraStore {
             rt: Some(rt),
             shared,
         };
-        // One try now, so that a reachable cluster is ready (and its schema created) at once.
-        let _ = store.run(|s| async move { s.conn().await.map(|_| ()) });
+        if owns_schema {
+            // One try now, so that a reachable cluster is ready (its schema created) at once.
+            let _ = store.run(|s| async move { s.conn().await.map(|_| ()) });
+        }
         Ok(store)
     }
 
