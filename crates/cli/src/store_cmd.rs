@@ -214,7 +214,10 @@ fn copy(a: &CopyArgs) -> Result<()> {
     let mut r = CopyReport::default();
     for (epoch, dc) in src.list_epochs(None, from, to)? {
         let entries = src.get_epoch_index(epoch, &dc)?;
-        let keys: Vec<String> = entries.iter().map(|e| format!("{epoch}:{dc}:{e}")).collect();
+        let keys: Vec<String> = entries
+            .iter()
+            .map(|e| format!("{epoch}:{dc}:{e}"))
+            .collect();
         let bkeys: Vec<BlobKey<'_>> = keys.iter().map(|k| BlobKey::new(epoch, k)).collect();
         let blobs = src.get_blobs(&ev, &bkeys);
         let mut copied_entries = Vec::new();
@@ -261,7 +264,14 @@ fn copy(a: &CopyArgs) -> Result<()> {
         dst.add_to_epoch_index(epoch, &dc, &copied_entries)?;
         for ((t, st), c) in src.get_counts(epoch, &dc)? {
             let batch = format!("copy:{t}:{st}");
-            dst.add_counts_once(CountsWrite::new("sluice-store-copy", &batch), epoch, &dc, &t, &st, &c)?;
+            dst.add_counts_once(
+                CountsWrite::new("sluice-store-copy", &batch),
+                epoch,
+                &dc,
+                &t,
+                &st,
+                &c,
+            )?;
             r.counts += 1;
         }
         r.epochs += 1;
@@ -273,7 +283,9 @@ fn copy(a: &CopyArgs) -> Result<()> {
         r.epochs, r.blobs, r.already, r.bytes, r.counts, r.damaged
     );
     if r.damaged > 0 {
-        return Err(crate::PartialRead(format!("{} blob(s) not copied (see above)", r.damaged)).into());
+        return Err(
+            crate::PartialRead(format!("{} blob(s) not copied (see above)", r.damaged)).into(),
+        );
     }
     Ok(())
 }

@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_client::{
-    Backoff, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
-};
+use sluice_client::{Backoff, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart};
 use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
 
 /// Flags of `sluice tail`.

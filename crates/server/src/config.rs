@@ -337,7 +337,9 @@ impl ServerConfig {
     /// The store this config names (see [`store`](Self::store)).
     pub fn store_url(&self) -> Result<sluice_store_cassandra::StoreUrl, Error> {
         match &self.store {
-            None => Ok(sluice_store_cassandra::StoreUrl::Embedded(self.data_dir.clone())),
+            None => Ok(sluice_store_cassandra::StoreUrl::Embedded(
+                self.data_dir.clone(),
+            )),
             Some(s) => s.parse().map_err(Error::Config),
         }
     }

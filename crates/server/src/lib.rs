@@ -80,11 +80,10 @@ pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
         }
         sluice_store_cassandra::StoreUrl::Cassandra(c) => {
             // The WAL, the spool and the SERVER file still live in the data directory.
-            std::fs::create_dir_all(&config.data_dir).map_err(|e| {
-                Error::Io(format!("creating {}: {e}", config.data_dir.display()))
-            })?;
-            let store = sluice_store_cassandra::CassandraStore::open(c, retention)
-                .map_err(Error::Store)?;
+            std::fs::create_dir_all(&config.data_dir)
+                .map_err(|e| Error::Io(format!("creating {}: {e}", config.data_dir.display())))?;
+            let store =
+                sluice_store_cassandra::CassandraStore::open(c, retention).map_err(Error::Store)?;
             Ok(Arc::new(store))
         }
     }
