@@ -8,6 +8,8 @@
 #   scripts/cassandra.sh stop          stop every node this script started
 #   scripts/cassandra.sh stop-node K   stop node K only (replication tests); start-node K restarts it
 #   scripts/cassandra.sh status        which nodes run, and which cluster shape
+#   scripts/cassandra.sh nodetool K ARGS  nodetool against node K (e.g. `nodetool 1 flush`)
+#   scripts/cassandra.sh du KEYSPACE   bytes on disk of a keyspace's SSTables, over all nodes
 #
 # Idempotent: `start N` with N nodes already up returns at once; with the other shape up it
 # stops that one first (data is thrown away: these clusters are for tests). Installs a JDK and
@@ -249,12 +251,33 @@ status() {
   echo "shape $n"
 }
 
+nodetool() {
+  local k=$1; shift
+  local opts
+  opts=$(grep -E '^--add-(exports|opens)' "$(node_dir "$k")/conf/jvm17.options" | tr '\n' ' ')
+  # shellcheck disable=SC2086
+  java $opts -Xmx128M -cp "$(node_dir "$k")/conf:$LIB/*" org.apache.cassandra.tools.NodeTool \
+    -h 127.0.0.1 -p $((7198 + k)) "$@"
+}
+
+du_keyspace() {
+  local ks=$1 n k total=0 b
+  n=$(shape)
+  for k in $(seq 1 "$n"); do
+    b=$(find "$(node_dir "$k")/data/data/$ks" -name '*.db' -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {print s+0}')
+    total=$((total + b))
+  done
+  echo "$total"
+}
+
 case ${1:-} in
   start) start "${2:-1}" ;;
   stop) stop_all; echo "cassandra: stopped" ;;
   stop-node) stop_node "${2:?node number}" ;;
   start-node) n=$(shape); launch "${2:?node number}" "$n"; wait_up "$2" ;;
   status) status ;;
+  nodetool) shift; nodetool "$@" ;;
+  du) du_keyspace "${2:?keyspace}" ;;
   deps) deps ;;
-  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,18p' "$0" >&2; exit 2 ;;
 esac
