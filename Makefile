@@ -31,8 +31,8 @@ test: deps
 
 ## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).
 cassandra-test:
-	@status=0; $(CARGO) test -p sluice-store-cassandra -p sluice --test contract --test ttl \
-	  --test cassandra --test cassandra_outage --test cassandra_rf3 || status=$$?; \
+	@status=0; $(CARGO) test -p sluice-store-cassandra || status=$$?; \
+	  $(CARGO) test -p sluice --test cassandra --test cassandra_outage --test cassandra_rf3 || status=$$?; \
 	  scripts/cassandra.sh stop; exit $$status
 
 ## test-python: the `sluice` Python package (python/): venv + maturin build, then pytest against

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 use scylla::client::session_builder::SessionBuilder;
+use scylla::value::Counter;
 use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, Retention, Store};
 use sluice_store_cassandra::{CassandraConfig, CassandraStore};
 
@@ -77,7 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let t0 = Instant::now();
         for chunk in (0..N).collect::<Vec<_>>().chunks(32) {
             let futs = chunk.iter().map(|i| {
-                s.execute_unpaged(&p, (10i64, 1i64, e + (*i % 10) as i64, "ams", "WEB", ""))
+                s.execute_unpaged(&p, (Counter(10), Counter(1), e + (*i % 10) as i64, "ams", "WEB", ""))
             });
             for r in join_all(futs).await {
                 r?;
@@ -115,9 +116,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let round_trip = t0.elapsed().as_secs_f64() / N as f64;
     let _ = store.drop_keyspace();
 
-    println!("counts, {N} adds by 8 writers, per-writer rows (store API, 8 threads): {:.0} adds/s", N as f64 / rows_write);
-    println!("counts, {N} adds, counter columns (driver, 32 in flight):            {:.0} adds/s", N as f64 / counter_write);
-    println!("get_counts of one (epoch, dc) holding {} rows: {:.2} ms; counters (1 row): {:.2} ms", N / 10, rows_read * 1e3, counter_read * 1e3);
+    println!(
+        "counts, {N} adds by 8 writers, per-writer rows (store API, 8 threads): {:.0} adds/s",
+        N as f64 / rows_write
+    );
+    println!(
+        "counts, {N} adds, counter columns (driver, 32 in flight):            {:.0} adds/s",
+        N as f64 / counter_write
+    );
+    println!(
+        "get_counts of one (epoch, dc) holding {} rows: {:.2} ms; counters (1 row): {:.2} ms",
+        N / 10,
+        rows_read * 1e3,
+        counter_read * 1e3
+    );
     println!("sync bridge (spawn + channel): {:.1} µs; sync get_blob round trip (absent key): {:.0} µs ({:.1} %)", bridge * 1e6, round_trip * 1e6, bridge / round_trip * 100.0);
     Ok(())
 }

@@ -25,7 +25,7 @@
 //!   deletes, every time partition the `buckets` registry lists that is wholly expired at `now`
 //!   (data written under old epochs, tests with a fake clock).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -62,6 +62,8 @@ const BACKOFF: Duration = Duration::from_millis(50);
 const RECONNECT_EVERY: Duration = Duration::from_secs(1);
 /// The writer name of plain [`Store::add_counts`] rows (a NUL cannot appear in a real writer).
 const ADD_COUNTS_WRITER: &str = "\0add";
+/// Most `(epoch, dc)` marks remembered (then forgotten all at once: a mark only saves a write).
+const MAX_EPOCH_MARKS: usize = 100_000;
 /// The single partition of the `buckets` registry.
 const BUCKETS_SHARD: i32 = 0;
 
@@ -72,6 +74,7 @@ struct Statements {
     put_blob_key: PreparedStatement,
     put_bucket: PreparedStatement,
     put_epoch: PreparedStatement,
+    touch_epoch: PreparedStatement,
     put_index: PreparedStatement,
     get_index: PreparedStatement,
     put_ns_index: PreparedStatement,
@@ -102,6 +105,9 @@ struct Shared {
     in_flight: Semaphore,
     /// Time partitions this store registered in `buckets` (cleared by `expire`).
     known_buckets: Mutex<HashSet<i64>>,
+    /// `(epoch, dc)` pairs this store registered in `epochs` (true: also listed), so a second
+    /// of many (type, subtype) groups writes its `epochs` row once. Cleared by `expire`.
+    epoch_marks: Mutex<HashMap<(i64, String), bool>>,
     /// Unique tokens for plain `add_counts` rows: this process's salt and a counter.
     token_salt: u64,
     token_seq: AtomicU64,
@@ -314,6 +320,12 @@ impl Shared {
             .await?,
             put_epoch: prep(
                 format!("UPDATE {k}.epochs SET listed = ? WHERE bucket = ? AND epoch = ? AND dc = ?"),
+                true,
+                true,
+            )
+            .await?,
+            touch_epoch: prep(
+                format!("INSERT INTO {k}.epochs (bucket, epoch, dc) VALUES (?, ?, ?)"),
                 true,
                 true,
             )
@@ -560,8 +572,12 @@ impl Shared {
         let listed = ns.is_none().then_some(true);
         match listed {
             Some(l) => {
-                self.exec(&conn.st.put_epoch, (l, bucket, epoch, &dc), &op, true)
-                    .await?;
+                let mark = (epoch, dc.clone());
+                if lock(&self.epoch_marks).get(&mark) != Some(&true) {
+                    self.exec(&conn.st.put_epoch, (l, bucket, epoch, &dc), &op, true)
+                        .await?;
+                    self.mark_epoch(mark, true);
+                }
             }
             None => self.touch_epoch(&conn, bucket, epoch, &dc).await?,
         }
@@ -569,43 +585,27 @@ impl Shared {
     }
 
     /// Registers `(epoch, dc)` in `epochs` without listing it (counts, namespace indexes), so
-    /// that `expire` finds its rows.
+    /// that `expire` finds its rows. Once per (epoch, dc) and process (see `epoch_marks`).
     async fn touch_epoch(&self, conn: &Conn, bucket: i64, epoch: i64, dc: &str) -> Result<()> {
-        let cql = format!(
-            "INSERT INTO {}.epochs (bucket, epoch, dc) VALUES (?, ?, ?)",
-            self.config.keyspace
-        );
-        // Rare (once per epoch and writer): an unprepared statement is enough, but it still
-        // gets the request timeout.
-        let mut st = scylla::statement::unprepared::Statement::new(cql);
-        st.set_request_timeout(Some(self.config.request_timeout));
-        st.set_consistency(self.config.write_consistency);
-        st.set_is_idempotent(true);
-        let mut last = String::new();
-        for attempt in 0..ATTEMPTS {
-            if attempt > 0 {
-                tokio::time::sleep(BACKOFF * 2u32.pow(attempt - 1)).await;
-            }
-            let _permit = self
-                .in_flight
-                .acquire()
-                .await
-                .map_err(|_| unavailable("store closed"))?;
-            let limit = self.config.request_timeout + Duration::from_millis(500);
-            match tokio::time::timeout(
-                limit,
-                conn.session.query_unpaged(st.clone(), (bucket, epoch, dc)),
-            )
-            .await
-            {
-                Ok(Ok(_)) => return Ok(()),
-                Ok(Err(e)) => last = e.to_string(),
-                Err(_) => last = format!("no answer in {limit:?}"),
-            }
+        let mark = (epoch, dc.to_owned());
+        if lock(&self.epoch_marks).contains_key(&mark) {
+            return Ok(());
         }
-        Err(StoreError::UnknownOutcome {
-            op: format!("register {epoch}-{dc} ({last})"),
-        })
+        let op = || format!("register {epoch}-{dc}");
+        self.exec(&conn.st.touch_epoch, (bucket, epoch, dc), &op, true)
+            .await?;
+        self.mark_epoch(mark, false);
+        Ok(())
+    }
+
+    /// Remembers that `(epoch, dc)` is registered (`listed`: and listed), bounded in size.
+    fn mark_epoch(&self, mark: (i64, String), listed: bool) {
+        let mut marks = lock(&self.epoch_marks);
+        if marks.len() >= MAX_EPOCH_MARKS {
+            marks.clear();
+        }
+        let slot = marks.entry(mark).or_insert(listed);
+        *slot |= listed;
     }
 
     async fn get_index(
@@ -647,15 +647,14 @@ impl Shared {
     ) -> Result<()> {
         self.register_bucket(epoch).await?;
         let conn = self.conn().await?;
-        self.touch_epoch(&conn, self.retention.partition_of(epoch), epoch, &dc)
-            .await?;
         let dropped: BTreeMap<&str, i64> = counts
             .dropped
             .iter()
             .map(|(k, v)| (k.as_str(), to_i64(*v)))
             .collect();
         let op = || format!("add_counts {epoch}-{dc} {event_type}:{subtype}");
-        self.exec(
+        let touch = self.touch_epoch(&conn, self.retention.partition_of(epoch), epoch, &dc);
+        let put = self.exec(
             &conn.st.put_counts,
             (
                 epoch,
@@ -671,8 +670,10 @@ impl Shared {
             ),
             &op,
             true,
-        )
-        .await?;
+        );
+        let (touched, put) = futures_util::join!(touch, put);
+        touched?;
+        put?;
         Ok(())
     }
 
@@ -875,6 +876,7 @@ impl Shared {
             )
             .await?;
             lock(&self.known_buckets).remove(&bucket);
+            lock(&self.epoch_marks).clear();
             report.partitions_dropped += 1;
         }
         Ok(report)
@@ -980,6 +982,7 @@ impl CassandraStore {
             conn: tokio::sync::Mutex::new(None),
             last_failure: Mutex::new(None),
             known_buckets: Mutex::new(HashSet::new()),
+            epoch_marks: Mutex::new(HashMap::new()),
             token_salt: salt,
             token_seq: AtomicU64::new(0),
         });
