@@ -116,7 +116,10 @@ pub(crate) fn row_cassandra(args: &Args, tmp: &Path, out: &mut String) -> Result
     let n = args.ingest_events as f64;
     let mut rows: Vec<Measured> = Vec::new();
 
-    // Embedded, in this run.
+    // Embedded, in this run, with the first cluster already up (its JVMs share the cores).
+    if let Some(first) = args.cassandra_nodes.first() {
+        script(&["start", &first.to_string()])?;
+    }
     let dir = tmp.join("cassandra-row-embedded");
     let _ = std::fs::remove_dir_all(&dir);
     let emb: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir)?);
