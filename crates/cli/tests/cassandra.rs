@@ -255,3 +255,28 @@ fn two_collectors_writing_one_second_give_one_complete_listing() {
     a.terminate(Duration::from_secs(20));
     b.terminate(Duration::from_secs(20));
 }
+
+/// The original's read API on the embedded store (no cluster needed): the Perl consumer reads
+/// every event of `sluice serve --data` the original way.
+#[test]
+fn perl_consumer_reads_the_embedded_store_the_original_way() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("data");
+    let (mut server, base, tcp, _) = serve(&format!("embedded:{}", dir.display()), &dir, "c1");
+    let epoch = now();
+    let lines = events("emb", 400, epoch, "ams");
+    assert!(emit("tcp", &tcp, &lines));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let total = perl_total(&base, "ams", epoch - 2, epoch + 3);
+        if total == 400 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Perl consumer read {total} of 400"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    server.terminate(Duration::from_secs(20));
+}
