@@ -247,6 +247,23 @@ fn shutdown_flushes_open_epochs_and_restart_reads_them() {
     assert_eq!(r.status, 200, "{key}: {}", r.text());
     assert!(r.body.len() > 100);
     assert!(r.head.contains("application/octet-stream"));
+    // The original's listing of that second lists the chunk; an empty second is 404.
+    let dc = e["dc"].as_str().unwrap();
+    let r = request(
+        addr,
+        "GET",
+        &format!("/buckets/epochs/keys/{}-{dc}", e["epoch"]),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let listing = r.text();
+    let entry = format!("WEB:{}:0", e["subtype"].as_str().unwrap());
+    assert!(listing.split('|').any(|x| x == entry), "{listing}");
+    assert!(r.head.contains("text/plain"));
+    let r = request(addr, "GET", &format!("/buckets/epochs/keys/1000-{dc}"), b"");
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = request(addr, "GET", "/buckets/epochs/keys/notanepoch", b"");
+    assert_eq!(r.status, 400, "{}", r.text());
 
     // Sereal output: concatenated documents (magic =\xF3rl at the start).
     let r = request(

@@ -66,6 +66,14 @@ pub use crate::memory::InMemoryStore;
 /// server while it holds the store's lock. The server writes it at start and removes it at
 /// shutdown; a stale one is harmless (it is read only when the lock is held).
 pub const SERVER_FILE: &str = "SERVER";
+/// The argument checks every backend applies before it writes (one owner: a backend in another
+/// crate calls these instead of copying them).
+pub mod checks {
+    pub use crate::store::{
+        check_catalog, check_counts, check_counts_write, check_entries, check_key, check_put,
+        check_text,
+    };
+}
 pub use crate::store::{
     BlobKey, Counts, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace,
     PutOutcome, ReadStore, Retention, Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN,
