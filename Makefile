@@ -56,8 +56,10 @@ bench-python: deps
 	@PY=$$(scripts/python-setup.sh | tail -n 1) && $$PY python/bench/bench.py
 
 ## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
+## Row 6 (Cassandra vs embedded) starts a local cluster with scripts/cassandra.sh; stopped after.
 bench-pipeline: deps
-	$(CARGO) run --release -p sluice-pipeline-bench
+	@status=0; $(CARGO) run --release -p sluice-pipeline-bench || status=$$?; \
+	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; exit $$status
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:

@@ -304,4 +304,21 @@ fn config_from_toml_has_defaults() {
         c.profile,
         "default:9".parse::<sluice_blob::Profile>().unwrap()
     );
+    // `store`: the one StoreUrl parser; a bad URL is refused by validate, with its reason.
+    let c = ServerConfig::from_toml(
+        "store = \"cassandra://127.0.0.1:9042,127.0.0.2/sluice?rf=3&write_cl=quorum&read_cl=one\"",
+    )
+    .unwrap();
+    assert!(matches!(
+        c.store_url().unwrap(),
+        sluice_store_cassandra::StoreUrl::Cassandra(ref k) if k.replication_factor == 3
+    ));
+    c.validate().unwrap();
+    let c = ServerConfig::from_toml("store = \"cassandra://h/ks?rf=zero\"").unwrap();
+    let bad = c.validate().unwrap_err().to_string();
+    assert!(bad.contains("rf"), "{bad}");
+    assert!(matches!(
+        ServerConfig::default().store_url().unwrap(),
+        sluice_store_cassandra::StoreUrl::Embedded(_)
+    ));
 }

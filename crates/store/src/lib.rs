@@ -9,7 +9,7 @@
 //! | [`InMemoryStore`] | maps in memory, same partitioning and retention | tests |
 //! | [`FaultyStore`] | wraps any store and fails operations on demand ([`Faults`]) | spool / replay tests |
 //!
-//! (The Cassandra/ScyllaDB backend will live in its own crate.)
+//! The Cassandra / ScyllaDB backend lives in its own crate, `sluice-store-cassandra`.
 //!
 //! What a store holds (keys as in DESIGN.md; their format is the blob crate's business, the store
 //! treats them as opaque strings):
