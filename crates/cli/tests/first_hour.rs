@@ -455,7 +455,7 @@ fn small_answers_to_range_tail_limit_and_plurals() {
     );
     assert_eq!(nowhere.status.code(), Some(1));
     assert!(
-        stderr(&nowhere).contains("--data DIR or --server URL"),
+        stderr(&nowhere).contains("--data DIR, --store URL or --server URL"),
         "{}",
         stderr(&nowhere)
     );
