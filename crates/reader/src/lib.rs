@@ -20,6 +20,7 @@ pub mod range;
 pub mod selection;
 pub mod tail;
 pub mod time;
+pub mod transform;
 
 pub use filter::{Filter, FilterError};
 pub use range::{
@@ -29,3 +30,4 @@ pub use range::{
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{parse_time, TimeError};
+pub use transform::{MultiSelect, SubstreamView};

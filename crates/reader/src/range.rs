@@ -37,6 +37,16 @@
 //! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
 //! first match or `null`) — the shape of `sluice sereal decode --select`.
 //!
+//! # Substreams
+//! With [`Selection::substream`] (and its [`SubstreamView`] in [`ReadOptions::substream`]) the
+//! read lists the same chunks of the events' epoch index, restricted to those the substream
+//! applies to, and reads each one's result from `substreams/<name>` when the substream's index
+//! lists it. A chunk without a stored result (shed, failed, stored before the substream
+//! existed) is read in full from `events` and the result computed here
+//! ([`SubstreamView::compute`]: the bytes the runner would have stored), preceded by a
+//! [`ReadItem::Notice`]; with [`Selection::no_fallback`] it is a [`ReadItem::Warning`] (a gap)
+//! instead. `select` / `where` then apply to the substream's results.
+//!
 //! # Output
 //! [`write_items`] writes a stream as NDJSON (one event per line, [`sereal::json`] mapping) or as
 //! Sereal: **one Sereal document per event** (protocol 5, uncompressed), concatenated. Each
@@ -45,20 +55,19 @@
 //! `head`); per-event documents lose the cross-event string de-duplication of a blob, which is
 //! the price of that.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::io::{self, Write};
 use std::ops::Deref;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use sereal::lazy::{Selector, Step};
-use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Value};
+use sereal::{Decoder, Encoder, EncoderOptions, Limits, Value};
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
-use crate::filter::Filter;
 use crate::selection::Selection;
+use crate::transform::{MultiSelect, SubstreamView};
 
 /// What to read: a half-open range of epochs and a [`Selection`].
 #[derive(Debug, Clone, Default)]
@@ -106,6 +115,9 @@ pub struct ReadOptions {
     /// Chunks fetched per [`ReadStore::get_blobs`] call (at least 1; default 16). The store may fetch
     /// them in parallel; the reader holds at most this many chunks' bytes at once.
     pub fetch_batch: usize,
+    /// The substream named by [`Selection::substream`] (required with it; see "Substreams" in
+    /// the module docs). `namespace` is then ignored.
+    pub substream: Option<Arc<dyn SubstreamView>>,
 }
 
 impl Default for ReadOptions {
@@ -114,6 +126,7 @@ impl Default for ReadOptions {
             namespace: Namespace::Events,
             limits: Limits::default(),
             fetch_batch: 16,
+            substream: None,
         }
     }
 }
@@ -151,6 +164,10 @@ pub enum ReadItem {
     Event(ReadEvent),
     /// A chunk or an epoch index that could not be read (and is skipped).
     Warning(ReadWarning),
+    /// Something the reader did that the caller should know but that loses nothing: a
+    /// substream result computed client-side from the full blob (the "fallback"). Says so on
+    /// stderr / in the HTTP trailer; not a partial read.
+    Notice(ReadWarning),
 }
 
 /// Why a range cannot be read at all.
@@ -194,17 +211,30 @@ pub struct ReadStats {
     pub events: u64,
     /// Warnings yielded.
     pub warnings: u64,
+    /// Substream results computed client-side from the full blob (fallbacks).
+    pub fallbacks: u64,
+}
+
+/// Where a chunk is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `opts.namespace` (a plain read).
+    Plain,
+    /// The substream's stored result.
+    Result,
+    /// The full event blob, to compute the substream's result on the client.
+    Fallback,
 }
 
 /// Something queued for fetching, in output order.
 enum Pending {
-    Key(Arc<EventKey>),
+    Key(Arc<EventKey>, Source),
     Warning(ReadWarning),
 }
 
 /// Something fetched, in output order.
 enum Fetched {
-    Blob(Arc<EventKey>, Result<Option<Vec<u8>>, StoreError>),
+    Blob(Arc<EventKey>, Source, Result<Option<Vec<u8>>, StoreError>),
     Warning(ReadWarning),
 }
 
@@ -246,6 +276,16 @@ where
                 "`to` ({}) is before `from` ({})",
                 req.to, req.from
             )));
+        }
+        if let Some(name) = &req.selection.substream {
+            match &opts.substream {
+                Some(view) if view.name() == name => {}
+                _ => {
+                    return Err(ReadError::BadRequest(format!(
+                        "substream {name:?}: its definition was not given to the reader"
+                    )))
+                }
+            }
         }
         let epochs = store
             .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
@@ -322,11 +362,20 @@ where
                 return true;
             }
         };
+        let substream = self
+            .req
+            .selection
+            .substream
+            .as_ref()
+            .and(self.opts.substream.clone());
         let mut entries = Vec::with_capacity(raw.len());
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
-                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype());
+                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype())
+                        && substream
+                            .as_ref()
+                            .is_none_or(|v| v.applies(&dc, entry.type_(), entry.subtype()));
                     if keep {
                         entries.push(entry);
                     }
@@ -339,11 +388,41 @@ where
         // The store sorts entries as strings; chunk ids must sort as IndexEntry does (`10` after `2`).
         entries.sort();
         entries.dedup();
+        let Some(view) = substream else {
+            for entry in &entries {
+                self.pending.push_back(Pending::Key(
+                    Arc::new(EventKey::from_parts(&epoch_key, entry)),
+                    Source::Plain,
+                ));
+            }
+            return true;
+        };
+        // A substream: its result where the runner stored one, else the full blob (fallback).
+        let ns = Namespace::Substream(view.name().to_owned());
+        let results = match self.store.get_namespace_index(&ns, epoch, &dc) {
+            Ok(r) => r,
+            Err(e) => {
+                self.pending.push_back(Pending::Warning(ReadWarning {
+                    key: format!("{epoch}-{dc}"),
+                    reason: format!("reading the index of {ns}: {e} (every chunk is a gap)"),
+                }));
+                BTreeSet::new()
+            }
+        };
         for entry in &entries {
-            self.pending
-                .push_back(Pending::Key(Arc::new(EventKey::from_parts(
-                    &epoch_key, entry,
-                ))));
+            let key = Arc::new(EventKey::from_parts(&epoch_key, entry));
+            if results.contains(&entry.to_string()) {
+                self.pending.push_back(Pending::Key(key, Source::Result));
+            } else if self.req.selection.no_fallback {
+                self.pending.push_back(Pending::Warning(ReadWarning {
+                    key: key.to_string(),
+                    reason: format!(
+                        "no result in {ns} (not computed, shed or failed; --no-fallback)"
+                    ),
+                }));
+            } else {
+                self.pending.push_back(Pending::Key(key, Source::Fallback));
+            }
         }
         true
     }
@@ -352,30 +431,43 @@ where
     fn fetch_batch(&mut self) {
         let n = self.pending.len().min(self.opts.fetch_batch.max(1));
         let batch: Vec<Pending> = self.pending.drain(..n).collect();
-        let keys: Vec<(i64, String)> = batch
-            .iter()
-            .filter_map(|p| match p {
-                Pending::Key(k) => Some((k.epoch(), k.to_string())),
-                Pending::Warning(_) => None,
-            })
-            .collect();
-        let blob_keys: Vec<BlobKey<'_>> = keys.iter().map(|(e, k)| BlobKey::new(*e, k)).collect();
-        let mut results = if blob_keys.is_empty() {
-            Vec::new()
-        } else {
-            self.store.get_blobs(&self.opts.namespace, &blob_keys)
+        // One get_blobs call per namespace the batch reads from, answers put back in order.
+        let mut answers: [std::vec::IntoIter<Result<Option<Vec<u8>>, StoreError>>; 3] =
+            Default::default();
+        for (slot, source) in [Source::Plain, Source::Result, Source::Fallback]
+            .into_iter()
+            .enumerate()
+        {
+            let keys: Vec<(i64, String)> = batch
+                .iter()
+                .filter_map(|p| match p {
+                    Pending::Key(k, s) if *s == source => Some((k.epoch(), k.to_string())),
+                    _ => None,
+                })
+                .collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let blob_keys: Vec<BlobKey<'_>> =
+                keys.iter().map(|(e, k)| BlobKey::new(*e, k)).collect();
+            let ns = match (source, &self.opts.substream) {
+                (Source::Result, Some(v)) => Namespace::Substream(v.name().to_owned()),
+                (Source::Fallback, _) => Namespace::Events,
+                _ => self.opts.namespace.clone(),
+            };
+            answers[slot] = self.store.get_blobs(&ns, &blob_keys).into_iter();
         }
-        .into_iter();
         for p in batch {
             match p {
                 Pending::Warning(w) => self.fetched.push_back(Fetched::Warning(w)),
-                Pending::Key(k) => {
-                    let r = results.next().unwrap_or_else(|| {
+                Pending::Key(k, source) => {
+                    let slot = source as usize;
+                    let r = answers[slot].next().unwrap_or_else(|| {
                         Err(StoreError::Unavailable {
                             reason: "store returned fewer results than keys".into(),
                         })
                     });
-                    self.fetched.push_back(Fetched::Blob(k, r));
+                    self.fetched.push_back(Fetched::Blob(k, source, r));
                 }
             }
         }
@@ -386,12 +478,12 @@ where
         let Some(f) = self.fetched.pop_front() else {
             return;
         };
-        let (key, result) = match f {
+        let (key, source, result) = match f {
             Fetched::Warning(w) => {
                 self.out.push_back(ReadItem::Warning(w));
                 return;
             }
-            Fetched::Blob(key, result) => (key, result),
+            Fetched::Blob(key, source, result) => (key, source, result),
         };
         self.stats.chunks += 1;
         let warn = |reason: String| {
@@ -407,6 +499,33 @@ where
             )),
             Ok(Some(bytes)) => {
                 self.stats.bytes += bytes.len() as u64;
+                let bytes = if source == Source::Fallback {
+                    let Some(view) = &self.opts.substream else {
+                        return;
+                    };
+                    match view.compute(&key, &bytes) {
+                        Ok(result) => {
+                            self.stats.fallbacks += 1;
+                            self.out.push_back(ReadItem::Notice(ReadWarning {
+                                key: key.to_string(),
+                                reason: format!(
+                                    "no stored result of substream {:?}: computed here from the full blob (fallback)",
+                                    view.name()
+                                ),
+                            }));
+                            result
+                        }
+                        Err(e) => {
+                            self.out.push_back(warn(format!(
+                                "no stored result of substream {:?}, and computing it here failed: {e}",
+                                view.name()
+                            )));
+                            return;
+                        }
+                    }
+                } else {
+                    bytes
+                };
                 match self.chunk.decode(&bytes) {
                     Ok(values) => self.out.extend(values.into_iter().map(|value| {
                         ReadItem::Event(ReadEvent {
@@ -434,6 +553,7 @@ where
                 match &item {
                     ReadItem::Event(_) => self.stats.events += 1,
                     ReadItem::Warning(_) => self.stats.warnings += 1,
+                    ReadItem::Notice(_) => {}
                 }
                 return Some(item);
             }
@@ -451,112 +571,35 @@ where
     }
 }
 
-/// Decodes chunks for one request, reusing buffers across chunks.
+/// Decodes chunks for one request, reusing buffers across chunks. With `select` / `where` the
+/// chunk goes through [`MultiSelect`] (one selection), the code substreams share.
 struct ChunkDecoder {
     lazy: bool,
     limits: Limits,
     decoder: Decoder,
-    selector: Selector,
-    /// Number of select paths (the selector's first paths); the filter's follow.
-    n_select: usize,
-    /// Select path texts (output keys) and whether each has a `[*]`.
-    select_keys: Vec<(Key, bool)>,
-    filter: Option<Filter>,
-    scratch: Vec<u8>,
-    found: Vec<Vec<Value>>,
+    multi: MultiSelect,
 }
 
 impl ChunkDecoder {
     fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
-        let mut paths = req.selection.select.clone();
-        if let Some(f) = &req.selection.filter {
-            paths.extend(f.paths().iter().cloned());
-        }
-        let select_keys = req
-            .selection
-            .select
-            .iter()
-            .map(|p| {
-                let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
-                (Key::Utf8(Arc::from(p.to_string())), many)
-            })
-            .collect();
         ChunkDecoder {
             lazy: req.is_lazy(),
             limits: limits.clone(),
             decoder: Decoder::with_limits(limits.clone()),
-            selector: Selector::new(paths),
-            n_select: req.selection.select.len(),
-            select_keys,
-            filter: req.selection.filter.clone(),
-            scratch: Vec::new(),
-            found: Vec::new(),
+            multi: MultiSelect::new([&req.selection]),
         }
     }
 
     /// The output values of one chunk (all or nothing), or why the chunk is unreadable.
     fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
-        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
         if !self.lazy {
+            let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
             return blob
                 .decode_with(&mut self.decoder)
                 .map_err(|e| e.to_string());
         }
-        let doc = blob
-            .lazy(&self.limits, &mut self.scratch)
-            .map_err(|e| e.to_string())?;
-        let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
-        // One pass per event picks undecoded handles for the select and filter paths; the filter
-        // is evaluated first, and only the events it keeps are decoded (most are not: a
-        // `status >= 500` keeps ~2 %). Handles borrow the body, so they live per chunk.
-        let mut handles: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
-        let mut out = Vec::new();
-        let mut i = 0usize;
-        while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
-            let event = i;
-            i += 1;
-            let item = item.map_err(|e| format!("event {event}: {e}"))?;
-            // One budget per event for all it decodes, as one selection had.
-            let mut dec = doc.item_decoder();
-            if let Some(f) = &self.filter {
-                self.found
-                    .resize_with(handles.len() - self.n_select, Vec::new);
-                for (values, picked) in self.found.iter_mut().zip(&handles[self.n_select..]) {
-                    values.clear();
-                    for h in picked {
-                        values.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
-                    }
-                }
-                if !f.matches_selected(&self.found) {
-                    continue;
-                }
-            }
-            if self.n_select == 0 {
-                out.push(
-                    dec.decode(&item)
-                        .map_err(|e| format!("event {event}: {e}"))?,
-                );
-                continue;
-            }
-            let mut hash = Vec::with_capacity(self.n_select);
-            for ((key, many), picked) in self.select_keys.iter().zip(&handles) {
-                let v = if *many {
-                    let mut all = Vec::with_capacity(picked.len());
-                    for h in picked {
-                        all.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
-                    }
-                    Value::Array(all)
-                } else {
-                    match picked.first() {
-                        Some(h) => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
-                        None => Value::Undef,
-                    }
-                };
-                hash.push((key.clone(), v));
-            }
-            out.push(Value::Hash(hash));
-        }
-        Ok(out)
+        let mut outs = self.multi.apply(bytes, &self.limits)?;
+        Ok(outs.pop().unwrap_or_default())
     }
 }
 
@@ -649,16 +692,18 @@ pub struct WriteSummary {
     pub events: u64,
     /// Warnings met (each also given to the callback).
     pub warnings: u64,
+    /// Notices met (each also given to the callback, with `true`).
+    pub notices: u64,
 }
 
 /// Writes the events of `items` to `out` in `format`, passing each warning to `on_warning` (e.g.
-/// print it on stderr) as it comes. Stops only on a write error (e.g. a closed pipe). The caller
-/// exits non-zero if the summary counts warnings.
+/// print it on stderr) as it comes, with `false`, and each notice with `true`. Stops only on a
+/// write error (e.g. a closed pipe). The caller exits non-zero if the summary counts warnings.
 pub fn write_items<W: Write>(
     items: impl IntoIterator<Item = ReadItem>,
     format: OutputFormat,
     out: W,
-    mut on_warning: impl FnMut(&ReadWarning),
+    mut on_warning: impl FnMut(&ReadWarning, bool),
 ) -> io::Result<WriteSummary> {
     let mut w = EventWriter::new(out, format);
     let mut summary = WriteSummary::default();
@@ -669,8 +714,12 @@ pub fn write_items<W: Write>(
                 summary.events += 1;
             }
             ReadItem::Warning(warning) => {
-                on_warning(&warning);
+                on_warning(&warning, false);
                 summary.warnings += 1;
+            }
+            ReadItem::Notice(notice) => {
+                on_warning(&notice, true);
+                summary.notices += 1;
             }
         }
     }
