@@ -21,9 +21,12 @@ build: deps
 run: build
 	@scripts/demo.sh
 
-## test: every test, against the real Perl reference (Rust, then the Python package).
+## test: every test, against the real Perl reference (Rust, then the Python package). The Python
+## package is set up first: the code-substream worker pool's tests (crates/pyworkers) run real
+## Python workers with the interpreter in SLUICE_PYTHON.
 test: deps
-	$(CARGO) test --workspace --no-fail-fast
+	set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
+	  $(CARGO) test --workspace --no-fail-fast
 	$(MAKE) test-python
 
 ## test-python: the `sluice` Python package (python/): venv + maturin build, then pytest against
