@@ -24,8 +24,8 @@ pub mod transform;
 
 pub use filter::{Filter, FilterError};
 pub use range::{
-    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadItem,
-    ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
+    write_items, write_items_noting, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent,
+    ReadItem, ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};

@@ -697,9 +697,23 @@ pub struct WriteSummary {
 }
 
 /// Writes the events of `items` to `out` in `format`, passing each warning to `on_warning` (e.g.
-/// print it on stderr) as it comes, with `false`, and each notice with `true`. Stops only on a
-/// write error (e.g. a closed pipe). The caller exits non-zero if the summary counts warnings.
+/// print it on stderr) as it comes (notices are only counted). Stops only on a write error (e.g.
+/// a closed pipe). The caller exits non-zero if the summary counts warnings.
 pub fn write_items<W: Write>(
+    items: impl IntoIterator<Item = ReadItem>,
+    format: OutputFormat,
+    out: W,
+    mut on_warning: impl FnMut(&ReadWarning),
+) -> io::Result<WriteSummary> {
+    write_items_noting(items, format, out, |w, notice| {
+        if !notice {
+            on_warning(w)
+        }
+    })
+}
+
+/// [`write_items`], passing notices too (with `true`; warnings with `false`).
+pub fn write_items_noting<W: Write>(
     items: impl IntoIterator<Item = ReadItem>,
     format: OutputFormat,
     out: W,
