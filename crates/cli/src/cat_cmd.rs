@@ -49,11 +49,12 @@ pub fn run(a: CatArgs) -> Result<()> {
         DataDir::Store(s) => s,
         DataDir::Server(url) => return from_server(&url, from, to, &selection, format),
     };
+    let opts = sluice_substreams::view::read_options(&store, &selection)?;
     let req = range::ReadRequest::selected(from, to, selection);
-    let reader = range::RangeReader::new(&store, req, range::ReadOptions::default())?;
+    let reader = range::RangeReader::new(&store, req, opts)?;
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
-    let summary = range::write_items(reader, format, out, |w| eprintln!("sluice: warning: {w}"))?;
+    let summary = range::write_items_noting(reader, format, out, print_warning)?;
     if summary.warnings > 0 {
         return Err(crate::PartialRead(format!(
             "{} warning(s): part of the range could not be read (see above); {} events printed",
@@ -62,6 +63,16 @@ pub fn run(a: CatArgs) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Prints a read warning, or a notice (a substream result computed from the full blob), on
+/// stderr.
+pub(crate) fn print_warning(w: &sluice_reader::ReadWarning, notice: bool) {
+    if notice {
+        eprintln!("sluice: note: {w}");
+    } else {
+        eprintln!("sluice: warning: {w}");
+    }
 }
 
 /// Opens `dir` for reading ([`sluice_client::resolve_data_dir`]), saying on stderr when a
@@ -108,6 +119,7 @@ fn from_server(
                 eprintln!("sluice: warning: {w}");
                 warnings += 1;
             }
+            HttpItem::Notice(n) => print_warning(&n, true),
         }
     }
     out.flush()?;

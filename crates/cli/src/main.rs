@@ -11,6 +11,7 @@ mod gen_cmd;
 mod sereal_cmd;
 mod serve_cmd;
 mod store_cmd;
+mod substream_cmd;
 mod tail_cmd;
 
 use std::io::ErrorKind;
@@ -45,6 +46,10 @@ enum Command {
     /// Check a data directory for damage, or repair it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Manage substreams: write-time transformations whose small results consumers read
+    /// instead of the full stream (`sluice cat --substream NAME`).
+    #[command(subcommand)]
+    Substream(substream_cmd::SubstreamCommand),
 }
 
 /// Exit status of a command that did its work but skipped data it could not read (damaged
@@ -78,6 +83,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Substream(cmd) => substream_cmd::run(cmd),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

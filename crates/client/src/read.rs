@@ -4,7 +4,9 @@
 //! parameters. For NDJSON the answer is read line by line ([`NdjsonEvents`]): each line is an
 //! event, except the server's last line `{"_sluice":{"warnings":[{"key":…,"reason":…},…]}}`
 //! which becomes one [`HttpItem::Warning`] per chunk it could not read (an unparsable warnings
-//! line becomes one warning with key `_sluice` and the line as reason: never dropped). For
+//! line becomes one warning with key `_sluice` and the line as reason: never dropped), and its
+//! `"notices"` (substream results computed by the server from the full blob: nothing lost)
+//! one [`HttpItem::Notice`] each. For
 //! Sereal the body is handed over as it is ([`EventStream::Sereal`]).
 
 use std::collections::VecDeque;
@@ -28,6 +30,8 @@ pub enum HttpItem {
     Event(String),
     /// A chunk the server could not read (skipped).
     Warning(ReadWarning),
+    /// Something the server did that loses nothing (a substream fallback).
+    Notice(ReadWarning),
 }
 
 /// The answer of [`HttpReader::events`].
@@ -42,7 +46,7 @@ pub enum EventStream {
 pub struct NdjsonEvents {
     url: String,
     lines: std::io::Lines<BufReader<Box<dyn Read + Send + Sync>>>,
-    warnings: VecDeque<ReadWarning>,
+    warnings: VecDeque<HttpItem>,
 }
 
 impl HttpReader {
@@ -94,15 +98,15 @@ impl HttpReader {
     }
 }
 
-/// The warnings of a `{"_sluice":{"warnings":[…]}}` line, or `None` if `line` is an event.
-fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
+/// The notices and warnings of a `{"_sluice":{"warnings":[…],"notices":[…]}}` line, or `None`
+/// if `line` is an event.
+fn trailer_items(line: &str) -> Option<Vec<HttpItem>> {
     if !line.starts_with("{\"_sluice\"") {
         return None;
     }
-    let parsed: Option<Vec<ReadWarning>> = serde_json::from_str::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| {
-            v["_sluice"]["warnings"].as_array().map(|ws| {
+    let each = |v: &serde_json::Value| -> Vec<ReadWarning> {
+        v.as_array()
+            .map(|ws| {
                 ws.iter()
                     .map(|w| ReadWarning {
                         key: w["key"].as_str().unwrap_or("?").to_owned(),
@@ -112,13 +116,43 @@ fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
                     })
                     .collect()
             })
+            .unwrap_or_default()
+    };
+    let parsed: Option<Vec<HttpItem>> = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .filter(|v| v["_sluice"]["warnings"].is_array() || v["_sluice"]["notices"].is_array())
+        .map(|v| {
+            let mut items: Vec<HttpItem> = each(&v["_sluice"]["notices"])
+                .into_iter()
+                .map(HttpItem::Notice)
+                .collect();
+            items.extend(
+                each(&v["_sluice"]["warnings"])
+                    .into_iter()
+                    .map(HttpItem::Warning),
+            );
+            items
         });
     Some(parsed.unwrap_or_else(|| {
-        vec![ReadWarning {
+        vec![HttpItem::Warning(ReadWarning {
             key: "_sluice".into(),
             reason: line.to_owned(),
-        }]
+        })]
     }))
+}
+
+/// The warnings of a trailer line, or `None` if `line` is an event (notices left out).
+#[cfg(test)]
+fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
+    trailer_items(line).map(|items| {
+        items
+            .into_iter()
+            .filter_map(|i| match i {
+                HttpItem::Warning(w) => Some(w),
+                _ => None,
+            })
+            .collect()
+    })
 }
 
 impl Iterator for NdjsonEvents {
@@ -127,7 +161,7 @@ impl Iterator for NdjsonEvents {
     fn next(&mut self) -> Option<Result<HttpItem>> {
         loop {
             if let Some(w) = self.warnings.pop_front() {
-                return Some(Ok(HttpItem::Warning(w)));
+                return Some(Ok(w));
             }
             let line = match self.lines.next()? {
                 Ok(line) => line,
@@ -138,7 +172,7 @@ impl Iterator for NdjsonEvents {
                     }))
                 }
             };
-            match trailer_warnings(&line) {
+            match trailer_items(&line) {
                 Some(ws) => self.warnings.extend(ws),
                 None if line.is_empty() => {}
                 None => return Some(Ok(HttpItem::Event(line))),

@@ -289,6 +289,27 @@ impl Runner {
         }
     }
 
+    /// The cumulative counters of `name`: every writer's status record plus what this runner
+    /// has not written yet.
+    pub fn status(&self, name: &str) -> Result<SubstreamStats, sluice_store::StoreError> {
+        let mut total = status(&*self.shared.store, name)?;
+        if let Some(u) = self
+            .shared
+            .unsaved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            total.merge(u);
+        }
+        Ok(total)
+    }
+
+    /// The Python pool settings (for backfills run beside the runner).
+    pub fn python_settings(&self) -> crate::exec::PythonSettings {
+        self.shared.cfg.python.clone()
+    }
+
     /// Counters for `/metrics`.
     pub fn snapshot(&self) -> RunnerSnapshot {
         let s = &self.shared;

@@ -32,6 +32,7 @@ pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
     let m = st.metrics.locked().clone();
     let mut body = crate::metrics::render(&m);
     crate::metrics::render_store_damage(&mut body, &st.store.damage_stats());
+    crate::metrics::render_substreams(&mut body, &st.substreams.snapshot());
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

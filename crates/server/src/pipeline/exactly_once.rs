@@ -38,7 +38,8 @@ impl Pipeline {
     /// entries) then the store after writes, appends the done notes of spooled batches to the
     /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
     /// flush report. See `sluice_collector::replay` for why this order is exactly once.
-    pub(super) fn account(&mut self, report: FlushReport, start: Instant) {
+    pub(super) fn account(&mut self, mut report: FlushReport, start: Instant) {
+        let stored = std::mem::take(&mut report.stored);
         let mut sync_error = false;
         self.pending_notes.extend(self.aggregator.take_done());
         let (_, advance) = self.checkpoint_target();
@@ -107,6 +108,12 @@ impl Pipeline {
         m.last_flush_seconds = start.elapsed().as_secs_f64();
         if report.blobs > 0 {
             m.last_write_unix = now_unix();
+        }
+        drop(m);
+        // Write-time work on what is now stored and synced: substreams (queued, never run on
+        // this thread; a full queue sheds).
+        for batch in stored {
+            self.substreams.offer(batch);
         }
     }
 
