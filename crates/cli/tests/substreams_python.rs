@@ -66,8 +66,23 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 fn ingest_and_time(url: &str, seed: &str, epoch: i64) -> Duration {
     let start = Instant::now();
     let out = sluice(&[
-        "gen", "--count", "2000", "--seed", seed, "--rate", "1000", "--mix", "1,0,0", "--dcs",
-        "ams1", "--size", "300", "--epoch", &epoch.to_string(), "--http", url,
+        "gen",
+        "--count",
+        "2000",
+        "--seed",
+        seed,
+        "--rate",
+        "1000",
+        "--mix",
+        "1,0,0",
+        "--dcs",
+        "ams1",
+        "--size",
+        "300",
+        "--epoch",
+        &epoch.to_string(),
+        "--http",
+        url,
     ]);
     assert_success(&out);
     let (from, to) = (epoch.to_string(), (epoch + 2).to_string());
@@ -77,7 +92,10 @@ fn ingest_and_time(url: &str, seed: &str, epoch: i64) -> Duration {
         if stdout_lines(&out).len() >= 2000 {
             return start.elapsed();
         }
-        assert!(Instant::now() < deadline, "ingest stalled: events not readable");
+        assert!(
+            Instant::now() < deadline,
+            "ingest stalled: events not readable"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -135,8 +153,17 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
     let mut server = common::Proc(
         std::process::Command::new(env!("CARGO_BIN_EXE_sluice"))
             .args([
-                "serve", "--data", d, "--http", &format!("127.0.0.1:{port}"), "--tcp", "off",
-                "--udp", "off", "--grace", "0.3",
+                "serve",
+                "--data",
+                d,
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--tcp",
+                "off",
+                "--udp",
+                "off",
+                "--grace",
+                "0.3",
             ])
             .env("SLUICE_PYTHON", &python)
             .stdout(std::process::Stdio::null())
@@ -154,8 +181,17 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
         let file = dir.join(format!("{mode}.py"));
         std::fs::write(&file, source(mode, &marker)).expect("write");
         let out = sluice(&[
-            "substream", "add", mode, "--type", "WEB", "--python",
-            file.to_str().expect("path"), "--budget-ms", "1000", "--server", &url,
+            "substream",
+            "add",
+            mode,
+            "--type",
+            "WEB",
+            "--python",
+            file.to_str().expect("path"),
+            "--budget-ms",
+            "1000",
+            "--server",
+            &url,
         ]);
         assert_success(&out);
     }
@@ -168,6 +204,7 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
     std::fs::write(&marker, b"on").expect("marker");
     let incident_epoch = now() - 2;
     let incident = ingest_and_time(&url, "42", incident_epoch);
+    eprintln!("events readable after {baseline:?} (baseline), {incident:?} (incident)");
     assert!(
         incident <= baseline * 5 + Duration::from_secs(3),
         "ingest stalled during the incident: {incident:?} vs baseline {baseline:?}"
@@ -189,7 +226,15 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
     let expected = {
         let out = sluice(
             &[
-                &["cat", "--server", &url, "--type", "WEB", "--select", "path,status"][..],
+                &[
+                    "cat",
+                    "--server",
+                    &url,
+                    "--type",
+                    "WEB",
+                    "--select",
+                    "path,status",
+                ][..],
                 &["--where", "status >= 500"],
                 &range,
             ]
@@ -204,11 +249,15 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
         let show = sluice(&["substream", "show", mode, "--server", &url]);
         assert_success(&show);
         let v: serde_json::Value = serde_json::from_slice(&show.stdout).expect("json");
-        let misses = v["status"]["misses"].as_object().cloned().unwrap_or_default();
+        let misses = v["status"]["misses"]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let own: u64 = expected_reasons[mode]
             .iter()
             .filter_map(|r| misses.get(*r).and_then(|n| n.as_u64()))
             .sum();
+        eprintln!("{mode}: misses {misses:?}");
         assert!(own >= 1, "{mode}: misses {misses:?}");
         for reason in misses.keys() {
             assert!(
@@ -216,20 +265,40 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
                 "{mode}: unexpected miss reason {reason}"
             );
         }
-        assert!(v["status"]["stored"].as_u64().unwrap_or(0) >= 1, "{mode}: {v}");
+        assert!(
+            v["status"]["stored"].as_u64().unwrap_or(0) >= 1,
+            "{mode}: {v}"
+        );
 
         // --no-fallback: the gaps are exactly the incident's chunks that were shed.
         let out = sluice(
-            &[&["cat", "--no-fallback", "--server", &url, "--substream", mode][..], &range]
-                .concat(),
+            &[
+                &[
+                    "cat",
+                    "--no-fallback",
+                    "--server",
+                    &url,
+                    "--substream",
+                    mode,
+                ][..],
+                &range,
+            ]
+            .concat(),
         );
         assert_eq!(out.status.code(), Some(3), "{mode}: {}", stderr(&out));
         let gaps = keys(&stderr(&out), "sluice: warning: ");
         let shed: u64 = misses.values().filter_map(|n| n.as_u64()).sum();
-        assert_eq!(gaps.len() as u64, shed, "{mode}: gaps {gaps:?} vs misses {misses:?}");
+        assert_eq!(
+            gaps.len() as u64,
+            shed,
+            "{mode}: gaps {gaps:?} vs misses {misses:?}"
+        );
         for k in &gaps {
             let epoch: i64 = k.split(':').next().expect("epoch").parse().expect("epoch");
-            assert!(epoch >= incident_epoch, "{mode}: a baseline chunk was shed: {k}");
+            assert!(
+                epoch >= incident_epoch,
+                "{mode}: a baseline chunk was shed: {k}"
+            );
         }
 
         // With fallback (through the server): the same output as the client-side selection,
@@ -259,7 +328,11 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
             .output()
             .expect("cat");
         assert_success(&out);
-        assert_eq!(keys(&stderr(&out), "sluice: note: "), gaps_of[mode], "{mode}");
+        assert_eq!(
+            keys(&stderr(&out), "sluice: note: "),
+            gaps_of[mode],
+            "{mode}"
+        );
         assert_eq!(sorted(stdout_lines(&out)), expected, "{mode} from --data");
     }
     let _ = std::fs::remove_dir_all(&dir);

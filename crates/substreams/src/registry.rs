@@ -363,10 +363,11 @@ pub fn validate(spec: &Spec, now: i64, python: Option<&Path>) -> Result<Definiti
     })
 }
 
+/// The registry as read: definitions by name, and the records that did not parse (name, why).
+pub type Loaded = (BTreeMap<String, Definition>, Vec<(String, String)>);
+
 /// Every definition in `store`, by name, and the records that did not parse (name, why).
-pub fn load<S: ReadStore + ?Sized>(
-    store: &S,
-) -> Result<(BTreeMap<String, Definition>, Vec<(String, String)>), StoreError> {
+pub fn load<S: ReadStore + ?Sized>(store: &S) -> Result<Loaded, StoreError> {
     let mut defs = BTreeMap::new();
     let mut bad = Vec::new();
     for (name, bytes) in store.get_catalog(CATALOG_KIND)? {

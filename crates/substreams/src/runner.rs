@@ -163,6 +163,9 @@ struct Active {
     defs: Vec<Arc<Compiled>>,
 }
 
+/// Miss counts not yet written: (epoch, dc, type, subtype) → reason → events.
+type PendingCounts = BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>;
+
 struct Shared {
     store: Arc<dyn Store>,
     cfg: RunnerConfig,
@@ -171,7 +174,7 @@ struct Shared {
     /// Stats not yet in the status records.
     unsaved: Mutex<BTreeMap<String, SubstreamStats>>,
     /// Completeness counts of misses not yet written: (epoch, dc, type, subtype) → reason → n.
-    pending_counts: Mutex<BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>>,
+    pending_counts: Mutex<PendingCounts>,
     queued: AtomicU64,
     blobs_run: AtomicU64,
     latency: Mutex<(f64, u64, f64)>,

@@ -71,21 +71,15 @@ pub(crate) async fn list(State(st): State<AppState>) -> Response {
     }
 }
 
-fn parse_spec(body: &[u8], name: Option<String>) -> Result<Spec, Response> {
-    let mut spec: Spec = serde_json::from_slice(body).map_err(|e| {
-        error(
-            StatusCode::BAD_REQUEST,
-            format!("invalid substream: body: {e}"),
-        )
-    })?;
+/// The spec of a request body (the name from the path, if given); `Err` is a 400's message.
+fn parse_spec(body: &[u8], name: Option<String>) -> Result<Spec, String> {
+    let mut spec: Spec =
+        serde_json::from_slice(body).map_err(|e| format!("invalid substream: body: {e}"))?;
     if let Some(n) = name {
         if !spec.name.is_empty() && spec.name != n {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "invalid substream: the body names {:?}, the path {n:?}",
-                    spec.name
-                ),
+            return Err(format!(
+                "invalid substream: the body names {:?}, the path {n:?}",
+                spec.name
             ));
         }
         spec.name = n;
@@ -108,7 +102,7 @@ async fn add_spec(st: AppState, spec: Spec) -> Response {
 pub(crate) async fn add(State(st): State<AppState>, body: Bytes) -> Response {
     match parse_spec(&body, None) {
         Ok(spec) => add_spec(st, spec).await,
-        Err(r) => r,
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
@@ -120,7 +114,7 @@ pub(crate) async fn put(
 ) -> Response {
     match parse_spec(&body, Some(name)) {
         Ok(spec) => add_spec(st, spec).await,
-        Err(r) => r,
+        Err(e) => error(StatusCode::BAD_REQUEST, e),
     }
 }
 
