@@ -9,6 +9,8 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod substreams;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -32,7 +34,7 @@ sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,substreams (default: all)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
   --ingest-eps N       events per simulated second in the ingest row (default 10000)
@@ -42,6 +44,8 @@ OPTIONS:
   --size-events N      WEB events for the bytes-per-event row (default 100000)
   --size-eps N         events per second in the bytes-per-event row (default 10000)
   --latency-samples N  events emitted per grace setting in the latency row (default 30)
+  --substream-events N WEB events of the substreams row's CPU and read columns (default 100000)
+  --substream-ingest-events N  events ingested with/without a runaway substream (default 100000)
   --no-perl            skip the Perl reference (its columns show n/a)
   --no-statsd          skip the statsd daemon (its rows show n/a)
   --keep-tmp           keep the temporary directory
@@ -60,6 +64,8 @@ struct Args {
     size_events: usize,
     size_eps: u32,
     latency_samples: usize,
+    substream_events: usize,
+    substream_ingest_events: usize,
     perl: bool,
     statsd: bool,
     keep_tmp: bool,
@@ -77,6 +83,8 @@ fn parse_args() -> Result<Args> {
         size_events: 100_000,
         size_eps: 10_000,
         latency_samples: 30,
+        substream_events: 100_000,
+        substream_ingest_events: 100_000,
         perl: true,
         statsd: true,
         keep_tmp: false,
@@ -90,8 +98,8 @@ fn parse_args() -> Result<Args> {
         match arg.as_str() {
             "--only" => {
                 for r in value("--only")?.split(',') {
-                    if !["ingest", "read", "udp", "size", "latency"].contains(&r) {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency)");
+                    if !["ingest", "read", "udp", "size", "latency", "substreams"].contains(&r) {
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, substreams)");
                     }
                     a.only.push(r.to_string());
                 }
@@ -127,6 +135,18 @@ fn parse_args() -> Result<Args> {
                     .parse::<usize>()
                     .context("--latency-samples")?
                     .max(1)
+            }
+            "--substream-events" => {
+                a.substream_events = value("--substream-events")?
+                    .parse::<usize>()
+                    .context("--substream-events")?
+                    .max(10_000)
+            }
+            "--substream-ingest-events" => {
+                a.substream_ingest_events = value("--substream-ingest-events")?
+                    .parse::<usize>()
+                    .context("--substream-ingest-events")?
+                    .max(2_000)
             }
             "--no-perl" => a.perl = false,
             "--no-statsd" => a.statsd = false,
@@ -541,7 +561,7 @@ fn ours_read(store: &EmbeddedStore, epoch: i64, lazy: bool) -> Result<(u64, f64)
                 std::hint::black_box(&e);
                 n += 1;
             }
-            ReadItem::Warning(w) => bail!("read warning: {w:?}"),
+            ReadItem::Warning(w) | ReadItem::Notice(w) => bail!("read warning: {w:?}"),
         }
     }
     Ok((n, cpu_seconds() - cpu0))
@@ -1969,6 +1989,9 @@ fn run() -> Result<()> {
         timed("udp", &mut out, &mut |o| row_udp(&args, &tmp, o))?;
         timed("size", &mut out, &mut |o| row_size(&args, o))?;
         timed("latency", &mut out, &mut |o| row_latency(&args, &tmp, o))?;
+        timed("substreams", &mut out, &mut |o| {
+            substreams::row_substreams(&args, &tmp, o)
+        })?;
         Ok(())
     })();
     if args.keep_tmp {

@@ -49,16 +49,20 @@ impl DeclarativeSet {
     }
 }
 
-/// One blob (default profile, one chunk) holding `events`.
-pub fn encode_result(events: &[Value]) -> Result<Vec<u8>, String> {
+/// The builder of result blobs (default profile, one chunk: the result budget bounds the size).
+/// Reuse it: it keeps its encoder and buffers.
+pub fn result_builder() -> Result<BlobBuilder, String> {
     let opts = BlobOptions {
-        // One blob per result: the result budget bounds its size.
         chunk_limit: usize::MAX / 4,
         split_threads: 1,
         ..BlobOptions::with_profile(Profile::default())
     };
-    let mut b = BlobBuilder::new(opts).map_err(|e| e.to_string())?;
-    let mut blobs = b.build(events).map_err(|e| e.to_string())?;
+    BlobBuilder::new(opts).map_err(|e| e.to_string())
+}
+
+/// One blob (default profile, one chunk) holding `events`, built with a [`result_builder`].
+pub fn encode_result(builder: &mut BlobBuilder, events: &[Value]) -> Result<Vec<u8>, String> {
+    let mut blobs = builder.build(events).map_err(|e| e.to_string())?;
     match blobs.len() {
         1 => Ok(blobs.remove(0).into_bytes()),
         n => Err(format!("result encoded as {n} blobs, expected one")),

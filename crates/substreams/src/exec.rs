@@ -25,8 +25,9 @@ use sluice_blob::EventKey;
 use sluice_pyworkers::{BlobContext, Job, Pool, PoolConfig};
 use sluice_reader::Selection;
 
-use crate::declarative::{encode_result, DeclarativeSet};
+use crate::declarative::{encode_result, result_builder, DeclarativeSet};
 use crate::registry::{Definition, Transform};
+use sluice_blob::BlobBuilder;
 
 /// Least time between two attempts to start the Python pool.
 pub const POOL_RETRY: Duration = Duration::from_secs(10);
@@ -169,6 +170,7 @@ pub struct Executor {
     declarative: DeclarativeSet,
     limits: Limits,
     decoder: Decoder,
+    builder: Option<BlobBuilder>,
     python: Arc<PythonPool>,
 }
 
@@ -179,6 +181,7 @@ impl Executor {
             declarative: DeclarativeSet::default(),
             limits: Limits::default(),
             decoder: Decoder::new(),
+            builder: None,
             python,
         }
     }
@@ -186,6 +189,18 @@ impl Executor {
     /// Forgets state built for the previous registry.
     pub fn registry_changed(&mut self) {
         self.declarative.clear();
+    }
+
+    /// One result blob of `events` (the builder kept across runs), unless over `max` bytes.
+    fn encode(&mut self, events: &[Value], max: u64) -> Result<Vec<u8>, Miss> {
+        if self.builder.is_none() {
+            self.builder = Some(result_builder().map_err(|e| Miss {
+                reason: "exception",
+                detail: format!("result encoder: {e}"),
+            })?);
+        }
+        let b = self.builder.as_mut().expect("just set");
+        sized(encode_result(b, events), max)
     }
 
     /// The outcome of each of `subs` on the event blob `data` stored under `key`, in order.
@@ -220,7 +235,7 @@ impl Executor {
                                 ),
                             })
                         } else {
-                            sized(encode_result(&events), budget.max_result_bytes)
+                            self.encode(&events, budget.max_result_bytes)
                         });
                     }
                 }
@@ -279,7 +294,7 @@ impl Executor {
                         let budget = subs[i].def.budget.max_result_bytes;
                         out[i] = Some(match results.get(n) {
                             Some(Ok(doc)) => match self.decoder.decode(doc) {
-                                Ok(Value::Array(events)) => sized(encode_result(&events), budget),
+                                Ok(Value::Array(events)) => self.encode(&events, budget),
                                 Ok(_) => Err(Miss {
                                     reason: "exception",
                                     detail: "the worker's result is not an array".into(),
