@@ -6,7 +6,8 @@
 //! checks that:
 //! - ingest is not stalled during the incident (events stored within a generous factor of the
 //!   baseline's time: the precise ratio is the bench's);
-//! - each is shed with its reason (`/metrics`, `sluice substream show`);
+//! - each is shed with its reason (`/metrics`, `sluice substream show`), then suspended after
+//!   three costly overruns in a row (`raise` is cheap and never suspended);
 //! - once the marker is gone, the fallback fills exactly the shed blobs (`--no-fallback` lists
 //!   them as gaps; the fallback's notes name the same blobs) and the output equals the
 //!   client-side application of the same transformation, through the server and from `--data`.
@@ -216,7 +217,8 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
     // Each is shed for its reason ("unavailable" when the pool was respawning after a kill).
     let expected_reasons: BTreeMap<&str, &[&str]> = BTreeMap::from([
         ("loop", &["wall_time", "cpu_time"][..]),
-        ("alloc", &["memory"][..]),
+        // Filling 512 MiB on a loaded machine may take longer than the budget: shed either way.
+        ("alloc", &["memory", "wall_time", "cpu_time"][..]),
         ("raise", &["exception"][..]),
         ("selfkill", &["crashed"][..]),
     ]);
@@ -261,7 +263,9 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
         assert!(own >= 1, "{mode}: misses {misses:?}");
         for reason in misses.keys() {
             assert!(
-                expected_reasons[mode].contains(&reason.as_str()) || reason == "unavailable",
+                expected_reasons[mode].contains(&reason.as_str())
+                    || reason == "unavailable"
+                    || reason == "suspended",
                 "{mode}: unexpected miss reason {reason}"
             );
         }

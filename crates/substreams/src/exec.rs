@@ -8,7 +8,8 @@
 //! - Each substream's outcome is its result blob ([`crate::declarative::encode_result`]) or a
 //!   [`Miss`] with a stable reason: `wall_time`, `cpu_time`, `memory`, `result_size`,
 //!   `exception`, `crashed`, `unavailable`, `bad_blob` (the pool's labels), `decode_error`
-//!   (the blob could not be read for the declarative pass).
+//!   (the blob could not be read for the declarative pass); the runner adds `queue_full`,
+//!   `store_error` and `suspended`.
 //! - A declarative pass cannot be interrupted: it is bounded by the decoder's [`Limits`] and
 //!   the blob's size, and a pass over its wall budget is shed after the fact (its result not
 //!   stored). A Python run is killed at its budget by the pool.

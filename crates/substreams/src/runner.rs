@@ -21,6 +21,12 @@
 //!   `sluice substream show`, and in the epoch's completeness counts: the blob's events under
 //!   the dropped reason `substream:<name>:<reason>` (events of that second missing from that
 //!   substream's stored results — not lost from the stream).
+//! - A substream that overruns [`SUSPEND_AFTER`] blobs in a row (wall or CPU time, memory, a
+//!   crashed worker: the costly failures) is suspended — shed with reason `suspended`, at no
+//!   cost — for [`SUSPEND_FIRST`], doubling on each new suspension up to [`SUSPEND_MAX`]; the
+//!   first blob after that runs it again, and a success clears the state. So a runaway
+//!   substream costs a few budgets per suspension period, not one per blob. A registry change
+//!   clears every suspension.
 //! - The registry is re-read on [`Runner::reload`] (the server's API calls it after a change)
 //!   and polled every [`RunnerConfig::poll`] for changes made by other processes. A change
 //!   applies to blobs taken from the queue after it.
@@ -40,6 +46,26 @@ use sluice_store::{BlobKey, Counts, Namespace, Store};
 
 use crate::exec::{Compiled, Executor, PythonPool, PythonSettings};
 use crate::registry::{self, STATUS_KIND};
+
+/// Costly failures in a row after which a substream is suspended.
+pub const SUSPEND_AFTER: u32 = 3;
+/// The first suspension.
+pub const SUSPEND_FIRST: Duration = Duration::from_secs(10);
+/// The longest suspension.
+pub const SUSPEND_MAX: Duration = Duration::from_secs(300);
+
+/// The failures that cost a budget (the others are cheap: no reason to suspend).
+fn costly(reason: &str) -> bool {
+    matches!(reason, "wall_time" | "cpu_time" | "memory" | "crashed")
+}
+
+/// The suspension state of one substream.
+#[derive(Debug, Default)]
+struct Health {
+    failures_in_a_row: u32,
+    suspensions: u32,
+    suspended_until: Option<Instant>,
+}
 
 /// How often the status records are written.
 pub const STATUS_EVERY: Duration = Duration::from_secs(5);
@@ -175,6 +201,8 @@ struct Shared {
     unsaved: Mutex<BTreeMap<String, SubstreamStats>>,
     /// Completeness counts of misses not yet written: (epoch, dc, type, subtype) → reason → n.
     pending_counts: Mutex<PendingCounts>,
+    /// Suspension state by substream (runner threads only).
+    health: Mutex<BTreeMap<String, Health>>,
     queued: AtomicU64,
     blobs_run: AtomicU64,
     latency: Mutex<(f64, u64, f64)>,
@@ -211,6 +239,7 @@ impl Runner {
             stats: Mutex::new(BTreeMap::new()),
             unsaved: Mutex::new(BTreeMap::new()),
             pending_counts: Mutex::new(BTreeMap::new()),
+            health: Mutex::new(BTreeMap::new()),
             queued: AtomicU64::new(0),
             blobs_run: AtomicU64::new(0),
             latency: Mutex::new((0.0, 0, 0.0)),
@@ -394,6 +423,10 @@ impl Shared {
             defs: compiled,
         });
         *self.active.write().unwrap_or_else(|e| e.into_inner()) = next;
+        self.health
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
         true
     }
 
@@ -455,10 +488,35 @@ impl Shared {
             return;
         }
         self.blobs_run.fetch_add(1, Ordering::Relaxed);
-        let outcomes = exec.run(&subs, &work.key, &work.data);
+        // Suspended substreams are shed without running.
+        let now = Instant::now();
+        let (subs, suspended): (Vec<Arc<Compiled>>, Vec<Arc<Compiled>>) = {
+            let health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+            subs.into_iter().partition(|c| {
+                health
+                    .get(&c.def.name)
+                    .and_then(|h| h.suspended_until)
+                    .is_none_or(|until| now >= until)
+            })
+        };
+        for c in &suspended {
+            self.miss(
+                &c.def.name,
+                &work.key,
+                work.events,
+                "suspended",
+                format!("suspended after {SUSPEND_AFTER} overruns in a row"),
+            );
+        }
+        let outcomes = if subs.is_empty() {
+            Vec::new()
+        } else {
+            exec.run(&subs, &work.key, &work.data)
+        };
         let key_text = work.key.to_string();
         for (c, outcome) in subs.iter().zip(outcomes) {
             let name = &c.def.name;
+            self.record_health(name, outcome.as_ref().err().map(|m| m.reason));
             match outcome {
                 Ok(bytes) => match self.store_result(name, &work, &key_text, &bytes) {
                     Ok(()) => {
@@ -482,6 +540,32 @@ impl Shared {
         l.0 += secs;
         l.1 += 1;
         l.2 = l.2.max(secs);
+    }
+
+    /// Updates `name`'s suspension state after a run (`failed`: its miss reason).
+    fn record_health(&self, name: &str, failed: Option<&str>) {
+        let mut health = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        match failed {
+            None => {
+                health.remove(name);
+            }
+            Some(reason) if costly(reason) => {
+                let h = health.entry(name.to_owned()).or_default();
+                h.failures_in_a_row += 1;
+                if h.failures_in_a_row >= SUSPEND_AFTER {
+                    let factor = 1u32 << h.suspensions.min(8);
+                    let pause = (SUSPEND_FIRST * factor).min(SUSPEND_MAX);
+                    h.suspensions += 1;
+                    h.failures_in_a_row = SUSPEND_AFTER - 1; // one more overrun re-suspends
+                    h.suspended_until = Some(Instant::now() + pause);
+                    eprintln!(
+                        "sluice-substreams: substream {name:?} suspended for {} s ({reason}, {SUSPEND_AFTER} overruns in a row)",
+                        pause.as_secs()
+                    );
+                }
+            }
+            Some(_) => {}
+        }
     }
 
     fn store_result(&self, name: &str, work: &Work, key: &str, bytes: &[u8]) -> Result<(), String> {
