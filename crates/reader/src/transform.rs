@@ -33,8 +33,9 @@ use crate::selection::Selection;
 struct Part {
     /// Output keys with their union index and whether the path has a `[*]`.
     select: Vec<(Key, usize, bool)>,
-    /// The filter and the union index of each of its paths.
-    filter: Option<(Filter, Vec<usize>)>,
+    /// The filter, the union index of each of its paths, and whether those are distinct (then
+    /// the values are lent to the filter, not cloned).
+    filter: Option<(Filter, Vec<usize>, bool)>,
 }
 
 /// Several selections over one chunk in one pass; see the [module docs](self).
@@ -81,10 +82,11 @@ impl MultiSelect {
                     (Key::Utf8(Arc::from(p.to_string())), index_of(p), many)
                 })
                 .collect();
-            let filter = sel
-                .filter
-                .as_ref()
-                .map(|f| (f.clone(), f.paths().iter().map(&mut index_of).collect()));
+            let filter = sel.filter.as_ref().map(|f| {
+                let idxs: Vec<usize> = f.paths().iter().map(&mut index_of).collect();
+                let distinct = idxs.iter().enumerate().all(|(i, x)| !idxs[..i].contains(x));
+                (f.clone(), idxs, distinct)
+            });
             parts.push(Part { select, filter });
         }
         let whole_only = parts
@@ -143,7 +145,8 @@ impl MultiSelect {
         let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
         // Per event: the decoded values of each union path (decoded on first use) and the whole
         // event (decoded on first use).
-        let mut decoded: Vec<Option<Vec<Value>>> = vec![None; self.n_paths];
+        let mut decoded: Vec<Vec<Value>> = vec![Vec::new(); self.n_paths];
+        let mut done: Vec<bool> = vec![false; self.n_paths];
         let mut found: Vec<Vec<Value>> = Vec::new();
         let mut i = 0usize;
         while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
@@ -153,16 +156,30 @@ impl MultiSelect {
             let item = item.map_err(ev)?;
             // One budget per event for all it decodes, as one selection had.
             let mut dec = doc.item_decoder();
-            decoded.iter_mut().for_each(|d| *d = None);
+            done.fill(false);
             let mut whole: Option<Value> = None;
             for (part, out) in self.parts.iter().zip(outs.iter_mut()) {
-                if let Some((f, idxs)) = &part.filter {
-                    found.clear();
-                    for &idx in idxs {
-                        decode_path(&mut decoded, &handles, idx, &mut dec, event)?;
-                        found.push(decoded[idx].clone().unwrap_or_default());
+                if let Some((f, idxs, distinct)) = &part.filter {
+                    if found.len() < idxs.len() {
+                        found.resize_with(idxs.len(), Vec::new);
                     }
-                    if !f.matches_selected(&found) {
+                    for (k, &idx) in idxs.iter().enumerate() {
+                        decode_path(&mut decoded, &mut done, &handles, idx, &mut dec, event)?;
+                        if *distinct {
+                            std::mem::swap(&mut found[k], &mut decoded[idx]);
+                        } else {
+                            found[k].clear();
+                            found[k].extend_from_slice(&decoded[idx]);
+                        }
+                    }
+                    let keep = f.matches_selected(&found[..idxs.len()]);
+                    if *distinct {
+                        // Lent, now given back.
+                        for (k, &idx) in idxs.iter().enumerate() {
+                            std::mem::swap(&mut found[k], &mut decoded[idx]);
+                        }
+                    }
+                    if !keep {
                         continue;
                     }
                 }
@@ -175,8 +192,8 @@ impl MultiSelect {
                 }
                 let mut hash = Vec::with_capacity(part.select.len());
                 for (key, idx, many) in &part.select {
-                    decode_path(&mut decoded, &handles, *idx, &mut dec, event)?;
-                    let vs = decoded[*idx].as_deref().unwrap_or_default();
+                    decode_path(&mut decoded, &mut done, &handles, *idx, &mut dec, event)?;
+                    let vs = &decoded[*idx];
                     let v = if *many {
                         Value::Array(vs.to_vec())
                     } else {
@@ -193,18 +210,20 @@ impl MultiSelect {
 
 /// Decodes the values of union path `idx` of the current event unless done already.
 fn decode_path<'d>(
-    decoded: &mut [Option<Vec<Value>>],
+    decoded: &mut [Vec<Value>],
+    done: &mut [bool],
     handles: &[Vec<Item<'d>>],
     idx: usize,
     dec: &mut sereal::lazy::ItemDecoder<'d>,
     event: usize,
 ) -> Result<(), String> {
-    if decoded[idx].is_none() {
-        let mut vs = Vec::with_capacity(handles[idx].len());
+    if !done[idx] {
+        let vs = &mut decoded[idx];
+        vs.clear();
         for h in &handles[idx] {
             vs.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
         }
-        decoded[idx] = Some(vs);
+        done[idx] = true;
     }
     Ok(())
 }
