@@ -71,6 +71,7 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// substream_threads = 1        # substream runner threads
 /// substream_python_workers = 2 # Python worker processes (started with the first code substream)
 /// substream_memory_bytes = 536870912 # address-space limit of each Python worker
+/// substream_nice = 10          # added to the nice value of substream threads and Python workers
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -198,6 +199,9 @@ pub struct ServerConfig {
     /// Address-space limit (`RLIMIT_AS`) of each Python worker, bytes (default 512 MiB): the
     /// memory budget of a code substream run.
     pub substream_memory_bytes: u64,
+    /// Added to the nice value of the substream runner threads and the Python workers they
+    /// start (0..=19, default 10): on a busy machine substreams yield the CPU to ingest.
+    pub substream_nice: i32,
 }
 
 impl Default for ServerConfig {
@@ -252,6 +256,7 @@ impl Default for ServerConfig {
             substream_threads: 1,
             substream_python_workers: 2,
             substream_memory_bytes: 512 << 20,
+            substream_nice: 10,
         }
     }
 }
@@ -330,6 +335,7 @@ impl ServerConfig {
                 ..Default::default()
             },
             writer: self.collector_id.clone().unwrap_or_else(|| self.dc.clone()),
+            nice: self.substream_nice,
             ..Default::default()
         }
     }
@@ -430,6 +436,9 @@ impl ServerConfig {
                 "substream_queue, substream_threads and substream_python_workers must be positive"
                     .into(),
             ));
+        }
+        if !(0..=19).contains(&self.substream_nice) {
+            return Err(Error::Config("substream_nice: 0 ..= 19".into()));
         }
         if self.substream_memory_bytes < (64 << 20) {
             return Err(Error::Config(

@@ -27,6 +27,9 @@
 //!   first blob after that runs it again, and a success clears the state. So a runaway
 //!   substream costs a few budgets per suspension period, not one per blob. A registry change
 //!   clears every suspension.
+//! - The runner threads lower their own scheduling priority by [`RunnerConfig::nice`] (default
+//!   10) before anything else; the Python pool they start inherits it (workers are forked from
+//!   them), so on a busy machine substreams yield the CPU to ingest.
 //! - The registry is re-read on [`Runner::reload`] (the server's API calls it after a change)
 //!   and polled every [`RunnerConfig::poll`] for changes made by other processes. A change
 //!   applies to blobs taken from the queue after it.
@@ -85,6 +88,9 @@ pub struct RunnerConfig {
     pub poll: Duration,
     /// Who writes the status records (stable across restarts: e.g. the server's dc).
     pub writer: String,
+    /// Added to the runner threads' nice value (0..=19; default 10): substreams, and the Python
+    /// workers started from these threads, yield the CPU to ingest.
+    pub nice: i32,
 }
 
 impl Default for RunnerConfig {
@@ -96,6 +102,7 @@ impl Default for RunnerConfig {
             python: PythonSettings::default(),
             poll: Duration::from_secs(2),
             writer: "local".into(),
+            nice: 10,
         }
     }
 }
@@ -431,6 +438,12 @@ impl Shared {
     }
 
     fn run(&self, rx: Arc<Mutex<Receiver<Work>>>, housekeeper: bool) {
+        // Linux: nice(2) applies to the calling thread; the workers forked from it inherit it.
+        if self.cfg.nice > 0 {
+            if let Err(e) = rustix::process::nice(self.cfg.nice.min(19)) {
+                eprintln!("sluice-substreams: nice({}) failed: {e}", self.cfg.nice);
+            }
+        }
         let mut exec = Executor::new(self.python.clone());
         let mut version = 0;
         let mut last_poll = Instant::now();
