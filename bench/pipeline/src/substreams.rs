@@ -428,7 +428,7 @@ fn latency_and_runaway(args: &Args, tmp: &Path, out: &mut String) -> Result<()> 
     out.push_str(&format!(
         "\n| acknowledged ingest ({} WEB events, HTTP batches of 2000, until stored) | events/s | ratio | target | verdict |\n|---|---:|---:|---|---|\n\
          | no substream | {} | 1.00 | | |\n\
-         | a runaway Python substream (infinite loop, 1 s budget, killed every blob) | {} | {} | ≥ 0.9× | {} |\n",
+         | a runaway Python substream (infinite loop, 1 s budget: killed, then suspended) | {} | {} | ≥ 0.9× | {} |\n",
         args.substream_ingest_events,
         opt(without, fmt_rate),
         opt(with, fmt_rate),
