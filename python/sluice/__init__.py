@@ -7,7 +7,8 @@
 ...     print(ev["path"], ev["status"])
 
 Modules: :mod:`sluice.sereal` (``dumps``/``loads``), :mod:`sluice.emitter` (:class:`Emitter`),
-:mod:`sluice.reader` (:class:`Reader`), :mod:`sluice.log` (:class:`LoggingHandler`). Everything is
+:mod:`sluice.reader` (:class:`Reader`), :mod:`sluice.reduce` (:func:`reduce`: group and aggregate
+over time windows), :mod:`sluice.log` (:class:`LoggingHandler`). Everything is
 implemented once, in the Rust crates of the Sluice workspace; this package binds them.
 """
 
@@ -16,6 +17,7 @@ from ._types import PerlObject, PerlRegexp, ReadError, SerealError, SluiceError
 from .emitter import Emitter
 from .log import LoggingHandler
 from .reader import Events, Reader, ReadWarning, Tail
+from .reduce import ReduceWarning, reduce
 
 __version__ = "0.1.0"
 
@@ -26,6 +28,8 @@ __all__ = [
     "Events",
     "Tail",
     "ReadWarning",
+    "reduce",
+    "ReduceWarning",
     "LoggingHandler",
     "SluiceError",
     "SerealError",

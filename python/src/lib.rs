@@ -5,6 +5,7 @@
 //! - `codec`: `dumps`, `loads`, `loads_many` and `pack_events` (the emitter's batch encoder and
 //!   datagram splitter), all over `crates/sereal`.
 //! - `reader`: range reads and tails of a data directory over `crates/reader` and `crates/store`.
+//! - `reduce`: `sluice.reduce`'s engine, the reader's `reduce::Reducer` over Python events.
 //!
 //! The public API, its documentation and type hints live in the Python modules (`sluice/*.py`);
 //! this module is private to them.
@@ -21,6 +22,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod codec;
 mod convert;
 mod reader;
+mod reduce;
 
 /// Registers the Python classes the native code creates or recognises (called once, by
 /// `sluice._types`, at import).
@@ -58,5 +60,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reader::parse_time, m)?)?;
     m.add_class::<reader::RangeIter>()?;
     m.add_class::<reader::TailHandle>()?;
+    m.add_class::<reduce::Reducer>()?;
     Ok(())
 }

@@ -79,11 +79,17 @@ pub(crate) fn row_substreams(args: &Args, tmp: &Path, out: &mut String) -> Resul
     let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(&dir)?);
     let mut ingestor = Ingestor::new(IngestConfig::default())?;
     let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone())?;
-    let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+    let lines: Vec<&[u8]> = text
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
     for payload in lines.chunks(5000) {
         let outcome = ingestor.ingest(&payload.join(&b'\n'), base + 3600);
         if !outcome.is_clean() {
-            bail!("corpus ingest dropped events: {:?}", outcome.dropped.first());
+            bail!(
+                "corpus ingest dropped events: {:?}",
+                outcome.dropped.first()
+            );
         }
         agg.add(outcome.events, base + 3600);
     }

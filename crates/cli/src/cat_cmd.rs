@@ -19,6 +19,8 @@ pub struct CatArgs {
     to: String,
     #[command(flatten)]
     filters: SelectionArgs,
+    #[command(flatten)]
+    reduce: crate::reduce_args::ReduceArgs,
     /// Output format: `json` (NDJSON) or `sereal` (one document per event).
     #[arg(long, default_value = "json")]
     format: String,
@@ -42,16 +44,20 @@ pub fn run(a: CatArgs) -> Result<()> {
         .parse()
         .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
     let selection = a.filters.selection()?;
+    let reduce = a.reduce.spec(&selection)?;
     if let Some(server) = &a.server {
-        return from_server(server, from, to, &selection, format);
+        return from_server(server, from, to, &selection, format, reduce);
     }
     let store = match open_data_dir(&a.data)? {
         DataDir::Store(s) => s,
-        DataDir::Server(url) => return from_server(&url, from, to, &selection, format),
+        DataDir::Server(url) => return from_server(&url, from, to, &selection, format, reduce),
     };
     let opts = sluice_substreams::view::read_options(&store, &selection)?;
     let req = range::ReadRequest::selected(from, to, selection);
     let reader = range::RangeReader::new(&store, req, opts)?;
+    if let Some(spec) = reduce {
+        return crate::reduce_args::reduce_items(spec, reader, format);
+    }
     let stdout = std::io::stdout();
     let out = std::io::BufWriter::new(stdout.lock());
     let summary = range::write_items_noting(reader, format, out, print_warning)?;
@@ -96,7 +102,11 @@ fn from_server(
     to: i64,
     selection: &Selection,
     format: range::OutputFormat,
+    reduce: Option<sluice_reader::reduce::ReduceSpec>,
 ) -> Result<()> {
+    if let Some(spec) = reduce {
+        return crate::reduce_args::reduce_server(spec, server, from, to, selection, format);
+    }
     let reader = HttpReader::new(server, &HttpOptions::default())?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

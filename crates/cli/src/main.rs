@@ -8,6 +8,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod cat_cmd;
 mod emit_cmd;
 mod gen_cmd;
+mod reduce_args;
 mod sereal_cmd;
 mod serve_cmd;
 mod store_cmd;

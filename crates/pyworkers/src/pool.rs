@@ -453,6 +453,8 @@ impl Inner {
         // The job running now: (index, start, CPU time at start).
         let mut current: Option<(usize, Instant, Duration)> = None;
         let mut decoded = false;
+        // When the worker last finished a step (decode or job): it owes the next frame soon.
+        let mut step_done = Instant::now();
         // Largest address space seen while sampling: tells a death of memory from a crash.
         let mut vm_seen = 0u64;
         loop {
@@ -460,8 +462,8 @@ impl Inner {
             let budget_deadline = match current {
                 Some((i, start, _)) => start + jobs[i].wall,
                 None if !decoded => decode_deadline,
-                // Between jobs: the worker owes the next `S` frame at once.
-                None => now + cfg.decode_timeout,
+                // Between jobs: the worker owes the next `S` (or `F`) frame at once.
+                None => step_done + cfg.decode_timeout,
             };
             let read = worker.read_frame((now + SAMPLE_EVERY).min(budget_deadline), max_frame);
             match read {
@@ -496,11 +498,15 @@ impl Inner {
                     }
                 }
                 Read1::Frame(frame) => match proto::parse(frame) {
-                    Ok(Frame::Decoded(_)) if !decoded && current.is_none() => decoded = true,
+                    Ok(Frame::Decoded(_)) if !decoded && current.is_none() => {
+                        decoded = true;
+                        step_done = Instant::now();
+                    }
                     Ok(Frame::BadBlob(m)) if !decoded => {
                         fill(results, 0, Failure::BadBlob(m));
                         // The worker goes on to `F`; it is healthy.
                         decoded = true;
+                        step_done = Instant::now();
                     }
                     Ok(Frame::DecodeMemory(_)) if !decoded => {
                         c.killed_memory.fetch_add(1, Relaxed);
@@ -524,6 +530,7 @@ impl Inner {
                     Ok(Frame::Result(i, doc)) if current.map(|c| c.0) == Some(i as usize) => {
                         let i = i as usize;
                         current = None;
+                        step_done = Instant::now();
                         worker.jobs_run += 1;
                         if doc.len() > jobs[i].max_result_bytes {
                             // The worker checks too; a frame over the budget is its fault.
@@ -535,6 +542,7 @@ impl Inner {
                     Ok(Frame::Failed(i, code, msg)) if current.map(|c| c.0) == Some(i as usize) => {
                         let i = i as usize;
                         current = None;
+                        step_done = Instant::now();
                         worker.jobs_run += 1;
                         match code {
                             FailCode::Exception => results[i] = Some(Err(Failure::Exception(msg))),
@@ -696,6 +704,12 @@ mod tests {
         assert_eq!(p(5000), 1.0);
         assert_eq!(recycle_probability(100.0, 5000, 0), 0.01);
         assert_eq!(recycle_probability(0.5, 0, 0), 1.0);
+    }
+
+    #[test]
+    fn pool_is_shareable_across_substream_threads() {
+        fn shareable<T: Send + Sync>() {}
+        shareable::<crate::Pool>();
     }
 
     #[test]

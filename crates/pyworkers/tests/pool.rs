@@ -303,7 +303,7 @@ fn results_over_budget_bad_blobs_and_prints_are_handled() {
     };
     let chatty = t.job(
         "chatty",
-        "import sys\ndef transform(events, ctx):\n    print('hello on stdout' * 1000)\n    sys.stdout.flush()\n    return [{'ok': 1}]\n",
+        "import sys\ndef transform(events, ctx):\n    print('a transform printed this on stdout')\n    sys.stdout.flush()\n    return [{'ok': 1}]\n",
     );
     let out = pool.run(&bytes, &ctx(), &[big, chatty]);
     match &out[0] {
@@ -450,4 +450,43 @@ fn a_python_without_the_package_fails_start_with_a_clear_error() {
     })
     .expect_err("no python");
     assert!(e.to_string().contains("/no/such/python3"), "{e}");
+}
+
+#[test]
+fn memory_pressure_raises_the_recycling_rate() {
+    let t = Transforms::new();
+    let pool = start(PoolConfig {
+        memory_limit_bytes: 512 << 20,
+        // Without pressure a worker would live a million jobs on average.
+        mean_jobs_per_worker: 1_000_000.0,
+        max_respawns_per_sec: 100.0,
+        respawn_burst: 100,
+        ..config()
+    });
+    let (bytes, _) = blob(5);
+    let count = t.job("count", COUNT);
+    let jobs = vec![count.clone(); 4];
+    for _ in 0..10 {
+        for r in pool.run(&bytes, &ctx(), &jobs) {
+            assert_eq!(count_of(&r), 5);
+        }
+    }
+    assert_eq!(pool.stats().recycled, 0, "no pressure, no recycling");
+
+    // A module that keeps ~330 MB resident: RSS ≈ 70 % of the limit, so s ≈ 0.38 and
+    // p ≈ s² ≈ 0.15 per job (the address space, ~160 MB more than RSS here, stays under 512 MB).
+    let hog = t.job(
+        "hog",
+        "_keep = b'x' * (330 << 20)\ndef transform(events, ctx):\n    return [{'n': len(events)}]\n",
+    );
+    let jobs = vec![hog; 8];
+    for _ in 0..10 {
+        for r in pool.run(&bytes, &ctx(), &jobs) {
+            assert_eq!(count_of(&r), 5);
+        }
+    }
+    // P(no recycle in 80 jobs at p ≈ 0.15) ≈ 3e-6.
+    let s = pool.stats();
+    assert!(s.recycled >= 1, "{s:?}");
+    assert_eq!((s.crashed, s.killed_memory), (0, 0), "{s:?}");
 }

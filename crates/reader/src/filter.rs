@@ -179,6 +179,12 @@ fn string_bytes(v: &Value) -> Option<&[u8]> {
     }
 }
 
+/// A value as a number under the language's rule: a number, or a string that reads as a finite
+/// one (Perl producers often send `"500"`). Shared with [`crate::reduce`].
+pub fn number_value(v: &Value) -> Option<f64> {
+    number(v, true)
+}
+
 fn number(v: &Value, coerce_strings: bool) -> Option<f64> {
     match v.resolve() {
         Value::Int(i) => Some(*i as f64),

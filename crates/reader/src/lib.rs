@@ -7,6 +7,8 @@
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
+//! - [`reduce`]: group events by fields and aggregate count/sum/min/max/avg over time windows
+//!   (`sluice cat --group-by … --agg … --window …`, `sluice.reduce` in Python).
 //! - [`selection`]: the one [`Selection`] (dc, type, subtype, select, where) every read takes,
 //!   and its query-string and command-line spellings.
 //! - [`tail`]: following the live stream ([`Tail`]): history then new data with the same filters,
@@ -17,6 +19,7 @@
 
 pub mod filter;
 pub mod range;
+pub mod reduce;
 pub mod selection;
 pub mod tail;
 pub mod time;

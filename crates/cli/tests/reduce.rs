@@ -1,0 +1,158 @@
+//! `sluice cat --group-by … --agg … --window …` on a data directory written by the collector's
+//! own pipeline: the rows equal the same grouping done here on the events as written.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+mod common;
+use common::{ams1, assert_success};
+
+const EPOCH: i64 = 1_700_000_000;
+
+fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+        .args(["cat", "--data", dir.to_str().expect("path")])
+        .args([
+            "--from",
+            &EPOCH.to_string(),
+            "--to",
+            &(EPOCH + 100).to_string(),
+        ])
+        .args(extra)
+        .output()
+        .expect("run sluice cat")
+}
+
+#[test]
+fn reduce_rows_equal_the_grouping_of_the_written_events() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reduce-data");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: EPOCH,
+        events_per_second: 300,
+        ..sluice_gen::GenConfig::mixed(9, 1500)
+    };
+    let written = common::write_store(&dir, &cfg, ams1(), EPOCH + 10);
+
+    let out = cat(
+        &dir,
+        &[
+            "--group-by",
+            "type,status",
+            "--agg",
+            "count,avg:ms",
+            "--agg",
+            "max:ms",
+            "--window",
+            "2s",
+        ],
+    );
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json row"))
+        .collect();
+
+    // The same grouping, done here: (window, type, status) → (count, ms values).
+    let mut want: BTreeMap<(i64, String, String), (u64, Vec<f64>)> = BTreeMap::new();
+    for e in &written {
+        let epoch = e["epoch"].as_i64().expect("epoch");
+        let k = (
+            epoch - epoch % 2,
+            e["type"].to_string(),
+            e["status"].to_string(),
+        );
+        let g = want.entry(k).or_default();
+        g.0 += 1;
+        if let Some(ms) = e.get("ms").and_then(|v| v.as_f64()) {
+            g.1.push(ms);
+        }
+    }
+    assert_eq!(rows.len(), want.len());
+    let mut windows = Vec::new();
+    for r in &rows {
+        let keys: Vec<&str> = r
+            .as_object()
+            .expect("row")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["window", "type", "status", "count", "avg:ms", "max:ms"]
+        );
+        let k = (
+            r["window"].as_i64().expect("window"),
+            r["type"].to_string(),
+            r["status"].to_string(),
+        );
+        windows.push(k.0);
+        let (count, ms) = want.get(&k).unwrap_or_else(|| panic!("unexpected row {r}"));
+        assert_eq!(r["count"].as_u64(), Some(*count), "{r}");
+        if ms.is_empty() {
+            assert!(r["avg:ms"].is_null() && r["max:ms"].is_null(), "{r}");
+        } else {
+            let avg = ms.iter().sum::<f64>() / ms.len() as f64;
+            let got = r["avg:ms"].as_f64().expect("avg");
+            assert!(
+                (got - avg).abs() <= 1e-9 * avg.abs().max(1.0),
+                "{r} vs {avg}"
+            );
+            let max = ms.iter().cloned().fold(f64::MIN, f64::max);
+            assert_eq!(r["max:ms"].as_f64(), Some(max), "{r}");
+        }
+    }
+    assert!(
+        windows.windows(2).all(|w| w[0] <= w[1]),
+        "rows in window order"
+    );
+    assert!(windows.len() > 3);
+
+    // Sereal output: the same rows, one document each.
+    let ser = cat(&dir, &["--group-by", "type", "--format", "sereal"]);
+    assert_success(&ser);
+    let mut docs = Vec::new();
+    let mut at = 0;
+    let mut decoder = sereal::Decoder::new();
+    while at < ser.stdout.len() {
+        let doc = decoder
+            .decode_document(&ser.stdout[at..])
+            .unwrap_or_else(|e| panic!("sereal row: {e}"));
+        docs.push(doc.body);
+        at += doc.len;
+    }
+    let total: i64 = docs
+        .iter()
+        .map(|d| {
+            d.get("count")
+                .and_then(sereal::Value::as_i64)
+                .expect("count")
+        })
+        .sum();
+    assert_eq!(total as usize, written.len());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn reduce_flags_are_checked() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reduce-empty");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    for (args, want) in [
+        (
+            vec!["--group-by", "a", "--select", "b"],
+            "--select cannot be combined",
+        ),
+        (vec!["--agg", "median:ms"], "unknown function \"median\""),
+        (vec!["--agg", "sum"], "sum needs a path"),
+        (vec!["--window", "0s"], "at least 1 second"),
+        (vec!["--group-by", "a["], "--group-by \"a[\""),
+    ] {
+        let out = cat(&dir, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

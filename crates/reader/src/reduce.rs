@@ -1,0 +1,615 @@
+//! Reader-side reduce: group events by fields and aggregate them over time windows — the
+//! cross-epoch step after a substream's per-blob map, so consumers don't each rewrite it.
+//!
+//! ```
+//! use sluice_reader::reduce::{ReduceSpec, Reducer};
+//! let spec = ReduceSpec::parse(&["path"], &["count", "avg:ms", "max:ms"], Some("10s")).unwrap();
+//! let mut r = Reducer::new(spec);
+//! for (epoch, json) in [(100, r#"{"path":"/a","ms":2}"#), (105, r#"{"path":"/a","ms":4}"#),
+//!                       (112, r#"{"path":"/b","ms":"7"}"#)] {
+//!     r.push(epoch, &sereal::json::from_json_slice(json.as_bytes()).unwrap()).unwrap();
+//! }
+//! let rows: Vec<String> = r.finish().iter().map(|v| sereal::json::to_json_value(v).to_string()).collect();
+//! assert_eq!(rows, [
+//!     r#"{"window":100,"path":"/a","count":2,"avg:ms":3.0,"max:ms":4}"#,
+//!     r#"{"window":110,"path":"/b","count":1,"avg:ms":7.0,"max:ms":7.0}"#,
+//! ]);
+//! ```
+//!
+//! # Semantics (the Python `sluice.reduce` is this code, through the native module)
+//! - **Fields** are paths in the reader's syntax ([`sereal::Path`]: `a.b`, `a[0]`, `a[*].b`,
+//!   `"key.with.dots"`). A group-by path takes its **first** match; no match groups under `null`.
+//!   Group keys compare by their JSON mapping (so `1` and `1.0` are different groups, a binary
+//!   and a UTF-8 string with the same bytes the same one).
+//! - **Aggregates**: `count` (events in the group), `sum:P`, `min:P`, `max:P`, `avg:P` over every
+//!   match of `P` that is a number, or a string that reads as one (the `--where` rule:
+//!   [`crate::filter::number_value`]); anything else, and non-finite numbers, are skipped.
+//!   `sum` is an exact integer while every value is an integer (and fits in 64 bits), otherwise
+//!   the float sum in event order; `avg` is the float sum over the number of values; `min`/`max`
+//!   keep the value as it came (an integer stays an integer; a numeric string gives its float);
+//!   with no value they are `null`.
+//! - **Windows**: `--window 10s` puts an event of epoch `e` in the window starting at
+//!   `e - e.rem_euclid(10)`; rows carry `"window": start`. Without a window there is one group
+//!   set for the whole input and no `window` field.
+//! - **Rows**: `{window?, <group paths as written>…, <aggregates as written>…}`, windows in time
+//!   order, groups in order of first appearance. A window's rows are ready as soon as an event of
+//!   a later window arrives (reads come in epoch order), so memory holds one window at a time;
+//!   an event older than a window already handed out is counted in [`Reducer::late`] and left
+//!   out (never silently: the CLI warns and exits 3).
+//! - **Limits**: at most [`ReduceSpec::max_groups`] groups held at once (default
+//!   [`DEFAULT_MAX_GROUPS`]); one more is [`ReduceError::TooManyGroups`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+
+use sereal::{Key, Path, Value};
+
+/// Default cap on groups held at once.
+pub const DEFAULT_MAX_GROUPS: usize = 1_000_000;
+
+/// A reduce that cannot be set up or run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReduceError {
+    /// A `--group-by`, `--agg` or `--window` value does not parse.
+    Spec(String),
+    /// More groups than the limit.
+    TooManyGroups(usize),
+}
+
+impl fmt::Display for ReduceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReduceError::Spec(m) => write!(f, "{m}"),
+            ReduceError::TooManyGroups(n) => write!(
+                f,
+                "more than {n} groups held at once: group by fewer fields, use a shorter window, or raise the limit"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReduceError {}
+
+/// An aggregate function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggKind {
+    /// Events in the group.
+    Count,
+    /// Sum of the values.
+    Sum,
+    /// Smallest value.
+    Min,
+    /// Largest value.
+    Max,
+    /// Mean of the values.
+    Avg,
+}
+
+/// One aggregate: a function, its path (none for `count`) and its column name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agg {
+    /// The function.
+    pub kind: AggKind,
+    /// The values' path (`None` for `count`).
+    pub path: Option<Path>,
+    /// The output column: the text as written (`count`, `avg:ms`).
+    pub label: String,
+}
+
+impl Agg {
+    /// Parses `count`, `sum:P`, `min:P`, `max:P` or `avg:P`.
+    pub fn parse(text: &str) -> Result<Agg, ReduceError> {
+        let text = text.trim();
+        let (name, path) = match text.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p.trim())),
+            None => (text, None),
+        };
+        let kind = match name {
+            "count" => AggKind::Count,
+            "sum" => AggKind::Sum,
+            "min" => AggKind::Min,
+            "max" => AggKind::Max,
+            "avg" => AggKind::Avg,
+            other => {
+                return Err(ReduceError::Spec(format!(
+                    "--agg {text:?}: unknown function {other:?}: count, sum:PATH, min:PATH, max:PATH or avg:PATH"
+                )))
+            }
+        };
+        let path = match (kind, path) {
+            (AggKind::Count, None) => None,
+            (AggKind::Count, Some(_)) => {
+                return Err(ReduceError::Spec(format!(
+                    "--agg {text:?}: count takes no path"
+                )))
+            }
+            (_, None) | (_, Some("")) => {
+                return Err(ReduceError::Spec(format!(
+                    "--agg {text:?}: {name} needs a path, e.g. {name}:ms"
+                )))
+            }
+            (_, Some(p)) => Some(
+                Path::parse(p).map_err(|e| ReduceError::Spec(format!("--agg {text:?}: {e}")))?,
+            ),
+        };
+        // The column is the text as written, without the spaces around `:`.
+        let label = match text.split_once(':') {
+            Some((_, p)) => format!("{name}:{}", p.trim()),
+            None => name.to_string(),
+        };
+        Ok(Agg { kind, path, label })
+    }
+}
+
+/// Parses a window length: seconds (`30`) or a number with a unit `s`, `m`, `h`, `d` (`10s`,
+/// `5m`), the units of relative times ([`crate::time`]).
+pub fn parse_window(text: &str) -> Result<u64, ReduceError> {
+    let t = text.trim();
+    let secs = if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()) {
+        t.parse::<i64>()
+            .map_err(|_| ReduceError::Spec(format!("--window {text:?}: too large")))?
+    } else {
+        crate::time::parse_time(&format!("+{t}"), 0)
+            .map_err(|e| ReduceError::Spec(format!("--window {text:?}: {e}")))?
+    };
+    if secs <= 0 {
+        return Err(ReduceError::Spec(format!(
+            "--window {text:?}: must be at least 1 second"
+        )));
+    }
+    Ok(secs as u64)
+}
+
+/// What to group by, what to compute, over which windows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReduceSpec {
+    /// Group-by paths and their column names (as written).
+    pub group_by: Vec<(String, Path)>,
+    /// Aggregates, in output order (at least one).
+    pub aggs: Vec<Agg>,
+    /// Window length in seconds (`None`: one window for everything).
+    pub window: Option<u64>,
+    /// Most groups held at once.
+    pub max_groups: usize,
+}
+
+impl ReduceSpec {
+    /// Parses the texts of `--group-by` (paths), `--agg` and `--window`; each list element may
+    /// itself hold several comma-separated items (`"a,b"`). No aggregate means `count`.
+    pub fn parse<S: AsRef<str>>(
+        group_by: &[S],
+        aggs: &[S],
+        window: Option<&str>,
+    ) -> Result<ReduceSpec, ReduceError> {
+        let split = |items: &[S]| -> Vec<String> {
+            items
+                .iter()
+                .flat_map(|s| split_top_level(s.as_ref()))
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let mut paths = Vec::new();
+        for text in split(group_by) {
+            let p = Path::parse(&text)
+                .map_err(|e| ReduceError::Spec(format!("--group-by {text:?}: {e}")))?;
+            paths.push((text, p));
+        }
+        let mut parsed = Vec::new();
+        for text in split(aggs) {
+            parsed.push(Agg::parse(&text)?);
+        }
+        if parsed.is_empty() {
+            parsed.push(Agg::parse("count")?);
+        }
+        let mut labels: Vec<&str> = paths.iter().map(|(t, _)| t.as_str()).collect();
+        labels.extend(parsed.iter().map(|a| a.label.as_str()));
+        let window = window.map(parse_window).transpose()?;
+        if window.is_some() {
+            labels.push("window");
+        }
+        for (i, l) in labels.iter().enumerate() {
+            if labels[..i].contains(l) {
+                return Err(ReduceError::Spec(format!(
+                    "column {l:?} appears twice (group-by fields, aggregates and `window` share the row)"
+                )));
+            }
+        }
+        Ok(ReduceSpec {
+            group_by: paths,
+            aggs: parsed,
+            window,
+            max_groups: DEFAULT_MAX_GROUPS,
+        })
+    }
+}
+
+/// Splits at commas outside quotes and brackets (a path may hold `"a,b"` or `[*]`).
+fn split_top_level(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut depth = 0usize;
+    let mut escaped = false;
+    for c in s.chars() {
+        if let Some(q) = quote {
+            cur.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => {
+                quote = Some(c);
+                cur.push(c);
+            }
+            '[' => {
+                depth += 1;
+                cur.push(c);
+            }
+            ']' => {
+                depth = depth.saturating_sub(1);
+                cur.push(c);
+            }
+            ',' if depth == 0 => out.push(std::mem::take(&mut cur).trim().to_string()),
+            _ => cur.push(c),
+        }
+    }
+    out.push(cur.trim().to_string());
+    out
+}
+
+/// The running state of one aggregate over one group.
+#[derive(Debug, Clone, Default)]
+struct Acc {
+    n: u64,
+    all_int: bool,
+    int_sum: i128,
+    float_sum: f64,
+    min: Option<(f64, Value)>,
+    max: Option<(f64, Value)>,
+}
+
+/// A value as a number: `(as f64, exact integer if it is one, the value to report)`.
+fn numeric(v: &Value) -> Option<(f64, Option<i128>, Value)> {
+    let v = v.resolve();
+    match v {
+        Value::Int(i) => Some((*i as f64, Some(i128::from(*i)), v.clone())),
+        Value::UInt(u) => Some((*u as f64, Some(i128::from(*u)), v.clone())),
+        Value::Float(f) if f.is_finite() => Some((*f, None, v.clone())),
+        Value::Float(_) => None,
+        _ => crate::filter::number_value(v).map(|f| (f, None, Value::Float(f))),
+    }
+}
+
+impl Acc {
+    fn add(&mut self, v: &Value) {
+        let Some((f, int, shown)) = numeric(v) else {
+            return;
+        };
+        if self.n == 0 {
+            self.all_int = true;
+        }
+        self.n += 1;
+        self.float_sum += f;
+        match int {
+            Some(i) => self.int_sum = self.int_sum.saturating_add(i),
+            None => self.all_int = false,
+        }
+        if self.min.as_ref().is_none_or(|(m, _)| f < *m) {
+            self.min = Some((f, shown.clone()));
+        }
+        if self.max.as_ref().is_none_or(|(m, _)| f > *m) {
+            self.max = Some((f, shown));
+        }
+    }
+
+    fn result(&self, kind: AggKind, count: u64) -> Value {
+        match kind {
+            AggKind::Count => Value::Int(count as i64),
+            _ if self.n == 0 => Value::Undef,
+            AggKind::Sum => match i64::try_from(self.int_sum) {
+                Ok(i) if self.all_int => Value::Int(i),
+                _ => Value::Float(self.float_sum),
+            },
+            AggKind::Avg => Value::Float(self.float_sum / self.n as f64),
+            AggKind::Min => self.min.as_ref().map_or(Value::Undef, |(_, v)| v.clone()),
+            AggKind::Max => self.max.as_ref().map_or(Value::Undef, |(_, v)| v.clone()),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Group {
+    key: Vec<Value>,
+    count: u64,
+    accs: Vec<Acc>,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    index: HashMap<Vec<u8>, usize>,
+    groups: Vec<Group>,
+}
+
+/// Groups and aggregates events pushed in epoch order (see the module docs).
+#[derive(Debug)]
+pub struct Reducer {
+    spec: ReduceSpec,
+    windows: BTreeMap<i64, Window>,
+    /// Windows starting before this were handed out.
+    handed_out_before: Option<i64>,
+    groups: usize,
+    late: u64,
+    events: u64,
+    labels: Vec<Key>,
+}
+
+impl Reducer {
+    /// A reducer for `spec`.
+    pub fn new(spec: ReduceSpec) -> Reducer {
+        let labels = spec
+            .group_by
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .chain(spec.aggs.iter().map(|a| a.label.as_str()))
+            .map(|l| Key::Utf8(Arc::from(l)))
+            .collect();
+        Reducer {
+            spec,
+            windows: BTreeMap::new(),
+            handed_out_before: None,
+            groups: 0,
+            late: 0,
+            events: 0,
+            labels,
+        }
+    }
+
+    fn window_of(&self, epoch: i64) -> i64 {
+        match self.spec.window {
+            Some(w) => {
+                let w = w.min(i64::MAX as u64) as i64;
+                epoch - epoch.rem_euclid(w)
+            }
+            None => 0,
+        }
+    }
+
+    /// Adds one event of second `epoch`.
+    pub fn push(&mut self, epoch: i64, event: &Value) -> Result<(), ReduceError> {
+        let start = self.window_of(epoch);
+        if self.handed_out_before.is_some_and(|b| start < b) {
+            self.late += 1;
+            return Ok(());
+        }
+        let key: Vec<Value> = self
+            .spec
+            .group_by
+            .iter()
+            .map(|(_, p)| p.eval(event).first().map_or(Value::Undef, |v| (*v).clone()))
+            .collect();
+        let mut key_bytes = Vec::new();
+        for k in &key {
+            // Writing JSON to a Vec cannot fail.
+            let _ = sereal::json::to_writer(&mut key_bytes, k);
+            key_bytes.push(0);
+        }
+        let max_groups = self.spec.max_groups;
+        let n_aggs = self.spec.aggs.len();
+        let window = self.windows.entry(start).or_default();
+        let at = match window.index.get(&key_bytes) {
+            Some(&at) => at,
+            None => {
+                if self.groups >= max_groups {
+                    return Err(ReduceError::TooManyGroups(max_groups));
+                }
+                self.groups += 1;
+                window.groups.push(Group {
+                    key,
+                    count: 0,
+                    accs: vec![Acc::default(); n_aggs],
+                });
+                window.index.insert(key_bytes, window.groups.len() - 1);
+                window.groups.len() - 1
+            }
+        };
+        let group = &mut window.groups[at];
+        group.count += 1;
+        for (agg, acc) in self.spec.aggs.iter().zip(group.accs.iter_mut()) {
+            if let Some(p) = &agg.path {
+                for v in p.eval(event) {
+                    acc.add(v);
+                }
+            }
+        }
+        self.events += 1;
+        Ok(())
+    }
+
+    /// Rows of the windows that are complete: every window before the latest one seen.
+    pub fn ready(&mut self) -> Vec<Value> {
+        let Some(&latest) = self.windows.keys().next_back() else {
+            return Vec::new();
+        };
+        let mut rows = Vec::new();
+        while let Some(entry) = self.windows.first_entry() {
+            if *entry.key() >= latest {
+                break;
+            }
+            let (start, w) = entry.remove_entry();
+            self.handed_out_before = Some(start + 1);
+            self.rows_of(start, w, &mut rows);
+        }
+        rows
+    }
+
+    /// The rows of every window left (call once, at the end of the input).
+    pub fn finish(mut self) -> Vec<Value> {
+        let mut rows = Vec::new();
+        for (start, w) in std::mem::take(&mut self.windows) {
+            self.rows_of(start, w, &mut rows);
+        }
+        rows
+    }
+
+    /// Events left out because their window had already been handed out.
+    pub fn late(&self) -> u64 {
+        self.late
+    }
+
+    /// Events aggregated so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    fn rows_of(&mut self, start: i64, w: Window, rows: &mut Vec<Value>) {
+        self.groups = self.groups.saturating_sub(w.groups.len());
+        for g in w.groups {
+            let mut row: Vec<(Key, Value)> = Vec::with_capacity(self.labels.len() + 1);
+            if self.spec.window.is_some() {
+                row.push((Key::Utf8(Arc::from("window")), Value::Int(start)));
+            }
+            let mut labels = self.labels.iter();
+            for v in g.key {
+                if let Some(l) = labels.next() {
+                    row.push((l.clone(), v));
+                }
+            }
+            for (agg, acc) in self.spec.aggs.iter().zip(&g.accs) {
+                if let Some(l) = labels.next() {
+                    row.push((l.clone(), acc.result(agg.kind, g.count)));
+                }
+            }
+            rows.push(Value::Hash(row));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(json: &str) -> Value {
+        sereal::json::from_json_slice(json.as_bytes()).expect("json")
+    }
+
+    fn rows(r: Vec<Value>) -> Vec<String> {
+        r.iter()
+            .map(|v| sereal::json::to_json_value(v).to_string())
+            .collect()
+    }
+
+    #[test]
+    fn groups_aggregates_and_windows() {
+        let spec = ReduceSpec::parse(
+            &["type,status"],
+            &["count,sum:ms,min:ms,max:ms,avg:ms", "sum:t[*]"],
+            Some("10s"),
+        )
+        .unwrap();
+        let mut r = Reducer::new(spec);
+        let input = [
+            (100, r#"{"type":"WEB","status":200,"ms":1,"t":[1,2]}"#),
+            (101, r#"{"type":"WEB","status":500,"ms":2.5}"#),
+            (103, r#"{"type":"WEB","status":200,"ms":"4","t":[3]}"#),
+            (109, r#"{"type":"WEB","status":200,"ms":"x"}"#),
+            (110, r#"{"type":"WEB","status":200}"#),
+        ];
+        for (i, (e, j)) in input.iter().enumerate() {
+            r.push(*e, &ev(j)).unwrap();
+            if i == 3 {
+                assert!(r.ready().is_empty(), "window 100 is still open");
+            }
+        }
+        assert_eq!(
+            rows(r.ready()),
+            [
+                r#"{"window":100,"type":"WEB","status":200,"count":3,"sum:ms":5.0,"min:ms":1,"max:ms":4.0,"avg:ms":2.5,"sum:t[*]":6}"#,
+                r#"{"window":100,"type":"WEB","status":500,"count":1,"sum:ms":2.5,"min:ms":2.5,"max:ms":2.5,"avg:ms":2.5,"sum:t[*]":null}"#,
+            ]
+        );
+        // Late: window 100 was handed out.
+        r.push(105, &ev(r#"{"type":"WEB","status":200,"ms":1}"#))
+            .unwrap();
+        assert_eq!(r.late(), 1);
+        assert_eq!(
+            rows(r.finish()),
+            [
+                r#"{"window":110,"type":"WEB","status":200,"count":1,"sum:ms":null,"min:ms":null,"max:ms":null,"avg:ms":null,"sum:t[*]":null}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn no_window_no_group_and_missing_fields() {
+        let mut r = Reducer::new(ReduceSpec::parse::<&str>(&[], &[], None).unwrap());
+        for e in [1, 50, 7] {
+            r.push(e, &ev("{}")).unwrap();
+        }
+        assert!(r.ready().is_empty());
+        assert_eq!(rows(r.finish()), [r#"{"count":3}"#]);
+
+        let mut r = Reducer::new(ReduceSpec::parse(&["a.b"], &["sum:n"], None).unwrap());
+        r.push(0, &ev(r#"{"n":1}"#)).unwrap();
+        r.push(0, &ev(r#"{"a":{"b":1},"n":9223372036854775807}"#))
+            .unwrap();
+        r.push(0, &ev(r#"{"a":{"b":1.0},"n":1}"#)).unwrap();
+        r.push(0, &ev(r#"{"a":{"b":1},"n":1}"#)).unwrap();
+        assert_eq!(
+            rows(r.finish()),
+            [
+                r#"{"a.b":null,"sum:n":1}"#,
+                // Past i64: the float sum.
+                r#"{"a.b":1,"sum:n":9.223372036854776e+18}"#,
+                r#"{"a.b":1.0,"sum:n":1}"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn negative_epochs_and_group_limit() {
+        let mut spec = ReduceSpec::parse(&["k"], &["count"], Some("1m")).unwrap();
+        assert_eq!(spec.window, Some(60));
+        spec.max_groups = 2;
+        let mut r = Reducer::new(spec);
+        r.push(-1, &ev(r#"{"k":1}"#)).unwrap();
+        r.push(-1, &ev(r#"{"k":2}"#)).unwrap();
+        assert_eq!(
+            r.push(-1, &ev(r#"{"k":3}"#)),
+            Err(ReduceError::TooManyGroups(2))
+        );
+        // A new window frees the old one's groups once it is handed out.
+        r.push(0, &ev(r#"{"k":3}"#)).unwrap_err();
+        assert_eq!(rows(r.ready()).len(), 2);
+        r.push(0, &ev(r#"{"k":3}"#)).unwrap();
+        assert_eq!(rows(r.finish()), [r#"{"window":0,"k":3,"count":1}"#]);
+    }
+
+    #[test]
+    fn specs_are_validated() {
+        for (g, a, w) in [
+            (vec!["a["], vec!["count"], None),
+            (vec!["a"], vec!["median:x"], None),
+            (vec!["a"], vec!["sum"], None),
+            (vec!["a"], vec!["count:x"], None),
+            (vec!["a"], vec!["count"], Some("0s")),
+            (vec!["a"], vec!["count"], Some("10 parsecs")),
+            (vec!["a,a"], vec!["count"], None),
+            (vec!["window"], vec!["count"], Some("5")),
+        ] {
+            let e = ReduceSpec::parse(&g, &a, w).expect_err("bad spec");
+            assert!(matches!(e, ReduceError::Spec(_)), "{e}");
+        }
+        let s = ReduceSpec::parse(&[r#""x,y".z, q[*]"#], &["avg: ms "], Some("30")).unwrap();
+        let cols: Vec<&str> = s.group_by.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(cols, [r#""x,y".z"#, "q[*]"]);
+        assert_eq!(s.aggs[0].label, "avg:ms");
+        assert_eq!(s.window, Some(30));
+    }
+}
