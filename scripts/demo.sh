@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 S=${SLUICE_BIN:-target/release/sluice}
 work=$(mktemp -d)
+# HTTP on SLUICE_DEMO_PORT, TCP and UDP on the next two ports (all three move together).
 port=${SLUICE_DEMO_PORT:-18180}
+tcp_port=$((port + 1)) udp_port=$((port + 2))
 url=http://127.0.0.1:$port
 server=""
 cleanup() { [[ -n $server ]] && kill "$server" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
@@ -17,11 +19,22 @@ trap cleanup EXIT
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "sluice serve --data $work/data --http 127.0.0.1:$port"
-$S serve --data "$work/data" --http "127.0.0.1:$port" --grace 1 2> "$work/serve.log" &
+step "sluice serve --data $work/data --http 127.0.0.1:$port --tcp 127.0.0.1:$tcp_port --udp 127.0.0.1:$udp_port"
+$S serve --data "$work/data" --http "127.0.0.1:$port" --tcp "127.0.0.1:$tcp_port" \
+  --udp "127.0.0.1:$udp_port" --grace 1 2> "$work/serve.log" &
 server=$!
-for _ in $(seq 100); do curl -fsS "$url/healthz" >/dev/null 2>&1 && break; sleep 0.1; done
-curl -fsS "$url/healthz"; echo
+for _ in $(seq 100); do
+  curl -fsS "$url/healthz" >/dev/null 2>&1 && break
+  kill -0 "$server" 2>/dev/null || break
+  sleep 0.1
+done
+if ! curl -fsS "$url/healthz"; then
+  echo "sluice serve did not start; its log:" >&2
+  cat "$work/serve.log" >&2
+  echo "(a port in use? SLUICE_DEMO_PORT=NNNN make run moves HTTP to NNNN, TCP to NNNN+1, UDP to NNNN+2)" >&2
+  exit 1
+fi
+echo
 
 step "sluice substream add errors --type WEB --select status,path --where 'status >= 500'   (run on every blob stored from now on)"
 $S substream add errors --type WEB --select status,path --where 'status >= 500' --server "$url" > /dev/null

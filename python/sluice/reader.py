@@ -126,13 +126,32 @@ class Events:
         return list(self)
 
     def to_arrow(self) -> Any:
-        """The remaining events as a ``pyarrow.Table`` (one column per top-level key, types
-        inferred by ``pyarrow.Table.from_pylist``). Needs ``pyarrow``."""
+        """The remaining events as a ``pyarrow.Table``: one column per top-level key seen in
+        *any* event (in order of first appearance; ``null`` where an event lacks it), each
+        column's type inferred from all its values. A column whose values have no common Arrow
+        type (``1`` in one event, ``"x"`` in another) becomes strings: JSON text of each value,
+        with a warning in :attr:`warnings`. Needs ``pyarrow``."""
         try:
             import pyarrow as pa
         except ImportError as e:
             raise ImportError("to_arrow() needs pyarrow: pip install pyarrow") from e
-        return pa.Table.from_pylist(list(self))
+        rows = list(self)
+        names: Dict[str, None] = {}
+        for row in rows:
+            for k in row:
+                names.setdefault(k, None)
+        columns = {}
+        for name in names:
+            values = [row.get(name) for row in rows]
+            try:
+                columns[name] = pa.array(values)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+                self._warn(f"column {name}", "mixed value types: stored as JSON text")
+                columns[name] = pa.array(
+                    [None if v is None else json.dumps(v, default=str) for v in values],
+                    type=pa.string(),
+                )
+        return pa.table(columns) if columns else pa.table({})
 
 
 class Tail:

@@ -57,9 +57,14 @@ def reduce(
     *,
     time_field: str = "epoch",
     max_groups: Optional[int] = None,
+    top: Optional[int] = None,
+    by: Optional[str] = None,
 ) -> Iterator[Dict[str, Any]]:
     """Rows of ``events`` grouped by ``group_by`` with the aggregates ``agg`` per ``window``
     (see the module docs). A generator: rows of a window come as soon as it is complete.
+    With ``top`` and/or ``by``, each window's rows are ranked by column ``by`` (default the
+    first aggregate), largest first, keeping ``top`` of them (``sluice cat --count-by`` /
+    ``--top``): ``reduce(evs, "status", "count", top=3)`` are the three most frequent statuses.
 
     Raises:
         ValueError: a bad path, aggregate or window; more than ``max_groups`` groups held at
@@ -71,6 +76,8 @@ def reduce(
         None if window is None else str(window),
         time_field=time_field,
         max_groups=max_groups,
+        top=top,
+        by=by,
     )
     batch: List[Dict[str, Any]] = []
     for ev in events:

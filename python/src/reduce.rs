@@ -40,18 +40,26 @@ fn epoch_of(v: &Value) -> Option<i64> {
 #[pymethods]
 impl Reducer {
     #[new]
-    #[pyo3(signature = (group_by, agg, window=None, *, time_field="epoch", max_groups=None))]
+    #[pyo3(signature = (group_by, agg, window=None, *, time_field="epoch", max_groups=None, top=None, by=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         group_by: Vec<String>,
         agg: Vec<String>,
         window: Option<String>,
         time_field: &str,
         max_groups: Option<usize>,
+        top: Option<usize>,
+        by: Option<String>,
     ) -> PyResult<Reducer> {
         let mut spec = ReduceSpec::parse(&group_by, &agg, window.as_deref())
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
         if let Some(m) = max_groups {
             spec.max_groups = m.max(1);
+        }
+        if top.is_some() || by.is_some() {
+            spec = spec
+                .ranked(by.as_deref(), top)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
         }
         let time_field = Path::parse(time_field)
             .map_err(|e| PyValueError::new_err(format!("time_field {time_field:?}: {e}")))?;

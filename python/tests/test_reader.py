@@ -170,6 +170,30 @@ def test_to_arrow(filled):
     assert set(table.column_names) == {"i", "status"}
 
 
+def test_to_arrow_keeps_fields_the_first_event_lacks(server: Server):
+    """The schema comes from every event, not the first: a field only later events have is a
+    column (null elsewhere), and a field of mixed types becomes JSON text with a warning."""
+    pa = pytest.importorskip("pyarrow")
+    epoch = int(time.time()) - 30
+    with sluice.Emitter(http=server.url) as em:
+        em.emit("ARROW", {"i": 0, "code": 200}, epoch=epoch)
+        for i in range(1, 5):
+            em.emit("ARROW", {"i": i, "ms": i * 1.5, "code": "E1" if i == 4 else 200}, epoch=epoch)
+        assert em.flush(30)
+    rd = sluice.Reader(server=server.url)
+    wait_for(lambda: len(rd.read(epoch, epoch + 1, type="ARROW").to_list()) == 5, 60, "stored")
+    events = rd.read(epoch, epoch + 1, type="ARROW")
+    table = events.to_arrow()
+    assert table.num_rows == 5
+    assert "ms" in table.column_names, table.schema
+    by_i = {r["i"]: r for r in table.to_pylist()}
+    assert by_i[0]["ms"] is None and by_i[3]["ms"] == 4.5
+    assert table.schema.field("ms").type == pa.float64()
+    assert table.schema.field("code").type == pa.string()
+    assert sorted(r["code"] for r in by_i.values()) == ['"E1"', "200", "200", "200", "200"]
+    assert [w.key for w in events.warnings] == ["column code"]
+
+
 def test_data_dir_tail_reads_history(filled):
     srv, n, _ = filled
     t = sluice.Reader(data_dir=str(srv.data)).tail(BASE, idle_timeout=1.0, type="WEB")

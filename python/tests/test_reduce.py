@@ -110,3 +110,14 @@ def test_python_reduce_equals_sluice_cat(filled, i):
     assert sorted(map(key, over_server)) == sorted(map(key, ours))
     if "count" in str(spec.get("agg", "count")):
         assert sum(r["count"] for r in ours) == n
+
+
+def test_reduce_ranks_like_count_by():
+    """``top``/``by`` rank each window's rows as ``sluice cat --count-by … --top N`` does."""
+    evs = [{"epoch": 1, "status": s} for s in [200, 500, 200, 404, 200, 500]]
+    rows = list(sluice.reduce(evs, "status", "count", top=2))
+    assert rows == [{"status": 200, "count": 3}, {"status": 500, "count": 2}]
+    rows = list(sluice.reduce(evs, "status", ["count", "max:status"], by="max:status", top=1))
+    assert rows == [{"status": 500, "count": 2, "max:status": 500}]
+    with pytest.raises(ValueError, match="not a column"):
+        list(sluice.reduce(evs, "status", "count", by="nope"))

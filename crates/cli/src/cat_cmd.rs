@@ -1,29 +1,36 @@
-//! `sluice cat`: every event of a time range from a data directory, as NDJSON (or Sereal).
+//! `sluice cat`: every event of a time range, from a data directory (or the server holding it)
+//! or from `--server`, as NDJSON, Sereal or a human format (`crate::output`), with hints on
+//! stderr when nothing matched or a field was never seen (`sluice_reader::hints`).
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use sluice_client::{DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs};
-use sluice_reader::{parse_time, range, Selection};
+use sluice_reader::{parse_time_in, range, Selection};
+
+use crate::output::{self, Format, OutputArgs, Printer};
 
 /// Flags of `sluice cat`.
 #[derive(Args)]
 pub struct CatArgs {
-    /// Start of the range: Unix seconds, RFC 3339, or relative (`-5m`, `-2h`, `now`).
+    /// Start of the range: Unix seconds or milliseconds, RFC 3339 (`2026-11-24T09:30:00Z`, or
+    /// without an offset in --tz: `2026-11-24T09:30`), or relative (`-5m`, `-2h`, `-1w`, `now`).
     #[arg(long, allow_hyphen_values = true)]
     from: String,
-    /// End of the range (excluded); default `now`.
+    /// End of the range (excluded); default `now`. Same forms as --from.
     #[arg(long, allow_hyphen_values = true, default_value = "now")]
     to: String,
     #[command(flatten)]
     filters: SelectionArgs,
     #[command(flatten)]
     reduce: crate::reduce_args::ReduceArgs,
-    /// Output format: `json` (NDJSON) or `sereal` (one document per event).
-    #[arg(long, default_value = "json")]
-    format: String,
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Stop after this many events.
+    #[arg(long)]
+    limit: Option<u64>,
     /// The data directory of an embedded store (as `sluice serve --data` writes it), read
     /// directly or, while `sluice serve` runs on it, through that server (its address is in
     /// DIR/SERVER).
@@ -37,34 +44,110 @@ pub struct CatArgs {
 /// Run `sluice cat`.
 pub fn run(a: CatArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
-    let from = parse_time(&a.from, now).with_context(|| format!("--from {:?}", a.from))?;
-    let to = parse_time(&a.to, now).with_context(|| format!("--to {:?}", a.to))?;
-    let format: range::OutputFormat = a
-        .format
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--format: {e}"))?;
-    let selection = a.filters.selection()?;
-    let reduce = a.reduce.spec(&selection)?;
-    if let Some(server) = &a.server {
-        return from_server(server, from, to, &selection, format, reduce);
-    }
-    let store = match open_data_dir(&a.data)? {
-        DataDir::Store(s) => s,
-        DataDir::Server(url) => return from_server(&url, from, to, &selection, format, reduce),
-    };
-    let opts = sluice_substreams::view::read_options(&store, &selection)?;
-    let req = range::ReadRequest::selected(from, to, selection);
-    let reader = range::RangeReader::new(&store, req, opts)?;
-    if let Some(spec) = reduce {
-        return crate::reduce_args::reduce_items(spec, reader, format);
-    }
+    let zone = a.output.zone()?;
+    let from =
+        parse_time_in(&a.from, now, &zone).with_context(|| format!("--from {:?}", a.from))?;
+    let to = parse_time_in(&a.to, now, &zone).with_context(|| format!("--to {:?}", a.to))?;
+    check_range(from, to)?;
+    // The flag's name, as the user typed it: `--where: …`.
+    let selection = a
+        .filters
+        .selection()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
     let stdout = std::io::stdout();
-    let out = std::io::BufWriter::new(stdout.lock());
-    let summary = range::write_items_noting(reader, format, out, print_warning)?;
-    if summary.warnings > 0 {
+    let printer = a
+        .output
+        .printer(std::io::BufWriter::new(stdout.lock()), true)?;
+    let limit = a.limit.unwrap_or(u64::MAX);
+    let reduce = a.reduce.plan(&selection)?;
+    if reduce.is_some() && a.limit.is_some() {
+        bail!("--limit cuts the events printed; with --group-by/--count-by/--top use --top N");
+    }
+    let server = match &a.server {
+        Some(server) => Some(server.clone()),
+        None => match open_data_dir(&a.data)? {
+            DataDir::Store(store) => {
+                let opts = sluice_substreams::view::read_options(&store, &selection)?;
+                let req = range::ReadRequest::selected(from, to, selection);
+                let mut reader = range::RangeReader::new(&store, req, opts)?;
+                if let Some(plan) = reduce {
+                    return crate::reduce_args::reduce_items(plan, reader, printer);
+                }
+                return print_store(&mut reader, printer, limit, now);
+            }
+            DataDir::Server(url) => Some(url),
+        },
+    };
+    let server = server.unwrap_or_default();
+    if let Some(plan) = reduce {
+        return crate::reduce_args::reduce_server(plan, &server, from, to, &selection, printer);
+    }
+    from_server(&server, from, to, &selection, printer, limit)
+}
+
+/// Prints a data directory's read (at most `limit` events), then the hints of an empty or
+/// typo'd read.
+fn print_store<W: Write>(
+    reader: &mut range::RangeReader<&sluice_store::EmbeddedStore>,
+    printer: Printer<W>,
+    limit: u64,
+    now: i64,
+) -> Result<()> {
+    let (printed, warnings) = print_items(&mut *reader, printer, limit)?;
+    if printed < limit {
+        for h in reader.hints(now) {
+            eprintln!("sluice: hint: {h}");
+        }
+    }
+    partial(warnings, printed)
+}
+
+/// `--to` before `--from` is the user's slip: said here, in their terms, before any read.
+pub(crate) fn check_range(from: i64, to: i64) -> Result<()> {
+    if to < from {
+        let utc = sluice_reader::Zone::utc();
+        bail!(
+            "--to ({}) is before --from ({}): swap them",
+            sluice_reader::format_time(to as f64, &utc),
+            sluice_reader::format_time(from as f64, &utc)
+        );
+    }
+    Ok(())
+}
+
+/// Prints the events of `items` (at most `limit`), warnings on stderr; `(printed, warnings)`.
+fn print_items<W: Write>(
+    items: impl Iterator<Item = range::ReadItem>,
+    mut printer: Printer<W>,
+    limit: u64,
+) -> Result<(u64, u64)> {
+    let (mut printed, mut warnings) = (0u64, 0u64);
+    for item in items {
+        if printed >= limit {
+            break;
+        }
+        match item {
+            range::ReadItem::Event(e) => {
+                printer.value(&e.value)?;
+                printed += 1;
+            }
+            range::ReadItem::Warning(w) => {
+                eprintln!("sluice: warning: {w}");
+                warnings += 1;
+            }
+            range::ReadItem::Notice(w) => print_warning(&w, true),
+        }
+    }
+    printer.finish()?;
+    Ok((printed, warnings))
+}
+
+fn partial(warnings: u64, printed: u64) -> Result<()> {
+    if warnings > 0 {
         return Err(crate::PartialRead(format!(
-            "{} warning(s): part of the range could not be read (see above); {} events printed",
-            summary.warnings, summary.events
+            "{}: part of the range could not be read (see above); {} printed",
+            output::plural(warnings, "warning"),
+            output::plural(printed, "event")
         ))
         .into());
     }
@@ -95,47 +178,55 @@ pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
 }
 
 /// `cat --server`: stream `GET /v1/events` to standard output; the chunks the server could not
-/// read (its final warnings line) go to stderr, one warning each, and make the exit status 3.
-fn from_server(
+/// read (its final warnings line) go to stderr, one warning each, and make the exit status 3;
+/// its hints go to stderr too.
+fn from_server<W: Write>(
     server: &str,
     from: i64,
     to: i64,
     selection: &Selection,
-    format: range::OutputFormat,
-    reduce: Option<sluice_reader::reduce::ReduceSpec>,
+    mut printer: Printer<W>,
+    limit: u64,
 ) -> Result<()> {
-    if let Some(spec) = reduce {
-        return crate::reduce_args::reduce_server(spec, server, from, to, selection, format);
-    }
     let reader = HttpReader::new(server, &HttpOptions::default())?;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let events = match reader.events(from, to, selection, format)? {
+    let wire = if printer.format() == Format::Sereal {
+        range::OutputFormat::Sereal
+    } else {
+        range::OutputFormat::Json
+    };
+    let events = match reader.events(from, to, selection, wire)? {
         EventStream::Sereal(mut body) => {
+            if limit != u64::MAX {
+                bail!("--limit with --format sereal reads a data directory only (--data)");
+            }
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
             std::io::copy(&mut body, &mut out).context("reading the response")?;
             out.flush()?;
             return Ok(());
         }
         EventStream::Ndjson(events) => events,
     };
-    let mut warnings = 0usize;
+    let (mut printed, mut warnings) = (0u64, 0u64);
     for item in events {
         match item? {
+            HttpItem::Event(_) if printed >= limit => break,
             HttpItem::Event(line) => {
-                out.write_all(line.as_bytes())?;
-                out.write_all(b"\n")?;
+                printer.json_line(line.as_bytes())?;
+                printed += 1;
             }
             HttpItem::Warning(w) => {
                 eprintln!("sluice: warning: {w}");
                 warnings += 1;
             }
+            HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
             HttpItem::Notice(n) => print_warning(&n, true),
         }
     }
-    out.flush()?;
+    printer.finish()?;
     if warnings > 0 {
         return Err(crate::PartialRead(format!(
-            "{warnings} warning(s): the server could not read part of the range (see above)"
+            "{}: the server could not read part of the range (see above)",
+            output::plural(warnings, "warning")
         ))
         .into());
     }

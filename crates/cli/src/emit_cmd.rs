@@ -10,6 +10,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use sluice_client::{SendOptions, Sender, Transport};
 
+use crate::output::plural;
+
 /// Where to send events.
 #[derive(Args, Clone)]
 #[group(required = true, multiple = false)]
@@ -17,7 +19,8 @@ pub struct Target {
     /// Send datagrams to this UDP address (fire-and-forget).
     #[arg(long)]
     pub udp: Option<String>,
-    /// Send NDJSON lines to this TCP address and wait for each line's acknowledgement.
+    /// Send NDJSON lines to this TCP address, one message per line (pipelined), and wait for
+    /// each line's acknowledgement: a bad line is refused alone, reported with its line number.
     #[arg(long)]
     pub tcp: Option<String>,
     /// POST NDJSON batches to this base URL (e.g. http://127.0.0.1:8180).
@@ -37,7 +40,7 @@ pub struct EmitArgs {
 /// Batching and timeouts.
 #[derive(Args, Clone)]
 pub struct Tuning {
-    /// Events per HTTP request or TCP line.
+    /// Events per HTTP request, or TCP lines written before their acknowledgements are read.
     #[arg(long, default_value_t = 500)]
     batch: usize,
     /// Largest UDP datagram to send, in bytes (events are packed into datagrams up to this).
@@ -84,9 +87,9 @@ pub fn run(a: EmitArgs) -> Result<()> {
     }
     let sent = sender.finish()?;
     eprintln!(
-        "sluice: sent {} events in {} messages{}",
-        sent.events,
-        sent.messages,
+        "sluice: sent {} in {}{}",
+        plural(sent.events, "event"),
+        plural(sent.messages, "message"),
         if a.target.udp.is_some() {
             String::new()
         } else {
@@ -94,7 +97,10 @@ pub fn run(a: EmitArgs) -> Result<()> {
         }
     );
     if sent.refused > 0 {
-        bail!("{} events were refused", sent.refused);
+        bail!(
+            "{} refused (the others were accepted; see above)",
+            plural(sent.refused, "event")
+        );
     }
     Ok(())
 }

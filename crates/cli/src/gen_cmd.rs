@@ -17,12 +17,16 @@ enum GenFormat {
     Sereal,
 }
 
+/// Events generated when `--count` is not given (and not `--live`).
+const DEFAULT_COUNT: usize = 1000;
+
 /// Flags of `sluice gen`.
 #[derive(Args)]
 pub struct GenArgs {
-    /// Number of events.
-    #[arg(long, default_value_t = 1000)]
-    count: usize,
+    /// Number of events (default 1000; with --live, until interrupted; 0 also means until
+    /// interrupted with --live).
+    #[arg(long)]
+    count: Option<usize>,
     /// Seed: the same flags give the same events.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -56,7 +60,7 @@ pub struct GenArgs {
     #[arg(long, conflicts_with_all = ["udp", "tcp"])]
     http: Option<String>,
     /// Live mode: events carry the current second and are paced at --rate events per second of
-    /// wall-clock time; --count 0 runs until interrupted.
+    /// wall-clock time, until interrupted unless --count is given.
     #[arg(long)]
     live: bool,
     #[command(flatten)]
@@ -97,7 +101,7 @@ pub fn run(a: GenArgs) -> Result<()> {
     };
     let cfg = GenConfig {
         seed: a.seed,
-        count: a.count,
+        count: a.count.unwrap_or(DEFAULT_COUNT),
         dcs,
         mix: TypeMix { web, cron, lb },
         epoch_start,
@@ -138,7 +142,7 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let forever = a.live && a.count == 0;
+    let forever = a.live && matches!(a.count, None | Some(0));
     let mut gen = sluice_gen::Generator::new(GenConfig {
         count: if forever { usize::MAX } else { cfg.count },
         ..cfg
@@ -186,11 +190,13 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
     if let Some(s) = sender {
         let sent = s.finish()?;
         eprintln!(
-            "sluice: sent {} events in {} messages ({} refused)",
-            sent.events, sent.messages, sent.refused
+            "sluice: sent {} in {} ({} refused)",
+            crate::output::plural(sent.events, "event"),
+            crate::output::plural(sent.messages, "message"),
+            sent.refused
         );
         if sent.refused > 0 {
-            bail!("{} events were refused", sent.refused);
+            bail!("{} refused", crate::output::plural(sent.refused, "event"));
         }
     }
     Ok(())

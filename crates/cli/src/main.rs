@@ -6,8 +6,10 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cat_cmd;
+mod counts_cmd;
 mod emit_cmd;
 mod gen_cmd;
+mod output;
 mod reduce_args;
 mod sereal_cmd;
 mod serve_cmd;
@@ -18,11 +20,11 @@ mod tail_cmd;
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Sluice — collect, store and replay operational events.
 #[derive(Parser)]
-#[command(name = "sluice", version, about)]
+#[command(name = "sluice", version, about, disable_help_subcommand = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -35,15 +37,19 @@ enum Command {
     Sereal(sereal_cmd::SerealCommand),
     /// Generate a realistic, deterministic stream of WEB / CRON / LB events.
     Gen(gen_cmd::GenArgs),
-    /// Print the events of a time range from a data directory.
-    #[command(after_help = PARTIAL_EXIT_HELP)]
+    /// Print the events of a time range, from a data directory (default ./data) or a server.
+    #[command(after_help = CAT_HELP)]
     Cat(cat_cmd::CatArgs),
     /// Run the collector, store and HTTP API in one process.
     Serve(serve_cmd::ServeArgs),
     /// Follow the live stream (history first), resumable from a cursor.
+    #[command(after_help = QUERY_HELP)]
     Tail(tail_cmd::TailArgs),
     /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
     Emit(emit_cmd::EmitArgs),
+    /// The completeness counts of a time range: stored, late, dropped (by reason) per second,
+    /// dc, type and subtype.
+    Counts(counts_cmd::CountsArgs),
     /// Check a data directory for damage, or repair it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
@@ -51,15 +57,55 @@ enum Command {
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
     Substream(substream_cmd::SubstreamCommand),
+    /// Print help: `sluice help where` (the --where / --select language), or a command's help.
+    Help {
+        /// `where` (or `select`, `query`), or a command name.
+        topic: Vec<String>,
+    },
+}
+
+/// The user's guide to `--where` and `--select` (docs/query.md), printed by `sluice help where`.
+const QUERY_GUIDE: &str = include_str!("../../../docs/query.md");
+
+const QUERY_HELP: &str = "--where / --select: see `sluice help where` (docs/query.md). Typos and \
+    empty results get hints on stderr (`sluice: hint: …`); hints do not change the exit status.";
+
+const CAT_HELP: &str = "--where / --select: see `sluice help where` (docs/query.md). Typos and \
+    empty results get hints on stderr (`sluice: hint: …`, e.g. a field never seen in the range, \
+    a type that does not exist); hints do not change the exit status.\n\n\
+    Exit status: 0 when the whole range was read (hints or not); 3 when every readable event was \
+    printed but part of the range could not be read (damaged store ranges, unreadable chunks: one \
+    warning each on stderr); 1 on an error.";
+
+/// `sluice help [TOPIC…]`.
+fn help(topic: &[String]) -> anyhow::Result<()> {
+    let mut cmd = Cli::command();
+    cmd.build();
+    match topic.first().map(String::as_str) {
+        None => cmd.print_long_help()?,
+        Some("where" | "select" | "query" | "filter") => {
+            use std::io::Write;
+            std::io::stdout().write_all(QUERY_GUIDE.as_bytes())?;
+        }
+        Some(_) => {
+            let mut sub = &mut cmd;
+            for name in topic {
+                sub = match sub.find_subcommand_mut(name) {
+                    Some(s) => s,
+                    None => anyhow::bail!(
+                        "no help topic {name:?}: try `sluice help where` or `sluice help <command>`"
+                    ),
+                };
+            }
+            sub.print_long_help()?;
+        }
+    }
+    Ok(())
 }
 
 /// Exit status of a command that did its work but skipped data it could not read (damaged
 /// store ranges, unreadable chunks) or found damage (`store check`): the warnings are on stderr.
 pub(crate) const EXIT_PARTIAL: u8 = 3;
-
-const PARTIAL_EXIT_HELP: &str = "Exit status: 0 when the whole range was read; 3 when every \
-    readable event was printed but part of the range could not be read (damaged store ranges, \
-    unreadable chunks: one warning each on stderr); 1 on an error.";
 
 /// The error of a command that finished but skipped or found damage: exit status
 /// [`EXIT_PARTIAL`].
@@ -85,6 +131,8 @@ fn main() -> ExitCode {
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Substream(cmd) => substream_cmd::run(cmd),
+        Command::Counts(args) => counts_cmd::run(args),
+        Command::Help { topic } => help(&topic),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,8 +12,8 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
-use sluice_reader::range::{EventWriter, OutputFormat, ReadItem};
-use sluice_reader::reduce::{ReduceSpec, Reducer, DEFAULT_MAX_GROUPS};
+use sluice_reader::range::{OutputFormat, ReadItem};
+use sluice_reader::reduce::{ReduceSpec, Reducer, TopEvents, DEFAULT_MAX_GROUPS};
 use sluice_reader::Selection;
 
 /// The reduce flags of `sluice cat`.
@@ -34,48 +34,113 @@ pub struct ReduceArgs {
     /// Most groups held in memory at once (the read fails beyond it).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_GROUPS)]
     max_groups: usize,
+    /// Count events by these fields, most frequent first: `--group-by PATHS --agg count`
+    /// ranked by `count` (with --top N, the N most frequent).
+    #[arg(long = "count-by", value_name = "PATHS")]
+    count_by: Vec<String>,
+    /// Keep the N largest: rows by --by (default the first aggregate) in each window, or
+    /// without a group-by, the N events with the largest --by field (`--top 10 --by ms`).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// The column rows are ranked by (`count`, `max:ms`, a group-by field), or the event field
+    /// --top ranks events by.
+    #[arg(long, value_name = "COLUMN")]
+    by: Option<String>,
+}
+
+/// What `cat` does with the events it reads instead of printing them.
+pub enum Plan {
+    /// Group and aggregate (`--group-by`, `--agg`, `--window`, `--count-by`), maybe ranked.
+    Reduce(ReduceSpec),
+    /// The N events with the largest value of a field (`--top N --by PATH`).
+    Top {
+        /// The field.
+        by: String,
+        /// How many.
+        n: usize,
+    },
 }
 
 impl ReduceArgs {
-    /// The reduce asked for, or `None` when no reduce flag is given (plain `cat`).
-    pub fn spec(&self, selection: &Selection) -> Result<Option<ReduceSpec>> {
-        if self.group_by.is_empty() && self.agg.is_empty() && self.window.is_none() {
-            return Ok(None);
+    /// The plan asked for, or `None` when no reduce or ranking flag is given (plain `cat`).
+    pub fn plan(&self, selection: &Selection) -> Result<Option<Plan>> {
+        let grouped = !(self.group_by.is_empty()
+            && self.count_by.is_empty()
+            && self.agg.is_empty()
+            && self.window.is_none());
+        if !grouped {
+            return match (self.top, &self.by) {
+                (None, None) => Ok(None),
+                (Some(n), Some(by)) => Ok(Some(Plan::Top { by: by.clone(), n })),
+                (Some(_), None) => {
+                    anyhow::bail!("--top N needs --by FIELD (or a --group-by / --count-by to rank)")
+                }
+                (None, Some(_)) => anyhow::bail!("--by needs --top N or a --group-by / --count-by"),
+            };
         }
         if !selection.select.is_empty() {
             anyhow::bail!(
                 "--select cannot be combined with --group-by/--agg/--window (a reduce reads whole events; name the fields in --group-by and --agg)"
             );
         }
-        let mut spec = ReduceSpec::parse(&self.group_by, &self.agg, self.window.as_deref())?;
+        let grouped_too = !self.group_by.is_empty() || !self.agg.is_empty();
+        if !self.count_by.is_empty() && grouped_too {
+            anyhow::bail!("--count-by is --group-by PATHS --agg count: use one or the other");
+        }
+        let mut spec = if self.count_by.is_empty() {
+            ReduceSpec::parse(&self.group_by, &self.agg, self.window.as_deref())?
+        } else {
+            ReduceSpec::parse(
+                &self.count_by,
+                &["count".to_owned()],
+                self.window.as_deref(),
+            )?
+        };
         spec.max_groups = self.max_groups.max(1);
-        Ok(Some(spec))
+        if !self.count_by.is_empty() || self.top.is_some() || self.by.is_some() {
+            spec = spec.ranked(self.by.as_deref(), self.top)?;
+        }
+        Ok(Some(Plan::Reduce(spec)))
     }
 }
 
+/// Where the events go: a reducer, or the top-N buffer.
+enum Sink {
+    Reduce(Reducer),
+    Top(TopEvents),
+}
+
 struct Printer<W: Write> {
-    reducer: Reducer,
-    out: EventWriter<W>,
+    sink: Sink,
+    out: crate::output::Printer<W>,
     warnings: u64,
     no_epoch: u64,
 }
 
 impl<W: Write> Printer<W> {
     fn push(&mut self, epoch: i64, event: &sereal::Value) -> Result<()> {
-        self.reducer.push(epoch, event)?;
-        for row in self.reducer.ready() {
-            self.out.write(&row)?;
+        match &mut self.sink {
+            Sink::Reduce(r) => {
+                r.push(epoch, event)?;
+                for row in r.ready() {
+                    self.out.value(&row)?;
+                }
+            }
+            Sink::Top(t) => t.push(event),
         }
         Ok(())
     }
 
     fn finish(self) -> Result<()> {
-        let late = self.reducer.late();
+        let (late, rows) = match self.sink {
+            Sink::Reduce(r) => (r.late(), r.finish()),
+            Sink::Top(t) => (0, t.finish()),
+        };
         let mut out = self.out;
-        for row in self.reducer.finish() {
-            out.write(&row)?;
+        for row in rows {
+            out.value(&row)?;
         }
-        out.flush()?;
+        out.finish()?;
         let mut problems = Vec::new();
         if self.warnings > 0 {
             problems.push(format!(
@@ -101,23 +166,26 @@ impl<W: Write> Printer<W> {
     }
 }
 
-fn printer<W: Write>(spec: ReduceSpec, out: W, format: OutputFormat) -> Printer<W> {
-    Printer {
-        reducer: Reducer::new(spec),
-        out: EventWriter::new(out, format),
+fn printer<W: Write>(plan: Plan, out: crate::output::Printer<W>) -> Result<Printer<W>> {
+    let sink = match plan {
+        Plan::Reduce(spec) => Sink::Reduce(Reducer::new(spec)),
+        Plan::Top { by, n } => Sink::Top(TopEvents::new(&by, n)?),
+    };
+    Ok(Printer {
+        sink,
+        out,
         warnings: 0,
         no_epoch: 0,
-    }
+    })
 }
 
 /// Reduces the events of a local read and prints the rows.
-pub fn reduce_items(
-    spec: ReduceSpec,
+pub fn reduce_items<W: Write>(
+    plan: Plan,
     items: impl IntoIterator<Item = ReadItem>,
-    format: OutputFormat,
+    out: crate::output::Printer<W>,
 ) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut p = printer(spec, std::io::BufWriter::new(stdout.lock()), format);
+    let mut p = printer(plan, out)?;
     for item in items {
         match item {
             ReadItem::Event(e) => p.push(e.key.epoch(), &e.value)?,
@@ -132,21 +200,20 @@ pub fn reduce_items(
 }
 
 /// Reduces the events a server sends (`GET /v1/events`, NDJSON) and prints the rows.
-pub fn reduce_server(
-    spec: ReduceSpec,
+pub fn reduce_server<W: Write>(
+    plan: Plan,
     server: &str,
     from: i64,
     to: i64,
     selection: &Selection,
-    format: OutputFormat,
+    out: crate::output::Printer<W>,
 ) -> Result<()> {
     let reader = HttpReader::new(server, &HttpOptions::default())?;
     let EventStream::Ndjson(events) = reader.events(from, to, selection, OutputFormat::Json)?
     else {
         anyhow::bail!("the server answered Sereal to a request for NDJSON");
     };
-    let stdout = std::io::stdout();
-    let mut p = printer(spec, std::io::BufWriter::new(stdout.lock()), format);
+    let mut p = printer(plan, out)?;
     for item in events {
         match item? {
             HttpItem::Event(line) => {
@@ -154,6 +221,8 @@ pub fn reduce_server(
                     .with_context(|| "an event line from the server is not JSON")?;
                 match event.get("epoch").and_then(sereal::Value::as_i64) {
                     Some(epoch) => p.push(epoch, &event)?,
+                    // Ranking events needs no epoch (a `--select` line has none).
+                    None if matches!(p.sink, Sink::Top(_)) => p.push(0, &event)?,
                     None => p.no_epoch += 1,
                 }
             }
@@ -162,6 +231,7 @@ pub fn reduce_server(
                 p.warnings += 1;
             }
             HttpItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
+            HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
         }
     }
     p.finish()

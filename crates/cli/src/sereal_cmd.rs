@@ -51,7 +51,7 @@ pub struct DecodeArgs {
     #[arg(long, value_delimiter = ',', conflicts_with_all = ["dump", "header"])]
     select: Vec<String>,
     /// Print only elements for which this holds, e.g. `status >= 500 and path ~ "^/book"`
-    /// (comparisons, and/or/not, exists, in, ~ regex; see `sluice_reader::filter`).
+    /// (comparisons, and/or/not, exists, in, ~ regex, contains; see `sluice help where`).
     #[arg(long = "where", conflicts_with_all = ["dump", "header"])]
     filter: Option<String>,
     /// Maximum nesting depth.
@@ -175,7 +175,10 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     if !a.select.is_empty() || a.filter.is_some() {
         let filter = match &a.filter {
-            Some(text) => Some(sluice_reader::Filter::parse(text).context("--where")?),
+            Some(text) => Some(
+                sluice_reader::Filter::parse(text)
+                    .map_err(|e| anyhow::anyhow!("--where: {}", e.render(text)))?,
+            ),
             None => None,
         };
         return select(&doc, &limits, &a.select, filter.as_ref(), &a.file, &mut out);

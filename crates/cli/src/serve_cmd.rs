@@ -70,27 +70,21 @@ fn parse_bytes(value: &str) -> std::result::Result<u64, String> {
     n.checked_mul(1u64 << shift).ok_or_else(bad)
 }
 
-/// A grace period: `250ms`, `1s`, or plain seconds (`1`, `0.25`); at most one hour.
+/// A grace period: plain seconds (`1`, `0.25`) or a duration with units (`250ms`, `1s`, any
+/// form `humantime` reads); at most one hour.
 fn parse_grace(value: &str) -> std::result::Result<std::time::Duration, String> {
-    let bad = || format!("{value:?}: expected seconds (1, 0.25) or a duration (250ms, 1s)");
-    let ms = if let Some(ms) = value.strip_suffix("ms") {
-        ms.trim().parse::<u64>().map_err(|_| bad())?
-    } else {
-        let secs: f64 = value
-            .strip_suffix('s')
-            .unwrap_or(value)
-            .trim()
-            .parse()
-            .map_err(|_| bad())?;
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(bad());
-        }
-        (secs * 1000.0).round() as u64
+    let grace = match value.trim().parse::<f64>() {
+        Ok(secs) => std::time::Duration::try_from_secs_f64(secs).map_err(|_| {
+            format!("{value:?}: expected seconds (1, 0.25) or a duration (250ms, 1s)")
+        })?,
+        Err(_) => humantime::parse_duration(value.trim()).map_err(|e| {
+            format!("{value:?}: {e}; expected seconds (1, 0.25) or a duration (250ms, 1s)")
+        })?,
     };
-    if ms > 3_600_000 {
+    if grace > std::time::Duration::from_secs(3600) {
         return Err(format!("{value:?}: at most one hour"));
     }
-    Ok(std::time::Duration::from_millis(ms))
+    Ok(grace)
 }
 
 /// `ADDR` or `off`.
@@ -178,7 +172,9 @@ mod tests {
         assert_eq!(parse_grace("250ms"), Ok(Duration::from_millis(250)));
         assert_eq!(parse_grace("2s"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_grace("0"), Ok(Duration::ZERO));
-        for bad in ["", "-1", "fast", "1h", "nan", "3601"] {
+        assert_eq!(parse_grace("1m 30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_grace("1h"), Ok(Duration::from_secs(3600)));
+        for bad in ["", "-1", "fast", "2h", "nan", "inf", "3601", "-250ms"] {
             assert!(parse_grace(bad).is_err(), "{bad}");
         }
     }

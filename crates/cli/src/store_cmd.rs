@@ -8,6 +8,7 @@
 //! copy of each damaged log (valid records only, the epoch index rebuilt from blob keys) and keeps
 //! each original beside it as `<log>.damaged-<unix time>`.
 
+use crate::output::plural;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -81,14 +82,18 @@ fn check(dir: &std::path::Path) -> Result<bool> {
     }
     let bytes: u64 = report.damage.iter().map(|d| d.len).sum();
     println!(
-        "{}: {} partitions, {} (epoch, dc) indexes, {} blobs ({} bytes) checked: {} damaged \
-         range(s), {bytes} bytes",
+        "{}: {}, {} (epoch, dc) {}, {} ({} bytes) checked: {} damaged, {bytes} bytes",
         dir.display(),
-        report.partitions,
+        plural(report.partitions, "partition"),
         report.epochs,
-        report.blobs,
+        if report.epochs == 1 {
+            "index"
+        } else {
+            "indexes"
+        },
+        plural(report.blobs, "blob"),
         report.blob_bytes,
-        report.damage.len()
+        plural(report.damage.len() as u64, "range")
     );
     Ok(!report.damage.is_empty())
 }
@@ -110,11 +115,11 @@ fn repair(dir: &std::path::Path) -> Result<()> {
         );
     }
     println!(
-        "{} log(s) rewritten of {} scanned: {} blobs kept, {} with a bad value dropped, {} bytes \
+        "{} rewritten of {} scanned: {} kept, {} with a bad value dropped, {} bytes \
          left out, {} index entries rebuilt from blob keys",
-        report.replaced.len(),
+        plural(report.replaced.len() as u64, "log"),
         report.logs_checked,
-        report.blobs_kept,
+        plural(report.blobs_kept, "blob"),
         report.bad_values_dropped,
         report.bytes_left_out,
         report.index_entries_rebuilt

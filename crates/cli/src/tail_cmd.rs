@@ -4,27 +4,33 @@
 //! SIGTERM, an error), so a later tail resumes with no gap and no duplicate.
 //!
 //! With `--server`, the tail reconnects from its last cursor when the connection drops or the
-//! server stops or restarts (`sluice_client::TailClient`: backoff 0.2 s doubling to 5 s, for
-//! ever), saying so on stderr. Events are printed a whole server batch at a time, with the
-//! cursor recorded after each batch under the same lock the signal handler takes, so the cursor
-//! printed on SIGINT / SIGTERM matches standard output exactly. Interrupted, it exits 0.
+//! server stops, restarts or is killed (`sluice_client::TailClient`: backoff 0.2 s doubling to
+//! 5 s), saying so on stderr; for ever, or until `--retry-for` seconds pass without a
+//! connection (then it exits 1, its cursor printed to resume with). Events are printed a whole
+//! server batch at a time (in `--format`: `crate::output`), with the cursor recorded after each
+//! batch under the same lock the signal handler takes, so the cursor printed on SIGINT /
+//! SIGTERM matches standard output exactly. Interrupted, it exits 0. Typo hints (a type or
+//! field never seen) are printed once on stderr, after the history is read.
 
-use std::io::{BufWriter, Stdout, Write};
+use std::io::{BufWriter, Stdout};
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{
     Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
 };
-use sluice_reader::{parse_time, Cursor, ReadItem, Selection, Tail, TailOptions};
+use sluice_reader::{parse_time_in, Cursor, ReadItem, Selection, Tail, TailOptions};
+
+use crate::output::{OutputArgs, Printer};
 
 /// Flags of `sluice tail`.
 #[derive(Args)]
 pub struct TailArgs {
-    /// Start here (a time: Unix seconds, RFC 3339, `-5m`, `now`); default `now`.
+    /// Start here (a time: Unix seconds or ms, RFC 3339, `2026-11-24T09:30` in --tz, `-5m`,
+    /// `now`); default `now`.
     #[arg(long, allow_hyphen_values = true, conflicts_with = "cursor")]
     from: Option<String>,
     /// Resume after what an earlier tail printed (its cursor token).
@@ -35,18 +41,24 @@ pub struct TailArgs {
     cursor_file: Option<PathBuf>,
     #[command(flatten)]
     filters: SelectionArgs,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Follow a running server (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180); reconnects from
     /// the last cursor when the server restarts.
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
     /// Follow a data directory directly (or, while `sluice serve` runs on it, through that
-    /// server: its address is in DIR/SERVER).
-    #[arg(long)]
-    data: Option<PathBuf>,
+    /// server: its address is in DIR/SERVER). Default ./data, as for `sluice cat`.
+    #[arg(long, default_value = "./data")]
+    data: PathBuf,
     /// Stop once at least this many events are printed, at the end of a batch so the cursor
     /// stays exact (default: run until interrupted).
     #[arg(long)]
     limit: Option<u64>,
+    /// With --server: give up after this many seconds without reaching the server (exit 1,
+    /// the cursor printed to resume with); default: retry until interrupted.
+    #[arg(long)]
+    retry_for: Option<u64>,
     /// Stop at this wall-clock time (Unix seconds, RFC 3339, `+10m`…), between batches so the
     /// cursor stays exact.
     #[arg(long, allow_hyphen_values = true)]
@@ -55,7 +67,7 @@ pub struct TailArgs {
 
 /// Standard output and the cursor after what it holds, shared with the signal watcher.
 struct Output {
-    out: BufWriter<Stdout>,
+    out: Printer<BufWriter<Stdout>>,
     cursor: String,
     file: Option<PathBuf>,
     /// Set once the cursor is printed (by the signal watcher or the end of `run`: not both).
@@ -71,11 +83,10 @@ impl Output {
     ) -> Result<u64> {
         let mut n = 0;
         for e in events {
-            self.out.write_all(e)?;
-            self.out.write_all(b"\n")?;
+            self.out.json_line(e)?;
             n += 1;
         }
-        self.out.flush()?;
+        self.out.end_batch()?;
         if let Some(path) = &self.file {
             let tmp = path.with_extension("tmp");
             std::fs::write(&tmp, &cursor).with_context(|| tmp.display().to_string())?;
@@ -86,7 +97,7 @@ impl Output {
     }
 
     fn finish(&mut self) {
-        let _ = self.out.flush();
+        let _ = self.out.finish();
         if !std::mem::replace(&mut self.finished, true) {
             eprintln!("sluice: cursor {}", self.cursor);
         }
@@ -131,29 +142,34 @@ fn watch_signals(shared: Shared, until: i64) -> Result<()> {
 /// Run `sluice tail`.
 pub fn run(a: TailArgs) -> Result<()> {
     let now = sluice_reader::time::now_unix();
+    let zone = a.output.zone()?;
     let start = match (&a.cursor, &a.from) {
         (Some(token), _) => {
             Cursor::from_str(token).map_err(|e| anyhow::anyhow!("--cursor: {e}"))?
         }
         (None, Some(from)) => {
-            Cursor::at(parse_time(from, now).with_context(|| format!("--from {from:?}"))?)
+            Cursor::at(parse_time_in(from, now, &zone).with_context(|| format!("--from {from:?}"))?)
         }
         (None, None) => Cursor::at(now),
     };
-    let selection = a.filters.selection()?;
-    let source = match (&a.server, &a.data) {
-        (Some(server), _) => DataDir::Server(sluice_client::base_url(server)?),
-        (None, Some(dir)) => crate::cat_cmd::open_data_dir(dir)?,
-        (None, None) => bail!("give --server URL or --data DIR"),
+    // The flag's name, as the user typed it: `--where: …`.
+    let selection = a
+        .filters
+        .selection()
+        .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    let source = match &a.server {
+        Some(server) => DataDir::Server(sluice_client::base_url(server)?),
+        None => crate::cat_cmd::open_data_dir(&a.data)
+            .with_context(|| "give --data DIR or --server URL".to_string())?,
     };
     let output = Output {
-        out: BufWriter::new(std::io::stdout()),
+        out: a.output.printer(BufWriter::new(std::io::stdout()), false)?,
         cursor: start.to_token(),
         file: a.cursor_file.clone(),
         finished: false,
     };
     let until = match &a.until {
-        Some(t) => parse_time(t, now).with_context(|| format!("--until {t:?}"))?,
+        Some(t) => parse_time_in(t, now, &zone).with_context(|| format!("--until {t:?}"))?,
         None => i64::MAX,
     };
     let shared = Arc::new(Mutex::new(output));
@@ -163,7 +179,7 @@ pub fn run(a: TailArgs) -> Result<()> {
         until,
     };
     let result = match source {
-        DataDir::Server(url) => from_server(&url, &selection, start, stop, &shared),
+        DataDir::Server(url) => from_server(&url, &selection, start, stop, a.retry_for, &shared),
         DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
@@ -197,6 +213,7 @@ fn from_store(
     };
     let mut tail = Tail::new(store, selection, start, opts);
     let mut printed = 0u64;
+    let mut hinted = false;
     loop {
         let now = sluice_reader::time::now_unix();
         let items = match tail.poll(now) {
@@ -219,6 +236,12 @@ fn from_store(
             }
         }
         printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
+        if !hinted {
+            if let Some(hints) = tail.hints(now) {
+                hinted = true;
+                hints.iter().for_each(|h| eprintln!("sluice: hint: {h}"));
+            }
+        }
         if stop.reached(printed) {
             return Ok(());
         }
@@ -234,9 +257,11 @@ fn from_server(
     selection: &Selection,
     start: Cursor,
     stop: Stop,
+    retry_for: Option<u64>,
     shared: &Shared,
 ) -> Result<()> {
     let start = TailStart::Cursor(start.to_token());
+    let mut down_since: Option<std::time::Instant> = None;
     let mut client = TailClient::new(
         url,
         selection,
@@ -261,15 +286,28 @@ fn from_server(
             TailItem::Connected { .. } if reconnecting => {
                 eprintln!("sluice: reconnected to {url}; resuming from the cursor");
                 reconnecting = false;
+                down_since = None;
             }
-            TailItem::Connected { .. } => {}
+            TailItem::Connected { .. } => down_since = None,
             TailItem::Reconnecting { reason, after } => {
+                let since = *down_since.get_or_insert_with(std::time::Instant::now);
+                if let Some(limit) = retry_for {
+                    if since.elapsed() >= std::time::Duration::from_secs(limit) {
+                        anyhow::bail!(
+                            "gave up on {url} after {limit} s without a connection ({reason}); \
+                             resume with --cursor and the cursor printed above"
+                        );
+                    }
+                }
                 eprintln!(
                     "sluice: {reason}; reconnecting to {url} in {:.1} s",
                     after.as_secs_f64()
                 );
                 reconnecting = true;
             }
+        }
+        for h in client.take_hints() {
+            eprintln!("sluice: hint: {h}");
         }
         if stop.reached(printed) {
             return Ok(());

@@ -21,19 +21,7 @@ fn write_store(dir: &Path) -> Vec<serde_json::Value> {
 }
 
 fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args([
-            "cat",
-            "--data",
-            dir.to_str().expect("path"),
-            "--from",
-            &EPOCH.to_string(),
-            "--to",
-            &(EPOCH + 100).to_string(),
-        ])
-        .args(extra)
-        .output()
-        .expect("run sluice cat")
+    common::cat_data_with(dir, &EPOCH.to_string(), &(EPOCH + 100).to_string(), extra)
 }
 
 fn lines(out: &std::process::Output) -> Vec<serde_json::Value> {

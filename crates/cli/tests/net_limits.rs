@@ -99,9 +99,21 @@ impl Server {
     fn metric(&self, name: &str) -> f64 {
         let (status, body) = request(self.http, "GET", "/metrics", b"");
         assert_eq!(status, 200, "{body}");
+        // Labels in any order (the exporter sorts them by name).
+        let (family, labels) = name.split_once('{').unwrap_or((name, ""));
+        let want: Vec<&str> = labels
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|l| !l.is_empty())
+            .collect();
         body.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
-            .map_or(0.0, |v| v.trim().parse().expect("metric value"))
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(series, _)| {
+                series.split('{').next() == Some(family) && want.iter().all(|w| series.contains(w))
+            })
+            .map(|(_, v)| v.trim().parse::<f64>().expect("metric value"))
+            .sum()
     }
 }
 

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
 mod common;
 use common::{ams1, assert_success};
@@ -11,17 +10,7 @@ use common::{ams1, assert_success};
 const EPOCH: i64 = 1_700_000_000;
 
 fn cat(dir: &Path, extra: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["cat", "--data", dir.to_str().expect("path")])
-        .args([
-            "--from",
-            &EPOCH.to_string(),
-            "--to",
-            &(EPOCH + 100).to_string(),
-        ])
-        .args(extra)
-        .output()
-        .expect("run sluice cat")
+    common::cat_data_with(dir, &EPOCH.to_string(), &(EPOCH + 100).to_string(), extra)
 }
 
 #[test]
@@ -155,4 +144,81 @@ fn reduce_flags_are_checked() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--count-by` is a ranked `--group-by … --agg count`; `--top N --by FIELD` keeps the N events
+/// with the largest field: both equal the same computation done here on the written events.
+#[test]
+fn count_by_and_top_rank_like_the_written_events() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rank-data");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: EPOCH,
+        events_per_second: 300,
+        ..sluice_gen::GenConfig::mixed(11, 900)
+    };
+    let written = common::write_store(&dir, &cfg, ams1(), EPOCH + 10);
+
+    let out = cat(&dir, &["--count-by", "type", "--top", "2"]);
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json row"))
+        .collect();
+    let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &written {
+        *counts
+            .entry(e["type"].as_str().unwrap_or("").to_owned())
+            .or_default() += 1;
+    }
+    let mut want: Vec<(String, u64)> = counts.into_iter().collect();
+    want.sort_by_key(|w| std::cmp::Reverse(w.1));
+    want.truncate(2);
+    let got: Vec<(String, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["type"].as_str().unwrap().to_owned(),
+                r["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(got, want);
+
+    let out = cat(
+        &dir,
+        &["--type", "WEB", "--top", "5", "--by", "timings.total_ms"],
+    );
+    assert_success(&out);
+    let top: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("json")["timings"]["total_ms"]
+                .as_f64()
+                .expect("ms")
+        })
+        .collect();
+    let mut all: Vec<f64> = written
+        .iter()
+        .filter(|e| e["type"] == "WEB")
+        .filter_map(|e| e["timings"]["total_ms"].as_f64())
+        .collect();
+    all.sort_by(|a, b| b.total_cmp(a));
+    all.truncate(5);
+    assert_eq!(top, all);
+
+    for (args, needle) in [
+        (&["--top", "3"][..], "--top N needs --by"),
+        (&["--by", "ms"][..], "--by needs --top"),
+        (&["--count-by", "type", "--by", "nope"][..], "not a column"),
+        (
+            &["--count-by", "type", "--group-by", "status"][..],
+            "use one or the other",
+        ),
+    ] {
+        let out = cat(&dir, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
 }

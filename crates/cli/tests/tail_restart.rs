@@ -19,6 +19,11 @@ fn serve(dir: &Path, port: u16) -> Proc {
         dir.to_str().expect("path"),
         "--http",
         &format!("127.0.0.1:{port}"),
+        // Only HTTP: tests running side by side must not race for the default TCP/UDP ports.
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
         "--grace",
         "1",
     ]);
@@ -194,5 +199,98 @@ fn tail_against_a_stopped_server_retries_until_its_deadline() {
         stderr.contains("sluice: cursor t1."),
         "the start cursor is printed: {stderr}"
     );
+    assert!(out.lock().expect("out").is_empty());
+}
+
+#[test]
+fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tail-sigkill");
+    let _ = std::fs::remove_dir_all(&dir);
+    let port = free_port();
+    let from = (now() - 2).to_string();
+    let mut server = serve(&dir, port);
+    let (mut tail, out, err) = spawn_collected(&[
+        "tail",
+        "--server",
+        &format!("127.0.0.1:{port}"),
+        "--from",
+        &from,
+        "--type",
+        "RESTART",
+    ]);
+    post(port, 0..300);
+    wait_for("the first batch", Duration::from_secs(30), || {
+        ids(&out).len() >= 300
+    });
+    // Acknowledged (durable in the WAL), then the server dies without a word: the tail's
+    // stream breaks mid-chunk ("Error while decoding chunks" in ureq's terms).
+    post(port, 300..600);
+    server.0.kill().expect("SIGKILL");
+    server.0.wait().expect("reap");
+    wait_for(
+        "the broken-connection notice",
+        Duration::from_secs(10),
+        || {
+            text(&err).contains("the connection to the server broke (stopped or restarted?)")
+                || text(&err).contains("the server ended the stream")
+        },
+    );
+    std::thread::sleep(Duration::from_millis(700)); // it retries a closed port meanwhile
+    assert!(
+        tail.0.try_wait().expect("wait").is_none(),
+        "the tail exited when the server was killed: {}",
+        text(&err)
+    );
+
+    let server = serve(&dir, port); // replays the WAL: 300..600 become readable
+    post(port, 600..900);
+    wait_for("every event", Duration::from_secs(60), || {
+        ids(&out).len() >= 900
+    });
+    std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up
+    let status = tail.terminate(Duration::from_secs(5));
+    assert!(status.success(), "{status:?}: {}", text(&err));
+    std::thread::sleep(Duration::from_millis(200));
+    let mut got = ids(&out);
+    got.sort_unstable();
+    assert_eq!(
+        got,
+        (0..900).collect::<Vec<i64>>(),
+        "every acknowledged event exactly once"
+    );
+    let stderr = text(&err);
+    assert!(
+        stderr.contains("reconnected to http://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Error: "), "{stderr}");
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn tail_gives_up_after_retry_for_and_prints_its_cursor() {
+    let port = free_port();
+    let (mut tail, out, err) = spawn_collected(&[
+        "tail",
+        "--server",
+        &format!("127.0.0.1:{port}"),
+        "--from",
+        "-1m",
+        "--retry-for",
+        "1",
+    ]);
+    let status = tail
+        .wait_exit(Duration::from_secs(20))
+        .unwrap_or_else(|| panic!("the tail did not give up: {}", text(&err)));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(status.code(), Some(1), "{}", text(&err));
+    let stderr = text(&err);
+    assert!(
+        stderr.contains("reconnecting to http://127.0.0.1:"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("gave up on http://127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("sluice: cursor t1."), "{stderr}");
     assert!(out.lock().expect("out").is_empty());
 }

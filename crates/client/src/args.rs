@@ -13,16 +13,17 @@ pub struct SelectionArgs {
     /// Only this data centre.
     #[arg(long)]
     pub dc: Option<String>,
-    /// Only this event type.
+    /// Only this event type (case-sensitive: a hint lists the types of the range when none match).
     #[arg(long = "type")]
     pub type_: Option<String>,
     /// Only this subtype (`--subtype ''` for the empty one).
     #[arg(long)]
     pub subtype: Option<String>,
-    /// Print only these paths (comma-separated), read lazily.
+    /// Print only these paths (comma-separated), read lazily; see `sluice help where`.
     #[arg(long, value_delimiter = ',')]
     pub select: Vec<String>,
-    /// Print only events for which this holds, e.g. `status >= 500`.
+    /// Print only events for which this holds, e.g. `status >= 500 and path ~ "^/api"`; the
+    /// language: `sluice help where` (docs/query.md).
     #[arg(long = "where")]
     pub filter: Option<String>,
     /// Read this substream's results instead of the events (a missing result is computed here
@@ -36,7 +37,7 @@ pub struct SelectionArgs {
 }
 
 impl SelectionArgs {
-    /// The selection (paths and expression parsed).
+    /// The selection (paths and expression parsed); an error names the parameter (`where`).
     pub fn selection(&self) -> Result<Selection, SelectionError> {
         Selection::from_texts(
             self.dc.clone(),

@@ -77,7 +77,16 @@ impl fmt::Display for ClientError {
         match self {
             ClientError::Config(m) | ClientError::Protocol(m) => f.write_str(m),
             ClientError::Status { url, status, body } => {
-                write!(f, "{url}: {status}: {}", body.trim())
+                // The server answers errors as {"error":"…"}: show the message, not the JSON.
+                let message = serde_json::from_str::<serde_json::Value>(body)
+                    .ok()
+                    .and_then(|v| v["error"].as_str().map(str::to_owned))
+                    .unwrap_or_else(|| body.trim().to_owned());
+                let url = url.split('?').next().unwrap_or(url);
+                write!(
+                    f,
+                    "the server refused the request ({status}, {url}): {message}"
+                )
             }
             ClientError::Transport { url, message } => write!(f, "{url}: {message}"),
             ClientError::Io { context, source } => write!(f, "{context}: {source}"),

@@ -4,9 +4,10 @@
 //! parameters. For NDJSON the answer is read line by line ([`NdjsonEvents`]): each line is an
 //! event, except the server's last line `{"_sluice":{"warnings":[{"key":…,"reason":…},…]}}`
 //! which becomes one [`HttpItem::Warning`] per chunk it could not read (an unparsable warnings
-//! line becomes one warning with key `_sluice` and the line as reason: never dropped), and its
-//! `"notices"` (substream results computed by the server from the full blob: nothing lost)
-//! one [`HttpItem::Notice`] each. For
+//! line becomes one warning with key `_sluice` and the line as reason: never dropped), and one
+//! [`HttpItem::Hint`] per entry of its `"hints"` (advice: a type or field never seen…), and one
+//! [`HttpItem::Notice`] per entry of its `"notices"` (substream results the server computed from
+//! the full blob: nothing lost). For
 //! Sereal the body is handed over as it is ([`EventStream::Sereal`]).
 
 use std::collections::VecDeque;
@@ -30,6 +31,8 @@ pub enum HttpItem {
     Event(String),
     /// A chunk the server could not read (skipped).
     Warning(ReadWarning),
+    /// Advice about the read (`sluice_reader::hints`), e.g. a field never seen.
+    Hint(String),
     /// Something the server did that loses nothing (a substream fallback).
     Notice(ReadWarning),
 }
@@ -81,7 +84,9 @@ impl HttpReader {
             .get(&url)
             .query("from", &from.to_string())
             .query("to", &to.to_string())
-            .query("format", format_name);
+            .query("format", format_name)
+            // This client reads the trailer line, so it can take hints.
+            .query("hints", "1");
         for (k, v) in selection.query_pairs() {
             req = req.query(k, &v);
         }
@@ -98,40 +103,67 @@ impl HttpReader {
     }
 }
 
-/// The notices and warnings of a `{"_sluice":{"warnings":[…],"notices":[…]}}` line, or `None`
-/// if `line` is an event.
-fn trailer_items(line: &str) -> Option<Vec<HttpItem>> {
+impl HttpReader {
+    /// `GET /v1/counts` of `from <= epoch < to` (one dc or all): the NDJSON body, one line per
+    /// (epoch, dc, type, subtype).
+    pub fn counts(&self, from: i64, to: i64, dc: Option<&str>) -> Result<String> {
+        let url = format!("{}/v1/counts", self.base);
+        let mut req = self
+            .agent
+            .get(&url)
+            .query("from", &from.to_string())
+            .query("to", &to.to_string());
+        if let Some(dc) = dc {
+            req = req.query("dc", dc);
+        }
+        let resp = req.call().map_err(|e| http_error(&url, e))?;
+        resp.into_string().map_err(|e| ClientError::Transport {
+            url: url.clone(),
+            message: format!("reading the answer: {e}"),
+        })
+    }
+}
+
+/// The warnings and hints of a `{"_sluice":{"warnings":[…],"hints":[…]}}` line, or `None` if
+/// `line` is an event.
+fn trailer_warnings(line: &str) -> Option<Vec<HttpItem>> {
     if !line.starts_with("{\"_sluice\"") {
         return None;
     }
-    let each = |v: &serde_json::Value| -> Vec<ReadWarning> {
-        v.as_array()
-            .map(|ws| {
-                ws.iter()
-                    .map(|w| ReadWarning {
-                        key: w["key"].as_str().unwrap_or("?").to_owned(),
-                        reason: w["reason"]
-                            .as_str()
-                            .map_or_else(|| w["reason"].to_string(), str::to_owned),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     let parsed: Option<Vec<HttpItem>> = serde_json::from_str::<serde_json::Value>(line)
         .ok()
-        .filter(|v| v["_sluice"]["warnings"].is_array() || v["_sluice"]["notices"].is_array())
-        .map(|v| {
-            let mut items: Vec<HttpItem> = each(&v["_sluice"]["notices"])
-                .into_iter()
-                .map(HttpItem::Notice)
-                .collect();
-            items.extend(
-                each(&v["_sluice"]["warnings"])
-                    .into_iter()
-                    .map(HttpItem::Warning),
-            );
-            items
+        .and_then(|v| {
+            let hints = v["_sluice"]["hints"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let notices = v["_sluice"]["notices"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            v["_sluice"]["warnings"].as_array().map(|ws| {
+                ws.iter()
+                    .map(|w| {
+                        HttpItem::Warning(ReadWarning {
+                            key: w["key"].as_str().unwrap_or("?").to_owned(),
+                            reason: w["reason"]
+                                .as_str()
+                                .map_or_else(|| w["reason"].to_string(), str::to_owned),
+                        })
+                    })
+                    .chain(hints.iter().map(|h| {
+                        HttpItem::Hint(h.as_str().map_or_else(|| h.to_string(), str::to_owned))
+                    }))
+                    .chain(notices.iter().map(|n| {
+                        HttpItem::Notice(ReadWarning {
+                            key: n["key"].as_str().unwrap_or("?").to_owned(),
+                            reason: n["reason"]
+                                .as_str()
+                                .map_or_else(|| n["reason"].to_string(), str::to_owned),
+                        })
+                    }))
+                    .collect()
+            })
         });
     Some(parsed.unwrap_or_else(|| {
         vec![HttpItem::Warning(ReadWarning {
@@ -139,20 +171,6 @@ fn trailer_items(line: &str) -> Option<Vec<HttpItem>> {
             reason: line.to_owned(),
         })]
     }))
-}
-
-/// The warnings of a trailer line, or `None` if `line` is an event (notices left out).
-#[cfg(test)]
-fn trailer_warnings(line: &str) -> Option<Vec<ReadWarning>> {
-    trailer_items(line).map(|items| {
-        items
-            .into_iter()
-            .filter_map(|i| match i {
-                HttpItem::Warning(w) => Some(w),
-                _ => None,
-            })
-            .collect()
-    })
 }
 
 impl Iterator for NdjsonEvents {
@@ -172,7 +190,7 @@ impl Iterator for NdjsonEvents {
                     }))
                 }
             };
-            match trailer_items(&line) {
+            match trailer_warnings(&line) {
                 Some(ws) => self.warnings.extend(ws),
                 None if line.is_empty() => {}
                 None => return Some(Ok(HttpItem::Event(line))),
@@ -193,6 +211,12 @@ mod tests {
         );
         assert_eq!(ws.map(|w| w.len()), Some(2));
         let junk = trailer_warnings("{\"_sluice\": nope").unwrap();
-        assert_eq!(junk[0].key, "_sluice");
+        assert!(matches!(&junk[0], HttpItem::Warning(w) if w.key == "_sluice"));
+        let hinted =
+            trailer_warnings(r#"{"_sluice":{"warnings":[],"hints":["field `x` never seen"]}}"#);
+        assert_eq!(
+            hinted,
+            Some(vec![HttpItem::Hint("field `x` never seen".into())])
+        );
     }
 }

@@ -3,20 +3,68 @@
 //! - **UDP**: events are packed into datagrams of at most [`SendOptions::max_datagram`] bytes
 //!   (one event per line); fire-and-forget: nothing is acknowledged, a full socket buffer or a
 //!   closed port is not reported (the collector counts what it receives).
-//! - **TCP**: each batch of [`SendOptions::batch`] events goes as one line (a JSON array) and
-//!   the sender waits for that line's acknowledgement (`ok <accepted> <dropped>` or `error …`).
+//! - **TCP**: every input line goes as its own message, pipelined: a batch of
+//!   [`SendOptions::batch`] lines is written (at most [`TCP_PIPELINE`] unanswered at a time, the
+//!   server reads 256 ahead) and then its replies are read, one per line, in order (`ok
+//!   <accepted> <dropped>` or `error <reason> <detail>`). So one bad line is refused alone, with
+//!   its line number and reason, and the good ones are accepted — no protocol change (the server
+//!   answers each message; an earlier client sent a batch as one JSON array, which one bad line
+//!   refused whole). Measured on loopback (debug build): 50,000 events in 2.0 s as arrays,
+//!   3.3 s one per line.
 //! - **HTTP**: each batch is one `POST /v1/events` (NDJSON body); the JSON answer says how many
-//!   were accepted.
+//!   were accepted and lists the dropped ones by index, reported here by input line.
 //!
-//! A refused batch (TCP `error`, an HTTP error status) is counted in [`Sent::refused`] and
-//! passed to the refusal report ([`Sender::on_refusal`]); a broken connection is an error.
-//! Every socket operation has [`SendOptions::timeout`].
+//! Every refused event or line (TCP `error`, an HTTP drop or error status) is counted in
+//! [`Sent::refused`] and passed to the refusal report ([`Sender::on_refusal`]) as `line N:
+//! <reason> <detail>` (N counts every input line given to [`Sender::send_line`], from 1); a
+//! broken connection is an error. Every socket operation has [`SendOptions::timeout`].
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs, UdpSocket};
 use std::time::Duration;
 
 use crate::{base_url, ClientError, Result};
+
+/// Most TCP messages written before their replies are read (the server reads up to 256 ahead
+/// per connection; staying under it keeps both sides' buffers from filling).
+pub const TCP_PIPELINE: usize = 200;
+
+/// Reports the `dropped` list of an HTTP ingest answer, one line each: the server's `index`
+/// counts event candidates of the batch, which are its lines when no line is an array
+/// (`arrays`: then the index is given as it is, with the batch's lines).
+fn report_http_drops(
+    body: &serde_json::Value,
+    lines: &[u64],
+    arrays: bool,
+    report: &mut Box<dyn FnMut(&str) + Send>,
+) {
+    let Some(dropped) = body["dropped"].as_array() else {
+        return;
+    };
+    for d in dropped {
+        let reason = d["reason"].as_str().unwrap_or("dropped");
+        let detail = d["detail"].as_str().unwrap_or("");
+        let at = d["index"].as_u64().and_then(|i| usize::try_from(i).ok());
+        let whole = d["whole_payload"].as_bool().unwrap_or(false);
+        let span = match (lines.first(), lines.last()) {
+            (Some(a), Some(b)) if a != b => format!("lines {a}-{b}"),
+            (Some(a), _) => format!("line {a}"),
+            _ => "no lines".to_owned(),
+        };
+        let place = match at.and_then(|i| lines.get(i)) {
+            _ if arrays && !whole => format!("event {} of {span}", at.unwrap_or(0) + 1),
+            Some(n) if !whole => format!("line {n}"),
+            _ if lines.len() == 1 => "a batch of 1 line".to_owned(),
+            _ => format!("a batch of {} lines", lines.len()),
+        };
+        report(format!("{place}: refused: {reason} {detail}").trim_end());
+    }
+    let listed = dropped.len() as u64;
+    let total = body["dropped_total"].as_u64().unwrap_or(listed);
+    if total > listed {
+        report(&format!("… and {} more dropped", total - listed));
+    }
+}
 
 /// Where to send events.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +117,12 @@ pub struct Sender {
     opts: SendOptions,
     pending: Vec<u8>,
     pending_events: usize,
+    /// The input line number of each pending line (acknowledged transports).
+    pending_lines: Vec<u64>,
+    /// Input lines given so far (blank ones included).
+    lines_in: u64,
+    /// Whether a pending line is a JSON array (several events on one line).
+    pending_arrays: bool,
     sent: Sent,
     on_refusal: Box<dyn FnMut(&str) + Send>,
 }
@@ -137,6 +191,9 @@ impl Sender {
             opts: *opts,
             pending: Vec::new(),
             pending_events: 0,
+            pending_lines: Vec::new(),
+            lines_in: 0,
+            pending_arrays: false,
             sent: Sent::default(),
             on_refusal: Box::new(|_| {}),
         })
@@ -155,6 +212,7 @@ impl Sender {
 
     /// Queues one NDJSON line (one event or an array); sends when a batch is full.
     pub fn send_line(&mut self, line: &[u8]) -> Result<()> {
+        self.lines_in += 1;
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         if line.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
@@ -174,6 +232,8 @@ impl Sender {
         self.pending.extend_from_slice(line);
         self.pending.push(b'\n');
         self.pending_events += 1;
+        self.pending_lines.push(self.lines_in);
+        self.pending_arrays |= line.trim_ascii_start().starts_with(b"[");
         self.sent.events += 1;
         if self.is_acknowledged() && self.pending_events >= self.opts.batch {
             self.flush()?;
@@ -194,53 +254,64 @@ impl Sender {
                 let _ = sock.send(&self.pending);
             }
             Kind::Tcp { stream, reader } => {
-                // One line carrying the batch as a JSON array keeps one acknowledgement per line.
-                let mut line = Vec::with_capacity(self.pending.len() + 2);
-                line.push(b'[');
-                for (i, ev) in self
+                let lines: Vec<&[u8]> = self
                     .pending
                     .split(|b| *b == b'\n')
                     .filter(|l| !l.is_empty())
-                    .enumerate()
+                    .collect();
+                for (chunk, numbers) in lines
+                    .chunks(TCP_PIPELINE)
+                    .zip(self.pending_lines.chunks(TCP_PIPELINE))
                 {
-                    if i > 0 {
-                        line.push(b',');
+                    let mut out = Vec::with_capacity(chunk.iter().map(|l| l.len() + 1).sum());
+                    for l in chunk {
+                        out.extend_from_slice(l);
+                        out.push(b'\n');
                     }
-                    line.extend_from_slice(ev);
-                }
-                line.extend_from_slice(b"]\n");
-                stream
-                    .write_all(&line)
-                    .map_err(|e| ClientError::io("tcp write", e))?;
-                let mut ack = String::new();
-                reader
-                    .read_line(&mut ack)
-                    .map_err(|e| ClientError::io("waiting for the acknowledgement", e))?;
-                let mut words = ack.split_whitespace();
-                match words.next() {
-                    Some("ok") => {
-                        let accepted: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(n);
-                        self.sent.accepted += accepted;
-                        self.sent.refused += n.saturating_sub(accepted);
+                    stream
+                        .write_all(&out)
+                        .map_err(|e| ClientError::io("tcp write", e))?;
+                    for line_no in numbers {
+                        let mut ack = String::new();
+                        reader
+                            .read_line(&mut ack)
+                            .map_err(|e| ClientError::io("waiting for the acknowledgement", e))?;
+                        let mut words = ack.split_whitespace();
+                        match words.next() {
+                            Some("ok") => {
+                                let accepted: u64 =
+                                    words.next().and_then(|w| w.parse().ok()).unwrap_or(1);
+                                let dropped: u64 =
+                                    words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+                                self.sent.accepted += accepted;
+                                self.sent.refused += dropped;
+                                if dropped > 0 {
+                                    (self.on_refusal)(&format!(
+                                        "line {line_no}: {dropped} of its events dropped \
+                                         (send them one per line, or by HTTP, to see why)"
+                                    ));
+                                }
+                            }
+                            Some("error") => {
+                                self.sent.refused += 1;
+                                let why = ack.trim().trim_start_matches("error").trim();
+                                (self.on_refusal)(&format!("line {line_no}: refused: {why}"));
+                            }
+                            _ if ack.is_empty() => {
+                                return Err(ClientError::Protocol(format!(
+                                    "the collector closed the connection (line {line_no} not \
+                                     acknowledged)"
+                                )))
+                            }
+                            _ => {
+                                return Err(ClientError::Protocol(format!(
+                                    "unexpected acknowledgement {:?}",
+                                    ack.trim()
+                                )))
+                            }
+                        }
                     }
-                    Some("error") => {
-                        self.sent.refused += n;
-                        (self.on_refusal)(&format!(
-                            "collector refused a batch of {n}: {}",
-                            ack.trim()
-                        ));
-                    }
-                    _ if ack.is_empty() => {
-                        return Err(ClientError::Protocol(
-                            "the collector closed the connection".into(),
-                        ))
-                    }
-                    _ => {
-                        return Err(ClientError::Protocol(format!(
-                            "unexpected acknowledgement {:?}",
-                            ack.trim()
-                        )))
-                    }
+                    self.sent.messages += chunk.len() as u64;
                 }
             }
             Kind::Http { agent, url } => {
@@ -255,14 +326,28 @@ impl Sender {
                         let accepted = body["accepted"].as_u64().unwrap_or(n);
                         self.sent.accepted += accepted;
                         self.sent.refused += n.saturating_sub(accepted);
+                        report_http_drops(
+                            &body,
+                            &self.pending_lines,
+                            self.pending_arrays,
+                            &mut self.on_refusal,
+                        );
                     }
                     Err(ureq::Error::Status(code, r)) => {
                         self.sent.refused += n;
                         let text = r.into_string().unwrap_or_default();
-                        (self.on_refusal)(&format!(
-                            "collector refused a batch of {n} ({code}): {}",
-                            text.trim()
-                        ));
+                        match serde_json::from_str::<serde_json::Value>(&text) {
+                            Ok(body) if body["dropped"].is_array() => report_http_drops(
+                                &body,
+                                &self.pending_lines,
+                                self.pending_arrays,
+                                &mut self.on_refusal,
+                            ),
+                            _ => (self.on_refusal)(&format!(
+                                "collector refused a batch of {n} ({code}): {}",
+                                text.trim()
+                            )),
+                        }
                     }
                     Err(e) => {
                         return Err(ClientError::Transport {
@@ -273,9 +358,13 @@ impl Sender {
                 }
             }
         }
-        self.sent.messages += 1;
+        if !matches!(self.kind, Kind::Tcp { .. }) {
+            self.sent.messages += 1;
+        }
         self.pending.clear();
         self.pending_events = 0;
+        self.pending_lines.clear();
+        self.pending_arrays = false;
         Ok(())
     }
 

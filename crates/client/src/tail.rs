@@ -16,6 +16,8 @@
 //!   [`Backoff`], 0.2 s doubling to 5 s, back to 0.2 s once a cursor arrives. It retries for
 //!   ever; the caller stops it (a limit, a signal).
 //! - **Refusals are final.** Any other status (400: a bad parameter or cursor) is an error.
+//! - **Hints.** `event: hint` messages (advice: a type or field this tail never saw) are kept
+//!   for [`TailClient::take_hints`], not part of any batch (at most 64 held).
 //! - **Bounded memory.** A batch larger than [`TailClient::max_batch_bytes`] (default 256 MiB)
 //!   is an error: the server's batches are bounded by its catch-up span, so one that large
 //!   means a misbehaving peer.
@@ -102,6 +104,7 @@ pub struct TailClient {
     backoff: Backoff,
     delay: Duration,
     sleep_first: Option<Duration>,
+    hints: Vec<String>,
     /// Largest batch held while waiting for its cursor (default [`MAX_BATCH_BYTES`]).
     pub max_batch_bytes: usize,
 }
@@ -129,8 +132,15 @@ impl TailClient {
             backoff,
             delay: backoff.first,
             sleep_first: None,
+            hints: Vec::new(),
             max_batch_bytes: MAX_BATCH_BYTES,
         })
+    }
+
+    /// The hints the server sent so far (`event: hint`: a type or field this tail never saw,
+    /// …), taken once each.
+    pub fn take_hints(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.hints)
     }
 
     /// The cursor after the last batch handed out (`None` before the first).
@@ -155,7 +165,12 @@ impl TailClient {
         loop {
             let line = match lines.next() {
                 Some(Ok(line)) => line,
-                Some(Err(e)) => return Ok(self.reconnect(format!("reading the stream: {e}"))),
+                // ureq says "Error while decoding chunks" when the server dies mid-stream.
+                Some(Err(e)) => {
+                    return Ok(self.reconnect(format!(
+                        "the connection to the server broke (stopped or restarted?): {e}"
+                    )))
+                }
                 None => return Ok(self.reconnect("the server ended the stream".into())),
             };
             if !line.is_empty() {
@@ -196,6 +211,7 @@ impl TailClient {
                         cursor: text,
                     }));
                 }
+                "hint" if self.hints.len() < 64 => self.hints.push(text),
                 "shutdown" => {
                     return Ok(self.reconnect(format!("the server is shutting down ({text})")))
                 }
@@ -222,6 +238,7 @@ impl TailClient {
         for (k, v) in &self.selection {
             req = req.query(k, v);
         }
+        req = req.query("hints", "1");
         match req.call() {
             Ok(resp) => {
                 self.stream = Some(BufReader::new(resp.into_reader()).lines());

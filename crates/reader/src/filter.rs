@@ -1,4 +1,5 @@
-//! The `--where` language: predicates over paths of an event.
+//! The `--where` language: predicates over paths of an event. The user's guide is
+//! `docs/query.md` (shown by `sluice help where`); this module is the one owner of the language.
 //!
 //! ```text
 //! expr    := or
@@ -7,12 +8,19 @@
 //! unary   := ("not" | "!") unary | primary
 //! primary := "(" expr ")"
 //!          | "exists" path
-//!          | path op literal            op: == != < <= > >=
-//!          | path "in" "[" literal ("," literal)* "]"
+//!          | path op literal            op: == = != < <= > >=
+//!          | path "in" "[" literal ("," literal)* "]"      (or "(" … ")")
 //!          | path "~" string | path "!~" string     (regular expression search)
+//!          | path "contains" string                 (substring search)
 //! literal := number | "string" | 'string' | true | false | null
 //! path    := as `sereal::Path`: a.b, a[0], a[-1], a[*].b, "key.with.dots".c
 //! ```
+//!
+//! Keywords (`and or not exists in contains true false null`) are matched case-insensitively
+//! (`AND` = `and`): where a keyword can stand, a field of that name cannot, so this is never
+//! ambiguous (quote such a field: `"and" == 1`). A parse error names its column and, for the
+//! common slips (`&`, `=~`, `like`, an unquoted string, …), a [`FilterError::hint`];
+//! [`FilterError::render`] shows the expression with a caret under the column.
 //!
 //! Semantics, chosen to be unsurprising on schema-less events:
 //! - A path with `[*]` may match several values; a comparison holds if it holds for **any** of
@@ -50,18 +58,50 @@ pub struct Filter {
     text: String,
 }
 
-/// Why an expression does not parse: a message and the byte column where it went wrong.
+/// Why an expression does not parse: a message, the byte column where it went wrong, and a
+/// suggestion when the slip is a common one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FilterError {
     /// What is wrong.
     pub message: String,
     /// Byte offset in the expression.
     pub column: usize,
+    /// What to write instead (e.g. "use `and`"), when known.
+    pub hint: Option<String>,
 }
 
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at column {}", self.message, self.column + 1)
+        write!(f, "{} at column {}", self.message, self.column + 1)?;
+        if let Some(h) = &self.hint {
+            write!(f, "; {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FilterError {
+    /// The error over several lines: the message, the expression, a caret under the column,
+    /// and the hint (for a terminal; [`Display`](fmt::Display) is the one-line form).
+    pub fn render(&self, expression: &str) -> String {
+        let shown: String = expression
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let col = expression
+            .get(..self.column.min(expression.len()))
+            .map_or(0, |s| s.chars().count());
+        let mut out = format!(
+            "{} at column {}\n  {shown}\n  {}^",
+            self.message,
+            col + 1,
+            " ".repeat(col)
+        );
+        if let Some(h) = &self.hint {
+            out.push_str(&format!("\n  hint: {h}"));
+        }
+        out.push_str("\n  (the language: `sluice help where`)");
+        out
     }
 }
 
@@ -103,6 +143,7 @@ impl Filter {
             return Err(FilterError {
                 message: format!("expression longer than {MAX_EXPRESSION_BYTES} bytes"),
                 column: 0,
+                hint: None,
             });
         }
         let mut p = Parser {
@@ -114,7 +155,10 @@ impl Filter {
         let expr = p.or()?;
         p.ws();
         if p.pos < text.len() {
-            return Err(p.error("unexpected text after the expression"));
+            let hint = after_expression_hint(p.rest());
+            return Err(p
+                .error("unexpected text after the expression")
+                .with_hint(hint));
         }
         Ok(Filter {
             expr,
@@ -134,6 +178,15 @@ impl Filter {
         &self.paths
     }
 
+    /// The comparisons with a literal: `(index in [`Filter::paths`], literal kind, operator
+    /// text)` per `path op literal` / `in` item, for hints about mismatched kinds (e.g. a
+    /// number field compared with a string).
+    pub fn comparisons(&self) -> Vec<(usize, LiteralKind, &'static str)> {
+        let mut out = Vec::new();
+        collect_comparisons(&self.expr, &mut out);
+        out
+    }
+
     /// Does a decoded event satisfy the expression?
     pub fn matches(&self, event: &Value) -> bool {
         let found: Vec<Vec<&Value>> = self.paths.iter().map(|p| p.eval(event)).collect();
@@ -145,6 +198,101 @@ impl Filter {
     pub fn matches_selected(&self, selected: &[Vec<Value>]) -> bool {
         eval(&self.expr, selected)
     }
+}
+
+/// The kind of a literal in an expression (see [`Filter::comparisons`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LiteralKind {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool,
+    /// A number.
+    Number,
+    /// A quoted string.
+    String,
+}
+
+fn collect_comparisons(e: &Expr, out: &mut Vec<(usize, LiteralKind, &'static str)>) {
+    let kind = |l: &Literal| match l {
+        Literal::Null => LiteralKind::Null,
+        Literal::Bool(_) => LiteralKind::Bool,
+        Literal::Number(_) => LiteralKind::Number,
+        Literal::Str(_) => LiteralKind::String,
+    };
+    match e {
+        Expr::Or(items) | Expr::And(items) => {
+            items.iter().for_each(|x| collect_comparisons(x, out))
+        }
+        Expr::Not(inner) => collect_comparisons(inner, out),
+        Expr::Compare(p, op, lit) => out.push((*p, kind(lit), op.text())),
+        Expr::In(p, lits) => out.extend(lits.iter().map(|l| (*p, kind(l), "in"))),
+        Expr::Exists(_) | Expr::Matches(..) => {}
+    }
+}
+
+impl Op {
+    fn text(self) -> &'static str {
+        match self {
+            Op::Eq => "==",
+            Op::Ne => "!=",
+            Op::Lt => "<",
+            Op::Le => "<=",
+            Op::Gt => ">",
+            Op::Ge => ">=",
+        }
+    }
+}
+
+/// A suggestion for text found where `and`, `or`, `)` or the end should be.
+fn after_expression_hint(rest: &str) -> String {
+    let word = first_word(rest);
+    match word.to_ascii_lowercase().as_str() {
+        _ if rest.starts_with('&') => "use `and` (or `&&`)".into(),
+        _ if rest.starts_with('|') => "use `or` (or `||`)".into(),
+        _ if rest.starts_with(')') => "this `)` has no `(`".into(),
+        "andnot" | "and_not" => "use `and not`".into(),
+        "xor" | "nor" => "combine with `and`, `or`, `not`".into(),
+        _ => format!(
+            "expected `and`, `or`, `)` or the end of the expression; strings need quotes \
+             (path == \"{word}\")"
+        ),
+    }
+}
+
+/// A suggestion for text found where an operator should be.
+fn operator_hint(rest: &str) -> Option<String> {
+    if rest.starts_with("=~") {
+        return Some("use `~` for a regular expression (path ~ \"^/api\")".into());
+    }
+    if rest.starts_with("<>") {
+        return Some("use `!=`".into());
+    }
+    let word = first_word(rest).to_ascii_lowercase();
+    Some(
+        match word.as_str() {
+            "like" | "ilike" | "matches" | "match" | "has" | "includes" => {
+                "use `contains \"text\"` for a substring, `~ \"regex\"` for a pattern"
+            }
+            "is" => "use `== null`, or `not exists path` for a missing field",
+            "eq" => "use `==`",
+            "ne" => "use `!=`",
+            "lt" => "use `<`",
+            "le" | "lte" => "use `<=`",
+            "gt" => "use `>`",
+            "ge" | "gte" => "use `>=`",
+            "and" | "or" | "" => "a field alone is not a condition: use `exists path`",
+            _ => return None,
+        }
+        .to_owned(),
+    )
+}
+
+fn first_word(rest: &str) -> &str {
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    &rest[..end]
 }
 
 /// `found[i]`: the values of path `i` (`&Value` or `Value`); a missing list is no values. Runs
@@ -231,11 +379,19 @@ struct Parser<'t> {
     depth: usize,
 }
 
+impl FilterError {
+    fn with_hint(mut self, hint: impl Into<String>) -> FilterError {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
 impl Parser<'_> {
     fn error(&self, message: &str) -> FilterError {
         FilterError {
             message: message.to_owned(),
             column: self.pos,
+            hint: None,
         }
     }
 
@@ -252,11 +408,13 @@ impl Parser<'_> {
         &self.text[self.pos..]
     }
 
-    /// Consume `word` if it is next as a whole word (not a prefix of a longer identifier).
+    /// Consume `word` (any case) if it is next as a whole word (not a prefix of a longer
+    /// identifier).
     fn keyword(&mut self, word: &str) -> bool {
         self.ws();
         let rest = self.rest();
-        if rest.starts_with(word)
+        let head = rest.get(..word.len());
+        if head.is_some_and(|h| h.eq_ignore_ascii_case(word))
             && !rest[word.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '_')
         {
             self.pos += word.len();
@@ -335,6 +493,10 @@ impl Parser<'_> {
         }
         let p = self.path()?;
         self.ws();
+        if self.rest().starts_with("=~") || self.rest().starts_with("<>") {
+            let err = self.error("expected an operator: == != < <= > >= in ~ !~ contains");
+            return Err(err.with_hint(operator_hint(self.rest()).unwrap_or_default()));
+        }
         for (sym, op) in [
             ("==", Op::Eq),
             ("!=", Op::Ne),
@@ -357,6 +519,7 @@ impl Parser<'_> {
                     return Err(FilterError {
                         message: "a regular expression must be a quoted string".into(),
                         column: at,
+                        hint: None,
                     });
                 };
                 let re = regex::bytes::RegexBuilder::new(&pattern)
@@ -365,24 +528,58 @@ impl Parser<'_> {
                     .map_err(|e| FilterError {
                         message: format!("bad regular expression: {e}"),
                         column: at,
+                        hint: Some(
+                            "for a plain substring use `contains \"text\"` (no escaping)".into(),
+                        ),
                     })?;
                 return Ok(Expr::Matches(p, Box::new(re), want));
             }
         }
+        if self.keyword("contains") {
+            self.ws();
+            let at = self.pos;
+            let Literal::Str(text) = self.literal()? else {
+                return Err(FilterError {
+                    message: "`contains` takes a quoted string".into(),
+                    column: at,
+                    hint: Some("path contains \"text\"".into()),
+                });
+            };
+            // A substring search is a regular expression of the escaped text: one matcher.
+            let re = regex::bytes::RegexBuilder::new(&regex::escape(&text))
+                .size_limit(1 << 20)
+                .build()
+                .map_err(|e| FilterError {
+                    message: format!("search text too large: {e}"),
+                    column: at,
+                    hint: None,
+                })?;
+            return Ok(Expr::Matches(p, Box::new(re), true));
+        }
         if self.keyword("in") {
-            if !self.symbol("[") {
-                return Err(self.error("expected `[` after `in`"));
-            }
+            let close = if self.symbol("[") {
+                "]"
+            } else if self.symbol("(") {
+                ")"
+            } else {
+                return Err(self
+                    .error("expected `[` or `(` after `in`")
+                    .with_hint("status in [500, 503]"));
+            };
             let mut lits = vec![self.literal()?];
             while self.symbol(",") {
                 lits.push(self.literal()?);
             }
-            if !self.symbol("]") {
-                return Err(self.error("expected `,` or `]`"));
+            if !self.symbol(close) {
+                return Err(self.error(&format!("expected `,` or `{close}`")));
             }
             return Ok(Expr::In(p, lits));
         }
-        Err(self.error("expected an operator: == != < <= > >= in ~ !~"))
+        let err = self.error("expected an operator: == != < <= > >= in ~ !~ contains");
+        Err(match operator_hint(self.rest()) {
+            Some(h) => err.with_hint(h),
+            None => err,
+        })
     }
 
     /// A path: everything up to whitespace or an operator, outside quotes and brackets.
@@ -421,6 +618,7 @@ impl Parser<'_> {
         let path = Path::parse(text).map_err(|e| FilterError {
             message: format!("bad path {text:?}: {e}"),
             column: start,
+            hint: None,
         })?;
         self.pos = i.min(bytes.len());
         self.paths.push(path);
@@ -449,7 +647,9 @@ impl Parser<'_> {
                     c => out.push(c),
                 }
             }
-            return Err(self.error("unterminated string"));
+            return Err(self
+                .error("unterminated string")
+                .with_hint(format!("close it with {q}")));
         }
         for (word, lit) in [
             ("true", Literal::Bool(true)),
@@ -469,8 +669,14 @@ impl Parser<'_> {
                 Ok(Literal::Number(n))
             }
             _ => {
-                Err(self
-                    .error("expected a literal: a number, a quoted string, true, false or null"))
+                let err = self
+                    .error("expected a literal: a number, a quoted string, true, false or null");
+                let word = first_word(rest);
+                Err(if word.is_empty() {
+                    err
+                } else {
+                    err.with_hint(format!("strings need quotes: \"{word}\""))
+                })
             }
         }
     }
@@ -535,6 +741,63 @@ mod tests {
                 "{f}"
             );
         }
+    }
+
+    #[test]
+    fn keywords_any_case_in_parentheses_and_contains() {
+        let e = ev(r#"{"status":503,"path":"/api/a.b?x","ok":true,"u":null}"#);
+        for f in [
+            "status >= 500 AND path ~ '^/api'",
+            "status < 500 OR NOT ok == FALSE",
+            "status in (500, 503)",
+            "status IN [503]",
+            "path contains 'a.b?'",
+            "path CONTAINS \"/api/\" and not path contains 'zzz'",
+            "Exists status and u == NULL",
+        ] {
+            assert!(
+                Filter::parse(f)
+                    .unwrap_or_else(|e| panic!("{f}: {e}"))
+                    .matches(&e),
+                "{f}"
+            );
+        }
+        // `contains` is a plain substring: `.` is not "any character".
+        assert!(!Filter::parse("path contains 'a_b'").unwrap().matches(&e));
+        assert!(!Filter::parse("path contains 'a.bx'").unwrap().matches(&e));
+        assert!(Filter::parse("status in (500, 503]").is_err());
+    }
+
+    #[test]
+    fn errors_hint_and_show_a_caret() {
+        let cases = [
+            ("status >= 500 & x", "use `and`"),
+            ("path =~ '^/a'", "use `~`"),
+            ("path like 'a'", "contains"),
+            ("path == foo", "\"foo\""),
+            ("status >= 500 xor x", "`and`"),
+            ("status is null", "== null"),
+        ];
+        for (f, want) in cases {
+            let e = Filter::parse(f).expect_err(f);
+            let hint = e.hint.clone().unwrap_or_default();
+            assert!(hint.contains(want), "{f}: {e}");
+        }
+        let e = Filter::parse("status >= 500 & x").unwrap_err();
+        let shown = e.render("status >= 500 & x");
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines[1], "  status >= 500 & x");
+        assert_eq!(lines[2], "                ^");
+        assert!(shown.contains("hint: use `and`"));
+        let f = Filter::parse("status >= '500' or code in [1, 'x']").unwrap();
+        assert_eq!(
+            f.comparisons(),
+            vec![
+                (0, LiteralKind::String, ">="),
+                (1, LiteralKind::Number, "in"),
+                (1, LiteralKind::String, "in")
+            ]
+        );
     }
 
     #[test]

@@ -3,12 +3,18 @@
 //! - [`range`]: range reads over a store ([`RangeReader`], an iterator of [`ReadItem`]s: events in
 //!   epoch order, and warnings for chunks that could not be read), with dc / type / subtype
 //!   filters, `--select` and `--where` through the codec's lazy reader, and NDJSON / Sereal output.
-//! - [`time`]: the `--from` / `--to` arguments (Unix seconds, RFC 3339, `now`, `-5m`).
+//! - [`time`]: the `--from` / `--to` arguments (Unix seconds or ms, RFC 3339, local times in a
+//!   `--tz`, `now`, `-5m`) and how times are shown (RFC 3339 in a [`Zone`]).
+//! - [`counts`]: the completeness counts of a range ([`counts::read_counts`]), for
+//!   `GET /v1/counts` and `sluice counts`.
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
+//! - [`hints`]: what to tell a user whose read printed nothing or named a field never seen
+//!   (typos, a string compared with a number, a range beyond retention): one owner for the CLI
+//!   and the HTTP API.
 //! - [`reduce`]: group events by fields and aggregate count/sum/min/max/avg over time windows
-//!   (`sluice cat --group-by … --agg … --window …`, `sluice.reduce` in Python).
+//!   (`sluice cat --group-by … --agg … --window …`, `--count-by`, `--top`; `sluice.reduce`).
 //! - [`selection`]: the one [`Selection`] (dc, type, subtype, select, where) every read takes,
 //!   and its query-string and command-line spellings.
 //! - [`tail`]: following the live stream ([`Tail`]): history then new data with the same filters,
@@ -17,7 +23,9 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod counts;
 pub mod filter;
+pub mod hints;
 pub mod range;
 pub mod reduce;
 pub mod selection;
@@ -25,12 +33,12 @@ pub mod tail;
 pub mod time;
 pub mod transform;
 
-pub use filter::{Filter, FilterError};
+pub use filter::{Filter, FilterError, LiteralKind};
 pub use range::{
     write_items, write_items_noting, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent,
-    ReadItem, ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
+    ReadFacts, ReadItem, ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
-pub use time::{parse_time, TimeError};
+pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};
 pub use transform::{MultiSelect, SubstreamView};

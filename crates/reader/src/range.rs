@@ -62,12 +62,14 @@ use std::ops::Deref;
 use std::str::FromStr;
 use std::sync::Arc;
 
-use sereal::{Decoder, Encoder, EncoderOptions, Limits, Value};
+use sereal::lazy::{Selector, Step};
+use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Value};
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
+use crate::filter::Filter;
 use crate::selection::Selection;
-use crate::transform::{MultiSelect, SubstreamView};
+use crate::transform::SubstreamView;
 
 /// What to read: a half-open range of epochs and a [`Selection`].
 #[derive(Debug, Clone, Default)]
@@ -226,6 +228,58 @@ enum Source {
     Fallback,
 }
 
+/// What a read saw besides its output, for [`RangeReader::hints`]: cheap to keep (a flag and a
+/// kind mask per select / where path, a count, the types in the epoch indexes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadFacts {
+    /// Events decoded or scanned (before the `where` filter; 0 for chunks never fetched).
+    pub scanned: u64,
+    /// Event types listed in the range's epoch indexes (before the type filter; at most
+    /// [`MAX_TYPES_SEEN`]).
+    pub types: std::collections::BTreeSet<String>,
+    /// Per lazy path (the select paths, then the filter's): whether any scanned event had it.
+    pub path_seen: Vec<bool>,
+    /// Per lazy path: the kinds of values met ([`KIND_NUMBER`] | [`KIND_STRING`] | [`KIND_OTHER`];
+    /// known for the filter's paths, whose values are decoded for every event).
+    pub path_kinds: Vec<u8>,
+}
+
+impl ReadFacts {
+    /// Records a type listed in an index (up to [`MAX_TYPES_SEEN`]).
+    pub fn see_type(&mut self, type_: &str) {
+        if self.types.len() < MAX_TYPES_SEEN && !self.types.contains(type_) {
+            self.types.insert(type_.to_owned());
+        }
+    }
+
+    /// Adds what another read of the same selection saw (a tail's next poll).
+    pub fn add_scan(&mut self, other: &ReadFacts) {
+        self.scanned += other.scanned;
+        for t in &other.types {
+            self.see_type(t);
+        }
+        if self.path_seen.len() < other.path_seen.len() {
+            self.path_seen.resize(other.path_seen.len(), false);
+            self.path_kinds.resize(other.path_kinds.len(), 0);
+        }
+        for (a, b) in self.path_seen.iter_mut().zip(&other.path_seen) {
+            *a |= *b;
+        }
+        for (a, b) in self.path_kinds.iter_mut().zip(&other.path_kinds) {
+            *a |= *b;
+        }
+    }
+}
+
+/// Most distinct types [`ReadFacts::types`] keeps.
+pub const MAX_TYPES_SEEN: usize = 256;
+/// [`ReadFacts::path_kinds`]: a number was met.
+pub const KIND_NUMBER: u8 = 1;
+/// [`ReadFacts::path_kinds`]: a string was met.
+pub const KIND_STRING: u8 = 2;
+/// [`ReadFacts::path_kinds`]: something else (a map, an array, a boolean, null) was met.
+pub const KIND_OTHER: u8 = 4;
+
 /// Something queued for fetching, in output order.
 enum Pending {
     Key(Arc<EventKey>, Source),
@@ -272,9 +326,12 @@ where
     /// whose failure fails the whole read). Nothing else is fetched until the first `next()`.
     pub fn new(store: S, req: ReadRequest, opts: ReadOptions) -> Result<RangeReader<S>, ReadError> {
         if req.to < req.from {
+            let utc = crate::time::Zone::utc();
+            let show = |t: i64| format!("{t} = {}", crate::time::format_time(t as f64, &utc));
             return Err(ReadError::BadRequest(format!(
-                "`to` ({}) is before `from` ({})",
-                req.to, req.from
+                "`to` ({}) is before `from` ({}): swap them",
+                show(req.to),
+                show(req.from)
             )));
         }
         if let Some(name) = &req.selection.substream {
@@ -331,6 +388,19 @@ where
         self.stats
     }
 
+    /// What the read saw so far (see [`ReadFacts`]).
+    pub fn facts(&self) -> &ReadFacts {
+        &self.chunk.facts
+    }
+
+    /// Hints for the user about a read that is done: typos in a type or a field, a string
+    /// compared with a number field, an empty range or one beyond the retention
+    /// ([`crate::hints`]). Empty when there is nothing to say. Call it after the last item; it
+    /// may sample a few chunks of the range (only when a field was never seen).
+    pub fn hints(&self, now: i64) -> Vec<String> {
+        crate::hints::for_read(&*self.store, &self.req, &self.chunk.facts, self.stats, now)
+    }
+
     /// The request being read.
     pub fn request(&self) -> &ReadRequest {
         &self.req
@@ -372,6 +442,7 @@ where
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
+                    self.chunk.facts.see_type(entry.type_());
                     let keep = self.req.selection.keeps(entry.type_(), entry.subtype())
                         && substream
                             .as_ref()
@@ -571,35 +642,142 @@ where
     }
 }
 
-/// Decodes chunks for one request, reusing buffers across chunks. With `select` / `where` the
-/// chunk goes through [`MultiSelect`] (one selection), the code substreams share.
+/// Decodes chunks for one request, reusing buffers across chunks.
 struct ChunkDecoder {
     lazy: bool,
     limits: Limits,
     decoder: Decoder,
-    multi: MultiSelect,
+    selector: Selector,
+    /// Number of select paths (the selector's first paths); the filter's follow.
+    n_select: usize,
+    /// Select path texts (output keys) and whether each has a `[*]`.
+    select_keys: Vec<(Key, bool)>,
+    filter: Option<Filter>,
+    scratch: Vec<u8>,
+    found: Vec<Vec<Value>>,
+    facts: ReadFacts,
 }
 
 impl ChunkDecoder {
     fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
+        let mut paths = req.selection.select.clone();
+        if let Some(f) = &req.selection.filter {
+            paths.extend(f.paths().iter().cloned());
+        }
+        let select_keys = req
+            .selection
+            .select
+            .iter()
+            .map(|p| {
+                let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
+                (Key::Utf8(Arc::from(p.to_string())), many)
+            })
+            .collect();
+        let n_paths = paths.len();
         ChunkDecoder {
+            facts: ReadFacts {
+                path_seen: vec![false; n_paths],
+                path_kinds: vec![0; n_paths],
+                ..ReadFacts::default()
+            },
             lazy: req.is_lazy(),
             limits: limits.clone(),
             decoder: Decoder::with_limits(limits.clone()),
-            multi: MultiSelect::new([&req.selection]),
+            selector: Selector::new(paths),
+            n_select: req.selection.select.len(),
+            select_keys,
+            filter: req.selection.filter.clone(),
+            scratch: Vec::new(),
+            found: Vec::new(),
         }
     }
 
     /// The output values of one chunk (all or nothing), or why the chunk is unreadable.
     fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
+        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
         if !self.lazy {
-            let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
-            return blob
+            let values = blob
                 .decode_with(&mut self.decoder)
-                .map_err(|e| e.to_string());
+                .map_err(|e| e.to_string())?;
+            self.facts.scanned += values.len() as u64;
+            return Ok(values);
         }
-        let mut outs = self.multi.apply(bytes, &self.limits)?;
-        Ok(outs.pop().unwrap_or_default())
+        let doc = blob
+            .lazy(&self.limits, &mut self.scratch)
+            .map_err(|e| e.to_string())?;
+        let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
+        // One pass per event picks undecoded handles for the select and filter paths; the filter
+        // is evaluated first, and only the events it keeps are decoded (most are not: a
+        // `status >= 500` keeps ~2 %). Handles borrow the body, so they live per chunk.
+        let mut handles: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
+        let mut out = Vec::new();
+        let mut i = 0usize;
+        while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
+            let event = i;
+            i += 1;
+            let item = item.map_err(|e| format!("event {event}: {e}"))?;
+            self.facts.scanned += 1;
+            for (seen, picked) in self.facts.path_seen.iter_mut().zip(&handles) {
+                *seen |= !picked.is_empty();
+            }
+            // One budget per event for all it decodes, as one selection had.
+            let mut dec = doc.item_decoder();
+            if let Some(f) = &self.filter {
+                self.found
+                    .resize_with(handles.len() - self.n_select, Vec::new);
+                let kinds = self.facts.path_kinds[self.n_select..].iter_mut();
+                for ((values, picked), kind) in self
+                    .found
+                    .iter_mut()
+                    .zip(&handles[self.n_select..])
+                    .zip(kinds)
+                {
+                    values.clear();
+                    for h in picked {
+                        let v = dec.decode(h).map_err(|e| format!("event {event}: {e}"))?;
+                        *kind |= kind_of(&v);
+                        values.push(v);
+                    }
+                }
+                if !f.matches_selected(&self.found) {
+                    continue;
+                }
+            }
+            if self.n_select == 0 {
+                out.push(
+                    dec.decode(&item)
+                        .map_err(|e| format!("event {event}: {e}"))?,
+                );
+                continue;
+            }
+            let mut hash = Vec::with_capacity(self.n_select);
+            for ((key, many), picked) in self.select_keys.iter().zip(&handles) {
+                let v = if *many {
+                    let mut all = Vec::with_capacity(picked.len());
+                    for h in picked {
+                        all.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
+                    }
+                    Value::Array(all)
+                } else {
+                    match picked.first() {
+                        Some(h) => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
+                        None => Value::Undef,
+                    }
+                };
+                hash.push((key.clone(), v));
+            }
+            out.push(Value::Hash(hash));
+        }
+        Ok(out)
+    }
+}
+
+fn kind_of(v: &Value) -> u8 {
+    match v.resolve() {
+        Value::Int(_) | Value::UInt(_) | Value::Float(_) => KIND_NUMBER,
+        Value::String(_) | Value::Binary(_) => KIND_STRING,
+        Value::Ref(inner) => kind_of(inner),
+        _ => KIND_OTHER,
     }
 }
 
@@ -677,6 +855,11 @@ impl<W: Write> EventWriter<W> {
     /// Flushes the underlying writer.
     pub fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
+    }
+
+    /// The underlying writer, to write around the events (e.g. other formats of them).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
     }
 
     /// The underlying writer.

@@ -172,6 +172,18 @@ pub struct ReduceSpec {
     pub window: Option<u64>,
     /// Most groups held at once.
     pub max_groups: usize,
+    /// Rows of each window ranked by a column, largest first, and cut to the first `limit`
+    /// (`--count-by`, `--top`); `None`: rows in first-seen order, all of them.
+    pub rank: Option<Rank>,
+}
+
+/// How [`ReduceSpec::rank`] orders and cuts the rows of a window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rank {
+    /// The column (an aggregate's label: `count`, `max:ms`, or a group-by field).
+    pub by: String,
+    /// Rows kept per window (`None`: all).
+    pub limit: Option<usize>,
 }
 
 impl ReduceSpec {
@@ -220,7 +232,148 @@ impl ReduceSpec {
             aggs: parsed,
             window,
             max_groups: DEFAULT_MAX_GROUPS,
+            rank: None,
         })
+    }
+
+    /// Ranks each window's rows by column `by` (default: the first aggregate), largest first,
+    /// keeping `limit` of them. Refuses a column the rows do not have.
+    pub fn ranked(
+        mut self,
+        by: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<ReduceSpec, ReduceError> {
+        let by = match by {
+            Some(b) => b.to_owned(),
+            None => self.aggs[0].label.clone(),
+        };
+        let known = self
+            .group_by
+            .iter()
+            .map(|(t, _)| t.as_str())
+            .chain(self.aggs.iter().map(|a| a.label.as_str()));
+        if !known.clone().any(|l| l == by) {
+            return Err(ReduceError::Spec(format!(
+                "--by {by:?}: not a column of the rows (columns: {})",
+                known.collect::<Vec<_>>().join(", ")
+            )));
+        }
+        self.rank = Some(Rank { by, limit });
+        Ok(self)
+    }
+}
+
+/// A value's place in a ranking (see [`rank_key`]): kind (2 number, 1 text, 0 missing), number,
+/// JSON text.
+type RankKey = (u8, f64, Vec<u8>);
+
+/// Orders values for ranking: numbers (numeric strings too) by value above everything else,
+/// then text; missing values last.
+fn rank_key(v: Option<&Value>) -> RankKey {
+    match v {
+        None | Some(Value::Undef) => (0, 0.0, Vec::new()),
+        Some(v) => match crate::filter::number_value(v) {
+            Some(n) if !n.is_nan() => (2, n, Vec::new()),
+            _ => {
+                let mut text = Vec::new();
+                let _ = sereal::json::to_writer(&mut text, v);
+                (1, 0.0, text)
+            }
+        },
+    }
+}
+
+/// Sorts `rows` (hashes) by column `by`, largest first (a stable sort: ties keep their order),
+/// and keeps the first `limit`.
+pub fn rank_rows(rows: &mut Vec<Value>, by: &str, limit: Option<usize>) {
+    let keyed = |row: &Value| match row {
+        Value::Hash(pairs) => rank_key(
+            pairs
+                .iter()
+                .find(|(k, _)| k.as_str() == Some(by))
+                .map(|(_, v)| v),
+        ),
+        _ => rank_key(None),
+    };
+    rows.sort_by(|a, b| {
+        let (ka, kb) = (keyed(a), keyed(b));
+        kb.0.cmp(&ka.0)
+            .then(kb.1.total_cmp(&ka.1))
+            .then(kb.2.cmp(&ka.2))
+    });
+    if let Some(n) = limit {
+        rows.truncate(n);
+    }
+}
+
+/// The `n` events with the largest value at `path` (numbers first, then text; events without
+/// it last), kept in a bounded buffer: `sluice cat --top N --by PATH`.
+#[derive(Debug)]
+pub struct TopEvents {
+    path: Path,
+    n: usize,
+    /// (rank key, arrival order, event), at most `n`.
+    kept: Vec<(RankKey, u64, Value)>,
+    seen: u64,
+}
+
+impl TopEvents {
+    /// Keeps the `n` largest events by `path`.
+    pub fn new(path: &str, n: usize) -> Result<TopEvents, ReduceError> {
+        let path =
+            Path::parse(path).map_err(|e| ReduceError::Spec(format!("--by {path:?}: {e}")))?;
+        Ok(TopEvents {
+            path,
+            n,
+            kept: Vec::new(),
+            seen: 0,
+        })
+    }
+
+    /// Offers one event.
+    pub fn push(&mut self, event: &Value) {
+        let key = rank_key(self.path.eval(event).first().copied());
+        self.seen += 1;
+        if self.n == 0 {
+            return;
+        }
+        let worse = |a: &RankKey, b: &RankKey| {
+            a.0.cmp(&b.0)
+                .then(a.1.total_cmp(&b.1))
+                .then(a.2.cmp(&b.2))
+                .is_lt()
+        };
+        if self.kept.len() < self.n {
+            self.kept.push((key, self.seen, event.clone()));
+            return;
+        }
+        // Replace the smallest kept one if this one is larger (n is small: a scan is fine).
+        let Some((at, min)) = self.kept.iter().enumerate().min_by(|(_, a), (_, b)| {
+            if worse(&a.0, &b.0) {
+                std::cmp::Ordering::Less
+            } else if worse(&b.0, &a.0) {
+                std::cmp::Ordering::Greater
+            } else {
+                b.1.cmp(&a.1)
+            }
+        }) else {
+            return;
+        };
+        if worse(&min.0, &key) {
+            self.kept[at] = (key, self.seen, event.clone());
+        }
+    }
+
+    /// The kept events, largest first (ties in arrival order).
+    pub fn finish(mut self) -> Vec<Value> {
+        self.kept.sort_by(|a, b| {
+            b.0 .0
+                .cmp(&a.0 .0)
+                .then(b.0 .1.total_cmp(&a.0 .1))
+                .then(b.0 .2.cmp(&a.0 .2))
+                .then(a.1.cmp(&b.1))
+        });
+        self.kept.into_iter().map(|(_, _, e)| e).collect()
     }
 }
 
@@ -468,8 +621,9 @@ impl Reducer {
         self.events
     }
 
-    fn rows_of(&mut self, start: i64, w: Window, rows: &mut Vec<Value>) {
+    fn rows_of(&mut self, start: i64, w: Window, out: &mut Vec<Value>) {
         self.groups = self.groups.saturating_sub(w.groups.len());
+        let mut rows = Vec::with_capacity(w.groups.len());
         for g in w.groups {
             let mut row: Vec<(Key, Value)> = Vec::with_capacity(self.labels.len() + 1);
             if self.spec.window.is_some() {
@@ -488,6 +642,10 @@ impl Reducer {
             }
             rows.push(Value::Hash(row));
         }
+        if let Some(rank) = &self.spec.rank {
+            rank_rows(&mut rows, &rank.by, rank.limit);
+        }
+        out.append(&mut rows);
     }
 }
 
@@ -543,6 +701,46 @@ mod tests {
             [
                 r#"{"window":110,"type":"WEB","status":200,"count":1,"sum:ms":null,"min:ms":null,"max:ms":null,"avg:ms":null,"sum:t[*]":null}"#
             ]
+        );
+    }
+
+    #[test]
+    fn ranked_rows_and_top_events() {
+        let spec = ReduceSpec::parse(&["status"], &["count", "max:ms"], None)
+            .unwrap()
+            .ranked(None, Some(2))
+            .unwrap();
+        let mut r = Reducer::new(spec);
+        for (status, ms) in [(200, 1), (500, 9), (200, 2), (404, 3), (200, 4), (500, 1)] {
+            r.push(0, &ev(&format!(r#"{{"status":{status},"ms":{ms}}}"#)))
+                .unwrap();
+        }
+        assert_eq!(
+            rows(r.finish()),
+            [
+                r#"{"status":200,"count":3,"max:ms":4}"#,
+                r#"{"status":500,"count":2,"max:ms":9}"#
+            ]
+        );
+        let bad = ReduceSpec::parse(&["status"], &["count"], None)
+            .unwrap()
+            .ranked(Some("ms"), None);
+        assert!(bad.is_err());
+
+        let mut top = TopEvents::new("ms", 3).unwrap();
+        for j in [
+            r#"{"ms":5}"#,
+            r#"{"ms":"12"}"#,
+            "{}",
+            r#"{"ms":1}"#,
+            r#"{"ms":7}"#,
+            r#"{"ms":7,"b":1}"#,
+        ] {
+            top.push(&ev(j));
+        }
+        assert_eq!(
+            rows(top.finish()),
+            [r#"{"ms":"12"}"#, r#"{"ms":7}"#, r#"{"ms":7,"b":1}"#]
         );
     }
 

@@ -132,7 +132,7 @@ impl Selection {
             "select" => self
                 .select
                 .push(Path::parse(value).map_err(|e| err(format!("{value:?}: {e}")))?),
-            "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.to_string()))?),
+            "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.render(value)))?),
             "substream" => self.substream = Some(value.to_owned()),
             "no_fallback" => {
                 self.no_fallback = match value {

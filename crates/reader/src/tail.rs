@@ -383,6 +383,8 @@ pub struct Tail<S> {
     /// Damaged store ranges already reported: (location, offset).
     damage_seen: Mutex<HashSet<(String, u64)>>,
     caught_up: bool,
+    /// What the polls saw, for [`Tail::hints`].
+    facts: crate::range::ReadFacts,
 }
 
 impl<S> fmt::Debug for Tail<S> {
@@ -411,7 +413,18 @@ where
             bad_entries: HashSet::new(),
             damage_seen: Mutex::new(HashSet::new()),
             caught_up: false,
+            facts: crate::range::ReadFacts::default(),
         }
+    }
+
+    /// The typo hints of this tail ([`crate::hints::for_tail`]: a type or a field it has never
+    /// seen, a number field compared with a string), once it can judge: `None` while catching
+    /// up or before any data was seen. Say them once.
+    pub fn hints(&self, now: i64) -> Option<Vec<String>> {
+        if !self.caught_up {
+            return None;
+        }
+        crate::hints::for_tail(&*self.store, &self.req, &self.facts, now)
     }
 
     /// The cursor after the last poll: resume from it to continue with no gap and no duplicate.
@@ -478,6 +491,7 @@ where
             for text in raw {
                 match IndexEntry::parse(&text) {
                     Ok(entry) => {
+                        self.facts.see_type(entry.type_());
                         let keep = self.req.keeps(entry.type_(), entry.subtype());
                         let wait = waiting.as_ref().is_some_and(|(v, done)| {
                             v.applies(&dc, entry.type_(), entry.subtype()) && !done.contains(&text)
@@ -512,7 +526,10 @@ where
             };
             let req = ReadRequest::selected(w, end, self.req.clone());
             match RangeReader::new(&view, req, self.opts.read.clone()) {
-                Ok(reader) => items.extend(reader),
+                Ok(mut reader) => {
+                    items.extend(&mut reader);
+                    self.facts.add_scan(reader.facts());
+                }
                 Err(e) => return Err(e),
             }
             view.failed.into_inner().unwrap_or_else(|e| e.into_inner())

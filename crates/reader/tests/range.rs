@@ -626,15 +626,13 @@ fn time_arguments() {
         );
         assert!(!e.to_string().is_empty());
     }
-    for bad in ["-5", "-5w", "-5mm", "-m"] {
+    for bad in ["-5", "-5y", "-5mm", "-m"] {
         assert!(
             matches!(parse_time(bad, now), Err(TimeError::BadRelative { .. })),
             "{bad}"
         );
     }
     for bad in [
-        "2023-11-14",
-        "2023-11-14T22:13:20",
         "2023-13-01T00:00:00Z",
         "2023-02-29T00:00:00Z",
         "2023-04-31T00:00:00Z",

@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use crate::config::ServerConfig;
 use crate::limits::{ConnState, Limiter, Slot};
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::SharedMetrics;
 
 /// How long an idle connection that served requests may take to finish writing before it is
 /// dropped when closed (timeout, eviction, shutdown).
@@ -61,15 +61,14 @@ struct OpenGauge(SharedMetrics);
 
 impl OpenGauge {
     fn new(metrics: SharedMetrics) -> OpenGauge {
-        metrics.locked().http_connections_open += 1;
+        metrics.http_connections_open.inc();
         OpenGauge(metrics)
     }
 }
 
 impl Drop for OpenGauge {
     fn drop(&mut self) {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        m.http_connections_open = m.http_connections_open.saturating_sub(1);
+        self.0.http_connections_open.dec();
     }
 }
 

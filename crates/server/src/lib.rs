@@ -29,7 +29,6 @@
 pub mod config;
 pub mod disk;
 mod error;
-pub mod histogram;
 pub mod http;
 pub mod http_server;
 pub mod limits;
@@ -42,7 +41,7 @@ pub mod udp;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_collector::aggregate::Aggregator;
@@ -50,13 +49,13 @@ use sluice_collector::Ingestor;
 use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use metrics::LockMetrics;
 use sluice_collector::replay::ReplayReport;
 use sluice_collector::wal::{Wal, WalConfig, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
 pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
 pub use error::{Error, Result};
+use metrics::as_gauge;
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;
 
@@ -207,18 +206,21 @@ async fn run_with(
         sockets.tcp.as_ref().and_then(|l| l.local_addr().ok()),
         sockets.udp.as_ref().map(|u| u.addr),
     ];
-    let metrics = Arc::new(Mutex::new(Metrics::default()));
+    let metrics = Arc::new(Metrics::new());
     // Fit the connection caps to the descriptor limit before anything is opened.
     let (caps, caps_line) = limits::fit_caps(&config, limits::nofile_limit())?;
     eprintln!("sluice-server: {caps_line}");
-    {
-        let mut m = metrics.locked();
-        if sockets.http.is_some() {
-            m.max_connections.insert("http", caps.http as u64);
-        }
-        if sockets.tcp.is_some() {
-            m.max_connections.insert("tcp", caps.tcp as u64);
-        }
+    if sockets.http.is_some() {
+        metrics
+            .max_connections
+            .with_label_values(&["http"])
+            .set(caps.http as i64);
+    }
+    if sockets.tcp.is_some() {
+        metrics
+            .max_connections
+            .with_label_values(&["tcp"])
+            .set(caps.tcp as i64);
     }
     let drain = Duration::from_secs(config.shutdown_timeout_secs);
     let inner = match store {
@@ -249,18 +251,19 @@ async fn run_with(
         .map_err(|e| Error::Internal(e.to_string()))??
     };
     {
-        let mut m = metrics.locked();
-        m.wal_replayed_records = replayed.records;
-        m.wal_replay_skipped_events = replayed.skipped;
-        m.spool_max_bytes = config.spool_max_bytes;
-        m.spool_batches = aggregator.spooled_batches() as u64;
-        m.spool_bytes = aggregator.spooled_bytes();
-        m.spool_events = aggregator.spooled_events();
-        m.pending_events = aggregator.pending_events();
-        m.pending_bytes = aggregator.pending_bytes();
-        m.max_pending_bytes = config.max_pending_bytes;
-        m.wal_checkpointed_seq = wal.checkpointed();
-        m.min_free_bytes = config.min_free_bytes;
+        let m = &metrics;
+        m.wal_replayed_records.set(as_gauge(replayed.records));
+        m.wal_replay_skipped_events.set(as_gauge(replayed.skipped));
+        m.spool_max_bytes.set(as_gauge(config.spool_max_bytes));
+        m.spool_batches
+            .set(as_gauge(aggregator.spooled_batches() as u64));
+        m.spool_bytes.set(as_gauge(aggregator.spooled_bytes()));
+        m.spool_events.set(as_gauge(aggregator.spooled_events()));
+        m.pending_events.set(as_gauge(aggregator.pending_events()));
+        m.pending_bytes.set(as_gauge(aggregator.pending_bytes()));
+        m.max_pending_bytes.set(as_gauge(config.max_pending_bytes));
+        m.wal_checkpointed_seq.set(as_gauge(wal.checkpointed()));
+        m.min_free_bytes.set(as_gauge(config.min_free_bytes));
     }
     let mut watched = vec![
         config.data_dir.clone(),
@@ -270,11 +273,8 @@ async fn run_with(
     watched.dedup();
     let mut disk = disk::DiskGuard::new(watched, config.min_free_bytes);
     disk.refresh(wal.failing());
-    {
-        let mut m = metrics.locked();
-        m.disk_unavailable = disk.why().map(str::to_owned);
-        m.disk_free_bytes = disk.free;
-    }
+    metrics.set_unavailable(disk.why());
+    metrics.disk_free_bytes.set(as_gauge(disk.free));
 
     // Substreams run on their own threads, fed by the pipeline's flush reports.
     let substreams = Arc::new(sluice_substreams::Runner::start(
@@ -304,6 +304,7 @@ async fn run_with(
         clock,
         pending_notes: Vec::new(),
         max_pending_bytes: config.max_pending_bytes,
+        ingest_counters: Default::default(),
         disk,
         substreams: substreams.clone(),
     };

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 
 use crate::config::ServerConfig;
 use crate::error::Error;
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::SharedMetrics;
 
 /// Connections per listener that may wait for an eviction or receive a refusal at once.
 pub const ADMISSION_BACKLOG: usize = 16;
@@ -224,18 +224,20 @@ pub(crate) struct Slot {
 impl Slot {
     /// Counts this connection as closed by eviction.
     pub fn count_evicted(&self) {
-        let mut m = self.limiter.metrics.locked();
-        *m.connections_evicted
-            .entry(self.limiter.transport)
-            .or_default() += 1;
+        self.limiter
+            .metrics
+            .connections_evicted
+            .with_label_values(&[self.limiter.transport])
+            .inc();
     }
 
     /// Counts this connection as closed by a timeout of `kind`.
     pub fn count_timeout(&self, kind: &'static str) {
-        let mut m = self.limiter.metrics.locked();
-        *m.connection_timeouts
-            .entry((self.limiter.transport, kind))
-            .or_default() += 1;
+        self.limiter
+            .metrics
+            .connection_timeouts
+            .with_label_values(&[self.limiter.transport, kind])
+            .inc();
     }
 }
 
@@ -334,10 +336,10 @@ impl Limiter {
     }
 
     fn count_refused(&self, reason: &'static str) {
-        let mut m = self.metrics.locked();
-        *m.connections_refused
-            .entry((self.transport, reason))
-            .or_default() += 1;
+        self.metrics
+            .connections_refused
+            .with_label_values(&[self.transport, reason])
+            .inc();
     }
 }
 

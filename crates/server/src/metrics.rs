@@ -1,521 +1,583 @@
-//! The server's counters and gauges ([`Metrics`]), shared by the pipeline thread, the
-//! listeners and the HTTP handlers behind one mutex ([`SharedMetrics`]), and their rendering in
-//! the Prometheus text format for `GET /metrics` ([`render`]). A new metric: a field here, its
-//! update where the thing happens, its lines in [`render`].
+//! The server's metrics ([`Metrics`]): counters, gauges and histograms of the `prometheus`
+//! crate (each an atomic, or a map of atomics per label set), registered once in one
+//! [`Registry`] and rendered by its text encoder for `GET /metrics` ([`render`]).
 //!
-//! The mutex is taken through [`LockMetrics::locked`], which takes the data even if a thread
-//! panicked while holding the lock: every update leaves the counters consistent, so one panic
-//! must not take the metrics (and every thread that counts) down with it.
+//! Contracts:
+//! - No lock on the ingest path: a count is one atomic add. Labelled families take the crate's
+//!   map lock only to find a label set; the threads that count per event keep their handles
+//!   ([`IngestCounters`]), so a payload costs a few atomic adds.
+//! - Every update leaves the metrics consistent; nothing here can poison (the one piece of
+//!   text, why ingest is unavailable, sits behind a lock that tolerates a panicked holder).
+//! - A new metric: a field here, registered in [`Metrics::new`], updated where the thing
+//!   happens. Values computed at scrape time (flush lag, process) are set in [`render`].
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use sluice_collector::DropCounters;
+use prometheus::core::Collector;
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
+};
+use sluice_collector::{DropCounters, DropReason};
 
-use sluice_reader::time::now_unix;
+/// Most distinct event types counted under their own `sluice_events_in_total` label (all
+/// transports together); the rest count as `_other`.
+pub const MAX_TYPE_LABELS: usize = 256;
 
-/// Counters shown by `/metrics`, updated by the pipeline thread.
-#[derive(Debug, Default, Clone)]
+/// Upper bounds (seconds) of the store-write and flush-duration buckets.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+/// Upper bounds (bytes) of the `sluice_blob_bytes` buckets.
+const BLOB_BYTES_BUCKETS: &[f64] = &[
+    1024.0, 4096.0, 16384.0, 65536.0, 131072.0, 262144.0, 524288.0, 1048576.0, 4194304.0,
+];
+/// Upper bounds (seconds) of the freshness buckets (an event's second to stored).
+const FRESHNESS_BUCKETS: &[f64] = &[0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 5.0, 10.0, 30.0, 60.0];
+/// Upper bounds (seconds) of the HTTP request-duration buckets.
+const REQUEST_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// Every metric of the server, shared as [`SharedMetrics`].
 pub struct Metrics {
-    /// Events accepted, per (transport, type).
-    pub events_in: BTreeMap<(String, String), u64>,
-    /// Payloads, accepted events and drops per reason.
-    pub drops: DropCounters,
+    registry: Registry,
+    /// Events accepted, by transport and type (see [`IngestCounters`]).
+    pub events_in: IntCounterVec,
+    /// The (transport, type) label sets of `events_in` (at most [`MAX_TYPE_LABELS`]); taken
+    /// only when a thread meets a type it has no handle for.
+    type_labels: Mutex<HashSet<(String, String)>>,
+    /// Events (or payloads) dropped at ingest, by transport and reason.
+    pub events_dropped: IntCounterVec,
+    /// Payloads received, by transport.
+    pub payloads: IntCounterVec,
+    /// Payloads refused as a whole, by transport.
+    pub payloads_rejected: IntCounterVec,
     /// Events written to the store.
-    pub events_flushed: u64,
+    pub events_flushed: IntCounter,
     /// Events that arrived after their epoch was flushed.
-    pub late_events: u64,
+    pub late_events: IntCounter,
     /// Events lost because they could not be encoded.
-    pub dropped_events: u64,
+    pub dropped_events: IntCounter,
     /// Blobs (chunks) written.
-    pub blobs_written: u64,
+    pub blobs_written: IntCounter,
     /// Bytes of blobs written.
-    pub blob_bytes_written: u64,
+    pub blob_bytes_written: IntCounter,
     /// Store errors met while flushing, expiring or syncing (the work is retried).
-    pub store_errors: u64,
+    pub store_errors: IntCounter,
     /// Events held by the aggregator, not yet written.
-    pub pending_events: u64,
+    pub pending_events: IntGauge,
     /// Bytes of those events (see `Aggregator::pending_bytes`).
-    pub pending_bytes: u64,
+    pub pending_bytes: IntGauge,
     /// The memory budget (`max_pending_bytes`).
-    pub max_pending_bytes: u64,
-    /// How long the last flush took (build, write, sync), seconds.
-    pub last_flush_seconds: f64,
-    /// Unix time of the last flush that wrote something.
-    pub last_write_unix: i64,
+    pub max_pending_bytes: IntGauge,
+    /// Durations of flushes that wrote something (build, write, sync).
+    pub flush_seconds: Histogram,
+    /// Unix time of the last flush that wrote something (0: none yet).
+    pub last_write_unix: AtomicI64,
+    /// Unix time data started waiting with nothing written since (0: nothing waits).
+    pub waiting_since_unix: AtomicI64,
+    /// From an event's second to its blob stored, per group stored, seconds.
+    pub freshness_seconds: Histogram,
     /// Partitions dropped by retention.
-    pub partitions_expired: u64,
+    pub partitions_expired: IntCounter,
     /// WAL records replayed at start.
-    pub wal_replayed_records: u64,
+    pub wal_replayed_records: IntGauge,
     /// WAL records appended.
-    pub wal_appends: u64,
+    pub wal_appends: IntCounter,
     /// WAL errors (append, checkpoint).
-    pub wal_errors: u64,
+    pub wal_errors: IntCounter,
     /// Highest WAL sequence number checkpointed (its events are in the store).
-    pub wal_checkpointed_seq: u64,
+    pub wal_checkpointed_seq: IntGauge,
     /// WAL done notes appended (groups stored or spooled, see `sluice_collector::replay`).
-    pub wal_notes: u64,
+    pub wal_notes: IntCounter,
     /// Events skipped by the WAL replay at start because notes said they were stored/spooled.
-    pub wal_replay_skipped_events: u64,
+    pub wal_replay_skipped_events: IntGauge,
     /// Batches waiting in the spool (the store failed to take them).
-    pub spool_batches: u64,
+    pub spool_batches: IntGauge,
     /// Bytes of batches waiting in the spool.
-    pub spool_bytes: u64,
+    pub spool_bytes: IntGauge,
     /// Events in batches waiting in the spool.
-    pub spool_events: u64,
+    pub spool_events: IntGauge,
     /// Batches written to neither store nor spool yet, in memory.
-    pub memory_batches: u64,
+    pub memory_batches: IntGauge,
     /// The spool's bound (`spool_max_bytes`).
-    pub spool_max_bytes: u64,
-    /// Backpressure is on: the spool is full; acknowledged payloads get 503, UDP is shed.
-    pub backpressure: bool,
+    pub spool_max_bytes: IntGauge,
+    /// 1 while backpressure is on: acknowledged payloads get 503, UDP is shed.
+    pub backpressure: IntGauge,
     /// Acknowledged payloads refused under backpressure.
-    pub payloads_shed: u64,
-    /// Why acknowledged ingest is unavailable now (disk below the reserve, WAL failing), if it
-    /// is (see [`crate::disk`]).
-    pub disk_unavailable: Option<String>,
+    pub payloads_shed: IntCounter,
+    /// 1 while acknowledged ingest is unavailable (see [`crate::disk`]); why: [`Self::unavailable`].
+    pub disk_unavailable: IntGauge,
+    unavailable_reason: RwLock<Option<String>>,
     /// Lowest free space of the data, WAL and spool disks at the last check, bytes.
-    pub disk_free_bytes: u64,
+    pub disk_free_bytes: IntGauge,
     /// The free-space reserve (`min_free_bytes`).
-    pub min_free_bytes: u64,
+    pub min_free_bytes: IntGauge,
     /// Acknowledged payloads refused while ingest was unavailable.
-    pub payloads_refused_unavailable: u64,
+    pub payloads_refused_unavailable: IntCounter,
     /// TCP connections accepted.
-    pub tcp_connections: u64,
+    pub tcp_connections: IntCounter,
     /// TCP connections open now.
-    pub tcp_connections_open: u64,
+    pub tcp_connections_open: IntGauge,
     /// TCP messages (lines, frames) received.
-    pub tcp_messages: u64,
+    pub tcp_messages: IntCounter,
     /// HTTP connections open now.
-    pub http_connections_open: u64,
+    pub http_connections_open: IntGauge,
     /// `GET /v1/tail` streams open now.
-    pub tail_streams: u64,
-    /// Connections refused, per (transport, reason): `cap` (at the cap, none idle to evict),
-    /// `backlog` (too many waiting for an eviction: closed unanswered), `tail_cap` (HTTP 503).
-    pub connections_refused: BTreeMap<(&'static str, &'static str), u64>,
-    /// Idle connections closed to make room for a new one, per transport.
-    pub connections_evicted: BTreeMap<&'static str, u64>,
-    /// Connections closed by a timeout, per (transport, kind): HTTP `header` / `idle` /
-    /// `write`, TCP `idle` / `read`.
-    pub connection_timeouts: BTreeMap<(&'static str, &'static str), u64>,
-    /// The connection caps in force (after fitting them to `RLIMIT_NOFILE`), per transport.
-    pub max_connections: BTreeMap<&'static str, u64>,
+    pub tail_streams: IntGauge,
+    /// Connections refused, by transport and reason: `cap`, `backlog`, `tail_cap`.
+    pub connections_refused: IntCounterVec,
+    /// Idle connections closed to make room for a new one, by transport.
+    pub connections_evicted: IntCounterVec,
+    /// Connections closed by a timeout, by transport and kind (HTTP `header` / `idle` /
+    /// `write`, TCP `idle` / `read`).
+    pub connection_timeouts: IntCounterVec,
+    /// The connection caps in force (after fitting them to `RLIMIT_NOFILE`), by transport.
+    pub max_connections: IntGaugeVec,
     /// UDP datagrams received (delivered to the ingestor).
-    pub udp_datagrams: u64,
+    pub udp_datagrams: IntCounter,
     /// UDP payload bytes received.
-    pub udp_bytes: u64,
+    pub udp_bytes: IntCounter,
     /// UDP datagrams over the largest size, dropped.
-    pub udp_truncated: u64,
+    pub udp_truncated: IntCounter,
     /// UDP datagrams the kernel dropped before Sluice read them.
-    pub udp_kernel_drops: u64,
-    /// Events served by the read endpoints, per endpoint (`events`, `tail`).
-    pub events_out: BTreeMap<String, u64>,
+    pub udp_kernel_drops: IntCounter,
+    /// Events served by the read endpoints, by endpoint (`events`, `tail`).
+    pub events_out: IntCounterVec,
+    /// HTTP responses, by route and status code.
+    pub http_responses: IntCounterVec,
+    /// HTTP request durations (to the response head; a stream's body is not included), by route.
+    pub http_request_seconds: HistogramVec,
     /// Durations of store writes (put, index, counts, flush).
-    pub store_write_seconds: crate::histogram::StoreWriteSeconds,
+    pub store_write_seconds: Histogram,
     /// Sizes of blobs written.
-    pub blob_bytes: crate::histogram::BlobBytes,
+    pub blob_bytes: Histogram,
+    /// Seconds since data last reached the store while data waits (set at scrape time).
+    flush_lag: Gauge,
+    /// Bytes the store holds on disk (set at scrape time, when the backend can tell).
+    store_bytes: IntGauge,
+    /// Time partitions the store holds (idem).
+    store_partitions: IntGauge,
+    /// First second of the oldest partition held, Unix time (0: none; idem).
+    store_oldest_epoch: IntGauge,
+    /// `sluice_build_info{version}` = 1.
+    build_info: IntGaugeVec,
+    /// Process figures read from `/proc/self` at scrape time.
+    process: ProcessGauges,
 }
 
 /// Shared handle to the metrics.
-pub type SharedMetrics = Arc<Mutex<Metrics>>;
+pub type SharedMetrics = Arc<Metrics>;
 
-/// Locking the metrics without the poison cascade (see the module docs).
-pub trait LockMetrics {
-    /// The metrics, locked; a poisoned lock is taken as is.
-    fn locked(&self) -> MutexGuard<'_, Metrics>;
+/// A count as a gauge value (gauges are `i64`; a count beyond `i64::MAX` shows as the maximum).
+pub fn as_gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-impl LockMetrics for Mutex<Metrics> {
-    fn locked(&self) -> MutexGuard<'_, Metrics> {
-        self.lock().unwrap_or_else(|e| e.into_inner())
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
     }
 }
 
-fn label(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+impl Metrics {
+    /// Every metric at zero, registered.
+    pub fn new() -> Metrics {
+        let r = Registry::new();
+        let m = Metrics {
+            events_in: reg(&r, counter_vec("sluice_events_in_total", "Events accepted, by transport and type.", &["transport", "type"])),
+            type_labels: Mutex::new(HashSet::new()),
+            events_dropped: reg(&r, counter_vec("sluice_events_dropped_total", "Events (or payloads) dropped at ingest, by transport and reason.", &["transport", "reason"])),
+            payloads: reg(&r, counter_vec("sluice_payloads_total", "Payloads received, by transport.", &["transport"])),
+            payloads_rejected: reg(&r, counter_vec("sluice_payloads_rejected_total", "Payloads refused as a whole, by transport.", &["transport"])),
+            events_flushed: reg(&r, counter("sluice_events_flushed_total", "Events written to the store and readable.")),
+            late_events: reg(&r, counter("sluice_events_late_total", "Events written after their epoch was first flushed.")),
+            dropped_events: reg(&r, counter("sluice_events_unencodable_total", "Events lost because they could not be encoded.")),
+            blobs_written: reg(&r, counter("sluice_blobs_written_total", "Blob chunks written.")),
+            blob_bytes_written: reg(&r, counter("sluice_blob_bytes_written_total", "Bytes of blob chunks written.")),
+            store_errors: reg(&r, counter("sluice_store_errors_total", "Store errors while flushing, syncing or expiring (work is retried).")),
+            pending_events: reg(&r, gauge("sluice_pending_events", "Events held in open epochs, not yet written.")),
+            pending_bytes: reg(&r, gauge("sluice_pending_bytes", "Bytes of pending events in memory (open epochs and unwritten batches).")),
+            max_pending_bytes: reg(&r, gauge("sluice_max_pending_bytes", "Memory budget for pending events; beyond it the server applies backpressure.")),
+            flush_seconds: reg(&r, histogram("sluice_flush_duration_seconds", "Duration of the flushes that wrote data (build, write, sync), seconds.", SECONDS_BUCKETS)),
+            last_write_unix: AtomicI64::new(0),
+            waiting_since_unix: AtomicI64::new(0),
+            freshness_seconds: reg(&r, histogram("sluice_freshness_seconds", "From the end of an event's second to its blob being readable, per group with on-time events stored, seconds.", FRESHNESS_BUCKETS)),
+            partitions_expired: reg(&r, counter("sluice_partitions_expired_total", "Time partitions dropped by retention.")),
+            wal_replayed_records: reg(&r, gauge("sluice_wal_replayed_records", "WAL records replayed at start.")),
+            wal_appends: reg(&r, counter("sluice_wal_appends_total", "Payloads logged in the WAL.")),
+            wal_errors: reg(&r, counter("sluice_wal_errors_total", "WAL append or checkpoint errors.")),
+            wal_checkpointed_seq: reg(&r, gauge("sluice_wal_checkpointed_seq", "Highest WAL record whose events are stored.")),
+            wal_notes: reg(&r, counter("sluice_wal_notes_total", "WAL done notes appended (groups stored or spooled; replay skips them).")),
+            wal_replay_skipped_events: reg(&r, gauge("sluice_wal_replay_skipped_events", "Events the WAL replay at start skipped because a done note covered them.")),
+            spool_batches: reg(&r, gauge("sluice_spool_batches", "Batches waiting in the on-disk spool for the store (the backlog).")),
+            spool_bytes: reg(&r, gauge("sluice_spool_bytes", "Bytes of batches waiting in the spool.")),
+            spool_events: reg(&r, gauge("sluice_spool_events", "Events in batches waiting in the spool.")),
+            memory_batches: reg(&r, gauge("sluice_memory_batches", "Closed batches held in memory, not yet stored or spooled.")),
+            spool_max_bytes: reg(&r, gauge("sluice_spool_max_bytes", "Spool bound; beyond it the server applies backpressure.")),
+            backpressure: reg(&r, gauge("sluice_backpressure", "1 while the spool is full or pending events exceed max_pending_bytes: acknowledged payloads get 503, UDP events are shed.")),
+            payloads_shed: reg(&r, counter("sluice_payloads_shed_total", "Acknowledged payloads refused under backpressure (the sender retries).")),
+            disk_unavailable: reg(&r, gauge("sluice_disk_unavailable", "1 while acknowledged ingest is refused: a disk below min_free_bytes, or WAL writes failing.")),
+            unavailable_reason: RwLock::new(None),
+            disk_free_bytes: reg(&r, gauge("sluice_disk_free_bytes", "Lowest free space of the data, WAL and spool disks at the last check.")),
+            min_free_bytes: reg(&r, gauge("sluice_disk_min_free_bytes", "The free-space reserve below which ingest is refused.")),
+            payloads_refused_unavailable: reg(&r, counter("sluice_payloads_refused_unavailable_total", "Acknowledged payloads refused while ingest was unavailable (the sender retries).")),
+            tcp_connections: reg(&r, counter("sluice_tcp_connections_total", "TCP connections accepted.")),
+            tcp_connections_open: reg(&r, gauge("sluice_tcp_connections_open", "TCP connections open.")),
+            tcp_messages: reg(&r, counter("sluice_tcp_messages_total", "TCP messages (lines or frames) received.")),
+            http_connections_open: reg(&r, gauge("sluice_http_connections", "HTTP connections open.")),
+            tail_streams: reg(&r, gauge("sluice_tail_streams", "GET /v1/tail streams open.")),
+            connections_refused: reg(&r, counter_vec("sluice_connections_refused_total", "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).", &["transport", "reason"])),
+            connections_evicted: reg(&r, counter_vec("sluice_connections_evicted_total", "Idle connections closed to admit a new one at the cap.", &["transport"])),
+            connection_timeouts: reg(&r, counter_vec("sluice_connection_timeouts_total", "Connections closed by a timeout, by transport and kind (header, idle, write, read).", &["transport", "kind"])),
+            max_connections: reg(&r, gauge_vec("sluice_max_connections", "Connection cap in force per transport (after fitting RLIMIT_NOFILE).", &["transport"])),
+            udp_datagrams: reg(&r, counter("sluice_udp_datagrams_total", "UDP datagrams received.")),
+            udp_bytes: reg(&r, counter("sluice_udp_bytes_total", "UDP payload bytes received.")),
+            udp_truncated: reg(&r, counter("sluice_udp_truncated_total", "UDP datagrams over the largest size, dropped.")),
+            udp_kernel_drops: reg(&r, counter("sluice_udp_kernel_drops_total", "UDP datagrams the kernel dropped before Sluice read them.")),
+            events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
+            http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
+            http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
+            store_write_seconds: reg(&r, histogram("sluice_store_write_seconds", "Duration of store writes (blob put, epoch index, counts, flush), seconds.", SECONDS_BUCKETS)),
+            blob_bytes: reg(&r, histogram("sluice_blob_bytes", "Size of the blob chunks written, bytes.", BLOB_BYTES_BUCKETS)),
+            flush_lag: reg(&r, float_gauge("sluice_flush_lag_seconds", "Seconds since data last reached the store, while events or batches wait to be written (0 when nothing waits).")),
+            store_bytes: reg(
+                &r,
+                gauge(
+                    "sluice_store_bytes",
+                    "Bytes the store holds on disk (embedded store: logs and catalog).",
+                ),
+            ),
+            store_partitions: reg(
+                &r,
+                gauge("sluice_store_partitions", "Time partitions the store holds."),
+            ),
+            store_oldest_epoch: reg(
+                &r,
+                gauge(
+                    "sluice_store_oldest_partition_timestamp_seconds",
+                    "First second of the oldest partition held, Unix time (0: none): the retention actually kept.",
+                ),
+            ),
+            build_info: reg(&r, gauge_vec("sluice_build_info", "1, labelled with the version of this build.", &["version"])),
+            process: ProcessGauges::new(&r),
+            registry: r,
+        };
+        m.build_info
+            .with_label_values(&[env!("CARGO_PKG_VERSION")])
+            .set(1);
+        // Series every dashboard expects from the start, at 0.
+        for endpoint in ["events", "tail"] {
+            m.events_out.with_label_values(&[endpoint]);
+        }
+        for transport in ["http", "tcp", "udp"] {
+            m.payloads.with_label_values(&[transport]);
+            m.payloads_rejected.with_label_values(&[transport]);
+            for reason in DropReason::ALL {
+                m.events_dropped
+                    .with_label_values(&[transport, reason.as_str()]);
+            }
+        }
+        m
+    }
+
+    /// Why acknowledged ingest is unavailable now, if it is.
+    pub fn unavailable(&self) -> Option<String> {
+        self.unavailable_reason
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Sets (or clears) why acknowledged ingest is unavailable, and the gauge with it.
+    pub fn set_unavailable(&self, why: Option<&str>) {
+        self.disk_unavailable.set(i64::from(why.is_some()));
+        *self
+            .unavailable_reason
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = why.map(str::to_owned);
+    }
+
+    /// Records that the aggregator holds `pending` events and `batches` unwritten batches now:
+    /// starts or ends the wait the flush lag measures.
+    pub fn set_waiting(&self, waiting: bool, now: i64) {
+        if !waiting {
+            self.waiting_since_unix.store(0, Ordering::Relaxed);
+        } else {
+            let _ = self.waiting_since_unix.compare_exchange(
+                0,
+                now,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    /// Records a flush that wrote data, taking `secs`, at `now`.
+    pub fn flushed(&self, secs: f64, now: i64) {
+        self.flush_seconds.observe(secs);
+        self.last_write_unix.store(now, Ordering::Relaxed);
+    }
+
+    /// A handle on the `sluice_events_in_total` counter of (`transport`, `type_`); `_other`
+    /// once [`MAX_TYPE_LABELS`] types have their own.
+    fn events_in_counter(&self, transport: &str, type_: &str) -> IntCounter {
+        let mut known = self.type_labels.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (transport.to_owned(), type_.to_owned());
+        if known.contains(&key) || known.len() < MAX_TYPE_LABELS {
+            known.insert(key);
+            return self.events_in.with_label_values(&[transport, type_]);
+        }
+        self.events_in.with_label_values(&[transport, "_other"])
+    }
+
+    /// Seconds since data last reached the store while data waits; 0 when nothing waits.
+    fn flush_lag_seconds(&self, now: i64) -> f64 {
+        let since = self.waiting_since_unix.load(Ordering::Relaxed);
+        if since == 0 {
+            return 0.0;
+        }
+        let last = self.last_write_unix.load(Ordering::Relaxed);
+        (now - since.max(last)).max(0) as f64
+    }
 }
 
-/// Renders the metrics in the Prometheus text format.
-pub(crate) fn render(m: &Metrics) -> String {
-    let mut o = String::new();
-    let counter = |o: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    counter(
-        &mut o,
-        "sluice_events_in_total",
-        "Events accepted, by transport and type.",
-        "counter",
-    );
-    for ((transport, type_), n) in &m.events_in {
-        let _ = writeln!(
-            o,
-            "sluice_events_in_total{{transport=\"{}\",type=\"{}\"}} {n}",
-            label(transport),
-            label(type_)
-        );
+/// One thread's handles on the ingest counters of one transport (`sluice_events_in_total` by
+/// type, `sluice_payloads_total`, `sluice_payloads_rejected_total`,
+/// `sluice_events_dropped_total` by reason): the counter maps' locks are taken once per new
+/// label set, then each count is one atomic add.
+pub struct IngestCounters {
+    transport: &'static str,
+    metrics: SharedMetrics,
+    by_type: HashMap<String, IntCounter>,
+    /// The `_other` handle, once the cache is full.
+    other: Option<IntCounter>,
+    payloads: IntCounter,
+    payloads_rejected: IntCounter,
+    dropped: Vec<IntCounter>,
+}
+
+impl IngestCounters {
+    /// Handles for `transport` (`http`, `tcp`, `udp`).
+    pub fn new(transport: &'static str, metrics: SharedMetrics) -> IngestCounters {
+        IngestCounters {
+            transport,
+            by_type: HashMap::new(),
+            other: None,
+            payloads: metrics.payloads.with_label_values(&[transport]),
+            payloads_rejected: metrics.payloads_rejected.with_label_values(&[transport]),
+            dropped: DropReason::ALL
+                .iter()
+                .map(|r| {
+                    metrics
+                        .events_dropped
+                        .with_label_values(&[transport, r.as_str()])
+                })
+                .collect(),
+            metrics,
+        }
     }
-    counter(
-        &mut o,
-        "sluice_events_dropped_total",
-        "Events (or payloads) dropped at ingest, by reason.",
-        "counter",
-    );
-    for (reason, n) in m.drops.iter() {
-        let _ = writeln!(
-            o,
-            "sluice_events_dropped_total{{reason=\"{}\"}} {n}",
-            reason.as_str()
-        );
+
+    /// Counts `n` accepted events of `type_`.
+    pub fn add_events(&mut self, type_: &str, n: u64) {
+        if let Some(c) = self.by_type.get(type_) {
+            c.inc_by(n);
+            return;
+        }
+        if self.by_type.len() >= MAX_TYPE_LABELS {
+            // The label set is full: a type not met yet counts as `_other` (a flood of distinct
+            // types neither grows this cache nor takes the shared lock per event).
+            let other = self.other.get_or_insert_with(|| {
+                self.metrics
+                    .events_in
+                    .with_label_values(&[self.transport, "_other"])
+            });
+            other.inc_by(n);
+            return;
+        }
+        let c = self.metrics.events_in_counter(self.transport, type_);
+        c.inc_by(n);
+        self.by_type.insert(type_.to_owned(), c);
     }
-    let rows: [(&str, &str, &str, f64); 35] = [
-        (
-            "sluice_payloads_total",
-            "Payloads received.",
-            "counter",
-            m.drops.payloads as f64,
-        ),
-        (
-            "sluice_payloads_rejected_total",
-            "Payloads refused as a whole.",
-            "counter",
-            m.drops.payloads_rejected as f64,
-        ),
-        (
-            "sluice_events_flushed_total",
-            "Events written to the store and readable.",
-            "counter",
-            m.events_flushed as f64,
-        ),
-        (
-            "sluice_events_late_total",
-            "Events written after their epoch was first flushed.",
-            "counter",
-            m.late_events as f64,
-        ),
-        (
-            "sluice_events_unencodable_total",
-            "Events lost because they could not be encoded.",
-            "counter",
-            m.dropped_events as f64,
-        ),
-        (
-            "sluice_blobs_written_total",
-            "Blob chunks written.",
-            "counter",
-            m.blobs_written as f64,
-        ),
-        (
-            "sluice_blob_bytes_written_total",
-            "Bytes of blob chunks written.",
-            "counter",
-            m.blob_bytes_written as f64,
-        ),
-        (
-            "sluice_store_errors_total",
-            "Store errors while flushing, syncing or expiring (work is retried).",
-            "counter",
-            m.store_errors as f64,
-        ),
-        (
-            "sluice_pending_events",
-            "Events held in open epochs, not yet written.",
-            "gauge",
-            m.pending_events as f64,
-        ),
-        (
-            "sluice_pending_bytes",
-            "Bytes of pending events in memory (open epochs and unwritten batches).",
-            "gauge",
-            m.pending_bytes as f64,
-        ),
-        (
-            "sluice_max_pending_bytes",
-            "Memory budget for pending events; beyond it the server applies backpressure.",
-            "gauge",
-            m.max_pending_bytes as f64,
-        ),
-        (
-            "sluice_flush_duration_seconds",
-            "Duration of the last flush (build, write, sync).",
-            "gauge",
-            m.last_flush_seconds,
-        ),
-        (
-            "sluice_flush_lag_seconds",
-            "Seconds since the last flush that wrote data (0 before any).",
-            "gauge",
-            if m.last_write_unix == 0 {
-                0.0
-            } else {
-                (now_unix() - m.last_write_unix) as f64
-            },
-        ),
-        (
-            "sluice_partitions_expired_total",
-            "Time partitions dropped by retention.",
-            "counter",
-            m.partitions_expired as f64,
-        ),
-        (
-            "sluice_wal_replayed_records",
-            "WAL records replayed at start.",
-            "gauge",
-            m.wal_replayed_records as f64,
-        ),
-        (
-            "sluice_wal_appends_total",
-            "Payloads logged in the WAL.",
-            "counter",
-            m.wal_appends as f64,
-        ),
-        (
-            "sluice_wal_errors_total",
-            "WAL append or checkpoint errors.",
-            "counter",
-            m.wal_errors as f64,
-        ),
-        (
-            "sluice_wal_checkpointed_seq",
-            "Highest WAL record whose events are stored.",
-            "gauge",
-            m.wal_checkpointed_seq as f64,
-        ),
-        (
-            "sluice_wal_notes_total",
-            "WAL done notes appended (groups stored or spooled; replay skips them).",
-            "counter",
-            m.wal_notes as f64,
-        ),
-        (
-            "sluice_wal_replay_skipped_events",
-            "Events the WAL replay at start skipped because a done note covered them.",
-            "gauge",
-            m.wal_replay_skipped_events as f64,
-        ),
-        (
-            "sluice_spool_batches",
-            "Batches waiting in the on-disk spool for the store (the backlog).",
-            "gauge",
-            m.spool_batches as f64,
-        ),
-        (
-            "sluice_spool_bytes",
-            "Bytes of batches waiting in the spool.",
-            "gauge",
-            m.spool_bytes as f64,
-        ),
-        (
-            "sluice_spool_events",
-            "Events in batches waiting in the spool.",
-            "gauge",
-            m.spool_events as f64,
-        ),
-        (
-            "sluice_spool_max_bytes",
-            "Spool bound; beyond it the server applies backpressure.",
-            "gauge",
-            m.spool_max_bytes as f64,
-        ),
-        (
-            "sluice_memory_batches",
-            "Closed batches held in memory, not yet stored or spooled.",
-            "gauge",
-            m.memory_batches as f64,
-        ),
-        (
-            "sluice_backpressure",
-            "1 while the spool is full or pending events exceed max_pending_bytes: acknowledged payloads get 503, UDP events are shed.",
-            "gauge",
-            if m.backpressure { 1.0 } else { 0.0 },
-        ),
-        (
-            "sluice_payloads_shed_total",
-            "Acknowledged payloads refused under backpressure (the sender retries).",
-            "counter",
-            m.payloads_shed as f64,
-        ),
-        (
-            "sluice_tcp_connections_total",
-            "TCP connections accepted.",
-            "counter",
-            m.tcp_connections as f64,
-        ),
-        (
-            "sluice_tcp_connections_open",
-            "TCP connections open.",
-            "gauge",
-            m.tcp_connections_open as f64,
-        ),
-        (
-            "sluice_udp_datagrams_total",
-            "UDP datagrams received.",
-            "counter",
-            m.udp_datagrams as f64,
-        ),
-        (
-            "sluice_udp_bytes_total",
-            "UDP payload bytes received.",
-            "counter",
-            m.udp_bytes as f64,
-        ),
-        (
-            "sluice_udp_truncated_total",
-            "UDP datagrams over the largest size, dropped.",
-            "counter",
-            m.udp_truncated as f64,
-        ),
-        (
-            "sluice_udp_kernel_drops_total",
-            "UDP datagrams the kernel dropped before Sluice read them.",
-            "counter",
-            m.udp_kernel_drops as f64,
-        ),
-        (
-            "sluice_udp_payloads_total",
-            "UDP datagrams ingested (same as datagrams).",
-            "counter",
-            m.udp_datagrams as f64,
-        ),
-        (
-            "sluice_tcp_messages_total",
-            "TCP messages (lines or frames) received.",
-            "counter",
-            m.tcp_messages as f64,
-        ),
-    ];
-    for (name, help, kind, v) in rows {
-        counter(&mut o, name, help, kind);
-        let _ = writeln!(o, "{name} {v}");
+
+    /// Adds ingest outcomes (payloads, rejections, drops by reason).
+    pub fn add_drops(&self, d: &DropCounters) {
+        self.payloads.inc_by(d.payloads);
+        self.payloads_rejected.inc_by(d.payloads_rejected);
+        for ((_, n), c) in d.iter().zip(&self.dropped) {
+            if n > 0 {
+                c.inc_by(n);
+            }
+        }
     }
-    // The disk guard (crate::disk).
-    let disk: [(&str, &str, &str, f64); 4] = [
-        (
-            "sluice_disk_unavailable",
-            "1 while acknowledged ingest is refused: a disk below min_free_bytes, or WAL writes failing.",
-            "gauge",
-            if m.disk_unavailable.is_some() { 1.0 } else { 0.0 },
-        ),
-        (
-            "sluice_disk_free_bytes",
-            "Lowest free space of the data, WAL and spool disks at the last check.",
-            "gauge",
-            m.disk_free_bytes as f64,
-        ),
-        (
-            "sluice_disk_min_free_bytes",
-            "The free-space reserve below which ingest is refused.",
-            "gauge",
-            m.min_free_bytes as f64,
-        ),
-        (
-            "sluice_payloads_refused_unavailable_total",
-            "Acknowledged payloads refused while ingest was unavailable (the sender retries).",
-            "counter",
-            m.payloads_refused_unavailable as f64,
-        ),
-    ];
-    for (name, help, kind, v) in disk {
-        counter(&mut o, name, help, kind);
-        let _ = writeln!(o, "{name} {v}");
+
+    /// Counts `n` events dropped for `reason`.
+    pub fn add_drop(&self, reason: DropReason, n: u64) {
+        if let Some(i) = DropReason::ALL.iter().position(|r| *r == reason) {
+            self.dropped[i].inc_by(n);
+        }
     }
-    counter(
-        &mut o,
-        "sluice_events_out_total",
-        "Events served by the read endpoints, by endpoint (events, tail).",
-        "counter",
-    );
-    for endpoint in ["events", "tail"] {
-        let n = m.events_out.get(endpoint).copied().unwrap_or(0);
-        let _ = writeln!(o, "sluice_events_out_total{{endpoint=\"{endpoint}\"}} {n}");
+}
+
+/// The `process_*` gauges every Prometheus exporter has, read from `/proc/self` on scrape.
+struct ProcessGauges {
+    resident_bytes: IntGauge,
+    virtual_bytes: IntGauge,
+    open_fds: IntGauge,
+    max_fds: IntGauge,
+    cpu_seconds: prometheus::Counter,
+    start_time: Gauge,
+    threads: IntGauge,
+}
+
+impl ProcessGauges {
+    fn new(r: &Registry) -> ProcessGauges {
+        ProcessGauges {
+            resident_bytes: reg(
+                r,
+                gauge(
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes.",
+                ),
+            ),
+            virtual_bytes: reg(
+                r,
+                gauge(
+                    "process_virtual_memory_bytes",
+                    "Virtual memory size in bytes.",
+                ),
+            ),
+            open_fds: reg(
+                r,
+                gauge("process_open_fds", "Number of open file descriptors."),
+            ),
+            max_fds: reg(
+                r,
+                gauge(
+                    "process_max_fds",
+                    "Maximum number of open file descriptors (soft RLIMIT_NOFILE).",
+                ),
+            ),
+            cpu_seconds: reg(
+                r,
+                float_counter(
+                    "process_cpu_seconds_total",
+                    "Total user and system CPU time spent in seconds.",
+                ),
+            ),
+            start_time: reg(
+                r,
+                float_gauge(
+                    "process_start_time_seconds",
+                    "Start time of the process since the Unix epoch in seconds.",
+                ),
+            ),
+            threads: reg(
+                r,
+                gauge("process_threads", "Number of OS threads in the process."),
+            ),
+        }
     }
-    render_connections(&mut o, m);
-    m.store_write_seconds.render(
-        &mut o,
-        "sluice_store_write_seconds",
-        "Duration of store writes (blob put, epoch index, counts, flush), seconds.",
-    );
-    m.blob_bytes.render(
-        &mut o,
-        "sluice_blob_bytes",
-        "Size of the blob chunks written, bytes.",
-    );
+
+    /// Reads `/proc/self`; a figure that cannot be read keeps its last value.
+    fn refresh(&self) {
+        let tick = clock_ticks();
+        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
+            // Fields after the command name (which may hold spaces) start after the last ')'.
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+            let num = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
+            // Indexes from field 3 (state) = 0: utime 11, stime 12, threads 17, starttime 19,
+            // vsize 20, rss 21 (pages).
+            if let (Some(u), Some(s)) = (num(11), num(12)) {
+                let total = (u + s) as f64 / tick;
+                // A counter only goes up: add what was spent since the last scrape.
+                let delta = total - self.cpu_seconds.get();
+                if delta > 0.0 {
+                    self.cpu_seconds.inc_by(delta);
+                }
+            }
+            if let Some(t) = num(17) {
+                self.threads.set(t as i64);
+            }
+            if let (Some(start), Some(boot)) = (num(19), boot_time()) {
+                self.start_time.set(boot as f64 + start as f64 / tick);
+            }
+            if let Some(v) = num(20) {
+                self.virtual_bytes.set(v as i64);
+            }
+            if let Some(rss) = num(21) {
+                self.resident_bytes.set((rss * page_size()) as i64);
+            }
+        }
+        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
+            self.open_fds.set(dir.count() as i64);
+        }
+        if let Ok((soft, _)) =
+            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        {
+            self.max_fds.set(i64::try_from(soft).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+fn clock_ticks() -> f64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .map_or(100.0, |t| t as f64)
+}
+
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as u64)
+}
+
+/// The boot time from `/proc/stat` (`btime`), Unix seconds.
+fn boot_time() -> Option<u64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Renders every metric in the Prometheus text format, then the store's damage counters.
+pub(crate) fn render(m: &Metrics, store: &dyn sluice_store::Store, now: i64) -> String {
+    m.flush_lag.set(m.flush_lag_seconds(now));
+    m.process.refresh();
+    if let Some(u) = store.usage() {
+        m.store_bytes.set(as_gauge(u.bytes));
+        m.store_partitions.set(as_gauge(u.partitions));
+        m.store_oldest_epoch.set(u.oldest_epoch.unwrap_or(0));
+    }
+    let damage = &store.damage_stats();
+    let mut buf = Vec::new();
+    if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut buf) {
+        eprintln!("sluice-server: rendering /metrics: {e}");
+    }
+    let mut o = String::from_utf8(buf).unwrap_or_default();
+    render_store_damage(&mut o, damage);
     o
-}
-
-/// The connection metrics (caps, refusals, evictions, timeouts: see [`crate::limits`]).
-fn render_connections(o: &mut String, m: &Metrics) {
-    let head = |o: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    head(
-        o,
-        "sluice_http_connections",
-        "HTTP connections open.",
-        "gauge",
-    );
-    let _ = writeln!(o, "sluice_http_connections {}", m.http_connections_open);
-    head(
-        o,
-        "sluice_tail_streams",
-        "GET /v1/tail streams open.",
-        "gauge",
-    );
-    let _ = writeln!(o, "sluice_tail_streams {}", m.tail_streams);
-    head(
-        o,
-        "sluice_max_connections",
-        "Connection cap in force per transport (after fitting RLIMIT_NOFILE).",
-        "gauge",
-    );
-    for (transport, n) in &m.max_connections {
-        let _ = writeln!(o, "sluice_max_connections{{transport=\"{transport}\"}} {n}");
-    }
-    head(
-        o,
-        "sluice_connections_refused_total",
-        "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).",
-        "counter",
-    );
-    for ((transport, reason), n) in &m.connections_refused {
-        let _ = writeln!(
-            o,
-            "sluice_connections_refused_total{{transport=\"{transport}\",reason=\"{reason}\"}} {n}"
-        );
-    }
-    head(
-        o,
-        "sluice_connections_evicted_total",
-        "Idle connections closed to admit a new one at the cap.",
-        "counter",
-    );
-    for (transport, n) in &m.connections_evicted {
-        let _ = writeln!(
-            o,
-            "sluice_connections_evicted_total{{transport=\"{transport}\"}} {n}"
-        );
-    }
-    head(
-        o,
-        "sluice_connection_timeouts_total",
-        "Connections closed by a timeout, by transport and kind (header, idle, write, read).",
-        "counter",
-    );
-    for ((transport, kind), n) in &m.connection_timeouts {
-        let _ = writeln!(
-            o,
-            "sluice_connection_timeouts_total{{transport=\"{transport}\",kind=\"{kind}\"}} {n}"
-        );
-    }
 }
 
 /// Appends the store's damage counters (counted as partitions are loaded, see the store README).
 /// The substream runner's counters: results stored and misses by substream and reason, the
 /// queue, the latency from a blob's store to its results, the Python pool.
 pub(crate) fn render_substreams(o: &mut String, s: &sluice_substreams::RunnerSnapshot) {
+    use std::fmt::Write as _;
+    // A Prometheus label value: `\`, `"` and newlines escaped.
+    let label = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
     let head = |o: &mut String, name: &str, help: &str, kind: &str| {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
     };
@@ -640,7 +702,9 @@ pub(crate) fn render_substreams(o: &mut String, s: &sluice_substreams::RunnerSna
     }
 }
 
-pub(crate) fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
+/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
+fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
+    use std::fmt::Write as _;
     let rows = [
         (
             "sluice_store_damaged_ranges_total",
@@ -670,5 +734,149 @@ pub(crate) fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats)
     ];
     for (name, help, v) in rows {
         let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+    }
+}
+
+// Construction helpers. The names and help texts are constants of this file, so a failure here
+// is a programming error caught by every test that starts a server; it is reported, not
+// panicked on, by registering a fresh unregistered metric instead (see `reg`).
+
+fn counter(name: &str, help: &str) -> IntCounter {
+    IntCounter::new(name, help).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn float_gauge(name: &str, help: &str) -> Gauge {
+    Gauge::new(name, help).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn float_counter(name: &str, help: &str) -> prometheus::Counter {
+    prometheus::Counter::new(name, help).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| invalid(name, e))
+}
+
+fn histogram(name: &str, help: &str, buckets: &[f64]) -> Histogram {
+    Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
+        .unwrap_or_else(|e| invalid(name, e))
+}
+
+fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+    HistogramVec::new(
+        HistogramOpts::new(name, help).buckets(buckets.to_vec()),
+        labels,
+    )
+    .unwrap_or_else(|e| invalid(name, e))
+}
+
+/// A metric definition that the crate refused: a bug in this file's constants.
+fn invalid<T>(name: &str, e: prometheus::Error) -> T {
+    unreachable!("metric {name} is defined wrongly in metrics.rs: {e}")
+}
+
+fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+    if let Err(e) = r.register(Box::new(c.clone())) {
+        unreachable!("metric registered twice in metrics.rs: {e}");
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, line_start: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start).and_then(|r| r.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn renders_counters_gauges_and_labels() {
+        let m = Metrics::new();
+        m.events_flushed.inc_by(3);
+        m.pending_events.set(7);
+        let m = Arc::new(m);
+        let mut d = DropCounters::new();
+        d.payloads = 2;
+        d.record(DropReason::Malformed, 4);
+        let mut c = IngestCounters::new("http", m.clone());
+        c.add_drops(&d);
+        c.add_events("WEB", 1);
+        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
+        assert_eq!(value(&text, "sluice_events_flushed_total"), 3.0);
+        assert_eq!(value(&text, "sluice_pending_events"), 7.0);
+        assert_eq!(
+            value(&text, "sluice_payloads_total{transport=\"http\"}"),
+            2.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "sluice_events_dropped_total{reason=\"malformed\",transport=\"http\"}"
+            ),
+            4.0
+        );
+        assert_eq!(value(&text, "sluice_flush_lag_seconds"), 0.0);
+        assert!(text.contains("sluice_build_info{version=\""));
+        assert!(value(&text, "process_resident_memory_bytes") > 0.0);
+        assert!(value(&text, "process_open_fds") > 0.0);
+        assert_eq!(value(&text, "sluice_store_damaged_ranges_total"), 0.0);
+    }
+
+    #[test]
+    fn type_labels_are_capped() {
+        let m = Arc::new(Metrics::new());
+        let mut c = IngestCounters::new("http", m.clone());
+        for i in 0..MAX_TYPE_LABELS + 10 {
+            c.add_events(&format!("T{i}"), 1);
+        }
+        c.add_events("T0", 1);
+        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("sluice_events_in_total{"))
+            .count();
+        assert_eq!(series, MAX_TYPE_LABELS + 1, "{text}");
+        assert_eq!(
+            value(
+                &text,
+                "sluice_events_in_total{transport=\"http\",type=\"_other\"}"
+            ),
+            10.0
+        );
+        assert_eq!(
+            value(
+                &text,
+                "sluice_events_in_total{transport=\"http\",type=\"T0\"}"
+            ),
+            2.0
+        );
+    }
+
+    #[test]
+    fn flush_lag_is_zero_while_nothing_waits() {
+        let m = Metrics::new();
+        m.flushed(0.01, 100);
+        assert_eq!(m.flush_lag_seconds(160), 0.0, "idle: no lag");
+        m.set_waiting(true, 150);
+        assert_eq!(m.flush_lag_seconds(160), 10.0);
+        m.set_waiting(true, 155); // still the same wait
+        assert_eq!(m.flush_lag_seconds(160), 10.0);
+        m.flushed(0.01, 158);
+        assert_eq!(m.flush_lag_seconds(160), 2.0);
+        m.set_waiting(false, 160);
+        assert_eq!(m.flush_lag_seconds(200), 0.0);
     }
 }

@@ -21,13 +21,12 @@ use sluice_collector::{Drop, DropReason, Ingestor, ParsedEvent};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::{as_gauge, IngestCounters, SharedMetrics};
 
 mod drops;
 pub(crate) mod exactly_once;
 
-/// Most distinct event types counted under their own `/metrics` label; the rest count as `_other`.
-pub const MAX_TYPE_LABELS: usize = 256;
+pub use crate::metrics::MAX_TYPE_LABELS;
 
 /// What one payload came to.
 #[derive(Debug, Clone, Default)]
@@ -145,6 +144,8 @@ pub(crate) struct Pipeline {
     pub disk: crate::disk::DiskGuard,
     /// The substream runner: each stored batch is offered to it (never blocks).
     pub substreams: Arc<sluice_substreams::Runner>,
+    /// This thread's ingest counters, by transport.
+    pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }
 
 impl Pipeline {
@@ -167,7 +168,7 @@ impl Pipeline {
                     } else {
                         self.aggregator.add(events, self.clock.now());
                     }
-                    self.metrics.locked().pending_events = self.aggregator.pending_events();
+                    self.publish_pending();
                 }
                 Msg::Tick => {
                     let now = now_unix();
@@ -183,13 +184,13 @@ impl Pipeline {
                     if now >= next_expire {
                         next_expire = now + self.expire_every;
                         match self.store.expire(now) {
-                            Ok(r) => {
-                                self.metrics.locked().partitions_expired +=
-                                    r.partitions_dropped as u64
-                            }
+                            Ok(r) => self
+                                .metrics
+                                .partitions_expired
+                                .inc_by(r.partitions_dropped as u64),
                             Err(e) => {
                                 eprintln!("sluice-server: expiry failed: {e}");
-                                self.metrics.locked().store_errors += 1;
+                                self.metrics.store_errors.inc();
                             }
                         }
                     }
@@ -234,10 +235,8 @@ impl Pipeline {
     /// Under backpressure, UDP events are dropped: counted per reason `shed` in `/metrics` and
     /// in their second's completeness counts.
     fn shed(&mut self, events: Vec<sluice_collector::ParsedEvent>) {
-        self.metrics
-            .locked()
-            .drops
-            .record(DropReason::Shed, events.len() as u64);
+        self.counters("udp")
+            .add_drop(DropReason::Shed, events.len() as u64);
         for e in events {
             *self
                 .pending_drops
@@ -253,14 +252,17 @@ impl Pipeline {
         if let Some(why) = self.refusal() {
             // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
             // payload to retry; nothing of it is logged or counted as stored.
-            let mut m = self.metrics.locked();
-            m.payloads_shed += 1;
-            m.backpressure = true;
+            self.metrics.payloads_shed.inc();
+            self.metrics.backpressure.set(1);
             return IngestSummary::refused(why);
         }
         if let Some(why) = self.disk.refuse() {
             // Refused before parsing, as under backpressure: nothing of it is logged or counted.
-            self.metrics.locked().payloads_refused_unavailable += 1;
+            self.metrics.payloads_refused_unavailable.inc();
+            if self.metrics.disk_unavailable.get() == 0 {
+                // `/healthz` says so from the first refusal, not from the next tick.
+                self.metrics.set_unavailable(self.disk.why());
+            }
             return IngestSummary::refused(format!("unavailable: {why}; retry later"));
         }
         let out = self.ingestor.ingest(payload, now);
@@ -273,26 +275,13 @@ impl Pipeline {
                 Err(e) => {
                     // Logged by the disk guard (once, not per payload).
                     self.disk.failed(e.to_string());
-                    self.metrics.locked().wal_errors += 1;
+                    self.metrics.set_unavailable(self.disk.why());
+                    self.metrics.wal_errors.inc();
                     return IngestSummary::refused(format!("unavailable: {e}; retry later"));
                 }
             }
         }
-        {
-            let mut m = self.metrics.locked();
-            m.drops.add(&out);
-            for e in &out.events {
-                let known = m.events_in.len() < MAX_TYPE_LABELS
-                    || m.events_in
-                        .contains_key(&(transport.to_string(), e.type_.clone()));
-                let t = if known {
-                    e.type_.clone()
-                } else {
-                    "_other".to_string()
-                };
-                *m.events_in.entry((transport.to_string(), t)).or_default() += 1;
-            }
-        }
+        self.count_in(transport, &out);
         for d in &out.dropped {
             self.note_drop(payload, d, now);
         }
@@ -304,14 +293,51 @@ impl Pipeline {
             error: None,
         };
         if let Some(seq) = wal_seq {
-            self.metrics.locked().wal_appends += 1;
+            self.metrics.wal_appends.inc();
             self.aggregator
                 .add_logged(out.events, self.clock.now(), seq);
         }
-        let mut m = self.metrics.locked();
-        m.pending_events = self.aggregator.pending_events();
-        m.pending_bytes = self.aggregator.pending_bytes();
+        self.publish_pending();
         summary
+    }
+
+    /// Counts one payload's outcome in `/metrics`: payloads, drops, events by type (runs of
+    /// one type, the common case, cost one add).
+    fn count_in(&mut self, transport: &'static str, out: &sluice_collector::IngestOutcome) {
+        let mut d = sluice_collector::DropCounters::new();
+        d.add(out);
+        let counters = self.counters(transport);
+        counters.add_drops(&d);
+        let mut events = out.events.iter();
+        let Some(first) = events.next() else { return };
+        let (mut type_, mut run) = (first.type_.as_str(), 1);
+        for e in events {
+            if e.type_ == type_ {
+                run += 1;
+            } else {
+                counters.add_events(type_, run);
+                (type_, run) = (e.type_.as_str(), 1);
+            }
+        }
+        counters.add_events(type_, run);
+    }
+
+    /// This thread's ingest counters of `transport`.
+    fn counters(&mut self, transport: &'static str) -> &mut IngestCounters {
+        self.ingest_counters
+            .entry(transport)
+            .or_insert_with(|| IngestCounters::new(transport, self.metrics.clone()))
+    }
+
+    /// Publishes what the aggregator holds (pending events and bytes; whether data waits).
+    pub(crate) fn publish_pending(&self) {
+        let events = self.aggregator.pending_events();
+        self.metrics.pending_events.set(as_gauge(events));
+        self.metrics
+            .pending_bytes
+            .set(as_gauge(self.aggregator.pending_bytes()));
+        let waiting = events > 0 || self.aggregator.pending_batches() > 0;
+        self.metrics.set_waiting(waiting, now_unix());
     }
 
     /// Why input is refused now (backpressure), if it is: the spool is full while the store

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
 
 use crate::limits::{ConnState, Limiter, Slot};
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::SharedMetrics;
 use crate::pipeline::{IngestSummary, Msg};
 
 /// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
@@ -87,15 +87,11 @@ impl TcpServer {
             move |sock, slot| {
                 let (me, stop) = (me.clone(), conn_stop.clone());
                 async move {
-                    {
-                        let mut m = me.metrics.locked();
-                        m.tcp_connections += 1;
-                        m.tcp_connections_open += 1;
-                    }
+                    me.metrics.tcp_connections.inc();
+                    me.metrics.tcp_connections_open.inc();
                     let metrics = me.metrics.clone();
                     me.connection(sock, &slot, stop).await;
-                    let mut m = metrics.locked();
-                    m.tcp_connections_open = m.tcp_connections_open.saturating_sub(1);
+                    metrics.tcp_connections_open.dec();
                 }
             },
         )
@@ -154,7 +150,7 @@ impl TcpServer {
             };
             let ack = match read {
                 Read::Payload(p) => {
-                    self.metrics.locked().tcp_messages += 1;
+                    self.metrics.tcp_messages.inc();
                     match crate::pipeline::submit(&self.tx, "tcp", p).await {
                         Ok(rx) => Ack::Pending(rx),
                         Err(e) => {
@@ -164,14 +160,14 @@ impl TcpServer {
                     }
                 }
                 Read::Oversized => {
-                    self.metrics.locked().tcp_messages += 1;
+                    self.metrics.tcp_messages.inc();
                     Ack::Line(format!(
                         "error oversized message over {} bytes",
                         self.max_message
                     ))
                 }
                 Read::OversizedFrame(len) => {
-                    self.metrics.locked().tcp_messages += 1;
+                    self.metrics.tcp_messages.inc();
                     let _ = atx
                         .send(Ack::Line(format!(
                             "error oversized frame of {len} bytes over {} bytes; closing",

@@ -1,7 +1,7 @@
 //! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs` (one observation per call),
 //! `add_to_epoch_index`, `add_counts`, `add_counts_once`, `flush`: `sluice_store_write_seconds`)
 //! and the size of every blob written (`sluice_blob_bytes`), in the histograms of
-//! [`crate::histogram`].
+//! [`crate::metrics`].
 //! Reads pass through untimed.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -12,7 +12,7 @@ use sluice_store::{
     Retention, Store, TypeSubtype,
 };
 
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::SharedMetrics;
 
 /// Times the writes of the store it wraps into the shared metrics.
 pub(crate) struct TimedStore {
@@ -25,10 +25,9 @@ impl TimedStore {
         let start = Instant::now();
         let out = f();
         let secs = start.elapsed().as_secs_f64();
-        let mut m = self.metrics.locked();
-        m.store_write_seconds.observe(secs);
+        self.metrics.store_write_seconds.observe(secs);
         if let Some(n) = blob_len {
-            m.blob_bytes.observe(n as f64);
+            self.metrics.blob_bytes.observe(n as f64);
         }
         out
     }
@@ -39,10 +38,9 @@ impl Store for TimedStore {
         let start = Instant::now();
         let out = self.inner.put_blob(ns, key, bytes);
         let secs = start.elapsed().as_secs_f64();
-        let mut m = self.metrics.locked();
-        m.store_write_seconds.observe(secs);
+        self.metrics.store_write_seconds.observe(secs);
         if matches!(out, Ok(PutOutcome::Written)) {
-            m.blob_bytes.observe(bytes.len() as f64);
+            self.metrics.blob_bytes.observe(bytes.len() as f64);
         }
         out
     }
@@ -50,11 +48,10 @@ impl Store for TimedStore {
         let start = Instant::now();
         let out = self.inner.put_blobs(ns, items);
         let secs = start.elapsed().as_secs_f64();
-        let mut m = self.metrics.locked();
-        m.store_write_seconds.observe(secs);
+        self.metrics.store_write_seconds.observe(secs);
         for ((_, bytes), r) in items.iter().zip(&out) {
             if matches!(r, Ok(PutOutcome::Written)) {
-                m.blob_bytes.observe(bytes.len() as f64);
+                self.metrics.blob_bytes.observe(bytes.len() as f64);
             }
         }
         out
@@ -140,6 +137,9 @@ impl Store for TimedStore {
     }
     fn damage(&self, from: i64, to: i64) -> Result<Vec<Damage>> {
         self.inner.damage(from, to)
+    }
+    fn usage(&self) -> Option<sluice_store::StoreUsage> {
+        self.inner.usage()
     }
     fn damage_stats(&self) -> DamageStats {
         self.inner.damage_stats()

@@ -18,8 +18,8 @@ use sluice_store::{Counts, Store};
 use sluice_udp::{UdpReceiver, UdpStats};
 use tokio::sync::mpsc;
 
-use crate::metrics::{LockMetrics, SharedMetrics};
-use crate::pipeline::{now_unix, Msg, MAX_TYPE_LABELS};
+use crate::metrics::{IngestCounters, SharedMetrics};
+use crate::pipeline::{now_unix, Msg};
 
 /// What the UDP thread needs.
 pub(crate) struct UdpContext {
@@ -42,6 +42,7 @@ impl UdpContext {
             }
         };
         let mut prev = UdpStats::default();
+        let mut counters = IngestCounters::new("udp", self.metrics.clone());
         let mut second_drops = DropCounters::new();
         let mut last_report = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
@@ -58,17 +59,9 @@ impl UdpContext {
                 std::thread::sleep(Duration::from_millis(100));
             }
             if drops.payloads > 0 {
-                let mut m = self.metrics.locked();
-                m.drops.merge(&drops);
+                counters.add_drops(&drops);
                 for e in &events {
-                    let key = ("udp".to_string(), e.type_.clone());
-                    let key =
-                        if m.events_in.len() < MAX_TYPE_LABELS || m.events_in.contains_key(&key) {
-                            key
-                        } else {
-                            ("udp".to_string(), "_other".to_string())
-                        };
-                    *m.events_in.entry(key).or_default() += 1;
+                    counters.add_events(&e.type_, 1);
                 }
                 second_drops.merge(&drops);
             }
@@ -92,13 +85,14 @@ impl UdpContext {
         now: i64,
     ) -> UdpStats {
         let stats = receiver.stats();
-        {
-            let mut m = self.metrics.locked();
-            m.udp_datagrams = stats.datagrams;
-            m.udp_bytes = stats.bytes;
-            m.udp_truncated = stats.truncated;
-            m.udp_kernel_drops = stats.kernel_drops;
-        }
+        let m = &self.metrics;
+        m.udp_datagrams
+            .inc_by(stats.datagrams.saturating_sub(prev.datagrams));
+        m.udp_bytes.inc_by(stats.bytes.saturating_sub(prev.bytes));
+        m.udp_truncated
+            .inc_by(stats.truncated.saturating_sub(prev.truncated));
+        m.udp_kernel_drops
+            .inc_by(stats.kernel_drops.saturating_sub(prev.kernel_drops));
         let mut dropped: BTreeMap<String, u64> = drops
             .iter()
             .filter(|(_, n)| *n > 0)
@@ -117,7 +111,7 @@ impl UdpContext {
         if !counts.is_zero() {
             if let Err(e) = self.store.add_counts(now, &self.dc, "", "", &counts) {
                 eprintln!("sluice-server: recording UDP drops: {e}");
-                self.metrics.locked().store_errors += 1;
+                self.metrics.store_errors.inc();
             }
         }
         stats

@@ -177,6 +177,13 @@ fn metrics_show_store_latency_blob_sizes_and_events_out() {
         text.contains("# TYPE sluice_events_out_total counter"),
         "{text}"
     );
+    // Counted when the reading thread ends, which may be just after the client has the body.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while metric(addr, "sluice_events_out_total{endpoint=\"events\"}") < 50.0 {
+        assert!(std::time::Instant::now() < deadline, "{}", metrics(addr));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let text = metrics(addr);
     assert!(
         text.contains("sluice_events_out_total{endpoint=\"events\"} 50\n"),
         "{text}"
@@ -208,6 +215,78 @@ fn metrics_show_store_latency_blob_sizes_and_events_out() {
             "no TYPE for {l}"
         );
     }
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// What a Prometheus user reaches for: no lag alarm while idle, flush durations as a histogram,
+/// freshness, responses by route and status, drops by transport, build and process figures.
+#[test]
+fn metrics_stay_quiet_while_idle_and_cover_the_process() {
+    let dir = temp_dir("idle-metrics");
+    let server = spawn(config(&dir, 0)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let e = now();
+    let body = format!(
+        "{}\n{}\n",
+        json!({"epoch": e, "type": "t"}),
+        json!({"epoch": e, "ms": 1})
+    );
+    let r = request(addr, "POST", "/v1/events", body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(request(addr, "GET", "/nope", b"").status, 404);
+    wait_flushed(addr, 1);
+    // Idle for longer than a tick and a second: nothing waits, so no lag.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let text = metrics(addr);
+    assert_eq!(
+        metric_value(&text, "sluice_flush_lag_seconds"),
+        0.0,
+        "{text}"
+    );
+    assert!(text.contains("# TYPE sluice_flush_duration_seconds histogram"));
+    assert!(metric_value(&text, "sluice_flush_duration_seconds_count") >= 1.0);
+    assert!(metric_value(&text, "sluice_freshness_seconds_count") >= 1.0);
+    assert_eq!(
+        metric_value(
+            &text,
+            "sluice_http_responses_total{route=\"/v1/events\",status=\"200\"}"
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric_value(
+            &text,
+            "sluice_http_responses_total{route=\"unmatched\",status=\"404\"}"
+        ),
+        1.0
+    );
+    assert!(metric_value(&text, "sluice_http_request_duration_seconds_count") >= 2.0);
+    assert_eq!(
+        metric_value(
+            &text,
+            "sluice_events_dropped_total{transport=\"http\",reason=\"missing_type\"}"
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric_value(&text, "sluice_events_dropped_total{transport=\"udp\"}"),
+        0.0
+    );
+    assert_eq!(
+        metric_value(&text, "sluice_build_info{version=\"0.1.0\"}"),
+        1.0,
+        "{text}"
+    );
+    assert!(metric_value(&text, "process_resident_memory_bytes") > 1e6);
+    assert!(metric_value(&text, "process_open_fds") >= 3.0);
+    assert!(metric_value(&text, "process_start_time_seconds") > 1.7e9);
+    assert!(!text.contains("sluice_udp_payloads_total"), "a duplicate");
+    assert!(metric_value(&text, "sluice_store_bytes") > 0.0, "{text}");
+    assert!(metric_value(&text, "sluice_store_partitions") >= 1.0);
+    let oldest = metric_value(&text, "sluice_store_oldest_partition_timestamp_seconds");
+    assert!(oldest > 1.7e9 && oldest <= e as f64, "{oldest}");
     server.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

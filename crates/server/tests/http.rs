@@ -110,8 +110,9 @@ fn ingest_ndjson_and_array_then_read_back_exactly_once() {
         m.contains("sluice_events_in_total{transport=\"http\",type=\"WEB\"} 2700"),
         "{m}"
     );
-    assert!(
-        m.contains("sluice_events_dropped_total{reason=\"malformed\"} 0"),
+    assert_eq!(
+        metric_value(&m, "sluice_events_dropped_total{reason=\"malformed\"}"),
+        0.0,
         "{m}"
     );
     assert!(metric(addr, "sluice_blobs_written_total") > 0.0);
@@ -163,8 +164,12 @@ fn malformed_and_oversized_bodies_are_refused() {
     assert_eq!(r.status, 413, "{}", r.text());
 
     let m = request(addr, "GET", "/metrics", b"").text();
-    assert!(
-        m.contains("sluice_events_dropped_total{reason=\"missing_type\"} 3"),
+    assert_eq!(
+        metric_value(
+            &m,
+            "sluice_events_dropped_total{transport=\"http\",reason=\"missing_type\"}"
+        ),
+        3.0,
         "{m}"
     );
     assert!(metric(addr, "sluice_payloads_rejected_total") >= 1.0);

@@ -233,4 +233,8 @@ impl<S: Store> Store for FaultyStore<S> {
     fn damage_stats(&self) -> DamageStats {
         self.inner.damage_stats()
     }
+
+    fn usage(&self) -> Option<crate::StoreUsage> {
+        self.inner.usage()
+    }
 }

@@ -68,5 +68,5 @@ pub use crate::memory::InMemoryStore;
 pub const SERVER_FILE: &str = "SERVER";
 pub use crate::store::{
     BlobKey, Counts, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace,
-    PutOutcome, ReadStore, Retention, Store, TypeSubtype, MAX_BLOB_LEN,
+    PutOutcome, ReadStore, Retention, Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN,
 };

@@ -266,6 +266,17 @@ pub struct DamageStats {
     pub index_entries_rebuilt: u64,
 }
 
+/// How much a store holds (for metrics), as far as the backend can tell cheaply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreUsage {
+    /// Bytes of the stored data on disk (logs, catalog).
+    pub bytes: u64,
+    /// Time partitions held.
+    pub partitions: u64,
+    /// First second of the oldest partition held (`None`: none).
+    pub oldest_epoch: Option<i64>,
+}
+
 /// The storage interface of Sluice: namespaced, write-once blobs; per-epoch metadata that merges;
 /// range listing by epoch; expiry by time.
 ///
@@ -411,6 +422,12 @@ pub trait Store: Send + Sync {
     /// Damage found since open, for metrics. Default: none.
     fn damage_stats(&self) -> DamageStats {
         DamageStats::default()
+    }
+
+    /// How much the store holds, for metrics; `None` when the backend cannot tell cheaply
+    /// (the default). Reads only file sizes or similar metadata, never the data.
+    fn usage(&self) -> Option<StoreUsage> {
+        None
     }
 }
 
@@ -595,6 +612,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn damage_stats(&self) -> DamageStats {
         (**self).damage_stats()
+    }
+    fn usage(&self) -> Option<StoreUsage> {
+        (**self).usage()
     }
 }
 

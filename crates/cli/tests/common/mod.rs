@@ -62,15 +62,15 @@ pub fn stdout_lines(out: &Output) -> Vec<String> {
 
 /// `sluice cat --data dir --from from --to to`.
 pub fn cat_data(dir: &Path, from: &str, to: &str) -> Output {
-    sluice(&[
-        "cat",
-        "--data",
-        dir.to_str().expect("path"),
-        "--from",
-        from,
-        "--to",
-        to,
-    ])
+    cat_data_with(dir, from, to, &[])
+}
+
+/// `sluice cat --data dir --from from --to to extra…`.
+pub fn cat_data_with(dir: &Path, from: &str, to: &str, extra: &[&str]) -> Output {
+    let path = dir.to_str().expect("path");
+    let mut args = vec!["cat", "--data", path, "--from", from, "--to", to];
+    args.extend_from_slice(extra);
+    sluice(&args)
 }
 
 /// A child killed (and reaped) if the test ends early.

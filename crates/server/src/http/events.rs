@@ -8,9 +8,12 @@
 //!
 //! A GET reads on a blocking thread and streams in chunks of about 64 KiB, in epoch order;
 //! damage is skipped and reported, never cut silently: for NDJSON as one last line
-//! `{"_sluice":{"warnings":[…],"notices":[…]}}` (notices: substream results computed here from
-//! the full blob, `substream=NAME` without `no_fallback`), for Sereal on stderr. Bad parameters
-//! get **400** before anything is streamed; an unknown substream **404**.
+//! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. With `hints=1`, the same line carries
+//! `"hints":["…"]` (`sluice_reader::hints`: a type or field never seen, an empty range, …) when
+//! there are any; it is sent when there are warnings or hints. With `substream=NAME` it also
+//! carries `"notices"` (substream results computed here from the full blob, unless
+//! `no_fallback`). Bad parameters get **400** before anything is streamed; an unknown
+//! substream **404**.
 
 use std::sync::Arc;
 
@@ -24,7 +27,6 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::params::{self, parse_query, TimeRange};
 use super::{error, json, AppState};
-use crate::metrics::LockMetrics;
 use crate::pipeline::{now_unix, IngestSummary};
 
 /// Most drops listed one by one in an ingest response (`dropped_total` counts them all).
@@ -72,23 +74,26 @@ fn ingest_response(s: &IngestSummary) -> Response {
     )
 }
 
-/// Builds the read request of `GET /v1/events`.
-fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat), String> {
+/// Builds the read request of `GET /v1/events` (and whether hints were asked for).
+fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat, bool), String> {
     let mut range = TimeRange::default();
     let mut selection = Selection::default();
     let mut format = OutputFormat::Json;
+    let mut hints = false;
     for (k, v) in parse_query(query) {
         if range.accept(&k, &v, now)? {
             continue;
         }
         if k == "format" {
             format = params::format(&v)?;
+        } else if k == "hints" {
+            hints = params::hints(&v)?;
         } else if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
             return Err(params::unknown(&k));
         }
     }
     let (from, to) = range.finish(now)?;
-    Ok((ReadRequest::selected(from, to, selection), format))
+    Ok((ReadRequest::selected(from, to, selection), format, hints))
 }
 
 /// The read options of `selection`: with `substream=NAME`, the registered substream (an unknown
@@ -118,7 +123,7 @@ pub(crate) async fn substream_options(
 
 /// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
 pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let (req, format) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+    let (req, format, hints) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
@@ -131,13 +136,12 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
     let store = st.store.clone();
     let metrics = st.metrics.clone();
     tokio::task::spawn_blocking(move || {
-        let served = stream_range(store, req, opts, format, start_tx, tx);
+        let served = stream_range(store, req, opts, format, hints, start_tx, tx);
         if served > 0 {
-            *metrics
-                .locked()
+            metrics
                 .events_out
-                .entry("events".into())
-                .or_default() += served;
+                .with_label_values(&["events"])
+                .inc_by(served);
         }
     });
     match start_rx.await {
@@ -156,18 +160,19 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
 }
 
 /// Runs on a blocking thread: reads the range and sends the output in chunks. Warnings are
-/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...]}}`.
+/// collected and, for NDJSON, sent as one last line `{"_sluice":{"warnings":[...],"hints":[...]}}`.
 /// Returns how many events were written out.
 fn stream_range(
     store: Arc<dyn Store>,
     req: ReadRequest,
     opts: ReadOptions,
     format: OutputFormat,
+    want_hints: bool,
     start: oneshot::Sender<Result<(), (StatusCode, String)>>,
     tx: mpsc::Sender<Bytes>,
 ) -> u64 {
     let mut served = 0u64;
-    let reader = match RangeReader::new(store, req, opts) {
+    let mut reader = match RangeReader::new(store, req, opts) {
         Ok(r) => r,
         Err(e) => {
             let status = match e {
@@ -184,7 +189,7 @@ fn stream_range(
     let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
     let mut warnings = Vec::new();
     let mut notices = Vec::new();
-    for item in reader {
+    for item in &mut reader {
         match item {
             ReadItem::Event(e) => match w.write(&e.value) {
                 Ok(_) => served += 1,
@@ -211,8 +216,18 @@ fn stream_range(
         }
     }
     let mut buf = w.into_inner();
-    if (!warnings.is_empty() || !notices.is_empty()) && format == OutputFormat::Json {
+    let hints = if want_hints {
+        reader.hints(now_unix())
+    } else {
+        Vec::new()
+    };
+    if (!warnings.is_empty() || !hints.is_empty() || !notices.is_empty())
+        && format == OutputFormat::Json
+    {
         let mut trailer = serde_json::json!({ "_sluice": { "warnings": warnings } });
+        if !hints.is_empty() {
+            trailer["_sluice"]["hints"] = hints.into();
+        }
         if !notices.is_empty() {
             trailer["_sluice"]["notices"] = notices.into();
         }

@@ -30,7 +30,7 @@ pub mod tail;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Request};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -99,7 +99,29 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
                 }
             },
         ))
+        .layer(middleware::from_fn_with_state(
+            state.metrics.clone(),
+            count_response,
+        ))
         .with_state(state)
+}
+
+/// Counts each response by route and status, and how long it took to its head
+/// (`sluice_http_responses_total`, `sluice_http_request_duration_seconds`).
+async fn count_response(State(m): State<SharedMetrics>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let start = std::time::Instant::now();
+    let resp = next.run(req).await;
+    m.http_request_seconds
+        .with_label_values(&[&route])
+        .observe(start.elapsed().as_secs_f64());
+    m.http_responses
+        .with_label_values(&[&route, resp.status().as_str()])
+        .inc();
+    resp
 }
 
 /// An error answer: `status` with the body `{"error": msg}`.

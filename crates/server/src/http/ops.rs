@@ -10,14 +10,13 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::{error, AppState};
-use crate::metrics::LockMetrics;
 
 /// `GET /healthz`: ready to ingest or why not.
 pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
     if st.tx.is_closed() {
         return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline stopped");
     }
-    let unavailable = st.metrics.locked().disk_unavailable.clone();
+    let unavailable = st.metrics.unavailable();
     if let Some(why) = unavailable {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -29,9 +28,7 @@ pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
 
 /// `GET /metrics`: the Prometheus text.
 pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
-    let m = st.metrics.locked().clone();
-    let mut body = crate::metrics::render(&m);
-    crate::metrics::render_store_damage(&mut body, &st.store.damage_stats());
+    let mut body = crate::metrics::render(&st.metrics, &*st.store, sluice_reader::time::now_unix());
     crate::metrics::render_substreams(&mut body, &st.substreams.snapshot());
     let mut resp = body.into_response();
     resp.headers_mut().insert(

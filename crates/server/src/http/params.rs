@@ -26,6 +26,18 @@ pub fn format(value: &str) -> Result<OutputFormat, String> {
     value.parse().map_err(|e| format!("format: {e}"))
 }
 
+/// `hints=1` (or `true`): the client wants hints (`sluice_reader::hints`: a type or field never
+/// seen, an empty range…) — in `GET /v1/events`' trailer line, as `event: hint` in
+/// `GET /v1/tail`. Off by default, so that a consumer that knows nothing of them never sees
+/// an extra line.
+pub fn hints(value: &str) -> Result<bool, String> {
+    match value {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        other => Err(format!("hints: {other:?} is not 1, 0, true or false")),
+    }
+}
+
 /// The error for a parameter the endpoint does not take.
 pub fn unknown(key: &str) -> String {
     format!("unknown parameter {key:?}")

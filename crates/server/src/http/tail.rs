@@ -2,13 +2,17 @@
 //!
 //! Parameters: `from` (a time; default `now`) or `cursor` (a token from an earlier tail, to
 //! resume with no gap and no duplicate), and the filters of `GET /v1/events` (`dc`, `type`,
-//! `subtype`, `select` (repeated), `where`). The stream carries three kinds of event:
+//! `subtype`, `select` (repeated), `where`). The stream carries four kinds of event:
 //! - `event: event` — `data:` one event as JSON (or the object of selected paths);
 //! - `event: warning` — `data:` `{"key":…,"reason":…}` for a chunk that could not be read;
 //! - `event: notice` — `data:` `{"key":…,"reason":…}` with `substream=NAME`: a chunk whose
 //!   substream result was computed here from the full blob (fallback; nothing lost);
 //! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
-//!   reconnects with `cursor=<token>` continues exactly after it.
+//!   reconnects with `cursor=<token>` continues exactly after it;
+//! - `event: hint` — only with `hints=1`: `data:` advice, once per stream, after the tail has
+//!   caught up and seen data
+//!   (`sluice_reader::hints::for_tail`: a type or a field it never saw, a number field compared
+//!   with a string); not part of any batch, and ignored by clients that do not know it.
 //!
 //! The tail polls the store every 100 ms, so an event is sent at most ~0.1 s after its second
 //! is stored (the collector stores a second its grace period after it ends).
@@ -32,7 +36,6 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
 use super::params::{self, parse_query};
 use super::{error, AppState};
-use crate::metrics::LockMetrics;
 
 /// The last event of a stream the server ends because it is shutting down.
 pub const SHUTDOWN_EVENT: &str = "event: shutdown\ndata: {\"reason\":\"server shutting down\"}\n\n";
@@ -61,17 +64,18 @@ struct TailSlot {
 
 impl Drop for TailSlot {
     fn drop(&mut self) {
-        let mut m = self.metrics.locked();
-        m.tail_streams = m.tail_streams.saturating_sub(1);
+        self.metrics.tail_streams.dec();
     }
 }
 
 /// Builds the tail request and starting cursor from the query string.
-fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> {
+fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), String> {
     let mut selection = TailRequest::default();
     let mut start = None;
+    let mut hints = false;
     for (k, v) in parse_query(query) {
         match k.as_str() {
+            "hints" => hints = params::hints(&v)?,
             "from" => start = Some(Cursor::at(params::time("from", &v, now)?)),
             "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
             other => {
@@ -81,13 +85,13 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor), String> 
             }
         }
     }
-    Ok((selection, start.unwrap_or_else(|| Cursor::at(now))))
+    Ok((selection, start.unwrap_or_else(|| Cursor::at(now)), hints))
 }
 
 /// `GET /v1/tail`: validates the parameters, takes a slot under the cap, then streams.
 pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let now = sluice_reader::time::now_unix();
-    let (req, start) = match tail_request(q.as_deref().unwrap_or(""), now) {
+    let (req, start, hints) = match tail_request(q.as_deref().unwrap_or(""), now) {
         Ok(r) => r,
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
@@ -96,11 +100,10 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         Err(r) => return r,
     };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
-        let mut m = st.metrics.locked();
-        *m.connections_refused
-            .entry(("http", "tail_cap"))
-            .or_default() += 1;
-        drop(m);
+        st.metrics
+            .connections_refused
+            .with_label_values(&["http", "tail_cap"])
+            .inc();
         let mut resp = error(
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             format!(
@@ -112,7 +115,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
         return resp;
     };
-    st.metrics.locked().tail_streams += 1;
+    st.metrics.tail_streams.inc();
     let slot = TailSlot {
         _permit: permit,
         metrics: st.metrics.clone(),
@@ -120,7 +123,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     let store = st.store.clone();
     let metrics = st.metrics.clone();
-    tokio::task::spawn_blocking(move || follow(store, req, start, read, tx, metrics));
+    tokio::task::spawn_blocking(move || follow(store, req, start, read, hints, tx, metrics));
     // Until shutdown: what the follower sends; then the shutdown event, and the end (dropping
     // the receiver stops the follower).
     let stream =
@@ -152,6 +155,7 @@ fn follow(
     req: TailRequest,
     start: Cursor,
     read: sluice_reader::ReadOptions,
+    want_hints: bool,
     tx: mpsc::Sender<Bytes>,
     metrics: crate::metrics::SharedMetrics,
 ) {
@@ -164,6 +168,7 @@ fn follow(
     let mut tail = Tail::new(store, req, start, opts);
     let interval = tail.options().poll_interval;
     let mut last_cursor = String::new();
+    let mut hinted = !want_hints;
     loop {
         if tx.is_closed() {
             return;
@@ -205,15 +210,24 @@ fn follow(
             buf.extend_from_slice(format!("event: cursor\ndata: {token}\n\n").as_bytes());
             last_cursor = token;
         }
+        // Typo hints, once, after a whole batch (`sluice_reader::hints::for_tail`).
+        if !hinted {
+            if let Some(hints) = tail.hints(now) {
+                hinted = true;
+                for h in hints {
+                    let text = h.replace('\n', " ");
+                    buf.extend_from_slice(format!("event: hint\ndata: {text}\n\n").as_bytes());
+                }
+            }
+        }
         if !buf.is_empty() && tx.blocking_send(Bytes::from(buf)).is_err() {
             return;
         }
         if served > 0 {
-            *metrics
-                .locked()
+            metrics
                 .events_out
-                .entry("tail".into())
-                .or_default() += served;
+                .with_label_values(&["tail"])
+                .inc_by(served);
         }
         if tail.caught_up() {
             std::thread::sleep(interval);

@@ -6,7 +6,6 @@ use sluice_collector::{Drop, DropReason};
 use sluice_store::Counts;
 
 use super::Pipeline;
-use crate::metrics::LockMetrics;
 
 impl Pipeline {
     /// Adds one ingest drop to the pending counts, under the dropped event's own tags when they
@@ -60,7 +59,7 @@ impl Pipeline {
             }
         }
         if errors > 0 {
-            self.metrics.locked().store_errors += errors;
+            self.metrics.store_errors.inc_by(errors);
         }
     }
 }

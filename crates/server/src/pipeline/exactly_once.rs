@@ -11,26 +11,24 @@ use sluice_collector::aggregate::{FlushReport, NoteLog};
 use sluice_collector::wal::Wal;
 
 use super::{now_unix, Pipeline};
-use crate::metrics::{LockMetrics, SharedMetrics};
+use crate::metrics::{as_gauge, SharedMetrics};
 
 /// The aggregator's note log: each done note of a stored batch appended to `wal` before the
 /// batch's index entries are written (exactly once across any SIGKILL timing: see
 /// `sluice_collector::replay`), counted in `wal_notes` / `wal_errors`.
 pub(crate) fn note_log(wal: Arc<Wal>, metrics: SharedMetrics) -> NoteLog {
-    Box::new(move |note| {
-        let appended = wal.append_note(&note.encode(), now_unix());
-        let mut m = metrics.locked();
-        match appended {
+    Box::new(
+        move |note| match wal.append_note(&note.encode(), now_unix()) {
             Ok(_) => {
-                m.wal_notes += 1;
+                metrics.wal_notes.inc();
                 Ok(())
             }
             Err(e) => {
-                m.wal_errors += 1;
+                metrics.wal_errors.inc();
                 Err(e.to_string())
             }
-        }
-    })
+        },
+    )
 }
 
 impl Pipeline {
@@ -49,7 +47,7 @@ impl Pipeline {
             if report.blobs > 0 {
                 if let Err(e) = self.wal.sync() {
                     eprintln!("sluice-server: WAL sync failed: {e}");
-                    self.metrics.locked().wal_errors += 1;
+                    self.metrics.wal_errors.inc();
                     sync_error = true;
                 }
             }
@@ -76,12 +74,12 @@ impl Pipeline {
         let (upto, advance) = self.checkpoint_target();
         if advance && !sync_error {
             match self.wal.checkpoint(upto) {
-                Ok(()) => self.metrics.locked().wal_checkpointed_seq = upto,
+                Ok(()) => self.metrics.wal_checkpointed_seq.set(as_gauge(upto)),
                 Err(e) => {
                     if self.disk.why().is_none() {
                         eprintln!("sluice-server: WAL checkpoint failed: {e}");
                     }
-                    self.metrics.locked().wal_errors += 1;
+                    self.metrics.wal_errors.inc();
                 }
             }
         }
@@ -90,26 +88,38 @@ impl Pipeline {
                 eprintln!("sluice-server: flush error (will retry): {e}");
             }
         }
-        let mut m = self.metrics.locked();
-        m.spool_batches = self.aggregator.spooled_batches() as u64;
-        m.spool_bytes = self.aggregator.spooled_bytes();
-        m.spool_events = self.aggregator.spooled_events();
-        m.memory_batches = self.aggregator.memory_batches() as u64;
-        m.backpressure = self.aggregator.is_backpressured()
-            || self.aggregator.pending_bytes() >= self.max_pending_bytes;
-        m.pending_bytes = self.aggregator.pending_bytes();
-        m.events_flushed += report.events;
-        m.late_events += report.late_events;
-        m.dropped_events += report.dropped_events;
-        m.blobs_written += report.blobs as u64;
-        m.blob_bytes_written += report.bytes;
-        m.store_errors += report.errors.len() as u64 + u64::from(sync_error);
-        m.pending_events = self.aggregator.pending_events();
-        m.last_flush_seconds = start.elapsed().as_secs_f64();
+        let m = &self.metrics;
+        m.spool_batches
+            .set(as_gauge(self.aggregator.spooled_batches() as u64));
+        m.spool_bytes.set(as_gauge(self.aggregator.spooled_bytes()));
+        m.spool_events
+            .set(as_gauge(self.aggregator.spooled_events()));
+        m.memory_batches
+            .set(as_gauge(self.aggregator.memory_batches() as u64));
+        m.backpressure.set(i64::from(
+            self.aggregator.is_backpressured()
+                || self.aggregator.pending_bytes() >= self.max_pending_bytes,
+        ));
+        m.events_flushed.inc_by(report.events);
+        m.late_events.inc_by(report.late_events);
+        m.dropped_events.inc_by(report.dropped_events);
+        m.blobs_written.inc_by(report.blobs as u64);
+        m.blob_bytes_written.inc_by(report.bytes);
+        m.store_errors
+            .inc_by(report.errors.len() as u64 + u64::from(sync_error));
         if report.blobs > 0 {
-            m.last_write_unix = now_unix();
+            m.flushed(start.elapsed().as_secs_f64(), now_unix());
         }
-        drop(m);
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        for batch in stored.iter().filter(|b| b.events > b.late_events) {
+            // On-time events only: a late event's wait says how late it came, not how fresh
+            // the pipeline is.
+            let secs = (now_ms - (batch.epoch + 1) * 1000) as f64 / 1000.0;
+            m.freshness_seconds.observe(secs.max(0.0));
+        }
+        self.publish_pending();
         // Write-time work on what is now stored and synced: substreams (queued, never run on
         // this thread; a full queue sheds).
         for batch in stored {
@@ -153,9 +163,8 @@ impl Pipeline {
     /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
     pub(super) fn refresh_disk(&mut self) {
         self.disk.refresh(self.wal.failing());
-        let mut m = self.metrics.locked();
-        m.disk_unavailable = self.disk.why().map(str::to_owned);
-        m.disk_free_bytes = self.disk.free;
+        self.metrics.set_unavailable(self.disk.why());
+        self.metrics.disk_free_bytes.set(as_gauge(self.disk.free));
     }
 
     /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
@@ -171,15 +180,15 @@ impl Pipeline {
                     eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
                 }
                 self.disk.failed(e.to_string());
-                self.metrics.locked().wal_errors += 1;
+                self.metrics.wal_errors.inc();
                 return false;
             }
             self.pending_notes.remove(0);
-            self.metrics.locked().wal_notes += 1;
+            self.metrics.wal_notes.inc();
         }
         if let Err(e) = self.wal.sync() {
             eprintln!("sluice-server: WAL sync failed: {e}");
-            self.metrics.locked().wal_errors += 1;
+            self.metrics.wal_errors.inc();
             return false;
         }
         true

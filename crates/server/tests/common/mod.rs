@@ -148,11 +148,42 @@ pub fn try_dechunk(mut b: &[u8]) -> Result<Vec<u8>, Vec<u8>> {
 
 /// The value of the metric line starting with `name` (labels included) in exposition `text`.
 pub fn metric_value(text: &str, name: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(' ')))
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
-        .parse()
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
+    try_metric_value(text, name).unwrap_or_else(|| panic!("no {name} in {text}"))
+}
+
+/// The value of `name` — a family (`sluice_x`) or a family with labels (`sluice_x{k="v"}`):
+/// the sum of the family's samples whose labels include every label given (in any order).
+/// `None` when no sample matches.
+pub fn try_metric_value(text: &str, name: &str) -> Option<f64> {
+    fn split(s: &str) -> (&str, Vec<String>) {
+        match s.split_once('{') {
+            None => (s, Vec::new()),
+            Some((family, rest)) => {
+                let inner = rest.trim_end_matches('}');
+                let labels = inner
+                    .split("\",")
+                    .filter(|l| !l.is_empty())
+                    .map(|l| l.trim_end_matches('"').to_owned())
+                    .collect();
+                (family, labels)
+            }
+        }
+    }
+    let (family, want) = split(name.trim());
+    let mut sum = None;
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = l.rsplit_once(' ') else {
+            continue;
+        };
+        let (f, have) = split(series);
+        if f == family && want.iter().all(|w| have.contains(w)) {
+            let v: f64 = value
+                .parse()
+                .unwrap_or_else(|e| panic!("{series}: {value}: {e}"));
+            sum = Some(sum.unwrap_or(0.0) + v);
+        }
+    }
+    sum
 }
 
 pub fn now() -> i64 {

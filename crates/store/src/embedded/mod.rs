@@ -44,7 +44,7 @@ use crate::error::{Result, StoreError};
 use crate::store::{
     check_counts, check_counts_write, check_entries, check_key, check_put, BlobKey, Counts,
     CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome, Retention,
-    Store, TypeSubtype, MAX_BLOB_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
+    Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
 };
 
 const FORMAT_FILE: &str = "FORMAT";
@@ -904,6 +904,24 @@ impl Store for EmbeddedStore {
             out.extend(lock(&p.damage).iter().cloned());
         }
         Ok(out)
+    }
+
+    fn usage(&self) -> Option<StoreUsage> {
+        let parts: Vec<(i64, PathBuf)> = self
+            .map()
+            .iter()
+            .map(|(start, p)| (*start, p.dir.clone()))
+            .collect();
+        let size = |path: &Path| fs::metadata(path).map_or(0, |m| m.len());
+        let mut bytes = size(&self.dir.join(catalog::CATALOG_FILE));
+        for (_, dir) in &parts {
+            bytes += size(&dir.join(BLOBS_FILE)) + size(&dir.join(META_FILE));
+        }
+        Some(StoreUsage {
+            bytes,
+            partitions: parts.len() as u64,
+            oldest_epoch: parts.first().map(|(start, _)| *start),
+        })
     }
 
     fn damage_stats(&self) -> DamageStats {
