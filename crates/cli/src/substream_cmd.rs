@@ -254,7 +254,7 @@ pub fn run(cmd: SubstreamCommand) -> Result<()> {
                 Registry::Server(api) => {
                     api.remove(&a.name)?;
                 }
-                Registry::Local(store) => registry::remove(&store, &a.name)?,
+                Registry::Local(store) => registry::remove(&store, &a.name, now)?,
             }
             eprintln!(
                 "sluice: substream {:?} removed (its stored results stay until they expire)",

@@ -10,6 +10,9 @@
 //!   budgets. A definition that fails changes nothing in the store.
 //! - A Python substream carries its **source** (at most [`MAX_SOURCE_BYTES`]): the file is read
 //!   once, at registration, so the definition is complete on any machine and across restarts.
+//! - A removed name keeps a record ([`REMOVED_KIND`]) while its stored results may still exist
+//!   (the store's retention): re-adding it with another transformation or other filters is
+//!   refused (its old results would be read as the new one's); the same one may come back.
 //! - Changes are last-write-wins records; `changed` is the time of the last one. A record that
 //!   does not parse (written by a newer version, damaged) is skipped and reported by [`load`],
 //!   never fatal.
@@ -24,6 +27,9 @@ use sluice_store::{Namespace, ReadStore, Store, StoreError};
 
 /// The catalog kind of definitions.
 pub const CATALOG_KIND: &str = "substream";
+/// The catalog kind of removed definitions (`changed` = the removal time): their stored results
+/// outlive them until they expire.
+pub const REMOVED_KIND: &str = "substream-removed";
 /// The catalog kind of the runners' miss/run counters (`<name>/<writer>` records).
 pub const STATUS_KIND: &str = "substream-status";
 /// Longest Python source kept in a definition (the store's catalog records are ≤ 1 MiB).
@@ -408,7 +414,30 @@ pub fn add(
         return Err(Error::Exists(spec.name.clone()));
     }
     let def = validate(spec, now, python)?;
+    let removed = store.get_catalog(REMOVED_KIND)?;
+    if let Some(old) = removed
+        .get(&spec.name)
+        .and_then(|b| serde_json::from_slice::<Definition>(b).ok())
+    {
+        let r = store.retention();
+        let kept_until = old.changed + r.period_secs + r.partition_secs;
+        let same = old.dc == def.dc
+            && old.type_ == def.type_
+            && old.subtype == def.subtype
+            && old.transform == def.transform;
+        if now < kept_until && !same {
+            return Err(Error::Invalid(format!(
+                "name {:?}: a substream of that name with another transformation or other filters \
+                 was removed at {}; its stored results are kept until about {kept_until} and would \
+                 be read as this one's: pick another name (or re-add the same definition)",
+                spec.name, old.changed
+            )));
+        }
+    }
     put(store, &def)?;
+    if removed.contains_key(&spec.name) {
+        store.put_catalog(REMOVED_KIND, &spec.name, None)?;
+    }
     Ok(def)
 }
 
@@ -428,9 +457,13 @@ pub fn set_enabled(
     Ok(def)
 }
 
-/// Removes `name` from the registry (its stored results stay until they expire).
-pub fn remove(store: &dyn Store, name: &str) -> Result<(), Error> {
-    get(store, name)?;
+/// Removes `name` from the registry (its stored results stay until they expire; see
+/// [`REMOVED_KIND`]).
+pub fn remove(store: &dyn Store, name: &str, now: i64) -> Result<(), Error> {
+    let mut def = get(store, name)?;
+    def.changed = now;
+    let bytes = serde_json::to_vec(&def).map_err(|e| Error::Invalid(e.to_string()))?;
+    store.put_catalog(REMOVED_KIND, name, Some(&bytes))?;
     store.put_catalog(CATALOG_KIND, name, None)?;
     store.flush()?;
     Ok(())
@@ -481,8 +514,18 @@ mod tests {
         assert_eq!(get(&store, "errors").unwrap(), def);
         let off = set_enabled(&store, "errors", false, 12).unwrap();
         assert!(!off.enabled && off.changed == 12 && off.created == 10);
-        remove(&store, "errors").unwrap();
+        remove(&store, "errors", 13).unwrap();
         assert!(matches!(get(&store, "errors"), Err(Error::NotFound(_))));
         assert!(load(&store).unwrap().0.is_empty());
+        // Its results outlive it: another definition under the name is refused, the same is not.
+        let e = add(&store, &spec("errors", &["status"], None), 14, None).unwrap_err();
+        assert!(e.to_string().contains("pick another name"), "{e}");
+        add(
+            &store,
+            &spec("errors", &["status", "path"], Some("status >= 500")),
+            15,
+            None,
+        )
+        .unwrap();
     }
 }

@@ -163,7 +163,7 @@ pub(crate) async fn disable(State(st): State<AppState>, Path(name): Path<String>
 pub(crate) async fn remove(State(st): State<AppState>, Path(name): Path<String>) -> Response {
     let store = st.store.clone();
     let n = name.clone();
-    match blocking(move || registry::remove(&*store, &n)).await {
+    match blocking(move || registry::remove(&*store, &n, now_unix())).await {
         Ok(()) => {
             st.substreams.reload();
             json(StatusCode::OK, serde_json::json!({ "removed": name }))
