@@ -322,6 +322,22 @@ fn runaway_python_substreams_are_shed_while_ingest_goes_on_and_fallback_fills_th
         m.contains("sluice_substream_misses_total{substream=\"raise\",reason=\"exception\"}"),
         "no miss counter in /metrics"
     );
+    // The epoch's completeness counts carry the misses under `substream:<name>:<reason>`,
+    // counted in events (written once a second).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = sluice(&[&["counts", "--server", &url, "--total"][..], &range].concat());
+        assert_success(&out);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if text.contains("substream:raise:exception") && text.contains("substream:selfkill:") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no substream misses in the counts: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     server.terminate(Duration::from_secs(30));
 
     // From the data directory: the fallback runs the same source in a local worker.
