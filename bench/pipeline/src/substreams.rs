@@ -124,6 +124,25 @@ pub(crate) fn row_substreams(args: &Args, tmp: &Path, out: &mut String) -> Resul
         }
         Ok(median(secs))
     };
+    // The shared pass alone (no result blobs): where the time goes.
+    let pass_only = |n: usize| -> Result<f64> {
+        let sels: Vec<&sluice_reader::Selection> =
+            all[..n].iter().filter_map(|c| c.selection.as_ref()).collect();
+        let mut secs = Vec::new();
+        for _ in 0..args.reps {
+            let mut multi = sluice_reader::MultiSelect::new(sels.iter().copied());
+            let t0 = thread_cpu_seconds();
+            for (_, data) in &chunks {
+                let outs = multi
+                    .apply(data, &sereal::Limits::default())
+                    .map_err(|e| anyhow!(e))?;
+                std::hint::black_box(&outs);
+            }
+            secs.push(thread_cpu_seconds() - t0);
+        }
+        Ok(median(secs))
+    };
+    let (p1, p20) = (pass_only(1)?, pass_only(20)?);
     let c1 = run_subs(1)?;
     let c5 = run_subs(5)?;
     let c20 = run_subs(20)?;
@@ -171,6 +190,10 @@ pub(crate) fn row_substreams(args: &Args, tmp: &Path, out: &mut String) -> Resul
     out.push_str(&format!(
         "| anchor: 20 consumers each reading the full stream (one pass each; original: one MapReduce job each) | {consumers:.3} | {:.2}× | | |\n",
         consumers / c1
+    ));
+    out.push_str(&format!(
+        "| the shared pass alone (no result blobs): 1 → 20 substreams | {p1:.3} → {p20:.3} | {:.2}× | | |\n",
+        p20 / p1
     ));
     out.push_str(&format!(
         "| anchor: one consumer decoding the full stream once (what a consumer without substreams pays) | {full_decode:.3} | {:.2}× | | |\n",
