@@ -126,8 +126,10 @@ pub(crate) fn row_substreams(args: &Args, tmp: &Path, out: &mut String) -> Resul
     };
     // The shared pass alone (no result blobs): where the time goes.
     let pass_only = |n: usize| -> Result<f64> {
-        let sels: Vec<&sluice_reader::Selection> =
-            all[..n].iter().filter_map(|c| c.selection.as_ref()).collect();
+        let sels: Vec<&sluice_reader::Selection> = all[..n]
+            .iter()
+            .filter_map(|c| c.selection.as_ref())
+            .collect();
         let mut secs = Vec::new();
         for _ in 0..args.reps {
             let mut multi = sluice_reader::MultiSelect::new(sels.iter().copied());

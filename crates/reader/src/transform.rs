@@ -9,7 +9,10 @@
 //!
 //! # Contract
 //! - One [`sereal::lazy::Selector`] pass per event over the union of every selection's select
-//!   and filter paths (each distinct path once). A value is decoded at most once per event,
+//!   and filter paths (each distinct path once). Plain key paths (`a.b.c`) are walked by their
+//!   own selector, which keeps the codec's fast key-tree walk; the others (`[*]`, `[i]`) by a
+//!   second one on the same event only when some selection has one — so one `[*]` path does not
+//!   slow every other path down. A value is decoded at most once per event,
 //!   and only when some selection needs it (its filter's paths, or its output for an event its
 //!   filter kept).
 //! - The output of selection `i` is exactly what a [`crate::RangeReader`] with that selection
@@ -41,7 +44,11 @@ struct Part {
 /// Several selections over one chunk in one pass; see the [module docs](self).
 pub struct MultiSelect {
     parts: Vec<Part>,
+    /// Plain key paths (union indices `0..n_plain`): drives the iteration.
     selector: Selector,
+    /// The other paths (union indices `n_plain..`), if any.
+    others: Option<Selector>,
+    n_plain: usize,
     n_paths: usize,
     /// Whether some selection decodes whole events (no `select`, or no lazy part at all).
     whole_only: bool,
@@ -93,9 +100,32 @@ impl MultiSelect {
             .iter()
             .all(|p| p.select.is_empty() && p.filter.is_none());
         let n_paths = union.len();
+        // Plain key paths first (their own selector keeps the fast walk), then the others.
+        let plain = |p: &Path| p.steps().iter().all(|s| matches!(s, Step::Key(_)));
+        let mut order: Vec<usize> = (0..n_paths).filter(|&i| plain(&union[i])).collect();
+        let n_plain = order.len();
+        order.extend((0..n_paths).filter(|&i| !plain(&union[i])));
+        let mut new_index = vec![0; n_paths];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        for part in &mut parts {
+            for (_, idx, _) in &mut part.select {
+                *idx = new_index[*idx];
+            }
+            if let Some((_, idxs, _)) = &mut part.filter {
+                for idx in idxs {
+                    *idx = new_index[*idx];
+                }
+            }
+        }
+        let plain_paths: Vec<Path> = order[..n_plain].iter().map(|&i| union[i].clone()).collect();
+        let other_paths: Vec<Path> = order[n_plain..].iter().map(|&i| union[i].clone()).collect();
         MultiSelect {
             parts,
-            selector: Selector::new(union),
+            selector: Selector::new(plain_paths),
+            others: (!other_paths.is_empty()).then(|| Selector::new(other_paths)),
+            n_plain,
             n_paths,
             whole_only,
             decoder: Decoder::new(),
@@ -154,6 +184,10 @@ impl MultiSelect {
             i += 1;
             let ev = |e: sereal::Error| format!("event {event}: {e}");
             let item = item.map_err(ev)?;
+            if let Some(others) = &mut self.others {
+                handles.truncate(self.n_plain);
+                handles.extend(others.select_items(&item).map_err(ev)?);
+            }
             // One budget per event for all it decodes, as one selection had.
             let mut dec = doc.item_decoder();
             done.fill(false);
@@ -250,6 +284,10 @@ mod tests {
         Value::Hash(vec![
             (Key::Utf8(Arc::from("status")), Value::Int(status)),
             (Key::Utf8(Arc::from("path")), Value::String(path.to_owned())),
+            (
+                Key::Utf8(Arc::from("tags")),
+                Value::Array(vec![Value::Int(status / 100), Value::Int(status % 100)]),
+            ),
         ])
     }
 
@@ -267,11 +305,22 @@ mod tests {
                 .unwrap(),
             Selection::from_texts(None, None, None, &["path", "status"], None).unwrap(),
             Selection::from_texts::<&str>(None, None, None, &[], Some("path == \"/c\"")).unwrap(),
+            Selection::from_texts(
+                None,
+                None,
+                None,
+                &["tags[*]", "status"],
+                Some("status >= 404"),
+            )
+            .unwrap(),
+            Selection::from_texts(None, None, None, &["tags[1]"], None).unwrap(),
         ];
         let all = MultiSelect::new(&sels)
             .apply(&blob, &Limits::default())
             .unwrap();
-        assert_eq!(all.len(), 3);
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[3].len(), 2);
+        assert_eq!(all[4].len(), 3);
         for (i, sel) in sels.iter().enumerate() {
             let one = MultiSelect::new([sel])
                 .apply(&blob, &Limits::default())
@@ -281,6 +330,6 @@ mod tests {
         assert_eq!(all[0].len(), 1);
         assert_eq!(all[1].len(), 3);
         assert_eq!(all[2].len(), 1);
-        assert_eq!(MultiSelect::new(&sels).paths(), 2);
+        assert_eq!(MultiSelect::new(&sels).paths(), 4);
     }
 }
