@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test test-python bench bench-python bench-pipeline bench-store fuzz clean
+.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-store fuzz clean
 
 all: build
 
@@ -23,11 +23,20 @@ run: build
 
 ## test: every test, against the real Perl reference (Rust, then the Python package). The Python
 ## package is set up first: the code-substream worker pool's tests (crates/pyworkers) run real
-## Python workers with the interpreter in SLUICE_PYTHON.
+## Python workers with the interpreter in SLUICE_PYTHON. The Cassandra tests start a real cluster
+## with scripts/cassandra.sh (shared by every test binary), stopped at the end;
+## SLUICE_SKIP_CASSANDRA=1 skips them (each prints SKIPPED).
 test: deps
-	set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
-	  $(CARGO) test --workspace --no-fail-fast
+	@set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
+	  status=0; $(CARGO) test --workspace --no-fail-fast || status=$$?; \
+	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; exit $$status
 	$(MAKE) test-python
+
+## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).
+cassandra-test:
+	@status=0; $(CARGO) test -p sluice-store-cassandra || status=$$?; \
+	  $(CARGO) test -p sluice --test cassandra --test cassandra_outage --test cassandra_rf3 || status=$$?; \
+	  scripts/cassandra.sh stop; exit $$status
 
 ## test-python: the `sluice` Python package (python/): venv + maturin build, then pytest against
 ## a real `sluice serve` and the Perl reference.
@@ -47,8 +56,10 @@ bench-python: deps
 	@PY=$$(scripts/python-setup.sh | tail -n 1) && $$PY python/bench/bench.py
 
 ## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
+## Row 6 (Cassandra vs embedded) starts a local cluster with scripts/cassandra.sh; stopped after.
 bench-pipeline: deps
-	$(CARGO) run --release -p sluice-pipeline-bench
+	@status=0; $(CARGO) run --release -p sluice-pipeline-bench || status=$$?; \
+	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; exit $$status
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:

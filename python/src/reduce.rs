@@ -72,7 +72,11 @@ impl Reducer {
     }
 
     /// Adds `events` (dicts with the time field); returns the rows that are now complete.
-    fn push<'py>(&mut self, py: Python<'py>, events: &Bound<'py, PyList>) -> PyResult<Vec<Bound<'py, PyAny>>> {
+    fn push<'py>(
+        &mut self,
+        py: Python<'py>,
+        events: &Bound<'py, PyList>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let Some(inner) = self.inner.as_mut() else {
             return Err(PyValueError::new_err("push after finish"));
         };
@@ -83,11 +87,19 @@ impl Reducer {
                 let ev = ev.downcast::<PyDict>().map_err(|_| {
                     PyValueError::new_err(format!(
                         "reduce takes events as dicts, not {}",
-                        ev.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+                        ev.get_type()
+                            .name()
+                            .map(|n| n.to_string())
+                            .unwrap_or_default()
                     ))
                 })?;
                 let value = conv.value(ev.as_any())?;
-                match self.time_field.eval(&value).first().and_then(|v| epoch_of(v)) {
+                match self
+                    .time_field
+                    .eval(&value)
+                    .first()
+                    .and_then(|v| epoch_of(v))
+                {
                     Some(epoch) => inner
                         .push(epoch, &value)
                         .map_err(|e| PyValueError::new_err(e.to_string()))?,

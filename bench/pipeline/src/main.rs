@@ -28,13 +28,16 @@ use sluice_collector::{IngestConfig, Ingestor};
 use sluice_reader::{Filter, RangeReader, ReadItem, ReadOptions, ReadRequest};
 use sluice_store::{BlobKey, EmbeddedStore, Namespace, Store};
 
+mod cassandra;
+
 const USAGE: &str = "\
 sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
 
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,substreams (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams (default: all)
+  --cassandra-nodes L  cluster sizes of the cassandra row, e.g. 1,3 (default 1; scripts/cassandra.sh)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
   --ingest-eps N       events per simulated second in the ingest row (default 10000)
@@ -69,6 +72,7 @@ struct Args {
     perl: bool,
     statsd: bool,
     keep_tmp: bool,
+    cassandra_nodes: Vec<usize>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -88,6 +92,7 @@ fn parse_args() -> Result<Args> {
         perl: true,
         statsd: true,
         keep_tmp: false,
+        cassandra_nodes: vec![1],
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -98,10 +103,30 @@ fn parse_args() -> Result<Args> {
         match arg.as_str() {
             "--only" => {
                 for r in value("--only")?.split(',') {
-                    if !["ingest", "read", "udp", "size", "latency", "substreams"].contains(&r) {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, substreams)");
+                    if ![
+                        "ingest",
+                        "read",
+                        "udp",
+                        "size",
+                        "latency",
+                        "cassandra",
+                        "substreams",
+                    ]
+                    .contains(&r)
+                    {
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams)");
                     }
                     a.only.push(r.to_string());
+                }
+            }
+            "--cassandra-nodes" => {
+                a.cassandra_nodes = Vec::new();
+                for n in value("--cassandra-nodes")?.split(',') {
+                    match n {
+                        "1" => a.cassandra_nodes.push(1),
+                        "3" => a.cassandra_nodes.push(3),
+                        _ => bail!("--cassandra-nodes: 1 or 3, got {n:?}"),
+                    }
                 }
             }
             "--reps" => a.reps = value("--reps")?.parse::<usize>().context("--reps")?.max(1),
@@ -325,7 +350,19 @@ fn ingest_payloads(text: &[u8], per_payload: usize, base: i64, eps: u32) -> Vec<
 
 fn ours_ingest(payloads: &[(i64, Vec<u8>)], profile: Profile, dir: &Path) -> Result<IngestRun> {
     let _ = std::fs::remove_dir_all(dir);
-    let store = Arc::new(EmbeddedStore::open(dir).context("opening the store")?);
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir).context("opening the store")?);
+    let r = ingest_into(payloads, profile, store);
+    let _ = std::fs::remove_dir_all(dir);
+    r
+}
+
+/// The collector's pipeline (JSON parse → Ingestor → Aggregator) into `store`, one simulated
+/// second at a time; the store is flushed (group commit) at each new second.
+fn ingest_into(
+    payloads: &[(i64, Vec<u8>)],
+    profile: Profile,
+    store: Arc<dyn Store>,
+) -> Result<IngestRun> {
     let cfg = AggregatorConfig {
         blob: BlobOptions::with_profile(profile),
         ..AggregatorConfig::default()
@@ -366,7 +403,6 @@ fn ours_ingest(payloads: &[(i64, Vec<u8>)], profile: Profile, dir: &Path) -> Res
     let wall = wall0.elapsed().as_secs_f64();
     drop(agg);
     drop(store);
-    let _ = std::fs::remove_dir_all(dir);
     Ok(IngestRun {
         events,
         cpu,
@@ -1829,73 +1865,13 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
             grace_ms: Some(grace_ms),
             ..sluice_server::ServerConfig::default()
         };
-        let server =
-            sluice_server::Server::start(cfg).map_err(|e| anyhow!("starting the server: {e}"))?;
-        let addr = server
-            .http_addr
-            .ok_or_else(|| anyhow!("the server has no HTTP address"))?;
         eprintln!(
             "latency: grace {grace}, {} samples ...",
             args.latency_samples
         );
         let n = args.latency_samples;
-        let t0 = Instant::now();
-        let base = unix_now();
-        let mut emitted: Vec<Option<Instant>> = vec![None; n];
-        let mut seen: Vec<Option<f64>> = vec![None; n];
-        let mut next = 0usize;
-        let deadline = Duration::from_secs_f64(n as f64 * 0.107 + 8.0);
-        while seen.iter().any(Option::is_none) && t0.elapsed() < deadline {
-            // Emit on schedule (the offsets within a second drift through the whole second).
-            if next < n && t0.elapsed() >= Duration::from_secs_f64(next as f64 * 0.107) {
-                let body = format!(
-                    r#"{{"type":"LATENCY","subtype":"bench","seq":{},"epoch":{}}}"#,
-                    1_000_000 + next,
-                    unix_now()
-                );
-                let sent = Instant::now();
-                let (st, b) = http(addr, "POST", "/v1/events", body.as_bytes())?;
-                if !(200..300).contains(&st) {
-                    bail!("POST /v1/events: {st} {}", String::from_utf8_lossy(&b));
-                }
-                emitted[next] = Some(sent);
-                next += 1;
-            }
-            let (st, b) = http(
-                addr,
-                "GET",
-                &format!(
-                    "/v1/events?from={}&to={}&type=LATENCY",
-                    base - 1,
-                    unix_now() + 2
-                ),
-                b"",
-            )?;
-            let polled = Instant::now();
-            if st != 200 {
-                bail!("GET /v1/events: {st} {}", String::from_utf8_lossy(&b));
-            }
-            let text = String::from_utf8_lossy(&b);
-            for line in text.lines().filter(|l| !l.trim().is_empty()) {
-                let j: serde_json::Value =
-                    serde_json::from_str(line).with_context(|| format!("bad line {line:?}"))?;
-                let Some(seq) = j.get("seq").and_then(serde_json::Value::as_u64) else {
-                    continue;
-                };
-                let i = (seq as usize).wrapping_sub(1_000_000);
-                if let (Some(slot), Some(Some(at))) = (seen.get_mut(i), emitted.get(i)) {
-                    if slot.is_none() {
-                        *slot = Some(polled.duration_since(*at).as_secs_f64());
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        server
-            .shutdown()
-            .map_err(|e| anyhow!("server shutdown: {e}"))?;
+        let mut lat = measure_latency(cfg, n)?;
         let _ = std::fs::remove_dir_all(&dir);
-        let mut lat: Vec<f64> = seen.iter().flatten().copied().collect();
         lat.sort_by(|a, b| a.total_cmp(b));
         let pct = |p: f64| {
             lat.get(
@@ -1924,6 +1900,72 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
          flush tick every 100 ms, default profile). With few samples p99 is about the maximum. Design: original 10-15 s; target p99 ≤ 1.5 s.\n",
     );
     Ok(())
+}
+
+/// Emit → readable through an in-process server started with `cfg`: `n` events, one every
+/// ~107 ms, each timed from its POST to the first `GET /v1/events` poll that returns it.
+fn measure_latency(cfg: sluice_server::ServerConfig, n: usize) -> Result<Vec<f64>> {
+    let server =
+        sluice_server::Server::start(cfg).map_err(|e| anyhow!("starting the server: {e}"))?;
+    let addr = server
+        .http_addr
+        .ok_or_else(|| anyhow!("the server has no HTTP address"))?;
+    let t0 = Instant::now();
+    let base = unix_now();
+    let mut emitted: Vec<Option<Instant>> = vec![None; n];
+    let mut seen: Vec<Option<f64>> = vec![None; n];
+    let mut next = 0usize;
+    let deadline = Duration::from_secs_f64(n as f64 * 0.107 + 8.0);
+    while seen.iter().any(Option::is_none) && t0.elapsed() < deadline {
+        // Emit on schedule (the offsets within a second drift through the whole second).
+        if next < n && t0.elapsed() >= Duration::from_secs_f64(next as f64 * 0.107) {
+            let body = format!(
+                r#"{{"type":"LATENCY","subtype":"bench","seq":{},"epoch":{}}}"#,
+                1_000_000 + next,
+                unix_now()
+            );
+            let sent = Instant::now();
+            let (st, b) = http(addr, "POST", "/v1/events", body.as_bytes())?;
+            if !(200..300).contains(&st) {
+                bail!("POST /v1/events: {st} {}", String::from_utf8_lossy(&b));
+            }
+            emitted[next] = Some(sent);
+            next += 1;
+        }
+        let (st, b) = http(
+            addr,
+            "GET",
+            &format!(
+                "/v1/events?from={}&to={}&type=LATENCY",
+                base - 1,
+                unix_now() + 2
+            ),
+            b"",
+        )?;
+        let polled = Instant::now();
+        if st != 200 {
+            bail!("GET /v1/events: {st} {}", String::from_utf8_lossy(&b));
+        }
+        let text = String::from_utf8_lossy(&b);
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let j: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("bad line {line:?}"))?;
+            let Some(seq) = j.get("seq").and_then(serde_json::Value::as_u64) else {
+                continue;
+            };
+            let i = (seq as usize).wrapping_sub(1_000_000);
+            if let (Some(slot), Some(Some(at))) = (seen.get_mut(i), emitted.get(i)) {
+                if slot.is_none() {
+                    *slot = Some(polled.duration_since(*at).as_secs_f64());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server
+        .shutdown()
+        .map_err(|e| anyhow!("server shutdown: {e}"))?;
+    Ok(seen.iter().flatten().copied().collect())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1989,6 +2031,9 @@ fn run() -> Result<()> {
         timed("udp", &mut out, &mut |o| row_udp(&args, &tmp, o))?;
         timed("size", &mut out, &mut |o| row_size(&args, o))?;
         timed("latency", &mut out, &mut |o| row_latency(&args, &tmp, o))?;
+        timed("cassandra", &mut out, &mut |o| {
+            cassandra::row_cassandra(&args, &tmp, o)
+        })?;
         timed("substreams", &mut out, &mut |o| {
             substreams::row_substreams(&args, &tmp, o)
         })?;

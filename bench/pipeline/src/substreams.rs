@@ -1,4 +1,4 @@
-//! Row 6: substreams (issue 10's Bench section).
+//! Row 7: substreams (issue 10's Bench section).
 //!
 //! - CPU of 1, 5 and 20 declarative substreams run on the same blobs (`sluice_substreams`'
 //!   executor: one pass, results encoded), beside 20 consumers each reading the full stream with
@@ -63,7 +63,7 @@ fn compiled(i: usize, dir: &Path) -> Result<Arc<Compiled>> {
 pub(crate) fn row_substreams(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     let n_events = args.substream_events;
     out.push_str(&format!(
-        "\n## 6. Substreams: {n_events} WEB events (~500 B as JSON, 10k events/s, 4 dcs), default profile\n\n"
+        "\n## 7. Substreams: {n_events} WEB events (~500 B as JSON, 10k events/s, 4 dcs), default profile\n\n"
     ));
     // The blobs of the stream, stored as the collector stores them.
     let dir = tmp.join("substreams");

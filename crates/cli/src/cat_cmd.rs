@@ -36,6 +36,9 @@ pub struct CatArgs {
     /// DIR/SERVER).
     #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
+    /// Read a store directly instead: `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?read_cl=one`.
+    #[arg(long, conflicts_with = "server")]
+    store: Option<String>,
     /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
@@ -65,17 +68,17 @@ pub fn run(a: CatArgs) -> Result<()> {
     }
     let server = match &a.server {
         Some(server) => Some(server.clone()),
-        None => match open_data_dir(&a.data)? {
-            DataDir::Store(store) => {
-                let opts = sluice_substreams::view::read_options(&store, &selection)?;
+        None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {
+            crate::store_arg::ReadSource::Store(store) => {
+                let opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 let req = range::ReadRequest::selected(from, to, selection);
-                let mut reader = range::RangeReader::new(&store, req, opts)?;
+                let mut reader = range::RangeReader::new(&*store, req, opts)?;
                 if let Some(plan) = reduce {
                     return crate::reduce_args::reduce_items(plan, reader, printer);
                 }
                 return print_store(&mut reader, printer, limit, now);
             }
-            DataDir::Server(url) => Some(url),
+            crate::store_arg::ReadSource::Server(url) => Some(url),
         },
     };
     let server = server.unwrap_or_default();
@@ -88,7 +91,7 @@ pub fn run(a: CatArgs) -> Result<()> {
 /// Prints a data directory's read (at most `limit` events), then the hints of an empty or
 /// typo'd read.
 fn print_store<W: Write>(
-    reader: &mut range::RangeReader<&sluice_store::EmbeddedStore>,
+    reader: &mut range::RangeReader<&dyn sluice_store::Store>,
     printer: Printer<W>,
     limit: u64,
     now: i64,

@@ -13,6 +13,7 @@ mod output;
 mod reduce_args;
 mod sereal_cmd;
 mod serve_cmd;
+mod store_arg;
 mod store_cmd;
 mod substream_cmd;
 mod tail_cmd;

@@ -15,9 +15,19 @@ pub struct ServeArgs {
     /// A TOML config file (every key optional; see crates/server/README.md).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Data directory of the embedded store (default ./data).
+    /// Data directory of the embedded store (default ./data); with another `--store`, home of
+    /// the WAL and the spool.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// This collector's id (chunks named `<id>.<n>`): give each of several `sluice serve`
+    /// writing one store its own.
+    #[arg(long)]
+    collector_id: Option<String>,
+    /// The store: `embedded:DIR` or
+    /// `cassandra://HOST:PORT[,HOST:PORT…]/KEYSPACE?rf=3&write_cl=quorum&read_cl=one`
+    /// (default: the embedded store in the data directory).
+    #[arg(long)]
+    store: Option<String>,
     /// HTTP address (default 127.0.0.1:8180), or `off`.
     #[arg(long)]
     http: Option<String>,
@@ -106,6 +116,12 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     };
     if let Some(d) = &a.data {
         c.data_dir = d.clone();
+    }
+    if let Some(id) = &a.collector_id {
+        c.collector_id = Some(id.clone());
+    }
+    if let Some(s) = &a.store {
+        c.store = Some(s.clone());
     }
     if let Some(h) = &a.http {
         c.http = parse_listen("http", h)?;

@@ -19,9 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use sluice_client::{
-    Backoff, DataDir, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
-};
+use sluice_client::{Backoff, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart};
 use sluice_reader::{parse_time_in, Cursor, ReadItem, Selection, Tail, TailOptions};
 
 use crate::output::{OutputArgs, Printer};
@@ -51,6 +49,9 @@ pub struct TailArgs {
     /// server: its address is in DIR/SERVER). Default ./data, as for `sluice cat`.
     #[arg(long, default_value = "./data")]
     data: PathBuf,
+    /// Follow a store directly: `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?read_cl=one`.
+    #[arg(long, conflicts_with = "server")]
+    store: Option<String>,
     /// Stop once at least this many events are printed, at the end of a batch so the cursor
     /// stays exact (default: run until interrupted).
     #[arg(long)]
@@ -157,10 +158,11 @@ pub fn run(a: TailArgs) -> Result<()> {
         .filters
         .selection()
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
+    use crate::store_arg::{open_for_read, ReadSource};
     let source = match &a.server {
-        Some(server) => DataDir::Server(sluice_client::base_url(server)?),
-        None => crate::cat_cmd::open_data_dir(&a.data)
-            .with_context(|| "give --data DIR or --server URL".to_string())?,
+        Some(server) => ReadSource::Server(sluice_client::base_url(server)?),
+        None => open_for_read(&a.data, a.store.as_deref())
+            .with_context(|| "give --data DIR, --store URL or --server URL".to_string())?,
     };
     let output = Output {
         out: a.output.printer(BufWriter::new(std::io::stdout()), false)?,
@@ -179,8 +181,8 @@ pub fn run(a: TailArgs) -> Result<()> {
         until,
     };
     let result = match source {
-        DataDir::Server(url) => from_server(&url, &selection, start, stop, a.retry_for, &shared),
-        DataDir::Store(store) => from_store(&store, selection, start, stop, &shared),
+        ReadSource::Server(url) => from_server(&url, &selection, start, stop, a.retry_for, &shared),
+        ReadSource::Store(store) => from_store(&*store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
     result
@@ -201,7 +203,7 @@ impl Stop {
 
 /// Follows the store directly, one poll at a time.
 fn from_store(
-    store: &sluice_store::EmbeddedStore,
+    store: &dyn sluice_store::Store,
     selection: Selection,
     start: Cursor,
     stop: Stop,

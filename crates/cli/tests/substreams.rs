@@ -252,9 +252,10 @@ fn declarative_results_equal_client_side_over_http_and_data_and_survive_restart(
 
     // Restarted, the server runs the registry it finds: new data gets results too.
     let (mut server, url) = serve(&dir);
-    let t1 = now();
-    send(&url, "2000", "22", t1 - 2);
-    let (from2, to2) = ((t1 - 5).to_string(), (t1 + 5).to_string());
+    // Seconds of their own (the first batch covered t0 - 3 ..= t0).
+    let e2 = (now() - 2).max(t0 + 1);
+    send(&url, "2000", "22", e2);
+    let (from2, to2) = (e2.to_string(), (e2 + 2).to_string());
     let range2 = ["--from", from2.as_str(), "--to", to2.as_str()];
     wait_events(&url, &range2, 2000);
     let got = read_when_complete(

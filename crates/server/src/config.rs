@@ -31,7 +31,9 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// TOML file); unknown TOML keys are refused.
 ///
 /// ```toml
-/// data_dir = "./data"          # embedded store directory
+/// data_dir = "./data"          # embedded store directory (and default WAL / spool home)
+/// # store = "cassandra://127.0.0.1:9042/sluice?rf=3&write_cl=quorum&read_cl=one"
+/// #                            # or "embedded:DIR"; default: the embedded store in data_dir
 /// http = "127.0.0.1:8180"      # or "off"
 /// dc = "local"                 # dc filled into events without one
 /// grace_secs = 1               # an epoch is stored once its second ended grace_secs ago
@@ -85,6 +87,10 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 pub struct ServerConfig {
     /// Directory of the embedded store (default `./data`); created if missing.
     pub data_dir: PathBuf,
+    /// The store (`--store`): `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?…`
+    /// (parsed by [`sluice_store_cassandra::StoreUrl`]); `None`: the embedded store in
+    /// `data_dir`. The WAL and the spool stay under `data_dir` either way.
+    pub store: Option<String>,
     /// HTTP listen address (default `127.0.0.1:8180`, [`DEFAULT_HTTP_PORT`]); `None` (TOML:
     /// `"off"`) serves no HTTP. Port 0 picks a free port ([`crate::Server::http_addr`]).
     #[serde(deserialize_with = "de_addr")]
@@ -208,6 +214,7 @@ impl Default for ServerConfig {
     fn default() -> ServerConfig {
         ServerConfig {
             data_dir: PathBuf::from("./data"),
+            store: None,
             http: Some(SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::LOCALHOST,
                 DEFAULT_HTTP_PORT,
@@ -369,6 +376,16 @@ impl ServerConfig {
         })
     }
 
+    /// The store this config names (see [`store`](Self::store)).
+    pub fn store_url(&self) -> Result<sluice_store_cassandra::StoreUrl, Error> {
+        match &self.store {
+            None => Ok(sluice_store_cassandra::StoreUrl::Embedded(
+                self.data_dir.clone(),
+            )),
+            Some(s) => s.parse().map_err(Error::Config),
+        }
+    }
+
     /// The WAL directory: `wal_dir`, or `<data_dir>/wal`.
     pub fn wal_path(&self) -> PathBuf {
         self.wal_dir
@@ -388,6 +405,7 @@ impl ServerConfig {
     /// Checks the values that are not checked elsewhere.
     pub fn validate(&self) -> Result<(), Error> {
         self.wal_config()?;
+        self.store_url()?;
         if self.tcp_max_connections == 0 || self.tcp_idle_timeout_secs == 0 {
             return Err(Error::Config(
                 "tcp_max_connections and tcp_idle_timeout_secs must be positive".into(),

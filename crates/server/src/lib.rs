@@ -63,14 +63,29 @@ pub use pipeline::IngestSummary;
 /// crate, which owns the data directory's layout).
 pub use sluice_store::SERVER_FILE;
 
-/// Opens the embedded store of `config`.
+/// Opens the store of `config` ([`ServerConfig::store`]): the embedded store, or a Cassandra
+/// keyspace (connected lazily: a cluster that is down at start makes writes spool, not the
+/// start fail).
 pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
-    let opts = EmbeddedOptions {
-        retention: Retention::new(config.retention_secs()),
-        ..EmbeddedOptions::default()
-    };
-    let store = EmbeddedStore::open_with(&config.data_dir, opts).map_err(Error::Store)?;
-    Ok(Arc::new(store))
+    let retention = Retention::new(config.retention_secs());
+    match config.store_url()? {
+        sluice_store_cassandra::StoreUrl::Embedded(dir) => {
+            let opts = EmbeddedOptions {
+                retention,
+                ..EmbeddedOptions::default()
+            };
+            let store = EmbeddedStore::open_with(&dir, opts).map_err(Error::Store)?;
+            Ok(Arc::new(store))
+        }
+        sluice_store_cassandra::StoreUrl::Cassandra(c) => {
+            // The WAL, the spool and the SERVER file still live in the data directory.
+            std::fs::create_dir_all(&config.data_dir)
+                .map_err(|e| Error::Io(format!("creating {}: {e}", config.data_dir.display())))?;
+            let store =
+                sluice_store_cassandra::CassandraStore::open(c, retention).map_err(Error::Store)?;
+            Ok(Arc::new(store))
+        }
+    }
 }
 
 /// The sockets a server serves, bound before it starts.
@@ -377,7 +392,10 @@ async fn run_with(
     let show = |a: Option<SocketAddr>| a.map_or("off".to_owned(), |a| a.to_string());
     eprintln!(
         "sluice-server: serving from {} (http {}, tcp {}, udp {})",
-        config.data_dir.display(),
+        config
+            .store
+            .clone()
+            .unwrap_or_else(|| config.data_dir.display().to_string()),
         show(bound[0]),
         show(bound[1]),
         show(bound[2])

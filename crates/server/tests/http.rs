@@ -247,6 +247,23 @@ fn shutdown_flushes_open_epochs_and_restart_reads_them() {
     assert_eq!(r.status, 200, "{key}: {}", r.text());
     assert!(r.body.len() > 100);
     assert!(r.head.contains("application/octet-stream"));
+    // The original's listing of that second lists the chunk; an empty second is 404.
+    let dc = e["dc"].as_str().unwrap();
+    let r = request(
+        addr,
+        "GET",
+        &format!("/buckets/epochs/keys/{}-{dc}", e["epoch"]),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let listing = r.text();
+    let entry = format!("WEB:{}:0", e["subtype"].as_str().unwrap());
+    assert!(listing.split('|').any(|x| x == entry), "{listing}");
+    assert!(r.head.contains("text/plain"));
+    let r = request(addr, "GET", &format!("/buckets/epochs/keys/1000-{dc}"), b"");
+    assert_eq!(r.status, 404, "{}", r.text());
+    let r = request(addr, "GET", "/buckets/epochs/keys/notanepoch", b"");
+    assert_eq!(r.status, 400, "{}", r.text());
 
     // Sereal output: concatenated documents (magic =\xF3rl at the start).
     let r = request(
@@ -287,4 +304,21 @@ fn config_from_toml_has_defaults() {
         c.profile,
         "default:9".parse::<sluice_blob::Profile>().unwrap()
     );
+    // `store`: the one StoreUrl parser; a bad URL is refused by validate, with its reason.
+    let c = ServerConfig::from_toml(
+        "store = \"cassandra://127.0.0.1:9042,127.0.0.2/sluice?rf=3&write_cl=quorum&read_cl=one\"",
+    )
+    .unwrap();
+    assert!(matches!(
+        c.store_url().unwrap(),
+        sluice_store_cassandra::StoreUrl::Cassandra(ref k) if k.replication_factor == 3
+    ));
+    c.validate().unwrap();
+    let c = ServerConfig::from_toml("store = \"cassandra://h/ks?rf=zero\"").unwrap();
+    let bad = c.validate().unwrap_err().to_string();
+    assert!(bad.contains("rf"), "{bad}");
+    assert!(matches!(
+        ServerConfig::default().store_url().unwrap(),
+        sluice_store_cassandra::StoreUrl::Embedded(_)
+    ));
 }

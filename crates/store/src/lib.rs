@@ -9,7 +9,7 @@
 //! | [`InMemoryStore`] | maps in memory, same partitioning and retention | tests |
 //! | [`FaultyStore`] | wraps any store and fails operations on demand ([`Faults`]) | spool / replay tests |
 //!
-//! (The Cassandra/ScyllaDB backend will live in its own crate.)
+//! The Cassandra / ScyllaDB backend lives in its own crate, `sluice-store-cassandra`.
 //!
 //! What a store holds (keys as in DESIGN.md; their format is the blob crate's business, the store
 //! treats them as opaque strings):
@@ -66,6 +66,14 @@ pub use crate::memory::InMemoryStore;
 /// server while it holds the store's lock. The server writes it at start and removes it at
 /// shutdown; a stale one is harmless (it is read only when the lock is held).
 pub const SERVER_FILE: &str = "SERVER";
+/// The argument checks every backend applies before it writes (one owner: a backend in another
+/// crate calls these instead of copying them).
+pub mod checks {
+    pub use crate::store::{
+        check_catalog, check_counts, check_counts_write, check_entries, check_key, check_put,
+        check_text,
+    };
+}
 pub use crate::store::{
     BlobKey, Counts, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace,
     PutOutcome, ReadStore, Retention, Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN,

@@ -189,7 +189,8 @@ impl Retention {
         start.saturating_add(self.partition_secs) <= now.saturating_sub(self.period_secs)
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    /// Refuses a retention with `partition_secs <= 0` or `period_secs < 0`.
+    pub fn validate(&self) -> Result<()> {
         if self.partition_secs <= 0 || self.period_secs < 0 {
             return Err(StoreError::invalid(format!(
                 "retention needs partition_secs > 0 and period_secs >= 0, got {self:?}"
@@ -440,7 +441,8 @@ pub(crate) const MAX_KEY_LEN: usize = 1024;
 /// Largest blob accepted (chunks are ~500 KB; this only guards the record format).
 pub const MAX_BLOB_LEN: usize = 256 << 20;
 
-pub(crate) fn check_text(what: &str, s: &str, max: usize) -> Result<()> {
+/// Refuses `s` if longer than `max` bytes or holding a NUL byte (`what` names it in the error).
+pub fn check_text(what: &str, s: &str, max: usize) -> Result<()> {
     if s.len() > max {
         return Err(StoreError::invalid(format!(
             "{what} longer than {max} bytes"
@@ -456,7 +458,8 @@ pub(crate) fn check_text(what: &str, s: &str, max: usize) -> Result<()> {
 pub(crate) const MAX_CATALOG_VALUE: usize = 1 << 20;
 
 /// The rule for a [`Store::put_catalog`] call, shared by every backend.
-pub(crate) fn check_catalog(kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
+/// The argument checks of [`Store::put_catalog`] (kind, name, value size).
+pub fn check_catalog(kind: &str, name: &str, value: Option<&[u8]>) -> Result<()> {
     if kind.is_empty() || name.is_empty() {
         return Err(StoreError::invalid("empty catalog kind or name"));
     }
@@ -471,7 +474,8 @@ pub(crate) fn check_catalog(kind: &str, name: &str, value: Option<&[u8]>) -> Res
     }
 }
 
-pub(crate) fn check_put(ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<()> {
+/// The argument checks of [`Store::put_blob`] every backend applies (key, namespace, size).
+pub fn check_put(ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<()> {
     check_key(ns, key)?;
     if bytes.len() > MAX_BLOB_LEN {
         return Err(StoreError::invalid(format!(
@@ -483,7 +487,8 @@ pub(crate) fn check_put(ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Resul
     Ok(())
 }
 
-pub(crate) fn check_key(ns: &Namespace, key: BlobKey<'_>) -> Result<()> {
+/// The argument checks of a blob key and its namespace.
+pub fn check_key(ns: &Namespace, key: BlobKey<'_>) -> Result<()> {
     ns.validate()?;
     if key.key.is_empty() {
         return Err(StoreError::invalid("empty blob key"));
@@ -491,7 +496,8 @@ pub(crate) fn check_key(ns: &Namespace, key: BlobKey<'_>) -> Result<()> {
     check_text("blob key", key.key, MAX_KEY_LEN)
 }
 
-pub(crate) fn check_entries(dc: &str, entries: &[&str]) -> Result<()> {
+/// The argument checks of [`Store::add_to_epoch_index`] (dc, entries without `|`).
+pub fn check_entries(dc: &str, entries: &[&str]) -> Result<()> {
     check_text("dc", dc, MAX_NAME_LEN)?;
     for e in entries {
         if e.is_empty() || e.contains('|') {
@@ -504,7 +510,8 @@ pub(crate) fn check_entries(dc: &str, entries: &[&str]) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_counts_write(write: CountsWrite<'_>) -> Result<()> {
+/// The argument checks of a [`CountsWrite`] token.
+pub fn check_counts_write(write: CountsWrite<'_>) -> Result<()> {
     check_text("counts writer", write.writer, MAX_NAME_LEN)?;
     if write.batch.is_empty() {
         return Err(StoreError::invalid("empty counts batch id"));
@@ -512,12 +519,8 @@ pub(crate) fn check_counts_write(write: CountsWrite<'_>) -> Result<()> {
     check_text("counts batch id", write.batch, MAX_KEY_LEN)
 }
 
-pub(crate) fn check_counts(
-    dc: &str,
-    event_type: &str,
-    subtype: &str,
-    counts: &Counts,
-) -> Result<()> {
+/// The argument checks of [`Store::add_counts`] (dc, type, subtype, drop reasons).
+pub fn check_counts(dc: &str, event_type: &str, subtype: &str, counts: &Counts) -> Result<()> {
     check_text("dc", dc, MAX_NAME_LEN)?;
     check_text("type", event_type, MAX_NAME_LEN)?;
     check_text("subtype", subtype, MAX_NAME_LEN)?;

@@ -4,6 +4,13 @@
 //! Contracts: the namespace is `events` or `substreams/<name>` ([`Namespace::parse`]); the key
 //! must start with `<epoch>:`. **404** when the blob is missing, **400** for a bad namespace
 //! or key (also one the store refuses to look up), **500** for a store error. Reads only.
+//!
+//! `GET /buckets/epochs/keys/<epoch>-<dc>` is the original's listing of a second: the epoch
+//! index as `type:subtype:chunk|…` (`text/plain`, the original's order: by type, subtype, then
+//! chunk), **404** when the second has no entry. With the events route this is the whole read
+//! API of the original article: fetch the listing, split on `|`, prepend `<epoch>:<dc>:`, fetch
+//! each blob, check its `=chk` SHA-1 trailer, decode it with any Sereal decoder. Same for every
+//! store backend.
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -17,7 +24,50 @@ pub(crate) async fn get_blob(
     State(st): State<AppState>,
     Path((ns, key)): Path<(String, String)>,
 ) -> Response {
+    if ns == "epochs" {
+        return listing_response(st, key).await;
+    }
     blob_response(st, ns, key).await
+}
+
+/// `GET /buckets/epochs/keys/<epoch>-<dc>`: the pipe-separated listing of that second.
+async fn listing_response(st: AppState, key: String) -> Response {
+    let ek = match sluice_blob::EpochKey::parse(&key) {
+        Ok(k) => k,
+        Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let store = st.store.clone();
+    let (epoch, dc) = (ek.epoch(), ek.dc().to_owned());
+    let res = tokio::task::spawn_blocking(move || store.get_epoch_index(epoch, &dc)).await;
+    let entries = match res {
+        Ok(Ok(e)) => e,
+        Ok(Err(e @ StoreError::InvalidArgument { .. })) => {
+            return error(StatusCode::BAD_REQUEST, e.to_string())
+        }
+        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    if entries.is_empty() {
+        return error(StatusCode::NOT_FOUND, "not found");
+    }
+    // The original's order when every entry is well-formed; else the store's (sorted) order,
+    // never dropping an entry.
+    let mut index = sluice_blob::EpochIndex::new();
+    let mut all_parsed = true;
+    for e in &entries {
+        match sluice_blob::IndexEntry::parse(e) {
+            Ok(entry) => {
+                index.insert(entry);
+            }
+            Err(_) => all_parsed = false,
+        }
+    }
+    let body = if all_parsed {
+        index.to_string()
+    } else {
+        entries.into_iter().collect::<Vec<_>>().join("|")
+    };
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body).into_response()
 }
 
 /// `GET /buckets/substreams/{name}/keys/{key}`: the namespace `substreams/<name>`.
