@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # `make run`: what a newcomer should see in the first minute. Starts `sluice serve` on a fresh
 # data directory, feeds it live events from `sluice gen` over HTTP, follows them with
-# `sluice tail`, reads a range back with `sluice cat`, shows the metrics, shuts down cleanly;
-# then a look at the blobs themselves (Sereal, read by the Perl reference too).
+# `sluice tail`, reads a range back with `sluice cat`, shows a substream (a registered
+# transformation whose small results a consumer reads instead of the full stream), shows the
+# metrics, shuts down cleanly; then a look at the blobs themselves (Sereal, read by the Perl
+# reference too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-S=target/release/sluice
+S=${SLUICE_BIN:-target/release/sluice}
 work=$(mktemp -d)
 # HTTP on SLUICE_DEMO_PORT, TCP and UDP on the next two ports (all three move together).
 port=${SLUICE_DEMO_PORT:-18180}
@@ -34,6 +36,10 @@ if ! curl -fsS "$url/healthz"; then
 fi
 echo
 
+step "sluice substream add errors --type WEB --select status,path --where 'status >= 500'   (run on every blob stored from now on)"
+$S substream add errors --type WEB --select status,path --where 'status >= 500' --server "$url" > /dev/null
+$S substream list --server "$url"
+
 step "sluice gen --live --rate 400 --http $url   (5 seconds of live WEB/CRON/LB events)"
 $S gen --live --rate 400 --count 2000 --http "$url" &
 gen=$!
@@ -53,6 +59,17 @@ total=$($S cat --server "$url" --from -1m | wc -l)
 echo "$total events stored and readable"
 echo "server errors, WEB only:  $S cat --server $url --from -1m --type WEB --where 'status >= 500' --select status,path"
 $S cat --server "$url" --from -1m --type WEB --where 'status >= 500' --select status,path | head -3
+
+step "The substream next to the full stream: sluice cat --server $url --from -1m --substream errors"
+$S cat --server "$url" --from -1m --substream errors | head -3
+full=$(curl -fsS "$url/v1/events?from=-1m" | wc -c)
+sub=$(curl -fsS "$url/v1/events?from=-1m&substream=errors" | wc -c)
+m=$(curl -fsS "$url/metrics")
+blob_bytes=$(awk '$1 == "sluice_blob_bytes_written_total" {print $2}' <<< "$m")
+sub_bytes=$(awk '$1 == "sluice_substream_result_bytes_total{substream=\"errors\"}" {print $2}' <<< "$m")
+printf '  a consumer of 500s reads %d bytes of NDJSON instead of %d (%.1f%%); stored: %d result bytes beside %d bytes of blobs\n' \
+  "$sub" "$full" "$(echo "100 * $sub / $full" | bc -l)" "${sub_bytes%.*}" "${blob_bytes%.*}"
+echo "  sluice substream show errors: $($S substream show errors --server "$url" | sed -n '/"status": {/,/^  }/p' | tr -s ' \n' ' ')"
 
 step "curl $url/metrics"
 curl -fsS "$url/metrics" | grep -E '^sluice_(events_in|blobs_written|events_flushed|drops)' | head -8

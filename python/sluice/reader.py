@@ -92,6 +92,7 @@ class Events:
         self._it = it
         self._closer = closer
         self.warnings: List[ReadWarning] = []
+        self.notices: List[ReadWarning] = []
 
     def __iter__(self) -> "Events":
         return self
@@ -103,6 +104,10 @@ class Events:
         w = ReadWarning(key, reason)
         self.warnings.append(w)
         log.warning("sluice read: %s: %s", key, reason)
+
+    def _note(self, key: str, reason: str) -> None:
+        self.notices.append(ReadWarning(key, reason))
+        log.info("sluice read: %s: %s", key, reason)
 
     def close(self) -> None:
         """Stop the read early (closes the store or the connection)."""
@@ -165,6 +170,7 @@ class Tail:
     def __init__(self, gen_factory: Any) -> None:
         self.cursor: Optional[str] = None
         self.warnings: List[ReadWarning] = []
+        self.notices: List[ReadWarning] = []
         self._closed = False
         self._gen = gen_factory(self)
 
@@ -177,6 +183,10 @@ class Tail:
     def _warn(self, key: str, reason: str) -> None:
         self.warnings.append(ReadWarning(key, reason))
         log.warning("sluice tail: %s: %s", key, reason)
+
+    def _note(self, key: str, reason: str) -> None:
+        self.notices.append(ReadWarning(key, reason))
+        log.info("sluice tail: %s: %s", key, reason)
 
     def close(self) -> None:
         """Stop following (closes the store or the connection)."""
@@ -209,6 +219,12 @@ class Reader:
         server: base URL of a running server, e.g. ``"http://127.0.0.1:8180"``.
         timeout: seconds for connecting and for each read from the server.
         binary: how binary strings come out of a data directory (see :func:`sluice.sereal.loads`).
+        substream: read this registered substream's results instead of the events (``sluice
+            substream add``). A result that is missing (shed, failed, or stored before the
+            substream existed) is computed from the full blob — by the Rust reader for a data
+            directory, by the server otherwise — and listed in the iterator's ``notices``.
+        fallback: with ``substream``, ``False`` reports missing results as ``warnings`` (gaps)
+            instead of computing them.
 
     Exactly one of ``data_dir`` and ``server`` must be given.
     """
@@ -220,6 +236,8 @@ class Reader:
         server: Optional[str] = None,
         timeout: float = 30.0,
         binary: str = "auto",
+        substream: Optional[str] = None,
+        fallback: bool = True,
     ) -> None:
         if (data_dir is None) == (server is None):
             raise ValueError("give exactly one of data_dir= or server=")
@@ -227,6 +245,8 @@ class Reader:
         self.server = server
         self.timeout = timeout
         self.binary = binary
+        self.substream = substream
+        self.fallback = fallback
         if server is not None:
             u = urllib.parse.urlsplit(server)
             if u.scheme not in ("http", "https") or not u.hostname:
@@ -235,7 +255,13 @@ class Reader:
 
     def __repr__(self) -> str:
         src = f"data_dir={self.data_dir!r}" if self.data_dir is not None else f"server={self.server!r}"
-        return f"Reader({src})"
+        sub = "" if self.substream is None else f", substream={self.substream!r}"
+        return f"Reader({src}{sub})"
+
+    def _substream_query(self) -> List[tuple]:
+        if self.substream is None:
+            return []
+        return [("substream", self.substream)] + ([] if self.fallback else [("no_fallback", "1")])
 
     # ---- range reads -------------------------------------------------------------------------
     def read(
@@ -276,6 +302,7 @@ class Reader:
                 native = _native.open_range(
                     self.data_dir, t0, t1, dc=dc, type_=type, subtype=subtype,
                     select=paths, where_=where, binary=self.binary,
+                    substream=self.substream, no_fallback=not self.fallback,
                 )
             except ReadError:
                 live = self._live_server()
@@ -286,7 +313,7 @@ class Reader:
             ev._it = self._local_events(native, ev)
             return ev
         query = [("from", str(t0)), ("to", str(t1)), ("format", "json")]
-        query += self._filter_query(dc, type, subtype, paths, where)
+        query += self._filter_query(dc, type, subtype, paths, where) + self._substream_query()
         conn, resp = self._get("/v1/events", query)
         ev = Events(iter(()), conn.close)
         ev._it = self._server_events(conn, resp, ev)
@@ -304,7 +331,8 @@ class Reader:
         if not url.startswith("http://"):
             return None
         log.info("%s is in use by a running server; reading through %s", self.data_dir, url)
-        return Reader(server=url, timeout=self.timeout, binary=self.binary)
+        return Reader(server=url, timeout=self.timeout, binary=self.binary,
+                      substream=self.substream, fallback=self.fallback)
 
     @staticmethod
     def _local_events(native: Any, ev: Events) -> Iterator[Dict[str, Any]]:
@@ -313,6 +341,8 @@ class Reader:
                 batch = native.next_batch()
                 for key, reason in native.take_warnings():
                     ev._warn(key, reason)
+                for key, reason in native.take_notices():
+                    ev._note(key, reason)
                 if not batch:
                     return
                 yield from batch
@@ -330,8 +360,11 @@ class Reader:
                 if not line:
                     return
                 if line.startswith(b'{"_sluice"'):
-                    for w in _parse_json(line).get("_sluice", {}).get("warnings", []):
+                    trailer = _parse_json(line).get("_sluice", {})
+                    for w in trailer.get("warnings", []):
                         ev._warn(str(w.get("key")), str(w.get("reason")))
+                    for w in trailer.get("notices", []):
+                        ev._note(str(w.get("key")), str(w.get("reason")))
                     continue
                 if line.strip():
                     yield _parse_json(line)
@@ -410,6 +443,7 @@ class Reader:
                 native = _native.open_tail(
                     self.data_dir, start=t0, cursor=cursor, dc=dc, type_=type, subtype=subtype,
                     select=paths, where_=where, binary=self.binary,
+                    substream=self.substream, no_fallback=not self.fallback,
                 )
             except ReadError:
                 live = self._live_server()
@@ -418,7 +452,7 @@ class Reader:
                 return live.tail(t0, cursor=cursor, dc=dc, type=type, subtype=subtype, select=select,
                                  where=where, idle_timeout=idle_timeout)
             return Tail(lambda t: self._local_tail(t, native, idle_timeout, poll_interval))
-        query = self._filter_query(dc, type, subtype, paths, where)
+        query = self._filter_query(dc, type, subtype, paths, where) + self._substream_query()
         return Tail(lambda t: self._server_tail(t, t0, cursor, query, idle_timeout))
 
     @staticmethod
@@ -426,9 +460,11 @@ class Reader:
         last = time.monotonic()
         try:
             while True:
-                events, warnings, caught_up = native.poll(int(time.time()))
+                events, warnings, caught_up, notices = native.poll(int(time.time()))
                 for key, reason in warnings:
                     t._warn(key, reason)
+                for key, reason in notices:
+                    t._note(key, reason)
                 cursor = native.cursor()
                 if events:
                     last = time.monotonic()
@@ -509,6 +545,9 @@ class Reader:
                             elif kind == "warning":
                                 w = _parse_json(text)
                                 t._warn(str(w.get("key")), str(w.get("reason")))
+                            elif kind == "notice":
+                                w = _parse_json(text)
+                                t._note(str(w.get("key")), str(w.get("reason")))
                         kind, data = "message", []
             finally:
                 conn.close()

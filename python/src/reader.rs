@@ -43,6 +43,7 @@ fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
 }
 
 /// The keyword arguments of a read as the one [`Selection`] every reader takes.
+#[allow(clippy::too_many_arguments)]
 fn selection(
     py: Python<'_>,
     dc: Option<String>,
@@ -50,17 +51,31 @@ fn selection(
     subtype: Option<String>,
     select: Vec<String>,
     where_: Option<String>,
+    substream: Option<String>,
+    no_fallback: bool,
 ) -> PyResult<Selection> {
     Selection::from_texts(dc, type_, subtype, &select, where_.as_deref())
+        .map(|s| s.with_substream(substream, no_fallback))
         .map_err(|e| read_error(py, e.to_string()))
 }
 
-/// Splits read items into events and `(key, reason)` warnings.
-fn sort_items(items: Vec<ReadItem>, events: &mut Vec<Value>, warnings: &mut Vec<(String, String)>) {
+/// The read options of `selection`: with a substream, its definition from the store's registry
+/// (a missing result is computed here: declarative in Rust, Python in a local worker).
+fn read_options(py: Python<'_>, store: &EmbeddedStore, sel: &Selection) -> PyResult<ReadOptions> {
+    py.allow_threads(|| sluice_substreams::view::read_options(store, sel))
+        .map_err(|e| read_error(py, e.to_string()))
+}
+
+/// `(key, reason)` pairs.
+type Notes = Vec<(String, String)>;
+
+/// Splits read items into events, `(key, reason)` warnings and notices.
+fn sort_items(items: Vec<ReadItem>, events: &mut Vec<Value>, warnings: &mut Notes, notices: &mut Notes) {
     for item in items {
         match item {
             ReadItem::Event(e) => events.push(e.value),
             ReadItem::Warning(w) => warnings.push((w.key, w.reason)),
+            ReadItem::Notice(w) => notices.push((w.key, w.reason)),
         }
     }
 }
@@ -69,7 +84,8 @@ fn sort_items(items: Vec<ReadItem>, events: &mut Vec<Value>, warnings: &mut Vec<
 #[pyclass(module = "sluice._native")]
 pub struct RangeIter {
     reader: Option<RangeReader<Arc<EmbeddedStore>>>,
-    warnings: Vec<(String, String)>,
+    warnings: Notes,
+    notices: Notes,
     binary: BinaryMode,
 }
 
@@ -90,7 +106,7 @@ impl RangeIter {
             self.reader = None;
         }
         let mut events = Vec::with_capacity(items.len());
-        sort_items(items, &mut events, &mut self.warnings);
+        sort_items(items, &mut events, &mut self.warnings, &mut self.notices);
         let mut conv = ToPy::new(py, self.binary);
         let out = events
             .iter()
@@ -104,6 +120,11 @@ impl RangeIter {
         std::mem::take(&mut self.warnings)
     }
 
+    /// Notices gathered since the last call (substream results computed here): `(key, reason)`.
+    fn take_notices(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.notices)
+    }
+
     /// Stops the read and closes the store.
     fn close(&mut self) {
         self.reader = None;
@@ -112,7 +133,7 @@ impl RangeIter {
 
 /// Starts a range read of `[start, end)` over the data directory `dir`.
 #[pyfunction]
-#[pyo3(signature = (dir, start, end, *, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto"))]
+#[pyo3(signature = (dir, start, end, *, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto", substream=None, no_fallback=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_range(
     py: Python<'_>,
@@ -125,24 +146,28 @@ pub fn open_range(
     select: Vec<String>,
     where_: Option<String>,
     binary: &str,
+    substream: Option<String>,
+    no_fallback: bool,
 ) -> PyResult<RangeIter> {
     let binary = BinaryMode::parse(py, binary)?;
-    let selection = selection(py, dc, type_, subtype, select, where_)?;
+    let selection = selection(py, dc, type_, subtype, select, where_, substream, no_fallback)?;
     let store = open_store(py, dir)?;
+    let opts = read_options(py, &store, &selection)?;
     let req = ReadRequest::selected(start, end, selection);
     let reader = py
-        .allow_threads(|| RangeReader::new(store, req, ReadOptions::default()))
+        .allow_threads(|| RangeReader::new(store, req, opts))
         .map_err(|e| read_error(py, e.to_string()))?;
     Ok(RangeIter {
         reader: Some(reader),
         warnings: Vec::new(),
+        notices: Vec::new(),
         binary,
     })
 }
 
-/// What one poll of a tail gives: the events, the `(key, reason)` warnings, and whether it
-/// caught up with now.
-type Polled<'py> = (Bound<'py, PyList>, Vec<(String, String)>, bool);
+/// What one poll of a tail gives: the events, the `(key, reason)` warnings, whether it caught up
+/// with now, and the notices.
+type Polled<'py> = (Bound<'py, PyList>, Notes, bool, Notes);
 
 /// A tail of a data directory (see `sluice/reader.py`).
 #[pyclass(module = "sluice._native")]
@@ -164,8 +189,9 @@ impl TailHandle {
         });
         let mut events = Vec::new();
         let mut warnings = Vec::new();
+        let mut notices = Vec::new();
         match result {
-            Ok(items) => sort_items(items, &mut events, &mut warnings),
+            Ok(items) => sort_items(items, &mut events, &mut warnings, &mut notices),
             // The store could not list epochs: reported, and the next poll retries.
             Err(e) => warnings.push(("tail".to_owned(), e.to_string())),
         }
@@ -174,7 +200,7 @@ impl TailHandle {
             .iter()
             .map(|v| conv.value(v))
             .collect::<PyResult<Vec<_>>>()?;
-        Ok((PyList::new(py, out)?, warnings, caught_up))
+        Ok((PyList::new(py, out)?, warnings, caught_up, notices))
     }
 
     /// The cursor token after the last poll.
@@ -190,7 +216,7 @@ impl TailHandle {
 
 /// Starts a tail of the data directory `dir` from the epoch `start` or a cursor token.
 #[pyfunction]
-#[pyo3(signature = (dir, *, start=None, cursor=None, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto"))]
+#[pyo3(signature = (dir, *, start=None, cursor=None, dc=None, type_=None, subtype=None, select=vec![], where_=None, binary="auto", substream=None, no_fallback=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn open_tail(
     py: Python<'_>,
@@ -203,9 +229,11 @@ pub fn open_tail(
     select: Vec<String>,
     where_: Option<String>,
     binary: &str,
+    substream: Option<String>,
+    no_fallback: bool,
 ) -> PyResult<TailHandle> {
     let binary = BinaryMode::parse(py, binary)?;
-    let selection = selection(py, dc, type_, subtype, select, where_)?;
+    let selection = selection(py, dc, type_, subtype, select, where_, substream, no_fallback)?;
     let start = match (cursor, start) {
         (Some(token), _) => token
             .parse::<Cursor>()
@@ -214,7 +242,11 @@ pub fn open_tail(
         (None, None) => Cursor::at(sluice_reader::time::now_unix()),
     };
     let store = open_store(py, dir)?;
-    let tail = Tail::new(store, selection, start, TailOptions::default());
+    let opts = TailOptions {
+        read: read_options(py, &store, &selection)?,
+        ..TailOptions::default()
+    };
+    let tail = Tail::new(store, selection, start, opts);
     Ok(TailHandle {
         tail: Some(tail),
         binary,

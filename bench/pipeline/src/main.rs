@@ -9,6 +9,8 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod substreams;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
@@ -34,7 +36,7 @@ sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams (default: all)
   --cassandra-nodes L  cluster sizes of the cassandra row, e.g. 1,3 (default 1; scripts/cassandra.sh)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
@@ -45,6 +47,8 @@ OPTIONS:
   --size-events N      WEB events for the bytes-per-event row (default 100000)
   --size-eps N         events per second in the bytes-per-event row (default 10000)
   --latency-samples N  events emitted per grace setting in the latency row (default 30)
+  --substream-events N WEB events of the substreams row's CPU and read columns (default 100000)
+  --substream-ingest-events N  events ingested with/without a runaway substream (default 100000)
   --no-perl            skip the Perl reference (its columns show n/a)
   --no-statsd          skip the statsd daemon (its rows show n/a)
   --keep-tmp           keep the temporary directory
@@ -63,6 +67,8 @@ struct Args {
     size_events: usize,
     size_eps: u32,
     latency_samples: usize,
+    substream_events: usize,
+    substream_ingest_events: usize,
     perl: bool,
     statsd: bool,
     keep_tmp: bool,
@@ -81,6 +87,8 @@ fn parse_args() -> Result<Args> {
         size_events: 100_000,
         size_eps: 10_000,
         latency_samples: 30,
+        substream_events: 100_000,
+        substream_ingest_events: 100_000,
         perl: true,
         statsd: true,
         keep_tmp: false,
@@ -95,8 +103,18 @@ fn parse_args() -> Result<Args> {
         match arg.as_str() {
             "--only" => {
                 for r in value("--only")?.split(',') {
-                    if !["ingest", "read", "udp", "size", "latency", "cassandra"].contains(&r) {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra)");
+                    if ![
+                        "ingest",
+                        "read",
+                        "udp",
+                        "size",
+                        "latency",
+                        "cassandra",
+                        "substreams",
+                    ]
+                    .contains(&r)
+                    {
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams)");
                     }
                     a.only.push(r.to_string());
                 }
@@ -142,6 +160,18 @@ fn parse_args() -> Result<Args> {
                     .parse::<usize>()
                     .context("--latency-samples")?
                     .max(1)
+            }
+            "--substream-events" => {
+                a.substream_events = value("--substream-events")?
+                    .parse::<usize>()
+                    .context("--substream-events")?
+                    .max(10_000)
+            }
+            "--substream-ingest-events" => {
+                a.substream_ingest_events = value("--substream-ingest-events")?
+                    .parse::<usize>()
+                    .context("--substream-ingest-events")?
+                    .max(2_000)
             }
             "--no-perl" => a.perl = false,
             "--no-statsd" => a.statsd = false,
@@ -567,7 +597,7 @@ fn ours_read(store: &EmbeddedStore, epoch: i64, lazy: bool) -> Result<(u64, f64)
                 std::hint::black_box(&e);
                 n += 1;
             }
-            ReadItem::Warning(w) => bail!("read warning: {w:?}"),
+            ReadItem::Warning(w) | ReadItem::Notice(w) => bail!("read warning: {w:?}"),
         }
     }
     Ok((n, cpu_seconds() - cpu0))
@@ -2003,6 +2033,9 @@ fn run() -> Result<()> {
         timed("latency", &mut out, &mut |o| row_latency(&args, &tmp, o))?;
         timed("cassandra", &mut out, &mut |o| {
             cassandra::row_cassandra(&args, &tmp, o)
+        })?;
+        timed("substreams", &mut out, &mut |o| {
+            substreams::row_substreams(&args, &tmp, o)
         })?;
         Ok(())
     })();

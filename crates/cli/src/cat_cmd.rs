@@ -70,9 +70,9 @@ pub fn run(a: CatArgs) -> Result<()> {
         Some(server) => Some(server.clone()),
         None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {
             crate::store_arg::ReadSource::Store(store) => {
+                let opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 let req = range::ReadRequest::selected(from, to, selection);
-                let mut reader =
-                    range::RangeReader::new(&*store, req, range::ReadOptions::default())?;
+                let mut reader = range::RangeReader::new(&*store, req, opts)?;
                 if let Some(plan) = reduce {
                     return crate::reduce_args::reduce_items(plan, reader, printer);
                 }
@@ -138,6 +138,7 @@ fn print_items<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 warnings += 1;
             }
+            range::ReadItem::Notice(w) => print_warning(&w, true),
         }
     }
     printer.finish()?;
@@ -154,6 +155,16 @@ fn partial(warnings: u64, printed: u64) -> Result<()> {
         .into());
     }
     Ok(())
+}
+
+/// Prints a read warning, or a notice (a substream result computed from the full blob), on
+/// stderr.
+pub(crate) fn print_warning(w: &sluice_reader::ReadWarning, notice: bool) {
+    if notice {
+        eprintln!("sluice: note: {w}");
+    } else {
+        eprintln!("sluice: warning: {w}");
+    }
 }
 
 /// Opens `dir` for reading ([`sluice_client::resolve_data_dir`]), saying on stderr when a
@@ -211,6 +222,7 @@ fn from_server<W: Write>(
                 warnings += 1;
             }
             HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
+            HttpItem::Notice(n) => print_warning(&n, true),
         }
     }
     printer.finish()?;

@@ -15,6 +15,7 @@ mod sereal_cmd;
 mod serve_cmd;
 mod store_arg;
 mod store_cmd;
+mod substream_cmd;
 mod tail_cmd;
 
 use std::io::ErrorKind;
@@ -53,6 +54,10 @@ enum Command {
     /// Check a data directory for damage, or repair it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// Manage substreams: write-time transformations whose small results consumers read
+    /// instead of the full stream (`sluice cat --substream NAME`).
+    #[command(subcommand)]
+    Substream(substream_cmd::SubstreamCommand),
     /// Print help: `sluice help where` (the --where / --select language), or a command's help.
     Help {
         /// `where` (or `select`, `query`), or a command name.
@@ -126,6 +131,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),
         Command::Help { topic } => help(&topic),
     };

@@ -193,6 +193,7 @@ pub fn reduce_items<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;
             }
+            ReadItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
         }
     }
     p.finish()
@@ -229,6 +230,7 @@ pub fn reduce_server<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;
             }
+            HttpItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
             HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
         }
     }

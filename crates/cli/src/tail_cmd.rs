@@ -209,7 +209,11 @@ fn from_store(
     stop: Stop,
     shared: &Shared,
 ) -> Result<()> {
-    let mut tail = Tail::new(store, selection, start, TailOptions::default());
+    let opts = TailOptions {
+        read: sluice_substreams::view::read_options(store, &selection)?,
+        ..TailOptions::default()
+    };
+    let mut tail = Tail::new(store, selection, start, opts);
     let mut printed = 0u64;
     let mut hinted = false;
     loop {
@@ -229,7 +233,8 @@ fn from_store(
                     sereal::json::to_writer(&mut line, &e.value)?;
                     lines.push(line);
                 }
-                ReadItem::Warning(w) => eprintln!("sluice: warning: {w}"),
+                ReadItem::Warning(w) => crate::cat_cmd::print_warning(&w, false),
+                ReadItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
             }
         }
         printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
@@ -273,6 +278,9 @@ fn from_server(
             TailItem::Batch(batch) => {
                 for w in &batch.warnings {
                     eprintln!("sluice: warning: {w}");
+                }
+                for n in &batch.notices {
+                    eprintln!("sluice: note: {n}");
                 }
                 printed +=
                     lock(shared).batch(batch.events.iter().map(|e| e.as_bytes()), batch.cursor)?;

@@ -1,5 +1,5 @@
 //! The command-line spelling of a [`Selection`]: `--dc`, `--type`, `--subtype`, `--select`,
-//! `--where` (shared by `sluice cat` and `sluice tail`).
+//! `--where`, `--substream`, `--no-fallback` (shared by `sluice cat` and `sluice tail`).
 //!
 //! `--select` takes comma-separated paths (and may be repeated), so a path whose quoted key
 //! holds a comma cannot be given on the command line (use the query string or the Rust type).
@@ -26,6 +26,14 @@ pub struct SelectionArgs {
     /// language: `sluice help where` (docs/query.md).
     #[arg(long = "where")]
     pub filter: Option<String>,
+    /// Read this substream's results instead of the events (a missing result is computed here
+    /// from the full blob, said on stderr).
+    #[arg(long)]
+    pub substream: Option<String>,
+    /// With --substream: report chunks without a stored result as gaps (exit status 3) instead
+    /// of computing them.
+    #[arg(long, requires = "substream")]
+    pub no_fallback: bool,
 }
 
 impl SelectionArgs {
@@ -38,5 +46,6 @@ impl SelectionArgs {
             &self.select,
             self.filter.as_deref(),
         )
+        .map(|s| s.with_substream(self.substream.clone(), self.no_fallback))
     }
 }

@@ -26,6 +26,7 @@ pub mod args;
 pub mod data_dir;
 pub mod read;
 pub mod send;
+pub mod substreams;
 pub mod tail;
 
 use std::fmt;
@@ -35,6 +36,7 @@ pub use args::SelectionArgs;
 pub use data_dir::{resolve_data_dir, DataDir};
 pub use read::{EventStream, HttpItem, HttpReader, NdjsonEvents};
 pub use send::{SendOptions, Sender, Sent, Transport};
+pub use substreams::SubstreamAdmin;
 pub use tail::{Backoff, TailBatch, TailClient, TailItem, TailStart};
 
 /// What went wrong talking to a server or opening a data directory.

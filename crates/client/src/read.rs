@@ -5,7 +5,9 @@
 //! event, except the server's last line `{"_sluice":{"warnings":[{"key":…,"reason":…},…]}}`
 //! which becomes one [`HttpItem::Warning`] per chunk it could not read (an unparsable warnings
 //! line becomes one warning with key `_sluice` and the line as reason: never dropped), and one
-//! [`HttpItem::Hint`] per entry of its `"hints"` (advice: a type or field never seen…). For
+//! [`HttpItem::Hint`] per entry of its `"hints"` (advice: a type or field never seen…), and one
+//! [`HttpItem::Notice`] per entry of its `"notices"` (substream results the server computed from
+//! the full blob: nothing lost). For
 //! Sereal the body is handed over as it is ([`EventStream::Sereal`]).
 
 use std::collections::VecDeque;
@@ -31,6 +33,8 @@ pub enum HttpItem {
     Warning(ReadWarning),
     /// Advice about the read (`sluice_reader::hints`), e.g. a field never seen.
     Hint(String),
+    /// Something the server did that loses nothing (a substream fallback).
+    Notice(ReadWarning),
 }
 
 /// The answer of [`HttpReader::events`].
@@ -133,6 +137,10 @@ fn trailer_warnings(line: &str) -> Option<Vec<HttpItem>> {
                 .as_array()
                 .cloned()
                 .unwrap_or_default();
+            let notices = v["_sluice"]["notices"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             v["_sluice"]["warnings"].as_array().map(|ws| {
                 ws.iter()
                     .map(|w| {
@@ -145,6 +153,14 @@ fn trailer_warnings(line: &str) -> Option<Vec<HttpItem>> {
                     })
                     .chain(hints.iter().map(|h| {
                         HttpItem::Hint(h.as_str().map_or_else(|| h.to_string(), str::to_owned))
+                    }))
+                    .chain(notices.iter().map(|n| {
+                        HttpItem::Notice(ReadWarning {
+                            key: n["key"].as_str().unwrap_or("?").to_owned(),
+                            reason: n["reason"]
+                                .as_str()
+                                .map_or_else(|| n["reason"].to_string(), str::to_owned),
+                        })
                     }))
                     .collect()
             })

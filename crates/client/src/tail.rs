@@ -66,6 +66,8 @@ pub struct TailBatch {
     pub events: Vec<String>,
     /// The warnings (`{"key":…,"reason":…}` JSON texts) for chunks that could not be read.
     pub warnings: Vec<String>,
+    /// The notices (same form): substream results the server computed from the full blob.
+    pub notices: Vec<String>,
     /// The cursor token after this batch.
     pub cursor: String,
 }
@@ -158,6 +160,7 @@ impl TailClient {
         let (mut event, mut data) = (String::new(), String::new());
         let mut events = Vec::new();
         let mut warnings = Vec::new();
+        let mut notices = Vec::new();
         let mut held = 0usize;
         loop {
             let line = match lines.next() {
@@ -187,15 +190,15 @@ impl TailClient {
             }
             let (name, text) = (std::mem::take(&mut event), std::mem::take(&mut data));
             match name.as_str() {
-                "event" | "warning" => {
+                "event" | "warning" | "notice" => {
                     held += text.len();
                     if held > self.max_batch_bytes {
                         return Err(self.oversized());
                     }
-                    if name == "event" {
-                        events.push(text);
-                    } else {
-                        warnings.push(text);
+                    match name.as_str() {
+                        "event" => events.push(text),
+                        "notice" => notices.push(text),
+                        _ => warnings.push(text),
                     }
                 }
                 "cursor" => {
@@ -204,6 +207,7 @@ impl TailClient {
                     return Ok(TailItem::Batch(TailBatch {
                         events,
                         warnings,
+                        notices,
                         cursor: text,
                     }));
                 }

@@ -117,6 +117,7 @@ fn read(store: &EmbeddedStore, lazy: bool) -> R<u64> {
                 n += 1;
             }
             ReadItem::Warning(w) => return Err(format!("warning: {w}").into()),
+            ReadItem::Notice(_) => {}
         }
     }
     Ok(n)

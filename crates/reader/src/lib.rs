@@ -31,12 +31,14 @@ pub mod reduce;
 pub mod selection;
 pub mod tail;
 pub mod time;
+pub mod transform;
 
 pub use filter::{Filter, FilterError, LiteralKind};
 pub use range::{
-    write_items, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent, ReadFacts, ReadItem,
-    ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
+    write_items, write_items_noting, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent,
+    ReadFacts, ReadItem, ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
 };
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};
+pub use transform::{MultiSelect, SubstreamView};

@@ -37,6 +37,16 @@
 //! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
 //! first match or `null`) — the shape of `sluice sereal decode --select`.
 //!
+//! # Substreams
+//! With [`Selection::substream`] (and its [`SubstreamView`] in [`ReadOptions::substream`]) the
+//! read lists the same chunks of the events' epoch index, restricted to those the substream
+//! applies to, and reads each one's result from `substreams/<name>` when the substream's index
+//! lists it. A chunk without a stored result (shed, failed, stored before the substream
+//! existed) is read in full from `events` and the result computed here
+//! ([`SubstreamView::compute`]: the bytes the runner would have stored), preceded by a
+//! [`ReadItem::Notice`]; with [`Selection::no_fallback`] it is a [`ReadItem::Warning`] (a gap)
+//! instead. `select` / `where` then apply to the substream's results.
+//!
 //! # Output
 //! [`write_items`] writes a stream as NDJSON (one event per line, [`sereal::json`] mapping) or as
 //! Sereal: **one Sereal document per event** (protocol 5, uncompressed), concatenated. Each
@@ -45,7 +55,7 @@
 //! `head`); per-event documents lose the cross-event string de-duplication of a blob, which is
 //! the price of that.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::io::{self, Write};
 use std::ops::Deref;
@@ -59,6 +69,7 @@ use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
 use crate::filter::Filter;
 use crate::selection::Selection;
+use crate::transform::SubstreamView;
 
 /// What to read: a half-open range of epochs and a [`Selection`].
 #[derive(Debug, Clone, Default)]
@@ -106,6 +117,9 @@ pub struct ReadOptions {
     /// Chunks fetched per [`ReadStore::get_blobs`] call (at least 1; default 16). The store may fetch
     /// them in parallel; the reader holds at most this many chunks' bytes at once.
     pub fetch_batch: usize,
+    /// The substream named by [`Selection::substream`] (required with it; see "Substreams" in
+    /// the module docs). `namespace` is then ignored.
+    pub substream: Option<Arc<dyn SubstreamView>>,
 }
 
 impl Default for ReadOptions {
@@ -114,6 +128,7 @@ impl Default for ReadOptions {
             namespace: Namespace::Events,
             limits: Limits::default(),
             fetch_batch: 16,
+            substream: None,
         }
     }
 }
@@ -151,6 +166,10 @@ pub enum ReadItem {
     Event(ReadEvent),
     /// A chunk or an epoch index that could not be read (and is skipped).
     Warning(ReadWarning),
+    /// Something the reader did that the caller should know but that loses nothing: a
+    /// substream result computed client-side from the full blob (the "fallback"). Says so on
+    /// stderr / in the HTTP trailer; not a partial read.
+    Notice(ReadWarning),
 }
 
 /// Why a range cannot be read at all.
@@ -194,6 +213,19 @@ pub struct ReadStats {
     pub events: u64,
     /// Warnings yielded.
     pub warnings: u64,
+    /// Substream results computed client-side from the full blob (fallbacks).
+    pub fallbacks: u64,
+}
+
+/// Where a chunk is read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    /// `opts.namespace` (a plain read).
+    Plain,
+    /// The substream's stored result.
+    Result,
+    /// The full event blob, to compute the substream's result on the client.
+    Fallback,
 }
 
 /// What a read saw besides its output, for [`RangeReader::hints`]: cheap to keep (a flag and a
@@ -250,13 +282,13 @@ pub const KIND_OTHER: u8 = 4;
 
 /// Something queued for fetching, in output order.
 enum Pending {
-    Key(Arc<EventKey>),
+    Key(Arc<EventKey>, Source),
     Warning(ReadWarning),
 }
 
 /// Something fetched, in output order.
 enum Fetched {
-    Blob(Arc<EventKey>, Result<Option<Vec<u8>>, StoreError>),
+    Blob(Arc<EventKey>, Source, Result<Option<Vec<u8>>, StoreError>),
     Warning(ReadWarning),
 }
 
@@ -301,6 +333,16 @@ where
                 show(req.to),
                 show(req.from)
             )));
+        }
+        if let Some(name) = &req.selection.substream {
+            match &opts.substream {
+                Some(view) if view.name() == name => {}
+                _ => {
+                    return Err(ReadError::BadRequest(format!(
+                        "substream {name:?}: its definition was not given to the reader"
+                    )))
+                }
+            }
         }
         let epochs = store
             .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
@@ -390,12 +432,21 @@ where
                 return true;
             }
         };
+        let substream = self
+            .req
+            .selection
+            .substream
+            .as_ref()
+            .and(self.opts.substream.clone());
         let mut entries = Vec::with_capacity(raw.len());
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
                     self.chunk.facts.see_type(entry.type_());
-                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype());
+                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype())
+                        && substream
+                            .as_ref()
+                            .is_none_or(|v| v.applies(&dc, entry.type_(), entry.subtype()));
                     if keep {
                         entries.push(entry);
                     }
@@ -408,11 +459,41 @@ where
         // The store sorts entries as strings; chunk ids must sort as IndexEntry does (`10` after `2`).
         entries.sort();
         entries.dedup();
+        let Some(view) = substream else {
+            for entry in &entries {
+                self.pending.push_back(Pending::Key(
+                    Arc::new(EventKey::from_parts(&epoch_key, entry)),
+                    Source::Plain,
+                ));
+            }
+            return true;
+        };
+        // A substream: its result where the runner stored one, else the full blob (fallback).
+        let ns = Namespace::Substream(view.name().to_owned());
+        let results = match self.store.get_namespace_index(&ns, epoch, &dc) {
+            Ok(r) => r,
+            Err(e) => {
+                self.pending.push_back(Pending::Warning(ReadWarning {
+                    key: format!("{epoch}-{dc}"),
+                    reason: format!("reading the index of {ns}: {e} (every chunk is a gap)"),
+                }));
+                BTreeSet::new()
+            }
+        };
         for entry in &entries {
-            self.pending
-                .push_back(Pending::Key(Arc::new(EventKey::from_parts(
-                    &epoch_key, entry,
-                ))));
+            let key = Arc::new(EventKey::from_parts(&epoch_key, entry));
+            if results.contains(&entry.to_string()) {
+                self.pending.push_back(Pending::Key(key, Source::Result));
+            } else if self.req.selection.no_fallback {
+                self.pending.push_back(Pending::Warning(ReadWarning {
+                    key: key.to_string(),
+                    reason: format!(
+                        "no result in {ns} (not computed, shed or failed; --no-fallback)"
+                    ),
+                }));
+            } else {
+                self.pending.push_back(Pending::Key(key, Source::Fallback));
+            }
         }
         true
     }
@@ -421,30 +502,43 @@ where
     fn fetch_batch(&mut self) {
         let n = self.pending.len().min(self.opts.fetch_batch.max(1));
         let batch: Vec<Pending> = self.pending.drain(..n).collect();
-        let keys: Vec<(i64, String)> = batch
-            .iter()
-            .filter_map(|p| match p {
-                Pending::Key(k) => Some((k.epoch(), k.to_string())),
-                Pending::Warning(_) => None,
-            })
-            .collect();
-        let blob_keys: Vec<BlobKey<'_>> = keys.iter().map(|(e, k)| BlobKey::new(*e, k)).collect();
-        let mut results = if blob_keys.is_empty() {
-            Vec::new()
-        } else {
-            self.store.get_blobs(&self.opts.namespace, &blob_keys)
+        // One get_blobs call per namespace the batch reads from, answers put back in order.
+        let mut answers: [std::vec::IntoIter<Result<Option<Vec<u8>>, StoreError>>; 3] =
+            Default::default();
+        for (slot, source) in [Source::Plain, Source::Result, Source::Fallback]
+            .into_iter()
+            .enumerate()
+        {
+            let keys: Vec<(i64, String)> = batch
+                .iter()
+                .filter_map(|p| match p {
+                    Pending::Key(k, s) if *s == source => Some((k.epoch(), k.to_string())),
+                    _ => None,
+                })
+                .collect();
+            if keys.is_empty() {
+                continue;
+            }
+            let blob_keys: Vec<BlobKey<'_>> =
+                keys.iter().map(|(e, k)| BlobKey::new(*e, k)).collect();
+            let ns = match (source, &self.opts.substream) {
+                (Source::Result, Some(v)) => Namespace::Substream(v.name().to_owned()),
+                (Source::Fallback, _) => Namespace::Events,
+                _ => self.opts.namespace.clone(),
+            };
+            answers[slot] = self.store.get_blobs(&ns, &blob_keys).into_iter();
         }
-        .into_iter();
         for p in batch {
             match p {
                 Pending::Warning(w) => self.fetched.push_back(Fetched::Warning(w)),
-                Pending::Key(k) => {
-                    let r = results.next().unwrap_or_else(|| {
+                Pending::Key(k, source) => {
+                    let slot = source as usize;
+                    let r = answers[slot].next().unwrap_or_else(|| {
                         Err(StoreError::Unavailable {
                             reason: "store returned fewer results than keys".into(),
                         })
                     });
-                    self.fetched.push_back(Fetched::Blob(k, r));
+                    self.fetched.push_back(Fetched::Blob(k, source, r));
                 }
             }
         }
@@ -455,12 +549,12 @@ where
         let Some(f) = self.fetched.pop_front() else {
             return;
         };
-        let (key, result) = match f {
+        let (key, source, result) = match f {
             Fetched::Warning(w) => {
                 self.out.push_back(ReadItem::Warning(w));
                 return;
             }
-            Fetched::Blob(key, result) => (key, result),
+            Fetched::Blob(key, source, result) => (key, source, result),
         };
         self.stats.chunks += 1;
         let warn = |reason: String| {
@@ -476,6 +570,33 @@ where
             )),
             Ok(Some(bytes)) => {
                 self.stats.bytes += bytes.len() as u64;
+                let bytes = if source == Source::Fallback {
+                    let Some(view) = &self.opts.substream else {
+                        return;
+                    };
+                    match view.compute(&key, &bytes) {
+                        Ok(result) => {
+                            self.stats.fallbacks += 1;
+                            self.out.push_back(ReadItem::Notice(ReadWarning {
+                                key: key.to_string(),
+                                reason: format!(
+                                    "no stored result of substream {:?}: computed here from the full blob (fallback)",
+                                    view.name()
+                                ),
+                            }));
+                            result
+                        }
+                        Err(e) => {
+                            self.out.push_back(warn(format!(
+                                "no stored result of substream {:?}, and computing it here failed: {e}",
+                                view.name()
+                            )));
+                            return;
+                        }
+                    }
+                } else {
+                    bytes
+                };
                 match self.chunk.decode(&bytes) {
                     Ok(values) => self.out.extend(values.into_iter().map(|value| {
                         ReadItem::Event(ReadEvent {
@@ -503,6 +624,7 @@ where
                 match &item {
                     ReadItem::Event(_) => self.stats.events += 1,
                     ReadItem::Warning(_) => self.stats.warnings += 1,
+                    ReadItem::Notice(_) => {}
                 }
                 return Some(item);
             }
@@ -753,16 +875,32 @@ pub struct WriteSummary {
     pub events: u64,
     /// Warnings met (each also given to the callback).
     pub warnings: u64,
+    /// Notices met (each also given to the callback, with `true`).
+    pub notices: u64,
 }
 
 /// Writes the events of `items` to `out` in `format`, passing each warning to `on_warning` (e.g.
-/// print it on stderr) as it comes. Stops only on a write error (e.g. a closed pipe). The caller
-/// exits non-zero if the summary counts warnings.
+/// print it on stderr) as it comes (notices are only counted). Stops only on a write error (e.g.
+/// a closed pipe). The caller exits non-zero if the summary counts warnings.
 pub fn write_items<W: Write>(
     items: impl IntoIterator<Item = ReadItem>,
     format: OutputFormat,
     out: W,
     mut on_warning: impl FnMut(&ReadWarning),
+) -> io::Result<WriteSummary> {
+    write_items_noting(items, format, out, |w, notice| {
+        if !notice {
+            on_warning(w)
+        }
+    })
+}
+
+/// [`write_items`], passing notices too (with `true`; warnings with `false`).
+pub fn write_items_noting<W: Write>(
+    items: impl IntoIterator<Item = ReadItem>,
+    format: OutputFormat,
+    out: W,
+    mut on_warning: impl FnMut(&ReadWarning, bool),
 ) -> io::Result<WriteSummary> {
     let mut w = EventWriter::new(out, format);
     let mut summary = WriteSummary::default();
@@ -773,8 +911,12 @@ pub fn write_items<W: Write>(
                 summary.events += 1;
             }
             ReadItem::Warning(warning) => {
-                on_warning(&warning);
+                on_warning(&warning, false);
                 summary.warnings += 1;
+            }
+            ReadItem::Notice(notice) => {
+                on_warning(&notice, true);
+                summary.notices += 1;
             }
         }
     }

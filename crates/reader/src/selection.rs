@@ -22,7 +22,10 @@
 //! - A selection applies to chunk keys first ([`Selection::keeps`], no I/O) and to events
 //!   second (`select` / `where`, through the lazy reader).
 //!
-//! Substreams will add a field here (and a parameter in every spelling).
+//! - `substream` names a registered substream: the read returns its results instead of the
+//!   events (dc / type / subtype / select / where then apply to those results), computing a
+//!   missing result client-side unless `no_fallback` (query `no_fallback=1`, flag
+//!   `--no-fallback`) asks for the gaps to be reported instead (see `crate::range`).
 
 use std::fmt;
 
@@ -31,7 +34,15 @@ use sereal::Path;
 use crate::filter::Filter;
 
 /// The parameter names of a selection, as in the query string (the CLI flags add `--`).
-pub const PARAMS: [&str; 5] = ["dc", "type", "subtype", "select", "where"];
+pub const PARAMS: [&str; 7] = [
+    "dc",
+    "type",
+    "subtype",
+    "select",
+    "where",
+    "substream",
+    "no_fallback",
+];
 
 /// Which events (dc, type, subtype, where) and which parts of them (select).
 #[derive(Debug, Clone, Default)]
@@ -46,6 +57,10 @@ pub struct Selection {
     pub select: Vec<Path>,
     /// Keep only events this predicate accepts.
     pub filter: Option<Filter>,
+    /// Read this substream's results instead of the events.
+    pub substream: Option<String>,
+    /// With `substream`: report a missing result as a gap instead of computing it client-side.
+    pub no_fallback: bool,
 }
 
 impl PartialEq for Selection {
@@ -56,6 +71,8 @@ impl PartialEq for Selection {
             && self.subtype == other.subtype
             && self.select == other.select
             && self.filter.as_ref().map(Filter::text) == other.filter.as_ref().map(Filter::text)
+            && self.substream == other.substream
+            && self.no_fallback == other.no_fallback
     }
 }
 
@@ -116,6 +133,14 @@ impl Selection {
                 .select
                 .push(Path::parse(value).map_err(|e| err(format!("{value:?}: {e}")))?),
             "where" => self.filter = Some(Filter::parse(value).map_err(|e| err(e.render(value)))?),
+            "substream" => self.substream = Some(value.to_owned()),
+            "no_fallback" => {
+                self.no_fallback = match value {
+                    "1" | "true" | "yes" | "" => true,
+                    "0" | "false" | "no" => false,
+                    _ => return Err(err(format!("{value:?}: 1/true or 0/false"))),
+                }
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -151,6 +176,12 @@ impl Selection {
         if let Some(f) = &self.filter {
             pairs.push(("where", f.text().to_owned()));
         }
+        if let Some(s) = &self.substream {
+            pairs.push(("substream", s.clone()));
+        }
+        if self.no_fallback {
+            pairs.push(("no_fallback", "1".to_owned()));
+        }
         pairs
     }
 
@@ -168,8 +199,18 @@ impl Selection {
     pub fn to_args(&self) -> Vec<String> {
         self.query_pairs()
             .into_iter()
-            .map(|(k, v)| format!("--{k}={v}"))
+            .map(|(k, v)| match k {
+                "no_fallback" => "--no-fallback".to_owned(),
+                _ => format!("--{k}={v}"),
+            })
             .collect()
+    }
+
+    /// The selection with `substream` (and `no_fallback`) set.
+    pub fn with_substream(mut self, substream: Option<String>, no_fallback: bool) -> Selection {
+        self.substream = substream;
+        self.no_fallback = no_fallback;
+        self
     }
 
     /// Whether the lazy reader is needed (a `select` or a `where` is given).

@@ -91,6 +91,10 @@ pub struct TailOptions {
     pub catch_up_secs: i64,
     /// Namespace, decoder limits and fetch batch, as for a range read.
     pub read: ReadOptions,
+    /// With a substream: how long (seconds after its epoch) a new chunk waits for the
+    /// substream's stored result before it is delivered through the client-side fallback
+    /// (default 5; the runner's emit → result p99 target is 2.5 s).
+    pub substream_wait_secs: i64,
 }
 
 impl Default for TailOptions {
@@ -100,6 +104,7 @@ impl Default for TailOptions {
             late_window_secs: 60,
             catch_up_secs: 60,
             read: ReadOptions::default(),
+            substream_wait_secs: 5,
         }
     }
 }
@@ -456,6 +461,11 @@ where
         let mut snapshot: BTreeMap<(i64, String), Result<BTreeSet<String>, String>> =
             BTreeMap::new();
         let mut fresh: Vec<(i64, String, IndexEntry)> = Vec::new();
+        let view = self
+            .req
+            .substream
+            .as_ref()
+            .and(self.opts.read.substream.clone());
         for (epoch, dc) in pairs {
             let raw = match self.store.get_epoch_index(epoch, &dc) {
                 Ok(raw) => raw,
@@ -464,13 +474,29 @@ where
                     continue;
                 }
             };
+            // A recent chunk whose substream result is not stored yet waits for it (a later
+            // poll) rather than going through the fallback at once.
+            let waiting = match &view {
+                Some(v) if epoch > now.saturating_sub(self.opts.substream_wait_secs) => {
+                    let ns = Namespace::Substream(v.name().to_owned());
+                    let done = self
+                        .store
+                        .get_namespace_index(&ns, epoch, &dc)
+                        .unwrap_or_default();
+                    Some((v, done))
+                }
+                _ => None,
+            };
             let mut new = BTreeSet::new();
             for text in raw {
                 match IndexEntry::parse(&text) {
                     Ok(entry) => {
                         self.facts.see_type(entry.type_());
                         let keep = self.req.keeps(entry.type_(), entry.subtype());
-                        if keep && !self.cursor.is_delivered(epoch, &dc, &entry) {
+                        let wait = waiting.as_ref().is_some_and(|(v, done)| {
+                            v.applies(&dc, entry.type_(), entry.subtype()) && !done.contains(&text)
+                        });
+                        if keep && !wait && !self.cursor.is_delivered(epoch, &dc, &entry) {
                             new.insert(text);
                             fresh.push((epoch, dc.clone(), entry));
                         }

@@ -141,6 +141,7 @@ fn read_with(
                 events.push(json(&e.value));
             }
             ReadItem::Warning(w) => warnings.push(w),
+            ReadItem::Notice(_) => {}
         }
     }
     (events, warnings)

@@ -62,7 +62,7 @@ fn ids(items: &[ReadItem]) -> Vec<i64> {
         .iter()
         .filter_map(|i| match i {
             ReadItem::Event(e) => Some(e.value.get("id").and_then(|v| v.as_i64()).unwrap()),
-            ReadItem::Warning(_) => None,
+            ReadItem::Warning(_) | ReadItem::Notice(_) => None,
         })
         .collect()
 }
@@ -72,7 +72,7 @@ fn warnings(items: &[ReadItem]) -> Vec<String> {
         .iter()
         .filter_map(|i| match i {
             ReadItem::Warning(w) => Some(w.to_string()),
-            ReadItem::Event(_) => None,
+            ReadItem::Event(_) | ReadItem::Notice(_) => None,
         })
         .collect()
 }

@@ -69,6 +69,11 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// min_free_bytes = 67108864    # ingest refused (503) while the data disk has less free
 /// wal_segment_bytes = 67108864 # WAL segment size
 /// salvage_wal = false          # start past WAL damage after copying it to <wal>/damaged/
+/// substream_queue = 1024       # stored chunks waiting for their substreams; more are shed
+/// substream_threads = 1        # substream runner threads
+/// substream_python_workers = 2 # Python worker processes (started with the first code substream)
+/// substream_memory_bytes = 536870912 # address-space limit of each Python worker
+/// substream_nice = 10          # added to the nice value of substream threads and Python workers
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -190,6 +195,19 @@ pub struct ServerConfig {
     /// Start past damaged WAL records (default false): the damaged files are first copied to
     /// `<wal dir>/damaged/`, the records after the damage in a file are lost (logged).
     pub salvage_wal: bool,
+    /// Stored chunks waiting for their substreams (default 1024); when full, further chunks are
+    /// shed for every substream that applies (reason `queue_full`), never slowing ingest.
+    pub substream_queue: usize,
+    /// Substream runner threads (default 1).
+    pub substream_threads: usize,
+    /// Python worker processes of code substreams (default 2; started on first need).
+    pub substream_python_workers: usize,
+    /// Address-space limit (`RLIMIT_AS`) of each Python worker, bytes (default 512 MiB): the
+    /// memory budget of a code substream run.
+    pub substream_memory_bytes: u64,
+    /// Added to the nice value of the substream runner threads and the Python workers they
+    /// start (0..=19, default 10): on a busy machine substreams yield the CPU to ingest.
+    pub substream_nice: i32,
 }
 
 impl Default for ServerConfig {
@@ -241,6 +259,11 @@ impl Default for ServerConfig {
             min_free_bytes: DEFAULT_MIN_FREE_BYTES,
             wal_segment_bytes: WalConfig::default().segment_size,
             salvage_wal: false,
+            substream_queue: 1024,
+            substream_threads: 1,
+            substream_python_workers: 2,
+            substream_memory_bytes: 512 << 20,
+            substream_nice: 10,
         }
     }
 }
@@ -302,6 +325,25 @@ impl ServerConfig {
         match self.grace_ms {
             Some(ms) => Duration::from_millis(ms),
             None => Duration::from_secs(self.grace_secs),
+        }
+    }
+
+    /// The substream runner's settings: its queue and threads, the Python pool, sources written
+    /// to `<data_dir>/substreams-code` (the store ignores directories it does not own), status
+    /// records written under this server's `collector_id` or else its dc.
+    pub fn substream_config(&self) -> sluice_substreams::RunnerConfig {
+        sluice_substreams::RunnerConfig {
+            queue: self.substream_queue,
+            threads: self.substream_threads,
+            code_dir: self.data_dir.join("substreams-code"),
+            python: sluice_substreams::exec::PythonSettings {
+                workers: self.substream_python_workers,
+                memory_limit_bytes: self.substream_memory_bytes,
+                ..Default::default()
+            },
+            writer: self.collector_id.clone().unwrap_or_else(|| self.dc.clone()),
+            nice: self.substream_nice,
+            ..Default::default()
         }
     }
 
@@ -403,6 +445,24 @@ impl ServerConfig {
         }
         if self.max_pending_bytes == 0 {
             return Err(Error::Config("max_pending_bytes must be positive".into()));
+        }
+        if self.substream_queue == 0
+            || self.substream_threads == 0
+            || self.substream_python_workers == 0
+        {
+            return Err(Error::Config(
+                "substream_queue, substream_threads and substream_python_workers must be positive"
+                    .into(),
+            ));
+        }
+        if !(0..=19).contains(&self.substream_nice) {
+            return Err(Error::Config("substream_nice: 0 ..= 19".into()));
+        }
+        if self.substream_memory_bytes < (64 << 20) {
+            return Err(Error::Config(
+                "substream_memory_bytes: at least 64 MiB (a Python worker needs that to start)"
+                    .into(),
+            ));
         }
         if self.max_body_bytes == 0 {
             return Err(Error::Config("max_body_bytes must be positive".into()));

@@ -291,6 +291,12 @@ async fn run_with(
     metrics.set_unavailable(disk.why());
     metrics.disk_free_bytes.set(as_gauge(disk.free));
 
+    // Substreams run on their own threads, fed by the pipeline's flush reports.
+    let substreams = Arc::new(sluice_substreams::Runner::start(
+        store.clone(),
+        config.substream_config(),
+    ));
+
     // Done notes of stored batches go to the WAL before their index entries.
     let mut aggregator = aggregator;
     aggregator.set_note_log(pipeline::exactly_once::note_log(
@@ -315,6 +321,7 @@ async fn run_with(
         max_pending_bytes: config.max_pending_bytes,
         ingest_counters: Default::default(),
         disk,
+        substreams: substreams.clone(),
     };
     let pipe_thread = std::thread::Builder::new()
         .name("sluice-pipeline".into())
@@ -407,6 +414,7 @@ async fn run_with(
                 dc: config.dc.clone(),
                 stop: stop_rx.clone(),
                 tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
+                substreams: substreams.clone(),
             };
             let router = http::router(state, config.max_body_bytes);
             http_server::serve(
@@ -441,6 +449,11 @@ async fn run_with(
         .await
         .map_err(|e| Error::Internal(e.to_string()))?
         .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
+    // The pipeline is gone: nothing offers work any more. Stop the runner (its last counters
+    // written); work still queued is left to the readers' fallback.
+    if let Ok(runner) = Arc::try_unwrap(substreams) {
+        let _ = tokio::task::spawn_blocking(move || runner.stop()).await;
+    }
     let _ = std::fs::remove_file(&server_file);
     Ok(())
 }

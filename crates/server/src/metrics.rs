@@ -568,6 +568,141 @@ pub(crate) fn render(m: &Metrics, store: &dyn sluice_store::Store, now: i64) -> 
 }
 
 /// Appends the store's damage counters (counted as partitions are loaded, see the store README).
+/// The substream runner's counters: results stored and misses by substream and reason, the
+/// queue, the latency from a blob's store to its results, the Python pool.
+pub(crate) fn render_substreams(o: &mut String, s: &sluice_substreams::RunnerSnapshot) {
+    use std::fmt::Write as _;
+    // A Prometheus label value: `\`, `"` and newlines escaped.
+    let label = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let head = |o: &mut String, name: &str, help: &str, kind: &str| {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    head(
+        o,
+        "sluice_substream_results_total",
+        "Substream results stored, by substream.",
+        "counter",
+    );
+    for (name, st) in &s.substreams {
+        let _ = writeln!(
+            o,
+            "sluice_substream_results_total{{substream=\"{}\"}} {}",
+            label(name),
+            st.stored
+        );
+    }
+    head(
+        o,
+        "sluice_substream_result_bytes_total",
+        "Bytes of substream results stored, by substream.",
+        "counter",
+    );
+    for (name, st) in &s.substreams {
+        let _ = writeln!(
+            o,
+            "sluice_substream_result_bytes_total{{substream=\"{}\"}} {}",
+            label(name),
+            st.stored_bytes
+        );
+    }
+    head(
+        o,
+        "sluice_substream_misses_total",
+        "Substream runs shed or failed (no result stored; readers fall back), by substream and reason.",
+        "counter",
+    );
+    for (name, st) in &s.substreams {
+        for (reason, n) in &st.misses {
+            let _ = writeln!(
+                o,
+                "sluice_substream_misses_total{{substream=\"{}\",reason=\"{}\"}} {n}",
+                label(name),
+                label(reason)
+            );
+        }
+    }
+    let rows: [(&str, &str, &str, f64); 8] = [
+        (
+            "sluice_substream_queue",
+            "Stored chunks waiting for their substreams.",
+            "gauge",
+            s.queued as f64,
+        ),
+        (
+            "sluice_substream_queue_capacity",
+            "Capacity of the substream queue (substream_queue).",
+            "gauge",
+            s.queue_capacity as f64,
+        ),
+        (
+            "sluice_substream_blobs_run_total",
+            "Stored chunks run through their substreams.",
+            "counter",
+            s.blobs_run as f64,
+        ),
+        (
+            "sluice_substream_latency_seconds_sum",
+            "Seconds from a chunk stored to its substream results stored (sum).",
+            "counter",
+            s.latency_sum_secs,
+        ),
+        (
+            "sluice_substream_latency_seconds_count",
+            "Chunks whose substream latency is summed.",
+            "counter",
+            s.latency_count as f64,
+        ),
+        (
+            "sluice_substream_latency_seconds_max",
+            "Largest latency from a chunk stored to its substream results stored.",
+            "gauge",
+            s.latency_max_secs,
+        ),
+        (
+            "sluice_substreams_registered",
+            "Substreams in the registry.",
+            "gauge",
+            s.registered as f64,
+        ),
+        (
+            "sluice_substreams_enabled",
+            "Substreams enabled (run on new blobs).",
+            "gauge",
+            s.enabled as f64,
+        ),
+    ];
+    for (name, help, kind, v) in rows {
+        head(o, name, help, kind);
+        let _ = writeln!(o, "{name} {v}");
+    }
+    if let Some(p) = &s.pool {
+        let rows: [(&str, u64); 8] = [
+            ("spawned", p.spawned),
+            ("recycled", p.recycled),
+            ("killed_wall", p.killed_wall),
+            ("killed_cpu", p.killed_cpu),
+            ("killed_memory", p.killed_memory),
+            ("crashed", p.crashed),
+            ("respawn_throttled", p.respawn_throttled),
+            ("live", p.live),
+        ];
+        head(
+            o,
+            "sluice_substream_python_workers",
+            "The Python worker pool of code substreams, by event (live: workers now).",
+            "counter",
+        );
+        for (what, n) in rows {
+            let _ = writeln!(o, "sluice_substream_python_workers{{what=\"{what}\"}} {n}");
+        }
+    }
+}
+
+/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
 fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
     use std::fmt::Write as _;
     let rows = [

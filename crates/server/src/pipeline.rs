@@ -142,6 +142,8 @@ pub(crate) struct Pipeline {
     pub max_pending_bytes: u64,
     /// Free space and WAL health: whether ingest is available (see [`crate::disk`]).
     pub disk: crate::disk::DiskGuard,
+    /// The substream runner: each stored batch is offered to it (never blocks).
+    pub substreams: Arc<sluice_substreams::Runner>,
     /// This thread's ingest counters, by transport.
     pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }

@@ -10,8 +10,10 @@
 //! damage is skipped and reported, never cut silently: for NDJSON as one last line
 //! `{"_sluice":{"warnings":[…]}}`, for Sereal on stderr. With `hints=1`, the same line carries
 //! `"hints":["…"]` (`sluice_reader::hints`: a type or field never seen, an empty range, …) when
-//! there are any; it is sent when there are warnings or hints. Bad parameters get **400**
-//! before anything is streamed.
+//! there are any; it is sent when there are warnings or hints. With `substream=NAME` it also
+//! carries `"notices"` (substream results computed here from the full blob, unless
+//! `no_fallback`). Bad parameters get **400** before anything is streamed; an unknown
+//! substream **404**.
 
 use std::sync::Arc;
 
@@ -94,18 +96,47 @@ fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat, boo
     Ok((ReadRequest::selected(from, to, selection), format, hints))
 }
 
+/// The read options of `selection`: with `substream=NAME`, the registered substream (an unknown
+/// one is answered **404**, a store error **503**).
+pub(crate) async fn substream_options(
+    store: &Arc<dyn Store>,
+    selection: &Selection,
+) -> Result<ReadOptions, Response> {
+    if selection.substream.is_none() {
+        return Ok(ReadOptions::default());
+    }
+    let store = store.clone();
+    let selection = selection.clone();
+    match tokio::task::spawn_blocking(move || {
+        sluice_substreams::view::read_options(&*store, &selection)
+    })
+    .await
+    {
+        Ok(Ok(o)) => Ok(o),
+        Ok(Err(e @ sluice_substreams::Error::NotFound(_))) => {
+            Err(error(StatusCode::NOT_FOUND, e.to_string()))
+        }
+        Ok(Err(e)) => Err(error(StatusCode::SERVICE_UNAVAILABLE, e.to_string())),
+        Err(e) => Err(error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())),
+    }
+}
+
 /// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
 pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
     let (req, format, hints) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    let opts = match substream_options(&st.store, &req.selection).await {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let store = st.store.clone();
     let metrics = st.metrics.clone();
     tokio::task::spawn_blocking(move || {
-        let served = stream_range(store, req, format, hints, start_tx, tx);
+        let served = stream_range(store, req, opts, format, hints, start_tx, tx);
         if served > 0 {
             metrics
                 .events_out
@@ -134,13 +165,14 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
 fn stream_range(
     store: Arc<dyn Store>,
     req: ReadRequest,
+    opts: ReadOptions,
     format: OutputFormat,
     want_hints: bool,
     start: oneshot::Sender<Result<(), (StatusCode, String)>>,
     tx: mpsc::Sender<Bytes>,
 ) -> u64 {
     let mut served = 0u64;
-    let mut reader = match RangeReader::new(store, req, ReadOptions::default()) {
+    let mut reader = match RangeReader::new(store, req, opts) {
         Ok(r) => r,
         Err(e) => {
             let status = match e {
@@ -156,6 +188,7 @@ fn stream_range(
     }
     let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
     let mut warnings = Vec::new();
+    let mut notices = Vec::new();
     for item in &mut reader {
         match item {
             ReadItem::Event(e) => match w.write(&e.value) {
@@ -167,6 +200,9 @@ fn stream_range(
             ReadItem::Warning(wa) => {
                 eprintln!("sluice-server: read warning: {wa}");
                 warnings.push(serde_json::json!({ "key": wa.key, "reason": wa.reason }));
+            }
+            ReadItem::Notice(n) => {
+                notices.push(serde_json::json!({ "key": n.key, "reason": n.reason }));
             }
         }
         let buf = w.into_inner();
@@ -185,13 +221,23 @@ fn stream_range(
     } else {
         Vec::new()
     };
-    if (!warnings.is_empty() || !hints.is_empty()) && format == OutputFormat::Json {
+    if (!warnings.is_empty() || !hints.is_empty() || !notices.is_empty())
+        && format == OutputFormat::Json
+    {
         let mut trailer = serde_json::json!({ "_sluice": { "warnings": warnings } });
         if !hints.is_empty() {
             trailer["_sluice"]["hints"] = hints.into();
         }
+        if !notices.is_empty() {
+            trailer["_sluice"]["notices"] = notices.into();
+        }
         buf.extend_from_slice(trailer.to_string().as_bytes());
         buf.push(b'\n');
+    } else if !notices.is_empty() {
+        eprintln!(
+            "sluice-server: {} substream result(s) computed from the full blob (fallback)",
+            notices.len()
+        );
     }
     if !buf.is_empty() {
         let _ = tx.blocking_send(Bytes::from(buf));

@@ -8,6 +8,7 @@
 //! | `GET /buckets/{ns}/keys/{key}`, `GET /buckets/substreams/{name}/keys/{key}` (raw blobs) | [`blobs`] |
 //! | `GET /v1/counts` (completeness counts) | [`counts`] |
 //! | `GET /healthz`, `GET /metrics` | [`ops`] |
+//! | `/v1/substreams` (list, add, show, enable / disable, remove, backfill) | [`substreams`] |
 //!
 //! The query parameters the read endpoints share (time range, format, unknown keys) are parsed
 //! by [`params`]; the filters (`dc`, `type`, `subtype`, `select`, `where`) by
@@ -23,6 +24,7 @@ pub mod counts;
 pub mod events;
 pub mod ops;
 pub mod params;
+pub mod substreams;
 pub mod tail;
 
 use std::sync::Arc;
@@ -32,7 +34,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use sluice_store::Store;
 use tokio::sync::mpsc;
@@ -54,6 +56,8 @@ pub(crate) struct AppState {
     pub stop: tokio::sync::watch::Receiver<bool>,
     /// The cap on concurrent `GET /v1/tail` streams.
     pub tail_streams: Arc<tail::TailStreams>,
+    /// The substream runner (re-reads the registry after a change made here).
+    pub substreams: Arc<sluice_substreams::Runner>,
 }
 
 /// Every endpoint, each request bounded by `state.timeout`, bodies by `max_body`.
@@ -71,6 +75,19 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         )
         .route("/v1/tail", get(tail::tail))
         .route("/v1/counts", get(counts::read_counts))
+        .route(
+            "/v1/substreams",
+            get(substreams::list).post(substreams::add),
+        )
+        .route(
+            "/v1/substreams/{name}",
+            get(substreams::show)
+                .put(substreams::put)
+                .delete(substreams::remove),
+        )
+        .route("/v1/substreams/{name}/enable", post(substreams::enable))
+        .route("/v1/substreams/{name}/disable", post(substreams::disable))
+        .route("/v1/substreams/{name}/backfill", post(substreams::backfill))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .layer(DefaultBodyLimit::max(max_body))

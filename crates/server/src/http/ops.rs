@@ -28,7 +28,8 @@ pub(crate) async fn healthz(State(st): State<AppState>) -> Response {
 
 /// `GET /metrics`: the Prometheus text.
 pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
-    let body = crate::metrics::render(&st.metrics, &*st.store, sluice_reader::time::now_unix());
+    let mut body = crate::metrics::render(&st.metrics, &*st.store, sluice_reader::time::now_unix());
+    crate::metrics::render_substreams(&mut body, &st.substreams.snapshot());
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

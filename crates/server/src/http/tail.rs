@@ -5,6 +5,8 @@
 //! `subtype`, `select` (repeated), `where`). The stream carries four kinds of event:
 //! - `event: event` — `data:` one event as JSON (or the object of selected paths);
 //! - `event: warning` — `data:` `{"key":…,"reason":…}` for a chunk that could not be read;
+//! - `event: notice` — `data:` `{"key":…,"reason":…}` with `substream=NAME`: a chunk whose
+//!   substream result was computed here from the full blob (fallback; nothing lost);
 //! - `event: cursor` — `data:` the cursor token after everything sent so far; a client that
 //!   reconnects with `cursor=<token>` continues exactly after it;
 //! - `event: hint` — only with `hints=1`: `data:` advice, once per stream, after the tail has
@@ -93,6 +95,10 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
         Ok(r) => r,
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
+    let read = match super::events::substream_options(&st.store, &req).await {
+        Ok(o) => o,
+        Err(r) => return r,
+    };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
         st.metrics
             .connections_refused
@@ -117,7 +123,7 @@ pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> R
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     let store = st.store.clone();
     let metrics = st.metrics.clone();
-    tokio::task::spawn_blocking(move || follow(store, req, start, hints, tx, metrics));
+    tokio::task::spawn_blocking(move || follow(store, req, start, read, hints, tx, metrics));
     // Until shutdown: what the follower sends; then the shutdown event, and the end (dropping
     // the receiver stops the follower).
     let stream =
@@ -148,6 +154,7 @@ fn follow(
     store: Arc<dyn Store>,
     req: TailRequest,
     start: Cursor,
+    read: sluice_reader::ReadOptions,
     want_hints: bool,
     tx: mpsc::Sender<Bytes>,
     metrics: crate::metrics::SharedMetrics,
@@ -155,6 +162,7 @@ fn follow(
     // Poll as often as the pipeline flushes: a stored second goes out within ~0.1 s.
     let opts = TailOptions {
         poll_interval: std::time::Duration::from_millis(100),
+        read,
         ..TailOptions::default()
     };
     let mut tail = Tail::new(store, req, start, opts);
@@ -190,6 +198,10 @@ fn follow(
                 ReadItem::Warning(w) => {
                     let msg = serde_json::json!({ "key": w.key, "reason": w.reason });
                     buf.extend_from_slice(format!("event: warning\ndata: {msg}\n\n").as_bytes());
+                }
+                ReadItem::Notice(w) => {
+                    let msg = serde_json::json!({ "key": w.key, "reason": w.reason });
+                    buf.extend_from_slice(format!("event: notice\ndata: {msg}\n\n").as_bytes());
                 }
             }
         }

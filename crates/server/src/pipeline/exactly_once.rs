@@ -36,7 +36,8 @@ impl Pipeline {
     /// entries) then the store after writes, appends the done notes of spooled batches to the
     /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
     /// flush report. See `sluice_collector::replay` for why this order is exactly once.
-    pub(super) fn account(&mut self, report: FlushReport, start: Instant) {
+    pub(super) fn account(&mut self, mut report: FlushReport, start: Instant) {
+        let stored = std::mem::take(&mut report.stored);
         let mut sync_error = false;
         self.pending_notes.extend(self.aggregator.take_done());
         let (_, advance) = self.checkpoint_target();
@@ -112,13 +113,18 @@ impl Pipeline {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
-        for batch in report.stored.iter().filter(|b| b.events > b.late_events) {
+        for batch in stored.iter().filter(|b| b.events > b.late_events) {
             // On-time events only: a late event's wait says how late it came, not how fresh
             // the pipeline is.
             let secs = (now_ms - (batch.epoch + 1) * 1000) as f64 / 1000.0;
             m.freshness_seconds.observe(secs.max(0.0));
         }
         self.publish_pending();
+        // Write-time work on what is now stored and synced: substreams (queued, never run on
+        // this thread; a full queue sheds).
+        for batch in stored {
+            self.substreams.offer(batch);
+        }
     }
 
     /// How far the WAL may be checkpointed (every record below the aggregator's oldest pending

@@ -1,0 +1,335 @@
+//! Several selections (`select` + `where`) applied to one chunk in **one** lazy pass, and the
+//! hook through which a range read reaches a substream's results.
+//!
+//! [`MultiSelect`] is the one implementation of "select these paths of the events this predicate
+//! keeps": a range read with `--select` / `--where` uses it with one selection; the substream
+//! runner (`sluice-substreams`) with every declarative substream that applies to a blob, so a
+//! blob is walked once whatever their number; a reader's client-side fallback with the one
+//! substream it reads. Same code, same output.
+//!
+//! # Contract
+//! - One [`sereal::lazy::Selector`] pass per event over the union of every selection's select
+//!   and filter paths (each distinct path once). Plain key paths (`a.b.c`) are walked by their
+//!   own selector, which keeps the codec's fast key-tree walk; the others (`[*]`, `[i]`) by a
+//!   second one on the same event only when some selection has one — so one `[*]` path does not
+//!   slow every other path down. A value is decoded at most once per event,
+//!   and only when some selection needs it (its filter's paths, or its output for an event its
+//!   filter kept).
+//! - The output of selection `i` is exactly what a [`crate::RangeReader`] with that selection
+//!   alone gives for the chunk: the whole decoded event (no `select`) or a map
+//!   `{path text: value}` (a `[*]` path: array of every match; any other path: its first match
+//!   or `null`).
+//! - A chunk is all or nothing: any decode error fails the whole chunk for every selection.
+
+use std::fmt;
+use std::sync::Arc;
+
+use sereal::lazy::{Item, Selector, Step};
+use sereal::{Decoder, Key, Limits, Path, Value};
+use sluice_blob::{Blob, EventKey};
+
+use crate::filter::Filter;
+use crate::selection::Selection;
+
+/// One selection's share of the union of paths.
+#[derive(Debug, Clone)]
+struct Part {
+    /// Output keys with their union index and whether the path has a `[*]`.
+    select: Vec<(Key, usize, bool)>,
+    /// The filter, the union index of each of its paths, and whether those are distinct (then
+    /// the values are lent to the filter, not cloned).
+    filter: Option<(Filter, Vec<usize>, bool)>,
+}
+
+/// Several selections over one chunk in one pass; see the [module docs](self).
+pub struct MultiSelect {
+    parts: Vec<Part>,
+    /// Plain key paths (union indices `0..n_plain`): drives the iteration.
+    selector: Selector,
+    /// The other paths (union indices `n_plain..`), if any.
+    others: Option<Selector>,
+    n_plain: usize,
+    n_paths: usize,
+    /// Whether some selection decodes whole events (no `select`, or no lazy part at all).
+    whole_only: bool,
+    decoder: Decoder,
+    scratch: Vec<u8>,
+}
+
+impl fmt::Debug for MultiSelect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MultiSelect")
+            .field("selections", &self.parts.len())
+            .field("paths", &self.n_paths)
+            .finish()
+    }
+}
+
+impl MultiSelect {
+    /// The selections' `select` and `where` (their dc / type / subtype are the caller's to
+    /// apply to chunk keys).
+    pub fn new<'a>(selections: impl IntoIterator<Item = &'a Selection>) -> MultiSelect {
+        let mut union: Vec<Path> = Vec::new();
+        let mut index_of = |p: &Path| -> usize {
+            match union.iter().position(|q| q == p) {
+                Some(i) => i,
+                None => {
+                    union.push(p.clone());
+                    union.len() - 1
+                }
+            }
+        };
+        let mut parts = Vec::new();
+        for sel in selections {
+            let select = sel
+                .select
+                .iter()
+                .map(|p| {
+                    let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
+                    (Key::Utf8(Arc::from(p.to_string())), index_of(p), many)
+                })
+                .collect();
+            let filter = sel.filter.as_ref().map(|f| {
+                let idxs: Vec<usize> = f.paths().iter().map(&mut index_of).collect();
+                let distinct = idxs.iter().enumerate().all(|(i, x)| !idxs[..i].contains(x));
+                (f.clone(), idxs, distinct)
+            });
+            parts.push(Part { select, filter });
+        }
+        let whole_only = parts
+            .iter()
+            .all(|p| p.select.is_empty() && p.filter.is_none());
+        let n_paths = union.len();
+        // Plain key paths first (their own selector keeps the fast walk), then the others.
+        let plain = |p: &Path| p.steps().iter().all(|s| matches!(s, Step::Key(_)));
+        let mut order: Vec<usize> = (0..n_paths).filter(|&i| plain(&union[i])).collect();
+        let n_plain = order.len();
+        order.extend((0..n_paths).filter(|&i| !plain(&union[i])));
+        let mut new_index = vec![0; n_paths];
+        for (new, &old) in order.iter().enumerate() {
+            new_index[old] = new;
+        }
+        for part in &mut parts {
+            for (_, idx, _) in &mut part.select {
+                *idx = new_index[*idx];
+            }
+            if let Some((_, idxs, _)) = &mut part.filter {
+                for idx in idxs {
+                    *idx = new_index[*idx];
+                }
+            }
+        }
+        let plain_paths: Vec<Path> = order[..n_plain].iter().map(|&i| union[i].clone()).collect();
+        let other_paths: Vec<Path> = order[n_plain..].iter().map(|&i| union[i].clone()).collect();
+        MultiSelect {
+            parts,
+            selector: Selector::new(plain_paths),
+            others: (!other_paths.is_empty()).then(|| Selector::new(other_paths)),
+            n_plain,
+            n_paths,
+            whole_only,
+            decoder: Decoder::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Number of selections.
+    pub fn len(&self) -> usize {
+        self.parts.len()
+    }
+
+    /// Whether there is no selection.
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Number of distinct paths walked per event.
+    pub fn paths(&self) -> usize {
+        self.n_paths
+    }
+
+    /// The output of every selection for the chunk `bytes` (a blob: Sereal + `=chk`), in
+    /// selection order; or why the chunk is unreadable (for all of them).
+    pub fn apply(&mut self, bytes: &[u8], limits: &Limits) -> Result<Vec<Vec<Value>>, String> {
+        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+        let mut outs: Vec<Vec<Value>> = vec![Vec::new(); self.parts.len()];
+        if self.whole_only {
+            if self.decoder.limits() != limits {
+                self.decoder = Decoder::with_limits(limits.clone());
+            }
+            let events = blob
+                .decode_with(&mut self.decoder)
+                .map_err(|e| e.to_string())?;
+            if let Some((last, rest)) = outs.split_last_mut() {
+                for o in rest {
+                    o.clone_from(&events);
+                }
+                *last = events;
+            }
+            return Ok(outs);
+        }
+        let doc = blob
+            .lazy(limits, &mut self.scratch)
+            .map_err(|e| e.to_string())?;
+        let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
+        let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
+        // Per event: the decoded values of each union path (decoded on first use) and the whole
+        // event (decoded on first use).
+        let mut decoded: Vec<Vec<Value>> = vec![Vec::new(); self.n_paths];
+        let mut done: Vec<bool> = vec![false; self.n_paths];
+        let mut found: Vec<Vec<Value>> = Vec::new();
+        let mut i = 0usize;
+        while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
+            let event = i;
+            i += 1;
+            let ev = |e: sereal::Error| format!("event {event}: {e}");
+            let item = item.map_err(ev)?;
+            if let Some(others) = &mut self.others {
+                handles.truncate(self.n_plain);
+                handles.extend(others.select_items(&item).map_err(ev)?);
+            }
+            // One budget per event for all it decodes, as one selection had.
+            let mut dec = doc.item_decoder();
+            done.fill(false);
+            let mut whole: Option<Value> = None;
+            for (part, out) in self.parts.iter().zip(outs.iter_mut()) {
+                if let Some((f, idxs, distinct)) = &part.filter {
+                    if found.len() < idxs.len() {
+                        found.resize_with(idxs.len(), Vec::new);
+                    }
+                    for (k, &idx) in idxs.iter().enumerate() {
+                        decode_path(&mut decoded, &mut done, &handles, idx, &mut dec, event)?;
+                        if *distinct {
+                            std::mem::swap(&mut found[k], &mut decoded[idx]);
+                        } else {
+                            found[k].clear();
+                            found[k].extend_from_slice(&decoded[idx]);
+                        }
+                    }
+                    let keep = f.matches_selected(&found[..idxs.len()]);
+                    if *distinct {
+                        // Lent, now given back.
+                        for (k, &idx) in idxs.iter().enumerate() {
+                            std::mem::swap(&mut found[k], &mut decoded[idx]);
+                        }
+                    }
+                    if !keep {
+                        continue;
+                    }
+                }
+                if part.select.is_empty() {
+                    if whole.is_none() {
+                        whole = Some(dec.decode(&item).map_err(ev)?);
+                    }
+                    out.push(whole.clone().unwrap_or(Value::Undef));
+                    continue;
+                }
+                let mut hash = Vec::with_capacity(part.select.len());
+                for (key, idx, many) in &part.select {
+                    decode_path(&mut decoded, &mut done, &handles, *idx, &mut dec, event)?;
+                    let vs = &decoded[*idx];
+                    let v = if *many {
+                        Value::Array(vs.to_vec())
+                    } else {
+                        vs.first().cloned().unwrap_or(Value::Undef)
+                    };
+                    hash.push((key.clone(), v));
+                }
+                out.push(Value::Hash(hash));
+            }
+        }
+        Ok(outs)
+    }
+}
+
+/// Decodes the values of union path `idx` of the current event unless done already.
+fn decode_path<'d>(
+    decoded: &mut [Vec<Value>],
+    done: &mut [bool],
+    handles: &[Vec<Item<'d>>],
+    idx: usize,
+    dec: &mut sereal::lazy::ItemDecoder<'d>,
+    event: usize,
+) -> Result<(), String> {
+    if !done[idx] {
+        let vs = &mut decoded[idx];
+        vs.clear();
+        for h in &handles[idx] {
+            vs.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
+        }
+        done[idx] = true;
+    }
+    Ok(())
+}
+
+/// A substream as a range read sees it: which chunks it covers and how to compute a missing
+/// result on the client. Implemented by `sluice-substreams` from its registry (the reader does
+/// not know the registry's format); given in [`ReadOptions::substream`](crate::ReadOptions).
+pub trait SubstreamView: Send + Sync + fmt::Debug {
+    /// The substream's name (its namespace is `substreams/<name>`).
+    fn name(&self) -> &str;
+    /// Whether the substream applies to chunks of this dc, type and subtype.
+    fn applies(&self, dc: &str, type_: &str, subtype: &str) -> bool;
+    /// The result blob of the event blob `bytes` stored under `key`: byte for byte what the
+    /// substream runner stores for it (so a fallback reads exactly as a stored result).
+    fn compute(&self, key: &EventKey, bytes: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_blob::BlobBuilder;
+
+    fn ev(status: i64, path: &str) -> Value {
+        Value::Hash(vec![
+            (Key::Utf8(Arc::from("status")), Value::Int(status)),
+            (Key::Utf8(Arc::from("path")), Value::String(path.to_owned())),
+            (
+                Key::Utf8(Arc::from("tags")),
+                Value::Array(vec![Value::Int(status / 100), Value::Int(status % 100)]),
+            ),
+        ])
+    }
+
+    #[test]
+    fn several_selections_equal_each_alone() {
+        let events = vec![ev(200, "/a"), ev(500, "/b"), ev(404, "/c")];
+        let blob = BlobBuilder::with_profile(Default::default())
+            .unwrap()
+            .build(&events)
+            .unwrap()
+            .remove(0)
+            .into_bytes();
+        let sels = [
+            Selection::from_texts::<&str>(None, None, None, &["status"], Some("status >= 500"))
+                .unwrap(),
+            Selection::from_texts(None, None, None, &["path", "status"], None).unwrap(),
+            Selection::from_texts::<&str>(None, None, None, &[], Some("path == \"/c\"")).unwrap(),
+            Selection::from_texts(
+                None,
+                None,
+                None,
+                &["tags[*]", "status"],
+                Some("status >= 404"),
+            )
+            .unwrap(),
+            Selection::from_texts(None, None, None, &["tags[1]"], None).unwrap(),
+        ];
+        let all = MultiSelect::new(&sels)
+            .apply(&blob, &Limits::default())
+            .unwrap();
+        assert_eq!(all.len(), 5);
+        assert_eq!(all[3].len(), 2);
+        assert_eq!(all[4].len(), 3);
+        for (i, sel) in sels.iter().enumerate() {
+            let one = MultiSelect::new([sel])
+                .apply(&blob, &Limits::default())
+                .unwrap();
+            assert_eq!(one[0], all[i], "selection {i}");
+        }
+        assert_eq!(all[0].len(), 1);
+        assert_eq!(all[1].len(), 3);
+        assert_eq!(all[2].len(), 1);
+        assert_eq!(MultiSelect::new(&sels).paths(), 4);
+    }
+}
