@@ -70,7 +70,12 @@ fn read_options(py: Python<'_>, store: &EmbeddedStore, sel: &Selection) -> PyRes
 type Notes = Vec<(String, String)>;
 
 /// Splits read items into events, `(key, reason)` warnings and notices.
-fn sort_items(items: Vec<ReadItem>, events: &mut Vec<Value>, warnings: &mut Notes, notices: &mut Notes) {
+fn sort_items(
+    items: Vec<ReadItem>,
+    events: &mut Vec<Value>,
+    warnings: &mut Notes,
+    notices: &mut Notes,
+) {
     for item in items {
         match item {
             ReadItem::Event(e) => events.push(e.value),
@@ -150,7 +155,16 @@ pub fn open_range(
     no_fallback: bool,
 ) -> PyResult<RangeIter> {
     let binary = BinaryMode::parse(py, binary)?;
-    let selection = selection(py, dc, type_, subtype, select, where_, substream, no_fallback)?;
+    let selection = selection(
+        py,
+        dc,
+        type_,
+        subtype,
+        select,
+        where_,
+        substream,
+        no_fallback,
+    )?;
     let store = open_store(py, dir)?;
     let opts = read_options(py, &store, &selection)?;
     let req = ReadRequest::selected(start, end, selection);
@@ -233,7 +247,16 @@ pub fn open_tail(
     no_fallback: bool,
 ) -> PyResult<TailHandle> {
     let binary = BinaryMode::parse(py, binary)?;
-    let selection = selection(py, dc, type_, subtype, select, where_, substream, no_fallback)?;
+    let selection = selection(
+        py,
+        dc,
+        type_,
+        subtype,
+        select,
+        where_,
+        substream,
+        no_fallback,
+    )?;
     let start = match (cursor, start) {
         (Some(token), _) => token
             .parse::<Cursor>()
