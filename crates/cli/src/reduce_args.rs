@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
 use sluice_reader::range::{OutputFormat, ReadItem};
-use sluice_reader::reduce::{ReduceSpec, Reducer, TopEvents, DEFAULT_MAX_GROUPS};
+use sluice_reader::reduce::{Plan, PlanArgs, Sink, DEFAULT_MAX_GROUPS};
 use sluice_reader::Selection;
 
 /// The reduce flags of `sluice cat`.
@@ -48,66 +48,21 @@ pub struct ReduceArgs {
     by: Option<String>,
 }
 
-/// What `cat` does with the events it reads instead of printing them.
-pub enum Plan {
-    /// Group and aggregate (`--group-by`, `--agg`, `--window`, `--count-by`), maybe ranked.
-    Reduce(ReduceSpec),
-    /// The N events with the largest value of a field (`--top N --by PATH`).
-    Top {
-        /// The field.
-        by: String,
-        /// How many.
-        n: usize,
-    },
-}
-
 impl ReduceArgs {
     /// The plan asked for, or `None` when no reduce or ranking flag is given (plain `cat`).
+    /// The rules are `sluice_reader::reduce::PlanArgs::plan`'s.
     pub fn plan(&self, selection: &Selection) -> Result<Option<Plan>> {
-        let grouped = !(self.group_by.is_empty()
-            && self.count_by.is_empty()
-            && self.agg.is_empty()
-            && self.window.is_none());
-        if !grouped {
-            return match (self.top, &self.by) {
-                (None, None) => Ok(None),
-                (Some(n), Some(by)) => Ok(Some(Plan::Top { by: by.clone(), n })),
-                (Some(_), None) => {
-                    anyhow::bail!("--top N needs --by FIELD (or a --group-by / --count-by to rank)")
-                }
-                (None, Some(_)) => anyhow::bail!("--by needs --top N or a --group-by / --count-by"),
-            };
-        }
-        if !selection.select.is_empty() {
-            anyhow::bail!(
-                "--select cannot be combined with --group-by/--agg/--window (a reduce reads whole events; name the fields in --group-by and --agg)"
-            );
-        }
-        let grouped_too = !self.group_by.is_empty() || !self.agg.is_empty();
-        if !self.count_by.is_empty() && grouped_too {
-            anyhow::bail!("--count-by is --group-by PATHS --agg count: use one or the other");
-        }
-        let mut spec = if self.count_by.is_empty() {
-            ReduceSpec::parse(&self.group_by, &self.agg, self.window.as_deref())?
-        } else {
-            ReduceSpec::parse(
-                &self.count_by,
-                &["count".to_owned()],
-                self.window.as_deref(),
-            )?
+        let args = PlanArgs {
+            group_by: self.group_by.clone(),
+            agg: self.agg.clone(),
+            window: self.window.clone(),
+            count_by: self.count_by.clone(),
+            top: self.top,
+            by: self.by.clone(),
+            max_groups: Some(self.max_groups),
         };
-        spec.max_groups = self.max_groups.max(1);
-        if !self.count_by.is_empty() || self.top.is_some() || self.by.is_some() {
-            spec = spec.ranked(self.by.as_deref(), self.top)?;
-        }
-        Ok(Some(Plan::Reduce(spec)))
+        Ok(args.plan(!selection.select.is_empty())?)
     }
-}
-
-/// Where the events go: a reducer, or the top-N buffer.
-enum Sink {
-    Reduce(Reducer),
-    Top(TopEvents),
 }
 
 struct Printer<W: Write> {
@@ -119,23 +74,14 @@ struct Printer<W: Write> {
 
 impl<W: Write> Printer<W> {
     fn push(&mut self, epoch: i64, event: &sereal::Value) -> Result<()> {
-        match &mut self.sink {
-            Sink::Reduce(r) => {
-                r.push(epoch, event)?;
-                for row in r.ready() {
-                    self.out.value(&row)?;
-                }
-            }
-            Sink::Top(t) => t.push(event),
+        for row in self.sink.push(epoch, event)? {
+            self.out.value(&row)?;
         }
         Ok(())
     }
 
     fn finish(self) -> Result<()> {
-        let (late, rows) = match self.sink {
-            Sink::Reduce(r) => (r.late(), r.finish()),
-            Sink::Top(t) => (0, t.finish()),
-        };
+        let (rows, late) = self.sink.finish();
         let mut out = self.out;
         for row in rows {
             out.value(&row)?;
@@ -167,10 +113,7 @@ impl<W: Write> Printer<W> {
 }
 
 fn printer<W: Write>(plan: Plan, out: crate::output::Printer<W>) -> Result<Printer<W>> {
-    let sink = match plan {
-        Plan::Reduce(spec) => Sink::Reduce(Reducer::new(spec)),
-        Plan::Top { by, n } => Sink::Top(TopEvents::new(&by, n)?),
-    };
+    let sink = Sink::new(plan)?;
     Ok(Printer {
         sink,
         out,
@@ -222,7 +165,7 @@ pub fn reduce_server<W: Write>(
                 match event.get("epoch").and_then(sereal::Value::as_i64) {
                     Some(epoch) => p.push(epoch, &event)?,
                     // Ranking events needs no epoch (a `--select` line has none).
-                    None if matches!(p.sink, Sink::Top(_)) => p.push(0, &event)?,
+                    None if !p.sink.needs_epoch() => p.push(0, &event)?,
                     None => p.no_epoch += 1,
                 }
             }

@@ -649,6 +649,137 @@ impl Reducer {
     }
 }
 
+/// The reduce and ranking options as a user gives them (`sluice cat` flags, `GET /v1/events`
+/// parameters): [`PlanArgs::plan`] is the one place they are checked and combined.
+#[derive(Debug, Clone, Default)]
+pub struct PlanArgs {
+    /// `--group-by` / `group_by` paths (comma-separated or repeated).
+    pub group_by: Vec<String>,
+    /// `--agg` / `agg` aggregates.
+    pub agg: Vec<String>,
+    /// `--window` / `window` length.
+    pub window: Option<String>,
+    /// `--count-by` / `count_by`: `group_by` with `agg count`, ranked by count.
+    pub count_by: Vec<String>,
+    /// `--top` / `top`: rows (or events) kept.
+    pub top: Option<usize>,
+    /// `--by` / `by`: the column rows are ranked by, or the field events are.
+    pub by: Option<String>,
+    /// Most groups held at once (default [`DEFAULT_MAX_GROUPS`]).
+    pub max_groups: Option<usize>,
+}
+
+/// What a read does with its events instead of handing them out.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Group and aggregate (maybe ranked): rows.
+    Reduce(ReduceSpec),
+    /// The `n` events with the largest value at path `by`.
+    Top {
+        /// The field.
+        by: String,
+        /// How many.
+        n: usize,
+    },
+}
+
+impl PlanArgs {
+    /// The plan asked for; `None` when no option is given (a plain read). `selects`: whether
+    /// the read projects events (`select`), which a reduce cannot take.
+    pub fn plan(&self, selects: bool) -> Result<Option<Plan>, ReduceError> {
+        let spec_err = |m: &str| Err(ReduceError::Spec(m.to_owned()));
+        let grouped = !(self.group_by.is_empty()
+            && self.count_by.is_empty()
+            && self.agg.is_empty()
+            && self.window.is_none());
+        if !grouped {
+            return match (self.top, &self.by) {
+                (None, None) => Ok(None),
+                (Some(n), Some(by)) => {
+                    Path::parse(by).map_err(|e| ReduceError::Spec(format!("--by {by:?}: {e}")))?;
+                    Ok(Some(Plan::Top { by: by.clone(), n }))
+                }
+                (Some(_), None) => {
+                    spec_err("--top N needs --by FIELD (or a --group-by / --count-by to rank)")
+                }
+                (None, Some(_)) => spec_err("--by needs --top N or a --group-by / --count-by"),
+            };
+        }
+        if selects {
+            return spec_err(
+                "--select cannot be combined with --group-by/--agg/--window (a reduce reads whole events; name the fields in --group-by and --agg)",
+            );
+        }
+        if !self.count_by.is_empty() && (!self.group_by.is_empty() || !self.agg.is_empty()) {
+            return spec_err("--count-by is --group-by PATHS --agg count: use one or the other");
+        }
+        let mut spec = if self.count_by.is_empty() {
+            ReduceSpec::parse(&self.group_by, &self.agg, self.window.as_deref())?
+        } else {
+            ReduceSpec::parse(
+                &self.count_by,
+                &["count".to_owned()],
+                self.window.as_deref(),
+            )?
+        };
+        spec.max_groups = self.max_groups.unwrap_or(DEFAULT_MAX_GROUPS).max(1);
+        if !self.count_by.is_empty() || self.top.is_some() || self.by.is_some() {
+            spec = spec.ranked(self.by.as_deref(), self.top)?;
+        }
+        Ok(Some(Plan::Reduce(spec)))
+    }
+}
+
+/// Runs a [`Plan`] over events pushed in epoch order: rows as windows complete, the rest (or
+/// the top events) at the end.
+#[derive(Debug)]
+pub enum Sink {
+    /// A reduce.
+    Reduce(Reducer),
+    /// A top-N.
+    Top(TopEvents),
+}
+
+impl Sink {
+    /// A sink for `plan`.
+    pub fn new(plan: Plan) -> Result<Sink, ReduceError> {
+        Ok(match plan {
+            Plan::Reduce(spec) => Sink::Reduce(Reducer::new(spec)),
+            Plan::Top { by, n } => Sink::Top(TopEvents::new(&by, n)?),
+        })
+    }
+
+    /// Whether the plan needs each event's epoch (a top-N does not).
+    pub fn needs_epoch(&self) -> bool {
+        matches!(self, Sink::Reduce(_))
+    }
+
+    /// Adds one event of second `epoch`; returns the rows now complete.
+    pub fn push(&mut self, epoch: i64, event: &Value) -> Result<Vec<Value>, ReduceError> {
+        match self {
+            Sink::Reduce(r) => {
+                r.push(epoch, event)?;
+                Ok(r.ready())
+            }
+            Sink::Top(t) => {
+                t.push(event);
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    /// The rows left, and how many events came after their window was handed out.
+    pub fn finish(self) -> (Vec<Value>, u64) {
+        match self {
+            Sink::Reduce(r) => {
+                let late = r.late();
+                (r.finish(), late)
+            }
+            Sink::Top(t) => (t.finish(), 0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

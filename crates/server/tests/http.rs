@@ -322,3 +322,68 @@ fn config_from_toml_has_defaults() {
         sluice_store_cassandra::StoreUrl::Embedded(_)
     ));
 }
+
+/// `GET /v1/events` with `count_by` / `top` / `by` / `group_by`: rows computed by the server
+/// (the same `sluice_reader::reduce` as `sluice cat`), equal to the counting done here.
+#[test]
+fn events_reduced_by_the_server() {
+    let dir = temp_dir("http-reduce");
+    let server = spawn(config(&dir, 0)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let e = now() - 3;
+    let statuses = [200, 500, 200, 404, 200, 500, 200];
+    let body: String = statuses
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            format!(
+                "{}\n",
+                serde_json::json!({"epoch": e, "type": "WEB", "status": s, "ms": i})
+            )
+        })
+        .collect();
+    assert_eq!(
+        request(addr, "POST", "/v1/events", body.as_bytes()).status,
+        200
+    );
+    wait_flushed(addr, statuses.len() as u64);
+    let range = format!("from={e}&to={}", e + 1);
+
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v1/events?{range}&count_by=status&top=2"),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let rows = lines(&r.text());
+    assert_eq!(
+        rows,
+        vec![
+            serde_json::json!({"status": 200, "count": 4}),
+            serde_json::json!({"status": 500, "count": 2})
+        ]
+    );
+    let r = request(addr, "GET", &format!("/v1/events?{range}&top=2&by=ms"), b"");
+    let ms: Vec<i64> = lines(&r.text())
+        .iter()
+        .map(|v| v["ms"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ms, vec![6, 5]);
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v1/events?{range}&group_by=type&agg=count,max:ms"),
+        b"",
+    );
+    assert_eq!(
+        lines(&r.text()),
+        vec![serde_json::json!({"type": "WEB", "count": 7, "max:ms": 6})]
+    );
+    for bad in ["top=2", "by=ms", "count_by=status&select=ms", "top=x&by=ms"] {
+        let r = request(addr, "GET", &format!("/v1/events?{range}&{bad}"), b"");
+        assert_eq!(r.status, 400, "{bad}: {}", r.text());
+    }
+    server.shutdown().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -13,7 +13,9 @@
 //! there are any; it is sent when there are warnings or hints. With `substream=NAME` it also
 //! carries `"notices"` (substream results computed here from the full blob, unless
 //! `no_fallback`). Bad parameters get **400** before anything is streamed; an unknown
-//! substream **404**.
+//! substream **404**. With `group_by`/`agg`/`window`, `count_by`, `top`/`by` the answer is
+//! rows, not events: `sluice_reader::reduce` (the code of `sluice cat
+//! --group-by/--count-by/--top`) runs over the range on the server.
 
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use sluice_reader::reduce::{Plan, PlanArgs, Sink};
 use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
@@ -75,25 +78,56 @@ fn ingest_response(s: &IngestSummary) -> Response {
 }
 
 /// Builds the read request of `GET /v1/events` (and whether hints were asked for).
-fn read_request(query: &str, now: i64) -> Result<(ReadRequest, OutputFormat, bool), String> {
+/// A parsed `GET /v1/events`.
+struct EventsQuery {
+    req: ReadRequest,
+    format: OutputFormat,
+    hints: bool,
+    /// `group_by` / `agg` / `window` / `count_by` / `top` / `by`: rows instead of events.
+    plan: Option<Plan>,
+}
+
+fn read_request(query: &str, now: i64) -> Result<EventsQuery, String> {
     let mut range = TimeRange::default();
     let mut selection = Selection::default();
     let mut format = OutputFormat::Json;
     let mut hints = false;
+    let mut plan = PlanArgs::default();
+    let count = |k: &str, v: &str| {
+        v.parse::<usize>()
+            .map_err(|_| format!("{k}: expected a whole number, got {v:?}"))
+    };
     for (k, v) in parse_query(query) {
         if range.accept(&k, &v, now)? {
             continue;
         }
-        if k == "format" {
-            format = params::format(&v)?;
-        } else if k == "hints" {
-            hints = params::hints(&v)?;
-        } else if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
-            return Err(params::unknown(&k));
+        match k.as_str() {
+            "format" => format = params::format(&v)?,
+            "hints" => hints = params::hints(&v)?,
+            "group_by" => plan.group_by.push(v),
+            "agg" => plan.agg.push(v),
+            "count_by" => plan.count_by.push(v),
+            "window" => plan.window = Some(v),
+            "top" => plan.top = Some(count(&k, &v)?),
+            "by" => plan.by = Some(v),
+            "max_groups" => plan.max_groups = Some(count(&k, &v)?),
+            _ => {
+                if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
+                    return Err(params::unknown(&k));
+                }
+            }
         }
     }
+    let plan = plan
+        .plan(!selection.select.is_empty())
+        .map_err(|e| e.to_string().replace("--", ""))?;
     let (from, to) = range.finish(now)?;
-    Ok((ReadRequest::selected(from, to, selection), format, hints))
+    Ok(EventsQuery {
+        req: ReadRequest::selected(from, to, selection),
+        format,
+        hints,
+        plan,
+    })
 }
 
 /// The read options of `selection`: with `substream=NAME`, the registered substream (an unknown
@@ -123,11 +157,12 @@ pub(crate) async fn substream_options(
 
 /// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
 pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let (req, format, hints) = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+    let query = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
-    let opts = match substream_options(&st.store, &req.selection).await {
+    let format = query.format;
+    let opts = match substream_options(&st.store, &query.req.selection).await {
         Ok(o) => o,
         Err(r) => return r,
     };
@@ -136,7 +171,7 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
     let store = st.store.clone();
     let metrics = st.metrics.clone();
     tokio::task::spawn_blocking(move || {
-        let served = stream_range(store, req, opts, format, hints, start_tx, tx);
+        let served = stream_range(store, query, opts, start_tx, tx);
         if served > 0 {
             metrics
                 .events_out
@@ -164,13 +199,25 @@ pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuer
 /// Returns how many events were written out.
 fn stream_range(
     store: Arc<dyn Store>,
-    req: ReadRequest,
+    query: EventsQuery,
     opts: ReadOptions,
-    format: OutputFormat,
-    want_hints: bool,
     start: oneshot::Sender<Result<(), (StatusCode, String)>>,
     tx: mpsc::Sender<Bytes>,
 ) -> u64 {
+    let EventsQuery {
+        req,
+        format,
+        hints: want_hints,
+        plan,
+    } = query;
+    // Rows instead of events: each event goes to the sink, rows out as they complete.
+    let mut sink = match plan.map(Sink::new).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = start.send(Err((StatusCode::BAD_REQUEST, e.to_string())));
+            return 0;
+        }
+    };
     let mut served = 0u64;
     let mut reader = match RangeReader::new(store, req, opts) {
         Ok(r) => r,
@@ -191,6 +238,27 @@ fn stream_range(
     let mut notices = Vec::new();
     for item in &mut reader {
         match item {
+            ReadItem::Event(e) if sink.is_some() => {
+                served += 1;
+                let rows = sink.as_mut().map(|s| s.push(e.key.epoch(), &e.value));
+                match rows {
+                    Some(Ok(rows)) => {
+                        for row in rows {
+                            if let Err(err) = w.write(&row) {
+                                warnings.push(serde_json::json!({ "key": "reduce", "reason": err.to_string() }));
+                            }
+                        }
+                    }
+                    Some(Err(err)) => {
+                        // Too many groups: the rows so far are out; say why the rest is not.
+                        warnings.push(
+                            serde_json::json!({ "key": "reduce", "reason": err.to_string() }),
+                        );
+                        break;
+                    }
+                    None => {}
+                }
+            }
             ReadItem::Event(e) => match w.write(&e.value) {
                 Ok(_) => served += 1,
                 Err(err) => warnings.push(
@@ -213,6 +281,17 @@ fn stream_range(
             w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
         } else {
             w = sluice_reader::EventWriter::new(buf, format);
+        }
+    }
+    if let Some(sink) = sink {
+        let (rows, late) = sink.finish();
+        for row in rows {
+            if let Err(err) = w.write(&row) {
+                warnings.push(serde_json::json!({ "key": "reduce", "reason": err.to_string() }));
+            }
+        }
+        if late > 0 {
+            warnings.push(serde_json::json!({ "key": "reduce", "reason": format!("{late} event(s) came after their window was sent and were left out") }));
         }
     }
     let mut buf = w.into_inner();
