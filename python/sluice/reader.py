@@ -86,6 +86,9 @@ class Events:
 
     Attributes:
         warnings: the :class:`ReadWarning` s met so far.
+        hints: once the read is over, what may explain an empty or odd answer (a field or type
+            never seen in the range, with a suggestion; an empty range; a range beyond
+            retention), as ``sluice cat`` prints them; also logged at INFO.
     """
 
     def __init__(self, it: Iterator[Dict[str, Any]], closer: Any = None) -> None:
@@ -93,6 +96,7 @@ class Events:
         self._closer = closer
         self.warnings: List[ReadWarning] = []
         self.notices: List[ReadWarning] = []
+        self.hints: List[str] = []
 
     def __iter__(self) -> "Events":
         return self
@@ -108,6 +112,10 @@ class Events:
     def _note(self, key: str, reason: str) -> None:
         self.notices.append(ReadWarning(key, reason))
         log.info("sluice read: %s: %s", key, reason)
+
+    def _hint(self, hint: str) -> None:
+        self.hints.append(hint)
+        log.info("sluice read: hint: %s", hint)
 
     def close(self) -> None:
         """Stop the read early (closes the store or the connection)."""
@@ -312,7 +320,7 @@ class Reader:
             ev = Events(iter(()), native.close)
             ev._it = self._local_events(native, ev)
             return ev
-        query = [("from", str(t0)), ("to", str(t1)), ("format", "json")]
+        query = [("from", str(t0)), ("to", str(t1)), ("format", "json"), ("hints", "1")]
         query += self._filter_query(dc, type, subtype, paths, where) + self._substream_query()
         conn, resp = self._get("/v1/events", query)
         ev = Events(iter(()), conn.close)
@@ -344,6 +352,8 @@ class Reader:
                 for key, reason in native.take_notices():
                     ev._note(key, reason)
                 if not batch:
+                    for h in native.take_hints():
+                        ev._hint(h)
                     return
                 yield from batch
         finally:
@@ -365,6 +375,8 @@ class Reader:
                         ev._warn(str(w.get("key")), str(w.get("reason")))
                     for w in trailer.get("notices", []):
                         ev._note(str(w.get("key")), str(w.get("reason")))
+                    for h in trailer.get("hints", []):
+                        ev._hint(str(h))
                     continue
                 if line.strip():
                     yield _parse_json(line)

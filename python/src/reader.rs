@@ -91,6 +91,8 @@ pub struct RangeIter {
     reader: Option<RangeReader<Arc<EmbeddedStore>>>,
     warnings: Notes,
     notices: Notes,
+    /// What to tell the user once the read is over (`sluice_reader::hints`).
+    hints: Vec<String>,
     binary: BinaryMode,
 }
 
@@ -107,6 +109,7 @@ impl RangeIter {
             (items, done)
         });
         if done {
+            self.hints = reader.hints(sluice_reader::time::now_unix());
             // Closes the store (releases the directory lock) as soon as the read is over.
             self.reader = None;
         }
@@ -128,6 +131,11 @@ impl RangeIter {
     /// Notices gathered since the last call (substream results computed here): `(key, reason)`.
     fn take_notices(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.notices)
+    }
+
+    /// The hints of a read that is over (a field or type never seen, an empty range, …).
+    fn take_hints(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.hints)
     }
 
     /// Stops the read and closes the store.
@@ -175,6 +183,7 @@ pub fn open_range(
         reader: Some(reader),
         warnings: Vec::new(),
         notices: Vec::new(),
+        hints: Vec::new(),
         binary,
     })
 }

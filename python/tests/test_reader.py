@@ -233,3 +233,30 @@ def test_server_tail_follows_and_resumes(server: Server):
     assert sorted(more) == list(range(20, 30))
     # Nothing else arrives (no duplicate of the first 20): a short idle tail ends empty.
     assert list(rd.tail(cursor=resumed.cursor, type="TAIL", idle_timeout=2)) == []
+
+
+def _assert_hints(rd: "sluice.Reader", t0: int, t1: int, type_: str) -> None:
+    ev = rd.read(t0, t1, type=type_.lower())
+    assert ev.to_list() == []
+    assert any(type_ in h for h in ev.hints), ev.hints
+    ev = rd.read(t0, t1, type=type_, where="stauts >= 500")
+    assert ev.to_list() == []
+    assert any("status" in h for h in ev.hints), ev.hints
+
+
+def test_hints_explain_an_empty_read_from_a_data_dir(filled):
+    """A read naming a type or field the range never holds says so in ``hints``, as
+    ``sluice cat`` does."""
+    srv, _, _ = filled
+    _assert_hints(sluice.Reader(data_dir=str(srv.data)), BASE, BASE + 4, "WEB")
+
+
+def test_hints_explain_an_empty_read_from_a_server(server: Server):
+    epoch = int(time.time()) - 30
+    with sluice.Emitter(http=server.url) as em:
+        for i in range(3):
+            em.emit("HINTED", {"i": i, "status": 500}, epoch=epoch)
+        assert em.flush(30)
+    rd = sluice.Reader(server=server.url)
+    wait_for(lambda: len(rd.read(epoch, epoch + 1, type="HINTED").to_list()) == 3, 60, "stored")
+    _assert_hints(rd, epoch, epoch + 1, "HINTED")
