@@ -1910,12 +1910,29 @@ fn measure_latency(cfg: sluice_server::ServerConfig, n: usize) -> Result<Vec<f64
     let addr = server
         .http_addr
         .ok_or_else(|| anyhow!("the server has no HTTP address"))?;
+    let seen = poll_latency(addr, n, "type=LATENCY", 8.0);
+    server
+        .shutdown()
+        .map_err(|e| anyhow!("server shutdown: {e}"))?;
+    seen
+}
+
+/// The emit → readable loop against the server at `addr`: `n` LATENCY events POSTed one every
+/// ~107 ms, `GET /v1/events?from&to&{read_query}` polled every ~10 ms; each event's seconds from
+/// its POST to the first poll that returns it (a `seq` field), for the events seen before
+/// `n × 0.107 + slack_secs` seconds.
+pub(crate) fn poll_latency(
+    addr: std::net::SocketAddr,
+    n: usize,
+    read_query: &str,
+    slack_secs: f64,
+) -> Result<Vec<f64>> {
     let t0 = Instant::now();
     let base = unix_now();
     let mut emitted: Vec<Option<Instant>> = vec![None; n];
     let mut seen: Vec<Option<f64>> = vec![None; n];
     let mut next = 0usize;
-    let deadline = Duration::from_secs_f64(n as f64 * 0.107 + 8.0);
+    let deadline = Duration::from_secs_f64(n as f64 * 0.107 + slack_secs);
     while seen.iter().any(Option::is_none) && t0.elapsed() < deadline {
         // Emit on schedule (the offsets within a second drift through the whole second).
         if next < n && t0.elapsed() >= Duration::from_secs_f64(next as f64 * 0.107) {
@@ -1936,7 +1953,7 @@ fn measure_latency(cfg: sluice_server::ServerConfig, n: usize) -> Result<Vec<f64
             addr,
             "GET",
             &format!(
-                "/v1/events?from={}&to={}&type=LATENCY",
+                "/v1/events?from={}&to={}&{read_query}",
                 base - 1,
                 unix_now() + 2
             ),
@@ -1962,9 +1979,6 @@ fn measure_latency(cfg: sluice_server::ServerConfig, n: usize) -> Result<Vec<f64
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    server
-        .shutdown()
-        .map_err(|e| anyhow!("server shutdown: {e}"))?;
     Ok(seen.iter().flatten().copied().collect())
 }
 

@@ -318,62 +318,12 @@ fn latency_and_runaway(args: &Args, tmp: &Path, out: &mut String) -> Result<()> 
         &[serde_json::json!({"name": "lat", "type": "LATENCY", "select": ["seq"]})],
     )?;
     let n = args.latency_samples;
-    let t0 = Instant::now();
-    let base = unix_now();
-    let mut emitted: Vec<Option<Instant>> = vec![None; n];
-    let mut seen: Vec<Option<f64>> = vec![None; n];
-    let mut next = 0usize;
-    let deadline = Duration::from_secs_f64(n as f64 * 0.107 + 10.0);
-    while seen.iter().any(Option::is_none) && t0.elapsed() < deadline {
-        if next < n && t0.elapsed() >= Duration::from_secs_f64(next as f64 * 0.107) {
-            let body = format!(
-                r#"{{"type":"LATENCY","subtype":"bench","seq":{},"epoch":{}}}"#,
-                1_000_000 + next,
-                unix_now()
-            );
-            let sent = Instant::now();
-            let (st, b) = http(addr, "POST", "/v1/events", body.as_bytes())?;
-            if !(200..300).contains(&st) {
-                bail!("POST /v1/events: {st} {}", String::from_utf8_lossy(&b));
-            }
-            emitted[next] = Some(sent);
-            next += 1;
-        }
-        let (st, b) = http(
-            addr,
-            "GET",
-            &format!(
-                "/v1/events?from={}&to={}&substream=lat&no_fallback=1",
-                base - 1,
-                unix_now() + 2
-            ),
-            b"",
-        )?;
-        let polled = Instant::now();
-        if st != 200 {
-            bail!("GET /v1/events: {st} {}", String::from_utf8_lossy(&b));
-        }
-        for line in String::from_utf8_lossy(&b).lines() {
-            let Ok(j) = serde_json::from_str::<serde_json::Value>(line) else {
-                continue;
-            };
-            let Some(seq) = j.get("seq").and_then(serde_json::Value::as_u64) else {
-                continue;
-            };
-            let i = (seq as usize).wrapping_sub(1_000_000);
-            if let (Some(slot), Some(Some(at))) = (seen.get_mut(i), emitted.get(i)) {
-                if slot.is_none() {
-                    *slot = Some(polled.duration_since(*at).as_secs_f64());
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let seen = crate::poll_latency(addr, n, "substream=lat&no_fallback=1", 10.0);
     server
         .shutdown()
         .map_err(|e| anyhow!("server shutdown: {e}"))?;
     let _ = std::fs::remove_dir_all(&dir);
-    let mut lat: Vec<f64> = seen.iter().flatten().copied().collect();
+    let mut lat: Vec<f64> = seen?;
     lat.sort_by(|a, b| a.total_cmp(b));
     let p99 = lat
         .get(((lat.len() as f64 * 0.99).ceil() as usize).saturating_sub(1))
