@@ -12,10 +12,10 @@ mod cassandra_common;
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cassandra_common::{assert_exactly_once, emit, events, ids, metric, Keyspace};
-use common::{free_port, now, spawn_serve, wait_for, wait_healthy};
+use common::{now, serve_store_http_only, wait_for};
 use sluice_store_cassandra::testing::{cluster, run_script};
 
 /// Restarts node 1 even if the test fails midway, so the next binary finds it up.
@@ -42,28 +42,7 @@ fn cassandra_down_at_start_and_while_running_loses_nothing_acknowledged() {
     let restart = RestartOnDrop;
     run_script(&["stop-node", "1"]);
 
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = spawn_serve(&[
-        "--store",
-        &url,
-        "--data",
-        tmp.path().to_str().expect("path"),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        "1",
-    ]);
-    wait_healthy(
-        &ureq::agent(),
-        &base,
-        Instant::now() + Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
+    let (mut server, base) = serve_store_http_only(&url, tmp.path());
     // Down at start: ingest is acknowledged (WAL) and the batches wait in the spool.
     let e1 = now();
     let first = events("down-at-start", 300, e1, "ams");

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cassandra_common::{assert_exactly_once, cat_ids, emit, events, ids, Keyspace};
-use common::{free_port, now, spawn_serve, wait_healthy};
+use common::{now, serve_store_http_only};
 use sluice_store_cassandra::testing::{cluster, run_script};
 
 struct RestartOnDrop;
@@ -33,28 +33,7 @@ fn rf3_one_node_stopped_mid_ingest_loses_nothing_acknowledged() {
     let url = ks.url("rf=3&write_cl=quorum&read_cl=one&timeout_ms=3000");
     let read_quorum = ks.url("read_cl=quorum");
     let tmp = tempfile::tempdir().expect("tmp");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut server = spawn_serve(&[
-        "--store",
-        &url,
-        "--data",
-        tmp.path().to_str().expect("path"),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        "1",
-    ]);
-    wait_healthy(
-        &ureq::agent(),
-        &base,
-        Instant::now() + Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
+    let (mut server, base) = serve_store_http_only(&url, tmp.path());
     // Warm-up: the server connects and creates the keyspace (schema agreement on 3 nodes).
     let deadline = Instant::now() + Duration::from_secs(60);
     while !emit("http", &base, &events("warmup", 1, now(), "ams")) {

@@ -148,6 +148,34 @@ pub fn spawn_serve(args: &[&str]) -> Proc {
     )
 }
 
+/// `sluice serve --store STORE --data DATA` on a free loopback HTTP port (TCP and UDP off,
+/// grace 1 s), waited for until healthy (30 s at most): the process and its base URL.
+pub fn serve_store_http_only(store: &str, data: &Path) -> (Proc, String) {
+    let port = free_port();
+    let base = format!("http://127.0.0.1:{port}");
+    let proc = spawn_serve(&[
+        "--store",
+        store,
+        "--data",
+        data.to_str().expect("path"),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
+        "--grace",
+        "1",
+    ]);
+    wait_healthy(
+        &ureq::agent(),
+        &base,
+        Instant::now() + Duration::from_secs(30),
+        Duration::from_millis(100),
+    );
+    (proc, base)
+}
+
 /// Polls `GET url/healthz` through `agent` every `poll` until it answers, failing at `deadline`.
 pub fn wait_healthy(agent: &ureq::Agent, url: &str, deadline: Instant, poll: Duration) {
     while agent.get(&format!("{url}/healthz")).call().is_err() {
