@@ -1850,19 +1850,19 @@ fn row_latency(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
         args.latency_samples
     ));
     out.push_str("| grace | samples seen | p50 s | p99 s | max s | target | verdict |\n|---|---:|---:|---:|---:|---|---|\n");
-    for grace_ms in [0u64, 250, 1000] {
-        let grace = if grace_ms == 1000 {
-            "1 s (default)".to_string()
-        } else {
-            format!("{grace_ms} ms")
+    // `None`: the server's default grace (`DEFAULT_GRACE_MS`), as a user gets it.
+    for grace_ms in [Some(0u64), None, Some(1000)] {
+        let grace = match grace_ms {
+            None => format!("{} ms (default)", sluice_server::DEFAULT_GRACE_MS),
+            Some(ms) => format!("{ms} ms"),
         };
-        let dir = tmp.join(format!("latency-{grace_ms}"));
+        let dir = tmp.join(format!("latency-{}", grace_ms.map_or(-1, |g| g as i64)));
         let cfg = sluice_server::ServerConfig {
             data_dir: dir.clone(),
             http: Some(([127, 0, 0, 1], 0).into()),
             tcp: None,
             udp: None,
-            grace_ms: Some(grace_ms),
+            grace_ms,
             ..sluice_server::ServerConfig::default()
         };
         eprintln!(

@@ -41,7 +41,7 @@ pub struct ServeArgs {
     #[arg(long)]
     dc: Option<String>,
     /// How long to wait after a second ends before storing it: seconds (`1`, `0.25`) or with a
-    /// unit (`1s`, `250ms`); default 1 s.
+    /// unit (`1s`, `250ms`); default 250 ms (a later event becomes a further chunk).
     #[arg(long, value_parser = parse_grace)]
     grace: Option<std::time::Duration>,
     /// Blob profile: `default` (protocol 5 + zstd), `default:<zstd level>` or `original`

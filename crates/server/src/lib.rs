@@ -53,7 +53,9 @@ use sluice_collector::replay::ReplayReport;
 use sluice_collector::wal::{Wal, WalConfig, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
-pub use config::{ServerConfig, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT};
+pub use config::{
+    ServerConfig, DEFAULT_GRACE_MS, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
+};
 pub use error::{Error, Result};
 use metrics::as_gauge;
 pub use metrics::Metrics;

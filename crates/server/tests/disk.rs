@@ -107,7 +107,7 @@ fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
         http: Some("127.0.0.1:0".parse().unwrap()),
         tcp: Some("127.0.0.1:0".parse().unwrap()),
         udp: None,
-        grace_secs,
+        grace_secs: Some(grace_secs),
         fsync: "batch".parse().expect("fsync policy"),
         min_free_bytes: 2 << 20,
         wal_segment_bytes: 256 << 10,

@@ -286,7 +286,10 @@ fn config_from_toml_has_defaults() {
     assert_eq!(c.http.unwrap().port(), sluice_server::DEFAULT_HTTP_PORT);
     let c = ServerConfig::from_toml("http = \"off\"\ngrace_secs = 3\nprofile = \"original\"\n")
         .unwrap();
-    assert_eq!((c.http, c.grace_secs), (None, 3));
+    assert_eq!(
+        (c.http, c.grace()),
+        (None, std::time::Duration::from_secs(3))
+    );
     c.validate().unwrap();
     assert!(ServerConfig::from_toml("bogus = 1").is_err());
     // Typed settings are refused at load, with the type's own message.

@@ -33,7 +33,7 @@ fn child_server() {
         tcp: None,
         udp: None,
         // Nothing is flushed before the kill: every acknowledged event lives only in the WAL.
-        grace_secs: 3600,
+        grace_secs: Some(3600),
         fsync: "batch".parse().expect("fsync policy"),
         ..config(Path::new(&dir), 3600)
     })

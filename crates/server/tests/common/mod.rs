@@ -205,7 +205,7 @@ pub fn config(dir: &Path, grace: u64) -> ServerConfig {
         http: Some("127.0.0.1:0".parse().unwrap()),
         tcp: Some("127.0.0.1:0".parse().unwrap()),
         udp: Some("127.0.0.1:0".parse().unwrap()),
-        grace_secs: grace,
+        grace_secs: Some(grace),
         ..ServerConfig::default()
     }
 }
