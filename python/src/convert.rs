@@ -73,7 +73,7 @@ pub fn codec_error(py: Python<'_>, e: &sereal::Error) -> PyErr {
 }
 
 /// An encode-side error (bad type, too deep): no offset.
-fn encode_error(py: Python<'_>, msg: String) -> PyErr {
+pub(crate) fn encode_error(py: Python<'_>, msg: String) -> PyErr {
     sereal_error(py, msg, None, "encode")
 }
 
@@ -81,7 +81,7 @@ fn encode_error(py: Python<'_>, msg: String) -> PyErr {
 const KEY_SLOTS: usize = 256;
 /// Distinct key texts remembered between calls; past this the map starts over (programs with
 /// ever-new keys must not grow it without bound).
-const MAX_KEY_TEXTS: usize = 4096;
+pub(crate) const MAX_KEY_TEXTS: usize = 4096;
 
 /// Key conversions remembered by a thread between calls (see [`with_key_cache`]).
 pub struct KeyCache {
@@ -389,7 +389,7 @@ thread_local! {
     /// Python `str` hash keys by their UTF-8, kept between calls: events repeat the same few
     /// dozen keys, and reusing one `str` object (already hashed) saves creating, decoding and
     /// hashing it again for every event. Bounded by [`MAX_KEY_TEXTS`].
-    static KEY_STRS: std::cell::RefCell<FxHashMap<Box<[u8]>, Py<PyString>>> = std::cell::RefCell::new(FxHashMap::default());
+    pub(crate) static KEY_STRS: std::cell::RefCell<FxHashMap<Box<[u8]>, Py<PyString>>> = std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// `Value` → Python, one call's state.
