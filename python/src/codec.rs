@@ -312,6 +312,23 @@ pub fn loads_tree<'py>(
     ToPy::new(py, mode).value(&value)
 }
 
+/// The direct walker alone: the value, or `None` where `loads` would fall back to the tree path
+/// (for tests: plain data must never need the fallback). Default limits.
+#[pyfunction]
+#[pyo3(signature = (data, *, binary="auto"))]
+pub fn loads_direct<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    binary: &str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let mode = BinaryMode::parse(py, binary)?;
+    with_bytes(data, |bytes| {
+        Ok(crate::decode::decode(py, bytes, &Limits::default(), mode)
+            .filter(|(_, len)| *len == bytes.len())
+            .map(|(v, _)| v))
+    })
+}
+
 /// Decode a stream of concatenated documents (as `GET /v1/events?format=sereal` sends): a list
 /// of the decoded bodies. A truncated last document is an error (category `eof`).
 #[pyfunction]

@@ -32,6 +32,22 @@ use crate::convert::{codec_error, encode_error, types};
 
 /// Slots of the per-document cache of key objects by address (a power of two).
 const KEY_SLOTS: usize = 256;
+/// Slots of the per-document direct-mapped table of key contents (a power of two).
+const KEY_TEXT_SLOTS: usize = 256;
+
+/// A key written in this document, in [`State::key_texts`].
+#[derive(Clone, Copy, Default)]
+struct KeyText {
+    /// The document (`State::document`) it was written in: entries of older ones are empty.
+    generation: u64,
+    hash: u64,
+    /// Offset of its tag, as `COPY` names it.
+    at: usize,
+    /// Index of its bytes in the buffer.
+    data: usize,
+    len: usize,
+    utf8: bool,
+}
 /// Buffers larger than this are not kept for the next call.
 const MAX_KEPT_BYTES: usize = 1 << 20;
 /// Bodies at least this large are compressed with the GIL released.
@@ -41,7 +57,12 @@ const RELEASE_GIL_BYTES: usize = 64 << 10;
 struct State {
     /// Header, then the body.
     buf: Vec<u8>,
-    /// Hash keys written, by content (every repeated key is a `COPY` of its first occurrence).
+    /// Hash keys written, by content (every repeated key is a `COPY` of its first occurrence):
+    /// first in this direct-mapped table (one slot per hash, never evicted within a document,
+    /// cleared by the generation), then, for a key whose slot another key took, in `keys`.
+    /// Most keys then cost a compare instead of a hash-table insert (a quarter of encode time).
+    key_texts: Box<[KeyText; KEY_TEXT_SLOTS]>,
+    /// Keys whose `key_texts` slot was taken.
     keys: SeenStrings,
     /// String values written (with `dedupe`).
     strings: SeenStrings,
@@ -49,6 +70,8 @@ struct State {
     key_ptrs: Box<[(usize, u64, usize); KEY_SLOTS]>,
     /// Bumped per document and whenever Python code may have run: older `key_ptrs` are stale.
     generation: u64,
+    /// Bumped per document: older `key_texts` are empty.
+    document: u64,
     /// Class names written (`OBJECT`), for `OBJECTV`.
     classes: FxHashMap<String, usize>,
 }
@@ -57,10 +80,12 @@ impl State {
     fn new() -> State {
         State {
             buf: Vec::new(),
+            key_texts: Box::new([KeyText::default(); KEY_TEXT_SLOTS]),
             keys: SeenStrings::default(),
             strings: SeenStrings::default(),
             key_ptrs: Box::new([(0, 0, 0); KEY_SLOTS]),
             generation: 0,
+            document: 0,
             classes: FxHashMap::default(),
         }
     }
@@ -100,6 +125,7 @@ fn encode_with<'py>(
     state.strings.clear();
     state.classes.clear();
     state.generation += 1;
+    state.document += 1;
     header::write(&mut state.buf, opts.protocol, Encoding::Raw);
     let base = state.buf.len();
     let mut w = Writer {
@@ -330,10 +356,36 @@ impl<'py> Writer<'py, '_> {
         }
     }
 
-    /// A hash key by content: `COPY` of its first occurrence, else the string.
+    /// A hash key by content: `COPY` of its first occurrence, else the string. Returns its
+    /// offset.
     #[inline]
     fn key_bytes(&mut self, bytes: &[u8], utf8: bool) -> usize {
         let hash = SeenStrings::hash(bytes, utf8);
+        let slot = (hash as usize) & (KEY_TEXT_SLOTS - 1);
+        let e = self.st.key_texts[slot];
+        if e.generation != self.st.document {
+            // A free slot: no key with this slot was written in this document, so this key is
+            // new (slots are only filled, never emptied, within a document).
+            let here = self.offset();
+            let data = self.raw_string(bytes, utf8);
+            self.st.key_texts[slot] = KeyText {
+                generation: self.st.document,
+                hash,
+                at: here,
+                data,
+                len: bytes.len(),
+                utf8,
+            };
+            return here;
+        }
+        if e.hash == hash
+            && e.len == bytes.len()
+            && e.utf8 == utf8
+            && self.st.buf[e.data..e.data + e.len] == *bytes
+        {
+            self.copy(e.at);
+            return e.at;
+        }
         if let Some(at) = self.st.keys.get(&self.st.buf, hash, bytes, utf8) {
             self.copy(at);
             return at;
@@ -392,16 +444,33 @@ impl<'py> Writer<'py, '_> {
         if self.canonical {
             self.canonical_dict(d, n)?;
         } else {
-            let (mut pos, mut k, mut v) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+            // One entry ahead: objects are scattered in memory and each first touch is a cache
+            // miss, so the next key and value are prefetched while this entry is written.
+            let mut pos: ffi::Py_ssize_t = 0;
+            let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
+            let mut more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
             let mut seen = 0;
-            while ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0 {
+            while more {
                 seen += 1;
                 if seen > n {
                     break;
                 }
-                self.key(k)?;
+                let (key, value) = (k, v);
+                let before_next = pos;
+                more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
+                if more {
+                    prefetch2(k);
+                    prefetch2(v);
+                }
+                let generation = self.st.generation;
+                self.key(key)?;
                 // The value is held by the dict until Python code runs; `value` holds it then.
-                self.value(v)?;
+                self.value(value)?;
+                if self.st.generation != generation {
+                    // Python code ran: the entry fetched ahead may be gone; fetch it again.
+                    pos = before_next;
+                    more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
+                }
             }
             if seen != n {
                 return Err(changed(self.py, "dict"));
@@ -454,14 +523,29 @@ impl<'py> Writer<'py, '_> {
         let _hold = Bound::from_borrowed_ptr(self.py, l);
         let n = ffi::PyList_Size(l) as usize;
         self.container(n, ARRAYREF_0, ARRAY);
+        let mut next = if n > 0 {
+            ffi::PyList_GetItem(l, 0)
+        } else {
+            std::ptr::null_mut()
+        };
         for i in 0..n {
             // Bounds-checked: Python code run for an earlier item may have shrunk the list.
-            let item = ffi::PyList_GetItem(l, i as ffi::Py_ssize_t);
+            let item = next;
             if item.is_null() {
                 ffi::PyErr_Clear();
                 return Err(changed(self.py, "list"));
             }
+            if i + 1 < n {
+                // Only prefetched (harmless if it goes stale); fetched again below if Python
+                // code ran meanwhile.
+                next = ffi::PyList_GetItem(l, (i + 1) as ffi::Py_ssize_t);
+                prefetch2(next);
+            }
+            let generation = self.st.generation;
             self.value(item)?;
+            if i + 1 < n && self.st.generation != generation {
+                next = ffi::PyList_GetItem(l, (i + 1) as ffi::Py_ssize_t);
+            }
         }
         if ffi::PyList_Size(l) as usize != n {
             return Err(changed(self.py, "list"));
@@ -582,6 +666,21 @@ impl<'py> Writer<'py, '_> {
             self.raw_string(class.as_bytes(), !class.is_ascii());
         }
     }
+}
+
+/// Hint the CPU to load the first two cache lines of the object at `p` (its header, and a
+/// short `str`'s text, which starts 40-48 bytes in). Never faults, whatever `p` is.
+#[inline(always)]
+fn prefetch2(p: *mut ffi::PyObject) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no architectural effect and does not fault on any address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(64));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {

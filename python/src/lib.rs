@@ -60,6 +60,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::loads_many, m)?)?;
     m.add_function(wrap_pyfunction!(codec::dumps_tree, m)?)?;
     m.add_function(wrap_pyfunction!(codec::loads_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::loads_direct, m)?)?;
     m.add_function(wrap_pyfunction!(codec::pack_events, m)?)?;
     m.add_class::<codec::Packed>()?;
     m.add_function(wrap_pyfunction!(reader::open_range, m)?)?;
