@@ -171,7 +171,7 @@ struct Writer<'py, 's> {
 ///
 /// # Safety
 /// `s` must point to a live `str` object, which must outlive the returned slice.
-#[inline]
+#[inline(always)]
 unsafe fn str_bytes<'a>(py: Python<'_>, s: *mut ffi::PyObject) -> PyResult<&'a [u8]> {
     let mut len: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(s, &mut len);
@@ -330,7 +330,21 @@ impl<'py> Writer<'py, '_> {
     #[inline]
     fn raw_string(&mut self, bytes: &[u8], utf8: bool) -> usize {
         let buf = &mut self.st.buf;
-        buf.reserve(bytes.len() + 11);
+        let len = bytes.len();
+        buf.reserve(len + 11);
+        if !utf8 && len < 32 {
+            // The common short string: one capacity check for tag and bytes.
+            let at = buf.len();
+            // SAFETY: `len + 1` bytes are reserved past `at`; the source is a valid slice that
+            // cannot overlap the buffer's spare capacity.
+            unsafe {
+                let p = buf.as_mut_ptr().add(at);
+                *p = SHORT_BINARY_0 | len as u8;
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.add(1), len);
+                buf.set_len(at + 1 + len);
+            }
+            return at + 1;
+        }
         if utf8 {
             buf.push(STR_UTF8);
             varint::write(buf, bytes.len() as u64);
@@ -359,8 +373,7 @@ impl<'py> Writer<'py, '_> {
     /// A hash key by content: `COPY` of its first occurrence, else the string. Returns its
     /// offset.
     #[inline]
-    fn key_bytes(&mut self, bytes: &[u8], utf8: bool) -> usize {
-        let hash = SeenStrings::hash(bytes, utf8);
+    fn key_bytes(&mut self, bytes: &[u8], utf8: bool, hash: u64) -> usize {
         let slot = (hash as usize) & (KEY_TEXT_SLOTS - 1);
         let e = self.st.key_texts[slot];
         if e.generation != self.st.document {
@@ -411,18 +424,21 @@ impl<'py> Writer<'py, '_> {
                 return Ok(());
             }
             let b = str_bytes(self.py, k)?;
-            let at = self.key_bytes(b, !b.is_ascii());
+            // A dict key's hash is cached in the object: no pass over its bytes.
+            let hash = ffi::PyObject_Hash(k) as u64;
+            let at = self.key_bytes(b, !b.is_ascii(), hash);
             self.st.key_ptrs[slot] = (ptr, self.st.generation, at);
             return Ok(());
         }
         let key = Bound::from_borrowed_ptr(self.py, k);
         if key.downcast::<PyString>().is_ok() {
             let b = str_bytes(self.py, k)?;
-            self.key_bytes(b, !b.is_ascii());
+            let utf8 = !b.is_ascii();
+            self.key_bytes(b, utf8, key_hash(self.py, b, utf8)?);
             return Ok(());
         }
         if let Ok(b) = key.downcast::<PyBytes>() {
-            self.key_bytes(b.as_bytes(), false);
+            self.key_bytes(b.as_bytes(), false, key_hash(self.py, b.as_bytes(), false)?);
             return Ok(());
         }
         Err(encode_error(
@@ -444,33 +460,17 @@ impl<'py> Writer<'py, '_> {
         if self.canonical {
             self.canonical_dict(d, n)?;
         } else {
-            // One entry ahead: objects are scattered in memory and each first touch is a cache
-            // miss, so the next key and value are prefetched while this entry is written.
             let mut pos: ffi::Py_ssize_t = 0;
             let (mut k, mut v) = (std::ptr::null_mut(), std::ptr::null_mut());
-            let mut more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
             let mut seen = 0;
-            while more {
+            while ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0 {
                 seen += 1;
                 if seen > n {
                     break;
                 }
-                let (key, value) = (k, v);
-                let before_next = pos;
-                more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
-                if more {
-                    prefetch2(k);
-                    prefetch2(v);
-                }
-                let generation = self.st.generation;
-                self.key(key)?;
+                self.key(k)?;
                 // The value is held by the dict until Python code runs; `value` holds it then.
-                self.value(value)?;
-                if self.st.generation != generation {
-                    // Python code ran: the entry fetched ahead may be gone; fetch it again.
-                    pos = before_next;
-                    more = ffi::PyDict_Next(d, &mut pos, &mut k, &mut v) != 0;
-                }
+                self.value(v)?;
             }
             if seen != n {
                 return Err(changed(self.py, "dict"));
@@ -506,8 +506,11 @@ impl<'py> Writer<'py, '_> {
         entries.sort_by(|(a, _), (b, _)| canonical_key_order(a, b));
         for (k, v) in &entries {
             match k {
-                Key::Utf8(s) => self.key_bytes(s.as_bytes(), !s.is_ascii()),
-                Key::Binary(b) => self.key_bytes(b, false),
+                Key::Utf8(s) => {
+                    let utf8 = !s.is_ascii();
+                    self.key_bytes(s.as_bytes(), utf8, key_hash(self.py, s.as_bytes(), utf8)?)
+                }
+                Key::Binary(b) => self.key_bytes(b, false, key_hash(self.py, b, false)?),
             };
             self.value(v.as_ptr())?;
         }
@@ -523,29 +526,14 @@ impl<'py> Writer<'py, '_> {
         let _hold = Bound::from_borrowed_ptr(self.py, l);
         let n = ffi::PyList_Size(l) as usize;
         self.container(n, ARRAYREF_0, ARRAY);
-        let mut next = if n > 0 {
-            ffi::PyList_GetItem(l, 0)
-        } else {
-            std::ptr::null_mut()
-        };
         for i in 0..n {
             // Bounds-checked: Python code run for an earlier item may have shrunk the list.
-            let item = next;
+            let item = ffi::PyList_GetItem(l, i as ffi::Py_ssize_t);
             if item.is_null() {
                 ffi::PyErr_Clear();
                 return Err(changed(self.py, "list"));
             }
-            if i + 1 < n {
-                // Only prefetched (harmless if it goes stale); fetched again below if Python
-                // code ran meanwhile.
-                next = ffi::PyList_GetItem(l, (i + 1) as ffi::Py_ssize_t);
-                prefetch2(next);
-            }
-            let generation = self.st.generation;
             self.value(item)?;
-            if i + 1 < n && self.st.generation != generation {
-                next = ffi::PyList_GetItem(l, (i + 1) as ffi::Py_ssize_t);
-            }
         }
         if ffi::PyList_Size(l) as usize != n {
             return Err(changed(self.py, "list"));
@@ -668,19 +656,19 @@ impl<'py> Writer<'py, '_> {
     }
 }
 
-/// Hint the CPU to load the first two cache lines of the object at `p` (its header, and a
-/// short `str`'s text, which starts 40-48 bytes in). Never faults, whatever `p` is.
-#[inline(always)]
-fn prefetch2(p: *mut ffi::PyObject) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch has no architectural effect and does not fault on any address.
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
-        _mm_prefetch::<_MM_HINT_T0>((p as *const i8).wrapping_add(64));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
+/// The hash of a key's content as `PyObject_Hash` gives it for an exact `str` key with these
+/// bytes, which the key tables use: an exact `str` key's hash is cached in the object, so the
+/// common case costs a call, not a pass over the bytes. CPython hashes an ASCII `str` like the
+/// `bytes` of its text, so a key that is not UTF-8 (`utf8` false: ASCII or binary) is hashed as
+/// `bytes`; a UTF-8 key only ever equals an equal `str`.
+fn key_hash(py: Python<'_>, bytes: &[u8], utf8: bool) -> PyResult<u64> {
+    let obj = if utf8 {
+        // `utf8` keys come from a `str`: valid UTF-8.
+        PyString::new(py, std::str::from_utf8(bytes).unwrap_or_default()).into_any()
+    } else {
+        PyBytes::new(py, bytes).into_any()
+    };
+    Ok(obj.hash()? as u64)
 }
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
