@@ -24,7 +24,7 @@ use pyo3::types::{
 };
 use rustc_hash::FxHashMap;
 use sereal::header::{self, Encoding};
-use sereal::ser::{canonical_key_order, finish_document, SeenStrings};
+use sereal::ser::{canonical_key_order, finish_document, same_bytes, SeenStrings};
 use sereal::tag::*;
 use sereal::{varint, Compression, EncoderOptions, Key};
 
@@ -320,10 +320,25 @@ impl<'py> Writer<'py, '_> {
         self.raw_string(bytes, utf8);
     }
 
-    #[inline]
+    #[inline(always)]
     fn copy(&mut self, at: usize) {
-        self.st.buf.push(COPY);
-        varint::write(&mut self.st.buf, at as u64);
+        let buf = &mut self.st.buf;
+        buf.reserve(11);
+        // SAFETY: 11 bytes are reserved: the tag and a varint of at most 10.
+        unsafe {
+            let start = buf.len();
+            let p = buf.as_mut_ptr().add(start);
+            *p = COPY;
+            let mut n = 1;
+            let mut v = at as u64;
+            while v >= 0x80 {
+                *p.add(n) = (v as u8) | 0x80;
+                v >>= 7;
+                n += 1;
+            }
+            *p.add(n) = v as u8;
+            buf.set_len(start + n + 1);
+        }
     }
 
     /// A string tag and its bytes (as `Encoder::raw_string`); returns where the bytes start.
@@ -372,11 +387,26 @@ impl<'py> Writer<'py, '_> {
 
     /// A hash key by content: `COPY` of its first occurrence, else the string. Returns its
     /// offset.
-    #[inline]
+    #[inline(always)]
     fn key_bytes(&mut self, bytes: &[u8], utf8: bool, hash: u64) -> usize {
         let slot = (hash as usize) & (KEY_TEXT_SLOTS - 1);
         let e = self.st.key_texts[slot];
-        if e.generation != self.st.document {
+        if e.generation == self.st.document
+            && e.hash == hash
+            && e.len == bytes.len()
+            && e.utf8 == utf8
+            && same_bytes(&self.st.buf[e.data..e.data + e.len], bytes)
+        {
+            self.copy(e.at);
+            return e.at;
+        }
+        self.key_miss(bytes, utf8, hash, slot)
+    }
+
+    /// [`Self::key_bytes`] when the key is not in its `key_texts` slot.
+    #[inline(never)]
+    fn key_miss(&mut self, bytes: &[u8], utf8: bool, hash: u64, slot: usize) -> usize {
+        if self.st.key_texts[slot].generation != self.st.document {
             // A free slot: no key with this slot was written in this document, so this key is
             // new (slots are only filled, never emptied, within a document).
             let here = self.offset();
@@ -390,14 +420,6 @@ impl<'py> Writer<'py, '_> {
                 utf8,
             };
             return here;
-        }
-        if e.hash == hash
-            && e.len == bytes.len()
-            && e.utf8 == utf8
-            && self.st.buf[e.data..e.data + e.len] == *bytes
-        {
-            self.copy(e.at);
-            return e.at;
         }
         if let Some(at) = self.st.keys.get(&self.st.buf, hash, bytes, utf8) {
             self.copy(at);

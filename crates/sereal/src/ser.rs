@@ -625,7 +625,7 @@ impl SeenStrings {
 /// `a == b` for slices of equal length, without a `memcmp` call for the short strings events
 /// are made of (the call costs more than the comparison there).
 #[inline]
-pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
