@@ -1,4 +1,6 @@
-//! `dumps` / `loads` and the emitter's batch packing, over `sereal::Encoder` / `Decoder`.
+//! `dumps` / `loads` (over the direct walkers `encode`/`decode`), their tree-path twins
+//! `dumps_tree` / `loads_tree` (the tests' reference), and the emitter's batch packing (over
+//! `sereal::Encoder`).
 
 use std::sync::Arc;
 

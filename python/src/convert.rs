@@ -1,7 +1,9 @@
 //! Python objects ↔ [`sereal::Value`]: the documented mapping (see `sluice/sereal.py`).
 //!
-//! Both directions go through the codec's own value model, so encoding and decoding are the Rust
-//! crate's (`sereal::Encoder` / `sereal::Decoder`), never a second implementation.
+//! This is the tree path: values go through the codec's own value model and `sereal::Encoder` /
+//! `sereal::Decoder`. `pack_events`, the reader and `reduce` use it; `dumps`/`loads` use the
+//! direct walkers in `encode.rs`/`decode.rs`, which must give what this path gives (the tests
+//! compare them on random data), and `loads` falls back to this path for anything exotic or bad.
 //!
 //! | Python | `Value` |
 //! |---|---|

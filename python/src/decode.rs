@@ -401,17 +401,21 @@ impl<'a, 'py> Walker<'a, 'py, '_> {
         let py = self.py;
         let binary = self.binary;
         let bytes = self.take(len)?;
-        let text = std::str::from_utf8(bytes).ok();
-        // A binary key (or invalid UTF-8 under STR_UTF8) in latin1 mode: Perl's view.
-        if binary == BinaryMode::Latin1 && !(utf8 && text.is_some()) {
+        // A binary key in latin1 mode: Perl's view.
+        if binary == BinaryMode::Latin1 && !utf8 {
             return Ok((latin1(py, bytes)?, len));
         }
-        let Some(text) = text else {
-            return Ok((pyo3::types::PyBytes::new(py, bytes).into_any(), len));
-        };
+        // Only valid UTF-8 is cached: a hit needs no validation.
         if let Some(s) = self.key_strs.get(bytes) {
             return Ok((s.bind(py).clone().into_any(), len));
         }
+        let Ok(text) = std::str::from_utf8(bytes) else {
+            // Not UTF-8 (under STR_UTF8: Perl's lax utf8, a binary key).
+            if binary == BinaryMode::Latin1 {
+                return Ok((latin1(py, bytes)?, len));
+            }
+            return Ok((pyo3::types::PyBytes::new(py, bytes).into_any(), len));
+        };
         if self.key_strs.len() >= MAX_KEY_TEXTS {
             self.key_strs.clear();
         }
