@@ -207,8 +207,15 @@ impl<'py> Writer<'py, '_> {
     }
 
     /// One object. `o` is borrowed: it must stay alive for the call (its container holds it).
+    #[inline(never)]
     fn value(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
-        // SAFETY: `o` is a live object (see above); the type objects are static.
+        self.item(o)
+    }
+
+    /// [`Self::value`], inlined into the container loops: a leaf (most items) then costs no call.
+    #[inline(always)]
+    fn item(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
+        // SAFETY: `o` is a live object (see `value`); the type objects are static.
         unsafe {
             let t = ffi::Py_TYPE(o);
             if t == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
@@ -217,9 +224,9 @@ impl<'py> Writer<'py, '_> {
             } else if t == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
                 self.long(o)?;
             } else if t == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
-                self.dict(o)?;
+                self.dict_outlined(o)?;
             } else if t == std::ptr::addr_of_mut!(ffi::PyList_Type) {
-                self.list(o)?;
+                self.list_outlined(o)?;
             } else if t == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
                 self.float(ffi::PyFloat_AsDouble(o));
             } else if o == ffi::Py_None() {
@@ -227,11 +234,30 @@ impl<'py> Writer<'py, '_> {
             } else if t == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
                 self.bool(o == ffi::Py_True());
             } else {
-                let obj = Bound::from_borrowed_ptr(self.py, o);
-                self.slow(&obj)?;
+                self.slow_borrowed(o)?;
             }
         }
         Ok(())
+    }
+
+    #[inline(never)]
+    fn dict_outlined(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
+        // SAFETY: called by `item` on a live dict.
+        unsafe { self.dict(o) }
+    }
+
+    #[inline(never)]
+    fn list_outlined(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
+        // SAFETY: called by `item` on a live list.
+        unsafe { self.list(o) }
+    }
+
+    #[inline(never)]
+    #[cold]
+    fn slow_borrowed(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
+        // SAFETY: called by `item` on a live object; held from here on.
+        let obj = unsafe { Bound::from_borrowed_ptr(self.py, o) };
+        self.slow(&obj)
     }
 
     fn bool(&mut self, b: bool) {
@@ -491,8 +517,8 @@ impl<'py> Writer<'py, '_> {
                     break;
                 }
                 self.key(k)?;
-                // The value is held by the dict until Python code runs; `value` holds it then.
-                self.value(v)?;
+                // The value is held by the dict until Python code runs; `slow` holds it then.
+                self.item(v)?;
             }
             if seen != n {
                 return Err(changed(self.py, "dict"));
@@ -555,7 +581,7 @@ impl<'py> Writer<'py, '_> {
                 ffi::PyErr_Clear();
                 return Err(changed(self.py, "list"));
             }
-            self.value(item)?;
+            self.item(item)?;
         }
         if ffi::PyList_Size(l) as usize != n {
             return Err(changed(self.py, "list"));
