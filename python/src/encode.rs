@@ -464,18 +464,26 @@ impl<'py> Writer<'py, '_> {
     #[inline]
     unsafe fn key(&mut self, k: *mut ffi::PyObject) -> PyResult<()> {
         if ffi::Py_TYPE(k) == std::ptr::addr_of_mut!(ffi::PyUnicode_Type) {
+            // A top-level dict's keys are distinct objects: the address cache cannot hit there
+            // (one event per document is the common call), only in nested dicts and arrays of
+            // dicts that share key objects (literal dicts, one `json.loads`).
+            let shared = self.depth > 1;
             let ptr = k as usize;
             let slot = (ptr >> 4) & (KEY_SLOTS - 1);
-            let (p, g, at) = self.st.key_ptrs[slot];
-            if p == ptr && g == self.st.generation {
-                self.copy(at);
-                return Ok(());
+            if shared {
+                let (p, g, at) = self.st.key_ptrs[slot];
+                if p == ptr && g == self.st.generation {
+                    self.copy(at);
+                    return Ok(());
+                }
             }
             let b = str_bytes(self.py, k)?;
             // A dict key's hash is cached in the object: no pass over its bytes.
             let hash = ffi::PyObject_Hash(k) as u64;
             let at = self.key_bytes(b, !b.is_ascii(), hash);
-            self.st.key_ptrs[slot] = (ptr, self.st.generation, at);
+            if shared {
+                self.st.key_ptrs[slot] = (ptr, self.st.generation, at);
+            }
             return Ok(());
         }
         let key = Bound::from_borrowed_ptr(self.py, k);
