@@ -223,12 +223,12 @@ impl<'py> Writer<'py, '_> {
                 self.string(b, !b.is_ascii());
             } else if t == std::ptr::addr_of_mut!(ffi::PyLong_Type) {
                 self.long(o)?;
+            } else if t == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
+                self.float(ffi::PyFloat_AsDouble(o));
             } else if t == std::ptr::addr_of_mut!(ffi::PyDict_Type) {
                 self.dict_outlined(o)?;
             } else if t == std::ptr::addr_of_mut!(ffi::PyList_Type) {
                 self.list_outlined(o)?;
-            } else if t == std::ptr::addr_of_mut!(ffi::PyFloat_Type) {
-                self.float(ffi::PyFloat_AsDouble(o));
             } else if o == ffi::Py_None() {
                 self.st.buf.push(UNDEF);
             } else if t == std::ptr::addr_of_mut!(ffi::PyBool_Type) {
@@ -273,11 +273,22 @@ impl<'py> Writer<'py, '_> {
     ///
     /// # Safety
     /// `o` is a live `int` (or subclass).
+    #[inline(always)]
     unsafe fn long(&mut self, o: *mut ffi::PyObject) -> PyResult<()> {
         let mut overflow = 0;
         let v = ffi::PyLong_AsLongLongAndOverflow(o, &mut overflow);
+        if overflow == 0 && v != -1 {
+            self.int(v);
+            return Ok(());
+        }
+        self.long_rare(o, v, overflow)
+    }
+
+    /// [`Self::long`] for -1 (maybe an error), and beyond i64.
+    #[inline(never)]
+    unsafe fn long_rare(&mut self, o: *mut ffi::PyObject, v: i64, overflow: i32) -> PyResult<()> {
         if overflow == 0 {
-            if v == -1 && !ffi::PyErr_Occurred().is_null() {
+            if !ffi::PyErr_Occurred().is_null() {
                 return Err(PyErr::fetch(self.py));
             }
             self.int(v);
