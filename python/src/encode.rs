@@ -47,6 +47,8 @@ struct KeyText {
     data: usize,
     len: usize,
     utf8: bool,
+    /// Written for a `str` key: another `str` with the same bytes has the same `utf8`.
+    from_str: bool,
 }
 /// Buffers larger than this are not kept for the next call.
 const MAX_KEPT_BYTES: usize = 1 << 20;
@@ -427,23 +429,40 @@ impl<'py> Writer<'py, '_> {
     #[inline(always)]
     fn key_bytes(&mut self, bytes: &[u8], utf8: bool, hash: u64) -> usize {
         let slot = (hash as usize) & (KEY_TEXT_SLOTS - 1);
+        self.key_miss(bytes, utf8, hash, slot, false)
+    }
+
+    /// A `str` key (exact type) by content: on a hit in its `key_texts` slot (the common case
+    /// in arrays of events) the UTF-8 flag need not be computed.
+    #[inline(always)]
+    fn key_str(&mut self, bytes: &[u8], hash: u64) -> usize {
+        let slot = (hash as usize) & (KEY_TEXT_SLOTS - 1);
         let e = self.st.key_texts[slot];
         if e.generation == self.st.document
             && e.hash == hash
             && e.len == bytes.len()
-            && e.utf8 == utf8
+            && e.from_str
             && same_bytes(&self.st.buf[e.data..e.data + e.len], bytes)
         {
             self.copy(e.at);
             return e.at;
         }
-        self.key_miss(bytes, utf8, hash, slot)
+        self.key_miss(bytes, !bytes.is_ascii(), hash, slot, true)
     }
 
-    /// [`Self::key_bytes`] when the key is not in its `key_texts` slot.
+    /// A hash key by content: `COPY` of its first occurrence, else the string. Returns its
+    /// offset.
     #[inline(never)]
-    fn key_miss(&mut self, bytes: &[u8], utf8: bool, hash: u64, slot: usize) -> usize {
-        if self.st.key_texts[slot].generation != self.st.document {
+    fn key_miss(
+        &mut self,
+        bytes: &[u8],
+        utf8: bool,
+        hash: u64,
+        slot: usize,
+        from_str: bool,
+    ) -> usize {
+        let e = self.st.key_texts[slot];
+        if e.generation != self.st.document {
             // A free slot: no key with this slot was written in this document, so this key is
             // new (slots are only filled, never emptied, within a document).
             let here = self.offset();
@@ -455,9 +474,19 @@ impl<'py> Writer<'py, '_> {
                 data,
                 len: bytes.len(),
                 utf8,
+                from_str,
             };
             return here;
         }
+        if e.hash == hash
+            && e.len == bytes.len()
+            && e.utf8 == utf8
+            && same_bytes(&self.st.buf[e.data..e.data + e.len], bytes)
+        {
+            self.copy(e.at);
+            return e.at;
+        }
+        // The slot holds another key: the overflow table.
         if let Some(at) = self.st.keys.get(&self.st.buf, hash, bytes, utf8) {
             self.copy(at);
             return at;
@@ -491,7 +520,7 @@ impl<'py> Writer<'py, '_> {
             let b = str_bytes(self.py, k)?;
             // A dict key's hash is cached in the object: no pass over its bytes.
             let hash = ffi::PyObject_Hash(k) as u64;
-            let at = self.key_bytes(b, !b.is_ascii(), hash);
+            let at = self.key_str(b, hash);
             if shared {
                 self.st.key_ptrs[slot] = (ptr, self.st.generation, at);
             }
