@@ -298,7 +298,7 @@ impl<'py> Writer<'py, '_> {
         }
         if overflow > 0 {
             let u = ffi::PyLong_AsUnsignedLongLong(o);
-            if !(u == u64::MAX && !ffi::PyErr_Occurred().is_null()) {
+            if u != u64::MAX || ffi::PyErr_Occurred().is_null() {
                 self.st.buf.push(VARINT);
                 varint::write(&mut self.st.buf, u);
                 return Ok(());
