@@ -50,8 +50,10 @@ struct KeyText {
     /// Written for a `str` key: another `str` with the same bytes has the same `utf8`.
     from_str: bool,
 }
-/// Buffers larger than this are not kept for the next call.
-const MAX_KEPT_BYTES: usize = 1 << 20;
+/// Buffers larger than this are not kept for the next call. 8 MiB holds a 10k-event array
+/// (~5 MB): below it such a document regrew its buffer from nothing on every call (5 % of its
+/// encode time in copies and fresh pages); above it, a thread does not hold more than that.
+const MAX_KEPT_BYTES: usize = 8 << 20;
 /// Bodies at least this large are compressed with the GIL released.
 const RELEASE_GIL_BYTES: usize = 64 << 10;
 
@@ -447,7 +449,35 @@ impl<'py> Writer<'py, '_> {
             self.copy(e.at);
             return e.at;
         }
+        if e.generation != self.st.document {
+            // A free slot (every key of a one-event document): written here, not in `key_miss`.
+            return self.key_new(bytes, !bytes.is_ascii(), hash, slot, true);
+        }
         self.key_miss(bytes, !bytes.is_ascii(), hash, slot, true)
+    }
+
+    /// Write a key whose `key_texts` slot is free, and take the slot.
+    #[inline(always)]
+    fn key_new(
+        &mut self,
+        bytes: &[u8],
+        utf8: bool,
+        hash: u64,
+        slot: usize,
+        from_str: bool,
+    ) -> usize {
+        let here = self.offset();
+        let data = self.raw_string(bytes, utf8);
+        self.st.key_texts[slot] = KeyText {
+            generation: self.st.document,
+            hash,
+            at: here,
+            data,
+            len: bytes.len(),
+            utf8,
+            from_str,
+        };
+        here
     }
 
     /// A hash key by content: `COPY` of its first occurrence, else the string. Returns its
@@ -465,18 +495,7 @@ impl<'py> Writer<'py, '_> {
         if e.generation != self.st.document {
             // A free slot: no key with this slot was written in this document, so this key is
             // new (slots are only filled, never emptied, within a document).
-            let here = self.offset();
-            let data = self.raw_string(bytes, utf8);
-            self.st.key_texts[slot] = KeyText {
-                generation: self.st.document,
-                hash,
-                at: here,
-                data,
-                len: bytes.len(),
-                utf8,
-                from_str,
-            };
-            return here;
+            return self.key_new(bytes, utf8, hash, slot, from_str);
         }
         if e.hash == hash
             && e.len == bytes.len()
