@@ -1,4 +1,6 @@
-//! `dumps` / `loads` and the emitter's batch packing, over `sereal::Encoder` / `Decoder`.
+//! `dumps` / `loads` (over the direct walkers `encode`/`decode`), their tree-path twins
+//! `dumps_tree` / `loads_tree` (the tests' reference), and the emitter's batch packing (over
+//! `sereal::Encoder`).
 
 use std::sync::Arc;
 
@@ -98,11 +100,58 @@ pub fn encoder_options(
     })
 }
 
-/// Encode `obj` as one Sereal document.
+/// Encode ``obj`` as one Sereal document.
+///
+/// Args:
+///     obj: the value (see ``sluice.sereal`` for the mapping).
+///     protocol: 3, 4 or 5 (zstd needs 4 or later).
+///     compress: ``None``, ``"snappy"``, ``"zlib"`` (levels 1-9, default 6) or ``"zstd"``
+///         (levels -7 to 22, default 3). Bodies under ``compress_threshold`` bytes (default
+///         1024), or that do not shrink, are written uncompressed (as the Perl encoder does).
+///     level: the compression level.
+///     dedupe: write repeated string values (longer than 3 bytes) once and ``COPY`` them
+///         (hash keys are always de-duplicated).
+///     canonical: sort hash keys (as Perl's ``sort_keys``) for stable output.
+///     max_depth: deepest nesting accepted (a reference cycle hits it).
+///
+/// Without ``compress``/``dedupe`` the bytes are identical to ``Sereal::Encoder``'s for the
+/// same data and protocol.
+///
+/// Raises:
+///     SerealError: an unsupported type, a non-``str``/``bytes`` dict key, too deep, bad options.
 #[pyfunction]
 #[pyo3(signature = (obj, *, protocol=5, compress=None, level=None, dedupe=false, canonical=false, compress_threshold=None, max_depth=512))]
 #[allow(clippy::too_many_arguments)]
 pub fn dumps<'py>(
+    py: Python<'py>,
+    obj: &Bound<'py, PyAny>,
+    protocol: u8,
+    compress: Option<&str>,
+    level: Option<i32>,
+    dedupe: bool,
+    canonical: bool,
+    compress_threshold: Option<usize>,
+    max_depth: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let mut opts = encoder_options(
+        py,
+        protocol,
+        compress,
+        level,
+        dedupe,
+        canonical,
+        compress_threshold,
+    )?;
+    opts.max_depth = max_depth;
+    crate::encode::encode(py, obj, &opts)
+}
+
+/// `dumps` through a `sereal::Value` tree and `sereal::Encoder` (the path before the direct
+/// writer): kept as the reference the tests compare `dumps` with, byte for byte.
+#[pyfunction]
+#[pyo3(signature = (obj, *, protocol=5, compress=None, level=None, dedupe=false, canonical=false, compress_threshold=None, max_depth=512))]
+#[allow(clippy::too_many_arguments)]
+pub fn dumps_tree<'py>(
     py: Python<'py>,
     obj: &Bound<'py, PyAny>,
     protocol: u8,
@@ -170,11 +219,70 @@ fn with_bytes<R>(data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> PyResult<R>) 
     f(copy.downcast::<PyBytes>()?.as_bytes())
 }
 
-/// Decode one Sereal document that makes up all of `data`.
+/// Decode the Sereal document that makes up all of ``data``.
+///
+/// Args:
+///     data: the document (any protocol 1-5, raw, Snappy, zlib or zstd).
+///     binary: how binary strings come out: ``"auto"`` (``str`` if valid UTF-8, else
+///         ``bytes``), ``"bytes"`` or ``"latin1"``.
+///     max_depth: deepest nesting (default 512).
+///     max_decompressed_bytes: largest decompressed body (default 256 MiB).
+///     max_string_bytes: longest single string (default 64 MiB).
+///     max_elements: most elements in one array or hash (default 8 Mi).
+///     max_values: most values in the document, ``COPY`` re-reads included (default 8 Mi).
+///     max_total_string_bytes: most string bytes in the document (default 256 MiB).
+///
+/// Raises:
+///     SerealError: with ``offset`` and ``category`` (``"eof"`` for a truncated document,
+///         ``"limit"`` when a limit stopped decoding, ``"invalid"`` otherwise), also for
+///         trailing bytes after the document.
 #[pyfunction]
 #[pyo3(signature = (data, *, binary="auto", max_depth=None, max_decompressed_bytes=None, max_string_bytes=None, max_elements=None, max_values=None, max_total_string_bytes=None))]
 #[allow(clippy::too_many_arguments)]
 pub fn loads<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    binary: &str,
+    max_depth: Option<usize>,
+    max_decompressed_bytes: Option<usize>,
+    max_string_bytes: Option<usize>,
+    max_elements: Option<usize>,
+    max_values: Option<usize>,
+    max_total_string_bytes: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mode = BinaryMode::parse(py, binary)?;
+    let lim = limits(
+        max_depth,
+        max_decompressed_bytes,
+        max_string_bytes,
+        max_elements,
+        max_values,
+        max_total_string_bytes,
+    );
+    with_bytes(data, |bytes| {
+        // The direct walker, else (exotic or bad input) the tree path, which decides.
+        if let Some((v, len)) = crate::decode::decode(py, bytes, &lim, mode) {
+            if len == bytes.len() {
+                return Ok(v);
+            }
+        }
+        let mut dec = Decoder::with_limits(lim.clone());
+        let r = if bytes.len() >= RELEASE_GIL_BYTES {
+            py.allow_threads(|| dec.decode(bytes))
+        } else {
+            dec.decode(bytes)
+        };
+        let value = r.map_err(|e| codec_error(py, &e))?;
+        ToPy::new(py, mode).value(&value)
+    })
+}
+
+/// `loads` through a `sereal::Value` tree (`sereal::Decoder` then `ToPy`): the path `loads` falls
+/// back to, kept callable as the reference the tests compare `loads` with.
+#[pyfunction]
+#[pyo3(signature = (data, *, binary="auto", max_depth=None, max_decompressed_bytes=None, max_string_bytes=None, max_elements=None, max_values=None, max_total_string_bytes=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn loads_tree<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
     binary: &str,
@@ -206,6 +314,23 @@ pub fn loads<'py>(
     ToPy::new(py, mode).value(&value)
 }
 
+/// The direct walker alone: the value, or `None` where `loads` would fall back to the tree path
+/// (for tests: plain data must never need the fallback). Default limits.
+#[pyfunction]
+#[pyo3(signature = (data, *, binary="auto"))]
+pub fn loads_direct<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    binary: &str,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let mode = BinaryMode::parse(py, binary)?;
+    with_bytes(data, |bytes| {
+        Ok(crate::decode::decode(py, bytes, &Limits::default(), mode)
+            .filter(|(_, len)| *len == bytes.len())
+            .map(|(v, _)| v))
+    })
+}
+
 /// Decode a stream of concatenated documents (as `GET /v1/events?format=sereal` sends): a list
 /// of the decoded bodies. A truncated last document is an error (category `eof`).
 #[pyfunction]
@@ -231,12 +356,20 @@ pub fn loads_many<'py>(
         max_values,
         max_total_string_bytes,
     );
-    let values = with_bytes(data, |bytes| {
-        let mut dec = Decoder::with_limits(lim);
+    let items = with_bytes(data, |bytes| {
+        let mut dec = Decoder::with_limits(lim.clone());
+        let mut conv = ToPy::new(py, mode);
         let mut out = Vec::new();
         let mut at = 0;
         while at < bytes.len() {
-            let doc = dec.decode_document(&bytes[at..]).map_err(|e| {
+            let rest = &bytes[at..];
+            // The direct walker, else (exotic or bad input) the tree path, which decides.
+            if let Some((v, len)) = crate::decode::decode(py, rest, &lim, mode) {
+                out.push(v);
+                at += len.max(1);
+                continue;
+            }
+            let doc = dec.decode_document(rest).map_err(|e| {
                 // Report offsets from the start of `data`, not of the document.
                 let msg = format!("document at offset {at}: {e}");
                 let category = if e.is_eof() {
@@ -249,15 +382,10 @@ pub fn loads_many<'py>(
                 sereal_error(py, msg, Some(at + e.offset()), category)
             })?;
             at += doc.len.max(1);
-            out.push(doc.body);
+            out.push(conv.value(&doc.body)?);
         }
         Ok(out)
     })?;
-    let mut conv = ToPy::new(py, mode);
-    let items = values
-        .iter()
-        .map(|v| conv.value(v))
-        .collect::<PyResult<Vec<_>>>()?;
     PyList::new(py, items)
 }
 

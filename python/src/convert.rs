@@ -1,7 +1,9 @@
 //! Python objects ↔ [`sereal::Value`]: the documented mapping (see `sluice/sereal.py`).
 //!
-//! Both directions go through the codec's own value model, so encoding and decoding are the Rust
-//! crate's (`sereal::Encoder` / `sereal::Decoder`), never a second implementation.
+//! This is the tree path: values go through the codec's own value model and `sereal::Encoder` /
+//! `sereal::Decoder`. `pack_events`, the reader and `reduce` use it; `dumps`/`loads` use the
+//! direct walkers in `encode.rs`/`decode.rs`, which must give what this path gives (the tests
+//! compare them on random data), and `loads` falls back to this path for anything exotic or bad.
 //!
 //! | Python | `Value` |
 //! |---|---|
@@ -73,7 +75,7 @@ pub fn codec_error(py: Python<'_>, e: &sereal::Error) -> PyErr {
 }
 
 /// An encode-side error (bad type, too deep): no offset.
-fn encode_error(py: Python<'_>, msg: String) -> PyErr {
+pub(crate) fn encode_error(py: Python<'_>, msg: String) -> PyErr {
     sereal_error(py, msg, None, "encode")
 }
 
@@ -81,7 +83,7 @@ fn encode_error(py: Python<'_>, msg: String) -> PyErr {
 const KEY_SLOTS: usize = 256;
 /// Distinct key texts remembered between calls; past this the map starts over (programs with
 /// ever-new keys must not grow it without bound).
-const MAX_KEY_TEXTS: usize = 4096;
+pub(crate) const MAX_KEY_TEXTS: usize = 4096;
 
 /// Key conversions remembered by a thread between calls (see [`with_key_cache`]).
 pub struct KeyCache {
@@ -389,7 +391,7 @@ thread_local! {
     /// Python `str` hash keys by their UTF-8, kept between calls: events repeat the same few
     /// dozen keys, and reusing one `str` object (already hashed) saves creating, decoding and
     /// hashing it again for every event. Bounded by [`MAX_KEY_TEXTS`].
-    static KEY_STRS: std::cell::RefCell<FxHashMap<Box<[u8]>, Py<PyString>>> = std::cell::RefCell::new(FxHashMap::default());
+    pub(crate) static KEY_STRS: std::cell::RefCell<FxHashMap<Box<[u8]>, Py<PyString>>> = std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// `Value` → Python, one call's state.

@@ -2,8 +2,11 @@
 //!
 //! Modules:
 //! - `convert`: Python objects ↔ `sereal::Value` (the documented mapping).
+//! - `encode` / `decode`: Python objects ↔ Sereal bytes in one walk, no `Value` tree (the fast
+//!   paths of `dumps` and `loads`; `decode` falls back to the tree path on exotic or bad input).
 //! - `codec`: `dumps`, `loads`, `loads_many` and `pack_events` (the emitter's batch encoder and
-//!   datagram splitter), all over `crates/sereal`.
+//!   datagram splitter), over `encode`/`decode` and `crates/sereal`; `dumps_tree`/`loads_tree`
+//!   are the tree paths, kept as the tests' reference.
 //! - `reader`: range reads and tails of a data directory over `crates/reader` and `crates/store`.
 //! - `reduce`: `sluice.reduce`'s engine, the reader's `reduce::Reducer` over Python events.
 //!
@@ -21,6 +24,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod codec;
 mod convert;
+mod decode;
+mod encode;
 mod reader;
 mod reduce;
 
@@ -53,6 +58,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::dumps, m)?)?;
     m.add_function(wrap_pyfunction!(codec::loads, m)?)?;
     m.add_function(wrap_pyfunction!(codec::loads_many, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::dumps_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::loads_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(codec::loads_direct, m)?)?;
     m.add_function(wrap_pyfunction!(codec::pack_events, m)?)?;
     m.add_class::<codec::Packed>()?;
     m.add_function(wrap_pyfunction!(reader::open_range, m)?)?;

@@ -59,7 +59,9 @@ pub struct Document {
 }
 
 /// The located (and if needed decompressed) body of a document.
-pub(crate) struct Body<'a> {
+#[derive(Debug)]
+pub struct Body<'a> {
+    /// The parsed header.
     pub header: Header,
     /// The body bytes: a slice of the document, or of the decompression buffer.
     pub bytes: &'a [u8],
@@ -71,12 +73,9 @@ pub(crate) struct Body<'a> {
     pub compressed_end: Option<usize>,
 }
 
-/// Parse the header and expose the body bytes, decompressing into `scratch` if needed.
-pub(crate) fn open<'a>(
-    doc: &'a [u8],
-    limits: &Limits,
-    scratch: &'a mut Vec<u8>,
-) -> Result<Body<'a>> {
+/// Parse the header and expose the body bytes, decompressing into `scratch` if needed (under
+/// `limits.max_decompressed_bytes`). For decoders that walk a body without a [`Value`] tree.
+pub fn open<'a>(doc: &'a [u8], limits: &Limits, scratch: &'a mut Vec<u8>) -> Result<Body<'a>> {
     let header = header::parse(doc)?;
     // Protocol 1 offsets count from the start of the document, later ones from the body (1-based).
     let offset_base = if header.version == 1 {

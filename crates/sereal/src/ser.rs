@@ -562,8 +562,9 @@ fn array_header(n: usize, canonical: bool, out: &mut [u8; 12]) -> usize {
 
 /// Strings already written, found by content without keeping a copy of it: an entry remembers
 /// where the bytes lie in the body being written, and a lookup compares against them there.
+/// Public for encoders that write a body without a [`Value`] tree (the Python codec).
 #[derive(Debug, Default)]
-struct SeenStrings {
+pub struct SeenStrings {
     table: hashbrown::HashTable<SeenString>,
 }
 
@@ -579,14 +580,16 @@ struct SeenString {
 }
 
 impl SeenStrings {
+    /// The table's hash of a string's bytes and UTF-8 flag.
     #[inline]
-    fn hash(bytes: &[u8], utf8: bool) -> u64 {
+    pub fn hash(bytes: &[u8], utf8: bool) -> u64 {
         use std::hash::BuildHasher;
         rustc_hash::FxBuildHasher.hash_one((bytes, utf8))
     }
 
+    /// The offset (as `COPY` names it) of an equal string already written in `body`.
     #[inline]
-    fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
+    pub fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
         self.table
             .find(hash, |e| {
                 e.len == bytes.len()
@@ -596,8 +599,10 @@ impl SeenStrings {
             .map(|e| e.at)
     }
 
+    /// Remember a string written at offset `at` whose `len` bytes start at index `data` of the
+    /// body.
     #[inline]
-    fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
+    pub fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
         self.table.insert_unique(
             hash,
             SeenString {
@@ -611,7 +616,8 @@ impl SeenStrings {
         );
     }
 
-    fn clear(&mut self) {
+    /// Forget every string (keeping the table's capacity).
+    pub fn clear(&mut self) {
         self.table.clear();
     }
 }
@@ -619,7 +625,7 @@ impl SeenStrings {
 /// `a == b` for slices of equal length, without a `memcmp` call for the short strings events
 /// are made of (the call costs more than the comparison there).
 #[inline]
-pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
@@ -642,7 +648,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// Key order of the reference's `sort_keys => 1` (`he_sv_islt_fast` in its encoder): by byte
 /// length of the key in UTF-8, then UTF-8 keys before binary ones, then by bytes. (Perl keeps a
 /// Latin-1-only key downgraded, but sorts and writes it upgraded, so its UTF-8 form counts.)
-fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
+pub fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
     let utf8 = |k: &Key| matches!(k, Key::Utf8(s) if !s.is_ascii());
     let (ab, bb) = (a.as_bytes(), b.as_bytes());
     ab.len()
@@ -651,8 +657,9 @@ fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
         .then_with(|| ab.cmp(bb))
 }
 
-/// Write header + (possibly compressed) body.
-fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
+/// Write header + (possibly compressed) body: compressed only when the options ask for it, the
+/// body reaches the threshold and the result is smaller.
+pub fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
     let compression = opts.compression;
     if compression != Compression::None && body.len() >= opts.compress_threshold {
         let header_at = out.len();
