@@ -78,7 +78,7 @@ use sluice_blob::{
 };
 use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
 
-use crate::ingest::ParsedEvent;
+use crate::ingest::{EventBody, ParsedEvent};
 use crate::note::DoneNote;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
@@ -312,14 +312,18 @@ impl Group {
         }
     }
 
-    fn push(&mut self, event: &Value, late: bool) {
+    fn push(&mut self, event: &EventBody, late: bool) {
         self.events += 1;
-        let result = match event.resolve() {
-            Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
-            _ => Err(BlobError::NotAnEvent {
-                index: self.events - 1,
-                found: kind_name(event),
-            }),
+        let result = match event {
+            // Made by the ingestor from a JSON object: always a hash.
+            EventBody::Fragment(f) => self.doc.push_fragment(f).map_err(BlobError::from),
+            EventBody::Value(event) => match event.resolve() {
+                Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
+                _ => Err(BlobError::NotAnEvent {
+                    index: self.events - 1,
+                    found: kind_name(event),
+                }),
+            },
         };
         match result {
             Ok(()) => self.late += u64::from(late),

@@ -27,6 +27,7 @@
 mod compress;
 pub mod de;
 pub mod dump;
+mod fragment;
 mod error;
 pub mod header;
 pub mod json;
@@ -38,6 +39,7 @@ mod value;
 pub mod varint;
 
 pub use compress::Compression;
+pub use fragment::{Fragment, FragmentWriter};
 pub use de::{from_slice, Decoder, Document, Limits};
 pub use error::{Category, Error, Result};
 pub use lazy::{LazyDoc, Path};
