@@ -284,7 +284,8 @@ const MAX_SPARE_BYTES: usize = 4 << 20;
 
 struct Group {
     /// The events, encoded as they arrive: the body of the group's document grows event by
-    /// event, so no event is kept as a value tree (nor copied) until the flush.
+    /// event (a JSON event's fragment relinked with `push_fragment`, a value encoded with
+    /// `push`), so no event is kept as a value tree (nor copied) until the flush.
     doc: ArrayEncoder,
     /// Events added (encoded or not).
     events: usize,

@@ -45,6 +45,14 @@
 //! (they become parts of the key `<epoch>:<dc>:<type>:<subtype>:<chunk>`); a tag key may appear
 //! only once at the top level. `epoch` must be an integer in
 //! `now - max_past_secs ..= now + max_future_secs`.
+//!
+//! # Two paths, one answer
+//! A JSON event is first tried on the fast path: its text is transcoded straight into a Sereal
+//! fragment ([`EventBody::Fragment`], no value tree; see [`crate::json`]) and its tags checked
+//! there. Anything unusual or wrong (invalid JSON, a number or escape needing care, a `null` or
+//! repeated tag, a tag that breaks a rule) is not taken there and goes to the authoritative path
+//! (serde_json into a [`Value`], the tag rules above), which accepts it as [`EventBody::Value`]
+//! or gives its drop reason: drops are decided in one place. Sereal input is always a value.
 
 use std::fmt;
 use std::io;

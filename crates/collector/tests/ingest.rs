@@ -3,8 +3,7 @@
 
 use sereal::{Compression, EncoderOptions, Key, Value};
 use sluice_collector::{
-    EventBody,
-    detect, DropCounters, DropReason, Format, IngestConfig, IngestOutcome, Ingestor,
+    detect, DropCounters, DropReason, EventBody, Format, IngestConfig, IngestOutcome, Ingestor,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -494,11 +493,21 @@ fn sereal_payloads() {
         assert_eq!(out.events.len(), 200);
         assert_eq!(out.events[1].type_, "B");
         assert_eq!(
-            out.events[0].event.to_value().unwrap().get("dc").and_then(Value::as_str),
+            out.events[0]
+                .event
+                .to_value()
+                .unwrap()
+                .get("dc")
+                .and_then(Value::as_str),
             Some("ams1")
         );
         assert_eq!(
-            out.events[0].event.to_value().unwrap().get("path").and_then(Value::as_str),
+            out.events[0]
+                .event
+                .to_value()
+                .unwrap()
+                .get("path")
+                .and_then(Value::as_str),
             Some("/index/page/long/enough")
         );
     }

@@ -27,8 +27,8 @@
 mod compress;
 pub mod de;
 pub mod dump;
-mod fragment;
 mod error;
+mod fragment;
 pub mod header;
 pub mod json;
 pub mod lazy;
@@ -39,9 +39,9 @@ mod value;
 pub mod varint;
 
 pub use compress::Compression;
-pub use fragment::{Fragment, FragmentWriter};
 pub use de::{from_slice, Decoder, Document, Limits};
 pub use error::{Category, Error, Result};
+pub use fragment::{Fragment, FragmentWriter};
 pub use lazy::{LazyDoc, Path};
 pub use ser::{to_vec, ArrayEncoder, Encoder, EncoderOptions};
 pub use split::{split, SplitOptions};
