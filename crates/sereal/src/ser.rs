@@ -196,7 +196,8 @@ impl Encoder {
     /// form.
     fn relink(&mut self, f: &Fragment) -> Result<()> {
         let src = &f.body[..];
-        self.body.reserve(src.len());
+        // No `reserve` of the whole fragment: the body grows exactly when `value` would grow it,
+        // so memory accounting (`memory_bytes`) does not depend on which path an event took.
         let mut last = 0;
         for &m in &f.marks {
             let at = (m & MARK_POS) as usize;
