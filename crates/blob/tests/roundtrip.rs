@@ -355,7 +355,7 @@ fn profile_names() {
     assert_eq!("original".parse::<Profile>().unwrap(), Profile::Original);
     assert_eq!(
         "default".parse::<Profile>().unwrap(),
-        Profile::Default { zstd_level: 3 }
+        Profile::Default { zstd_level: 2 }
     );
     assert_eq!(
         "default:19".parse::<Profile>().unwrap(),
@@ -385,6 +385,6 @@ fn profile_names() {
             d.compress_threshold,
             d.dedupe_strings
         ),
-        (5, sereal::Compression::Zstd { level: 3 }, 0, true)
+        (5, sereal::Compression::Zstd { level: 2 }, 0, true)
     );
 }

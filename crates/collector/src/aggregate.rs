@@ -78,7 +78,7 @@ use sluice_blob::{
 };
 use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
 
-use crate::ingest::ParsedEvent;
+use crate::ingest::{EventBody, ParsedEvent};
 use crate::note::DoneNote;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
@@ -284,7 +284,8 @@ const MAX_SPARE_BYTES: usize = 4 << 20;
 
 struct Group {
     /// The events, encoded as they arrive: the body of the group's document grows event by
-    /// event, so no event is kept as a value tree (nor copied) until the flush.
+    /// event (a JSON event's fragment relinked with `push_fragment`, a value encoded with
+    /// `push`), so no event is kept as a value tree (nor copied) until the flush.
     doc: ArrayEncoder,
     /// Events added (encoded or not).
     events: usize,
@@ -312,14 +313,18 @@ impl Group {
         }
     }
 
-    fn push(&mut self, event: &Value, late: bool) {
+    fn push(&mut self, event: &EventBody, late: bool) {
         self.events += 1;
-        let result = match event.resolve() {
-            Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
-            _ => Err(BlobError::NotAnEvent {
-                index: self.events - 1,
-                found: kind_name(event),
-            }),
+        let result = match event {
+            // Made by the ingestor from a JSON object: always a hash.
+            EventBody::Fragment(f) => self.doc.push_fragment(f).map_err(BlobError::from),
+            EventBody::Value(event) => match event.resolve() {
+                Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
+                _ => Err(BlobError::NotAnEvent {
+                    index: self.events - 1,
+                    found: kind_name(event),
+                }),
+            },
         };
         match result {
             Ok(()) => self.late += u64::from(late),

@@ -45,15 +45,23 @@
 //! (they become parts of the key `<epoch>:<dc>:<type>:<subtype>:<chunk>`); a tag key may appear
 //! only once at the top level. `epoch` must be an integer in
 //! `now - max_past_secs ..= now + max_future_secs`.
+//!
+//! # Two paths, one answer
+//! A JSON event is first tried on the fast path: its text is transcoded straight into a Sereal
+//! fragment ([`EventBody::Fragment`], no value tree; see [`crate::json`]) and its tags checked
+//! there. Anything unusual or wrong (invalid JSON, a number or escape needing care, a `null` or
+//! repeated tag, a tag that breaks a rule) is not taken there and goes to the authoritative path
+//! (serde_json into a [`Value`], the tag rules above), which accepts it as [`EventBody::Value`]
+//! or gives its drop reason: drops are decided in one place. Sereal input is always a value.
 
 use std::fmt;
 use std::io;
 use std::sync::Arc;
 
-use sereal::{Decoder, Hash, Key, Limits, Value};
+use sereal::{Decoder, Fragment, FragmentWriter, Hash, Key, Limits, Value};
 
 use crate::drops::{Drop, DropCounters, DropReason};
-use crate::json::{self, Interner, ParseError};
+use crate::json::{self, Interner, ParseError, TagValue, Tags};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
@@ -244,8 +252,29 @@ pub struct ParsedEvent {
     pub type_: String,
     /// Subtype, possibly empty.
     pub subtype: String,
-    /// The whole event: a `Value::Hash` carrying `epoch`, `dc`, `type` and `subtype`.
-    pub event: Value,
+    /// The whole event, a hash carrying `epoch`, `dc`, `type` and `subtype`.
+    pub event: EventBody,
+}
+
+/// An accepted event's body: what the aggregator encodes into its group's document. Either form
+/// gives the same bytes there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventBody {
+    /// Encoded ahead, with no value tree (JSON on the fast path, [`json::transcode_event`]).
+    Fragment(Fragment),
+    /// A value tree (Sereal input, and JSON the fast path leaves to the authoritative parser).
+    Value(Value),
+}
+
+impl EventBody {
+    /// The event as a value tree (decoded for a fragment: ASCII strings come back as
+    /// [`Value::Binary`], as the decoder gives them).
+    pub fn to_value(&self) -> Result<Value, sereal::Error> {
+        match self {
+            EventBody::Fragment(f) => f.to_value(),
+            EventBody::Value(v) => Ok(v.clone()),
+        }
+    }
 }
 
 /// What became of one payload.
@@ -283,6 +312,8 @@ impl IngestOutcome {
 #[derive(Debug)]
 pub struct Ingestor {
     cfg: IngestConfig,
+    /// The fast path's output buffer, kept between events.
+    writer: FragmentWriter,
     interner: Interner,
     decoder: Decoder,
     keys: TagKeys,
@@ -363,6 +394,7 @@ impl Ingestor {
             ..Limits::default()
         };
         Ok(Ingestor {
+            writer: FragmentWriter::new(),
             decoder: Decoder::with_limits(limits),
             interner,
             keys,
@@ -430,6 +462,9 @@ impl Ingestor {
                     if text.trim().len() > self.cfg.max_event_bytes {
                         let detail = self.oversized_detail(text.trim().len());
                         sink.drop_event(index, bom + lead, DropReason::Oversized, detail);
+                        return sink.out;
+                    }
+                    if self.json_fast(&mut sink, text) {
                         return sink.out;
                     }
                     match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
@@ -546,6 +581,9 @@ impl Ingestor {
             sink.drop_event(index, off, DropReason::Oversized, detail);
             return;
         }
+        if self.json_fast(sink, text) {
+            return;
+        }
         match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
             Ok(v) => self.finish_event(sink, index, off, v),
             Err(ParseError::TooDeep(m)) => sink.drop_event(index, off, DropReason::TooDeep, m),
@@ -553,6 +591,90 @@ impl Ingestor {
                 sink.drop_event(index, off, syntax, format!("invalid JSON: {m}"))
             }
         }
+    }
+
+    /// The fast path of one event's JSON text: transcoded straight into a fragment, its tags
+    /// checked and filled. `false` when not taken — the text is unusual (see
+    /// [`json::transcode_event`]) or a tag is wrong — and then nothing was recorded: the
+    /// authoritative path (value tree, [`Ingestor::tag`]) decides, drop reason included.
+    fn json_fast(&mut self, sink: &mut Sink, text: &str) -> bool {
+        let Some(tags) = json::transcode_event(text, &mut self.writer, self.cfg.max_depth) else {
+            self.writer.clear();
+            return false;
+        };
+        match self.fast_tags(tags, sink.now) {
+            Some((epoch, dc, type_, subtype)) => match self.writer.finish() {
+                Ok(fragment) => {
+                    sink.out.events.push(ParsedEvent {
+                        epoch,
+                        dc,
+                        type_,
+                        subtype,
+                        event: EventBody::Fragment(fragment),
+                    });
+                    true
+                }
+                Err(_) => false,
+            },
+            None => {
+                self.writer.clear();
+                false
+            }
+        }
+    }
+
+    /// [`Ingestor::tag`]'s rules for the tags the transcoder found, when all of them hold:
+    /// appends the missing ones (`epoch`, `dc`, `subtype`, in that order) and closes the event's
+    /// hash. `None` when any rule fails (then the writer is left as it is).
+    fn fast_tags(&mut self, tags: Tags<'_>, now: i64) -> Option<(i64, String, String, String)> {
+        let [epoch_t, dc_t, type_t, subtype_t] = tags;
+        let type_ = match type_t {
+            Some(TagValue::Str(s)) if check_tag("type", &s, false).is_ok() => s.into_owned(),
+            _ => return None,
+        };
+        let dc = match &dc_t {
+            None => None,
+            Some(TagValue::Str(s)) if check_tag("dc", s, false).is_ok() => Some(s.to_string()),
+            Some(TagValue::Int(n)) => Some(n.to_string()),
+            Some(TagValue::Str(_)) => return None,
+        };
+        let subtype = match subtype_t {
+            None => None,
+            Some(TagValue::Str(s)) if check_tag("subtype", &s, true).is_ok() => {
+                Some(s.into_owned())
+            }
+            Some(_) => return None,
+        };
+        let epoch = match epoch_t {
+            None => None,
+            Some(TagValue::Int(e)) => {
+                let lo = now.saturating_sub(self.cfg.max_past_secs);
+                let hi = now.saturating_add(self.cfg.max_future_secs);
+                if e < lo || e > hi {
+                    return None;
+                }
+                Some(e)
+            }
+            Some(TagValue::Str(_)) => return None,
+        };
+        let w = &mut self.writer;
+        let epoch = epoch.unwrap_or_else(|| {
+            w.key("epoch");
+            w.int(now);
+            now
+        });
+        let dc = dc.unwrap_or_else(|| {
+            w.key("dc");
+            w.str(&self.cfg.dc);
+            self.cfg.dc.clone()
+        });
+        let subtype = subtype.unwrap_or_else(|| {
+            w.key("subtype");
+            w.str("");
+            String::new()
+        });
+        w.end();
+        Some((epoch, dc, type_, subtype))
     }
 
     fn ingest_sereal(&mut self, sink: &mut Sink, payload: &[u8]) {
@@ -723,7 +845,7 @@ impl Ingestor {
             dc,
             type_,
             subtype,
-            event: Value::Hash(hash),
+            event: EventBody::Value(Value::Hash(hash)),
         })
     }
 }

@@ -1,15 +1,23 @@
-//! JSON text straight to [`sereal::Value`], without an intermediate `serde_json::Value`, with a
-//! key interner kept across payloads (equal keys share one [`Key`] allocation, as the decoder's
-//! keys do) and a nesting bound checked while parsing.
+//! JSON text to Sereal, two ways:
+//! - [`transcode_event`], the fast path: one event's text straight into a [`Fragment`] through a
+//!   [`FragmentWriter`] (no value tree), reporting its top-level tags; it declines (`None`)
+//!   anything that is not plain, valid JSON it can type with certainty.
+//! - [`parse_value`], the authoritative path: serde_json into a [`sereal::Value`], without an
+//!   intermediate `serde_json::Value`, with a key interner kept across payloads (equal keys share
+//!   one [`Key`] allocation, as the decoder's keys do) and a nesting bound checked while parsing.
 //!
-//! The result is the same value [`sereal::json::from_json_slice`] gives (same number kinds,
-//! keys in document order), except that duplicate keys are kept as they appear.
+//! Both give the value [`sereal::json::from_json_slice`] gives (same number kinds, keys in
+//! document order), except that duplicate keys are kept as they appear; a fragment encodes
+//! byte for byte as that value does (tested below).
+//!
+//! [`Fragment`]: sereal::Fragment
 
+use std::borrow::Cow;
 use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use sereal::{Key, Value};
+use sereal::{FragmentWriter, Key, Value};
 
 /// Interned keys beyond this many are forgotten (the map is cleared), so that hostile payloads
 /// full of random keys cannot grow it without bound. Already handed-out keys stay valid.
@@ -29,16 +37,6 @@ pub(crate) struct Interner {
     /// events repeat the same few dozen keys, and comparing a word and a length costs a
     /// fraction of hashing the whole key and probing the map. A collision only costs a miss.
     recent: Vec<Option<(u64, Key)>>,
-    /// [`Fast`]'s stacks, kept between documents so that they do not grow again each time.
-    stacks: Stacks,
-}
-
-/// Entries of the maps and elements of the arrays being parsed, innermost last; empty between
-/// documents.
-#[derive(Debug, Default)]
-struct Stacks {
-    entries: Vec<(Key, Value)>,
-    items: Vec<Value>,
 }
 
 impl Default for Interner {
@@ -46,7 +44,6 @@ impl Default for Interner {
         Interner {
             keys: FxHashMap::default(),
             recent: vec![None; RECENT],
-            stacks: Stacks::default(),
         }
     }
 }
@@ -85,8 +82,12 @@ impl Interner {
         let (tag, slot) = recent_slot(b);
         for i in [slot, slot + 1] {
             if let Some((t, k)) = &self.recent[i] {
-                // Equal tags mean equal length and first 8 bytes.
-                if *t == tag && (b.len() <= 8 || short_eq(&k.as_bytes()[8..], &b[8..])) {
+                // Equal tags and lengths mean equal first 8 bytes (the tag mixes the length into
+                // the 8th byte, so it alone does not tell a short key from a longer one).
+                if *t == tag
+                    && k.as_bytes().len() == b.len()
+                    && (b.len() <= 8 || short_eq(&k.as_bytes()[8..], &b[8..]))
+                {
                     return k.clone();
                 }
             }
@@ -129,39 +130,8 @@ struct State<'i> {
 
 /// Parse one complete JSON text (a whole NDJSON line or a raw array element) into a value.
 /// Containers nested deeper than `max_depth` (the top level counts as 1) fail with `TooDeep`.
-///
-/// Valid, ordinary JSON goes through [`Fast`]; anything it does not take (any error, a number
-/// whose kind needs care, deep nesting) is parsed again by serde_json, which then decides: the
-/// value, or the error and its message, are exactly serde_json's.
+/// The value, or the error and its message, are exactly serde_json's.
 pub(crate) fn parse_value(
-    text: &str,
-    interner: &mut Interner,
-    max_depth: usize,
-) -> Result<Value, ParseError> {
-    let limit = max_depth.min(FAST_MAX_DEPTH);
-    let stacks = std::mem::take(&mut interner.stacks);
-    let mut fast = Fast {
-        text,
-        bytes: text.as_bytes(),
-        pos: 0,
-        interner: &mut *interner,
-        max_depth: limit,
-        stacks,
-    };
-    let v = fast.document();
-    let mut stacks = fast.stacks;
-    // A declined document may leave entries behind.
-    stacks.entries.clear();
-    stacks.items.clear();
-    interner.stacks = stacks;
-    if let Some(v) = v {
-        return Ok(v);
-    }
-    parse_value_serde(text, interner, max_depth)
-}
-
-/// The slow, authoritative path: serde_json into a value.
-fn parse_value_serde(
     text: &str,
     interner: &mut Interner,
     max_depth: usize,
@@ -355,17 +325,52 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
 /// whose own recursion limit is 128.
 const FAST_MAX_DEPTH: usize = 100;
 
-/// A JSON parser for the common case: `None` means "not taken" (invalid, or valid but left to
-/// serde_json), never a different answer. Strings are sliced from the text (already checked
-/// UTF-8) and copied once; keys go through the interner without an allocation when known;
-/// container entries are collected on shared stacks and moved into a vector of exact size.
-struct Fast<'t, 'i> {
+/// The top-level tag fields (`epoch`, `dc`, `type`, `subtype`, in that order) as
+/// [`transcode_event`] met them.
+pub(crate) type Tags<'t> = [Option<TagValue<'t>>; 4];
+
+/// The value of a tag field the fast path takes: anything else (`null`, a float, a container,
+/// a repeated tag) is left to the authoritative path.
+#[derive(Debug)]
+pub(crate) enum TagValue<'t> {
+    Str(Cow<'t, str>),
+    Int(i64),
+}
+
+/// Transcode one event's JSON text (an object) straight into `out` as a Sereal fragment, with
+/// no value tree: on `Some`, `out` holds the event's top-level hash still open (the caller
+/// appends the tags it fills, then closes and finishes it) and the tags found are returned.
+///
+/// `None` means "not taken" — invalid JSON, a top level that is not an object, a number or an
+/// escape whose value needs care, nesting deeper than `max_depth` (or [`FAST_MAX_DEPTH`]), a tag
+/// field that is repeated or neither a string nor an integer — never a different answer: the
+/// caller then goes through [`parse_value`] and the value rules, which decide. `out` is then in
+/// an unspecified state (clear it).
+pub(crate) fn transcode_event<'t>(
+    text: &'t str,
+    out: &mut FragmentWriter,
+    max_depth: usize,
+) -> Option<Tags<'t>> {
+    let mut fast = Fast {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+        out,
+        max_depth: max_depth.min(FAST_MAX_DEPTH),
+    };
+    let tags = fast.event()?;
+    fast.skip_ws();
+    (fast.pos == fast.bytes.len()).then_some(tags)
+}
+
+/// A JSON-to-Sereal transcoder for the common case: strings are sliced from the text (already
+/// checked UTF-8) and written once, numbers typed as serde_json types them.
+struct Fast<'t, 'w> {
     text: &'t str,
     bytes: &'t [u8],
     pos: usize,
-    interner: &'i mut Interner,
+    out: &'w mut FragmentWriter,
     max_depth: usize,
-    stacks: Stacks,
 }
 
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -381,11 +386,83 @@ fn specials(x: u64) -> u64 {
     zero(quote) | zero(backslash) | (x.wrapping_sub(LO * 0x20) & !x & HI)
 }
 
+/// What [`Fast::number`] wrote.
+enum Number {
+    Int(i64),
+    Float,
+}
+
+/// The index of a tag name among `epoch`, `dc`, `type`, `subtype`.
+#[inline]
+fn tag_index(key: &str) -> Option<usize> {
+    match key {
+        "epoch" => Some(0),
+        "dc" => Some(1),
+        "type" => Some(2),
+        "subtype" => Some(3),
+        _ => None,
+    }
+}
+
 impl<'t> Fast<'t, '_> {
-    fn document(&mut self) -> Option<Value> {
-        let v = self.value(0)?;
-        self.skip_ws();
-        (self.pos == self.bytes.len()).then_some(v)
+    /// The top-level object, left open in `out`.
+    fn event(&mut self) -> Option<Tags<'t>> {
+        if self.peek()? != b'{' || self.max_depth == 0 {
+            return None;
+        }
+        self.pos += 1;
+        self.out.begin_hash();
+        let mut tags: Tags<'t> = [None, None, None, None];
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(tags);
+        }
+        loop {
+            if self.peek()? != b'"' {
+                return None;
+            }
+            self.pos += 1;
+            let key = self.string()?;
+            self.out.key(&key);
+            if self.peek()? != b':' {
+                return None;
+            }
+            self.pos += 1;
+            match tag_index(&key) {
+                Some(t) => {
+                    if tags[t].is_some() {
+                        return None;
+                    }
+                    tags[t] = Some(self.tag_value()?);
+                }
+                None => self.value(1)?,
+            }
+            match self.peek()? {
+                b',' => self.pos += 1,
+                b'}' => {
+                    self.pos += 1;
+                    return Some(tags);
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// The value of a top-level tag field: a string or an integer.
+    fn tag_value(&mut self) -> Option<TagValue<'t>> {
+        match self.peek()? {
+            b'"' => {
+                self.pos += 1;
+                let s = self.string()?;
+                self.out.str(&s);
+                Some(TagValue::Str(s))
+            }
+            b'-' | b'0'..=b'9' => match self.number()? {
+                Number::Int(i) => Some(TagValue::Int(i)),
+                Number::Float => None,
+            },
+            _ => None,
+        }
     }
 
     #[inline]
@@ -404,86 +481,88 @@ impl<'t> Fast<'t, '_> {
         self.bytes.get(self.pos).copied()
     }
 
-    fn value(&mut self, depth: usize) -> Option<Value> {
+    fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'{' => self.object(depth + 1),
             b'[' => self.array(depth + 1),
             b'"' => {
                 self.pos += 1;
                 let s = self.string()?;
-                Some(Value::String(s.into_owned()))
+                self.out.str(&s);
+                Some(())
             }
-            b't' => self.literal(b"true", Value::Bool(true)),
-            b'f' => self.literal(b"false", Value::Bool(false)),
-            b'n' => self.literal(b"null", Value::Undef),
-            b'-' | b'0'..=b'9' => self.number(),
+            b't' => self.literal(b"true").map(|()| self.out.bool(true)),
+            b'f' => self.literal(b"false").map(|()| self.out.bool(false)),
+            b'n' => self.literal(b"null").map(|()| self.out.undef()),
+            b'-' | b'0'..=b'9' => self.number().map(|_| ()),
             _ => None,
         }
     }
 
-    fn literal(&mut self, word: &[u8], v: Value) -> Option<Value> {
+    #[inline]
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
         if self.bytes[self.pos..].starts_with(word) {
             self.pos += word.len();
-            Some(v)
+            Some(())
         } else {
             None
         }
     }
 
-    fn object(&mut self, depth: usize) -> Option<Value> {
+    fn object(&mut self, depth: usize) -> Option<()> {
         if depth > self.max_depth {
             return None;
         }
         self.pos += 1;
-        let base = self.stacks.entries.len();
+        self.out.begin_hash();
         if self.peek()? == b'}' {
             self.pos += 1;
-            return Some(Value::Hash(Vec::new()));
+            self.out.end();
+            return Some(());
         }
         loop {
             if self.peek()? != b'"' {
                 return None;
             }
             self.pos += 1;
-            let key = match self.string()? {
-                std::borrow::Cow::Borrowed(k) => self.interner.key(k),
-                std::borrow::Cow::Owned(k) => self.interner.key(&k),
-            };
+            let key = self.string()?;
+            self.out.key(&key);
             if self.peek()? != b':' {
                 return None;
             }
             self.pos += 1;
-            let v = self.value(depth)?;
-            self.stacks.entries.push((key, v));
+            self.value(depth)?;
             match self.peek()? {
                 b',' => self.pos += 1,
                 b'}' => {
                     self.pos += 1;
-                    return Some(Value::Hash(self.stacks.entries.drain(base..).collect()));
+                    self.out.end();
+                    return Some(());
                 }
                 _ => return None,
             }
         }
     }
 
-    fn array(&mut self, depth: usize) -> Option<Value> {
+    fn array(&mut self, depth: usize) -> Option<()> {
         if depth > self.max_depth {
             return None;
         }
         self.pos += 1;
-        let base = self.stacks.items.len();
+        self.out.begin_array();
         if self.peek()? == b']' {
             self.pos += 1;
-            return Some(Value::Array(Vec::new()));
+            self.out.end();
+            return Some(());
         }
         loop {
-            let v = self.value(depth)?;
-            self.stacks.items.push(v);
+            self.value(depth)?;
             match self.peek()? {
                 b',' => self.pos += 1,
                 b']' => {
                     self.pos += 1;
-                    return Some(Value::Array(self.stacks.items.drain(base..).collect()));
+                    self.out.end();
+                    return Some(());
                 }
                 _ => return None,
             }
@@ -492,16 +571,16 @@ impl<'t> Fast<'t, '_> {
 
     /// The rest of a string whose opening quote has been consumed.
     #[inline]
-    fn string(&mut self) -> Option<std::borrow::Cow<'t, str>> {
+    fn string(&mut self) -> Option<Cow<'t, str>> {
         let start = self.pos;
         let end = self.scan(start)?;
         if self.bytes[end] == b'"' {
             self.pos = end + 1;
             // Quotes are ASCII, so both ends are character boundaries of the checked text.
             let text: &'t str = self.text;
-            return Some(std::borrow::Cow::Borrowed(&text[start..end]));
+            return Some(Cow::Borrowed(&text[start..end]));
         }
-        self.escaped(start, end).map(std::borrow::Cow::Owned)
+        self.escaped(start, end).map(Cow::Owned)
     }
 
     /// Index of the first quote, backslash or control character at or after `from`.
@@ -583,7 +662,7 @@ impl<'t> Fast<'t, '_> {
 
     /// A number, as serde_json types it: integers of up to 18 digits here (`Int`), fractions and
     /// exponents as correctly rounded `f64`; longer integers and `-0` go to serde_json.
-    fn number(&mut self) -> Option<Value> {
+    fn number(&mut self) -> Option<Number> {
         let b = self.bytes;
         let start = self.pos;
         let mut i = start;
@@ -632,13 +711,19 @@ impl<'t> Fast<'t, '_> {
         if float {
             let f: f64 = self.text[start..i].parse().ok()?;
             // serde_json refuses what overflows.
-            return f.is_finite().then_some(Value::Float(f));
+            if !f.is_finite() {
+                return None;
+            }
+            self.out.float(f);
+            return Some(Number::Float);
         }
         if int_len > 18 || (negative && n == 0) {
             return None;
         }
         let n = n as i64;
-        Some(Value::Int(if negative { -n } else { n }))
+        let n = if negative { -n } else { n };
+        self.out.int(n);
+        Some(Number::Int(n))
     }
 }
 
@@ -655,24 +740,55 @@ fn hex4(h: &[u8]) -> Option<u32> {
 mod tests {
     use super::*;
 
-    /// The fast parser either declines or agrees with serde_json, value for value (`Debug`
-    /// tells `-0.0` from `0.0`), and never accepts what serde_json refuses.
+    use sereal::{ArrayEncoder, EncoderOptions};
+
+    /// The transcoder either declines or agrees with serde_json: its fragment encodes byte for
+    /// byte as serde_json's value does (twice in a row, so that de-duplication across events is
+    /// covered), under both profiles' encoder settings; and it never accepts what serde_json
+    /// refuses. Its tags are those of the value.
     fn check(text: &str, max_depth: usize) -> bool {
-        let mut a = Interner::default();
-        let mut b = Interner::default();
-        let limit = max_depth.min(FAST_MAX_DEPTH);
-        let mut fast = Fast {
-            text,
-            bytes: text.as_bytes(),
-            pos: 0,
-            interner: &mut a,
-            max_depth: limit,
-            stacks: Stacks::default(),
-        };
-        let got = fast.document();
-        let want = parse_value_serde(text, &mut b, max_depth);
+        let mut w = FragmentWriter::new();
+        let got = transcode_event(text, &mut w, max_depth).map(|tags| {
+            w.end();
+            (tags, w.finish().expect("a well-formed fragment"))
+        });
+        let want = parse_value(text, &mut Interner::default(), max_depth);
         match (&got, &want) {
-            (Some(g), Ok(w)) => assert_eq!(format!("{g:?}"), format!("{w:?}"), "{text:?}"),
+            (Some((tags, frag)), Ok(value)) => {
+                let mut options = vec![
+                    EncoderOptions::original_events(),
+                    EncoderOptions {
+                        dedupe_strings: true,
+                        ..EncoderOptions::default()
+                    },
+                    EncoderOptions::default(),
+                ];
+                options.push(EncoderOptions {
+                    canonical: true,
+                    ..options[1].clone()
+                });
+                for opts in options {
+                    let mut a = ArrayEncoder::new(opts.clone()).unwrap();
+                    let mut b = ArrayEncoder::new(opts).unwrap();
+                    let (mut da, mut db) = (Vec::new(), Vec::new());
+                    for _ in 0..2 {
+                        a.push(value).unwrap();
+                        b.push_fragment(frag).unwrap();
+                    }
+                    a.finish_into(&mut da).unwrap();
+                    b.finish_into(&mut db).unwrap();
+                    assert_eq!(da, db, "{text:?}");
+                }
+                for (t, name) in ["epoch", "dc", "type", "subtype"].iter().enumerate() {
+                    let found = value.get(name);
+                    match (&tags[t], found) {
+                        (None, None) => {}
+                        (Some(TagValue::Int(i)), Some(Value::Int(j))) => assert_eq!(i, j),
+                        (Some(TagValue::Str(s)), Some(v)) => assert_eq!(Some(&**s), v.as_str()),
+                        (got, want) => panic!("{text:?}: tag {name}: {got:?} vs {want:?}"),
+                    }
+                }
+            }
             (Some(g), Err(e)) => panic!("fast accepted {text:?} as {g:?}; serde_json: {e:?}"),
             (None, _) => {}
         }
@@ -758,7 +874,21 @@ mod tests {
                 let _ = check(c, depth);
             }
         }
-        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let tagged = [
+            r#"{"type":"WEB","dc":"ams1","subtype":"","epoch":1700000000,"x":[true,false,null]}"#,
+            r#"{"type":"W\u0045B","dc":7,"epoch":-3}"#,
+            r#"{"type":"WEB","type":"WEB"}"#,
+            r#"{"type":null}"#,
+            r#"{"epoch":1.5}"#,
+            r#"{"dc":["a"]}"#,
+            r#"{"big":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":"dup"},"arr":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,"dup"],"q":"dup"}"#,
+        ];
+        for c in tagged {
+            let _ = check(c, 32);
+        }
+        assert!(check(tagged[0], 32) && check(tagged[1], 32) && check(tagged[6], 32));
+        assert!(!check(tagged[2], 32) && !check(tagged[3], 32) && !check(tagged[4], 32));
+        let deep = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
         for n in [31, 32, 33, 99, 100, 101, 127, 128, 129, 300] {
             for depth in [32, 100, 127, 128, 1000] {
                 let _ = check(&deep(n), depth);

@@ -40,4 +40,6 @@ pub mod spool;
 pub mod wal;
 
 pub use drops::{Drop, DropCounters, DropReason};
-pub use ingest::{detect, ConfigError, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent};
+pub use ingest::{
+    detect, ConfigError, EventBody, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent,
+};

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use sluice_blob::{BlobOptions, EpochKey, EventKey, IndexEntry};
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig, FlushReport};
-use sluice_collector::ParsedEvent;
+use sluice_collector::{EventBody, ParsedEvent};
 use sluice_gen::GenConfig;
 use sluice_store::{
     BlobKey, EmbeddedStore, FaultyStore, InMemoryStore, Namespace, Store, StoreError,
@@ -434,17 +434,20 @@ fn failed_blob_is_not_indexed_and_retry_succeeds() {
 fn unencodable_events_are_dropped_and_counted() {
     let input = events(21, 300, 1_000, true);
     let mut bad = input[0].clone();
-    bad.event = sereal::Value::Int(5);
+    bad.event = EventBody::Value(sereal::Value::Int(5));
     let mut deep = input[1].clone();
     let mut v = sereal::Value::Int(1);
     for _ in 0..600 {
         v = sereal::Value::Array(vec![v]);
     }
-    if let sereal::Value::Hash(h) = &mut deep.event {
+    let mut deep_value = deep.event.to_value().unwrap();
+    if let sereal::Value::Hash(h) = &mut deep_value {
         h.push((sereal::Key::from("deep"), v));
     }
+    deep.event = EventBody::Value(deep_value);
     let mut huge = input[2].clone();
-    if let sereal::Value::Hash(h) = &mut huge.event {
+    let mut huge_value = huge.event.to_value().unwrap();
+    if let sereal::Value::Hash(h) = &mut huge_value {
         // Incompressible, so that its chunk stays over the limit.
         let mut x = 1u64;
         let text: String = (0..20_000)
@@ -455,6 +458,7 @@ fn unencodable_events_are_dropped_and_counted() {
             .collect();
         h.push((sereal::Key::from("huge"), sereal::Value::String(text)));
     }
+    huge.event = EventBody::Value(huge_value.clone());
     for allow_oversized_events in [true, false] {
         let store = Arc::new(InMemoryStore::new());
         let blob = BlobOptions {
@@ -479,7 +483,7 @@ fn unencodable_events_are_dropped_and_counted() {
         assert!(!report.errors.is_empty());
         let mut want = bag(&input);
         if allow_oversized_events {
-            *want.entry(json(&huge.event)).or_insert(0) += 1;
+            *want.entry(json(&huge_value)).or_insert(0) += 1;
         }
         assert_eq!(read_back(&*store, E0, E0 + 10), want);
         let counts = total_counts(&*store, E0, E0 + 10);

@@ -30,13 +30,21 @@ fn check(out: &IngestOutcome) {
     for e in &out.events {
         for (k, want) in [("dc", &e.dc), ("type", &e.type_), ("subtype", &e.subtype)] {
             assert_eq!(
-                e.event.get(k).and_then(sereal::Value::as_str),
+                e.event
+                    .to_value()
+                    .unwrap()
+                    .get(k)
+                    .and_then(sereal::Value::as_str),
                 Some(want.as_str())
             );
             assert!(!want.contains([':', '|']));
         }
         assert_eq!(
-            e.event.get("epoch").and_then(sereal::Value::as_i64),
+            e.event
+                .to_value()
+                .unwrap()
+                .get("epoch")
+                .and_then(sereal::Value::as_i64),
             Some(e.epoch)
         );
         assert!(!e.type_.is_empty() && !e.dc.is_empty());

@@ -3,7 +3,7 @@
 
 use sereal::{Compression, EncoderOptions, Key, Value};
 use sluice_collector::{
-    detect, DropCounters, DropReason, Format, IngestConfig, IngestOutcome, Ingestor,
+    detect, DropCounters, DropReason, EventBody, Format, IngestConfig, IngestOutcome, Ingestor,
 };
 
 const NOW: i64 = 1_700_000_000;
@@ -30,6 +30,20 @@ fn drops(out: &IngestOutcome) -> Vec<(usize, DropReason, bool)> {
 
 fn types(out: &IngestOutcome) -> Vec<&str> {
     out.events.iter().map(|e| e.type_.as_str()).collect()
+}
+
+/// An event encoded alone into a one-element array document with the default blob profile's
+/// settings (string de-duplication): two bodies that encode alike are the same event.
+fn encoded(body: &EventBody) -> Vec<u8> {
+    let opts = sluice_blob::Profile::default().encoder_options();
+    let mut enc = sereal::ArrayEncoder::new(opts).unwrap();
+    match body {
+        EventBody::Fragment(f) => enc.push_fragment(f).unwrap(),
+        EventBody::Value(v) => enc.push(v).unwrap(),
+    }
+    let mut out = Vec::new();
+    enc.finish_into(&mut out).unwrap();
+    out
 }
 
 #[test]
@@ -218,7 +232,7 @@ fn tags_are_filled_into_the_event() {
         (NOW, "ams1", "WEB", "")
     );
     assert_eq!(
-        sereal::json::to_string(&e.event),
+        sereal::json::to_string(&e.event.to_value().unwrap()),
         format!(r#"{{"type":"WEB","x":1,"epoch":{NOW},"dc":"ams1","subtype":""}}"#)
     );
     // Given tags are kept where they are; nulls are filled in place.
@@ -235,7 +249,7 @@ fn tags_are_filled_into_the_event() {
         (NOW - 5, "lhr2", "CRON", "")
     );
     assert_eq!(
-        sereal::json::to_string(&e.event),
+        sereal::json::to_string(&e.event.to_value().unwrap()),
         format!(
             r#"{{"epoch":{},"dc":"lhr2","type":"CRON","subtype":""}}"#,
             NOW - 5
@@ -248,7 +262,7 @@ fn tags_are_filled_into_the_event() {
         (NOW, "ams1", "health")
     );
     assert_eq!(
-        sereal::json::to_string(&e.event),
+        sereal::json::to_string(&e.event.to_value().unwrap()),
         format!(r#"{{"type":"LB","subtype":"health","dc":"ams1","epoch":{NOW}}}"#)
     );
 }
@@ -479,11 +493,21 @@ fn sereal_payloads() {
         assert_eq!(out.events.len(), 200);
         assert_eq!(out.events[1].type_, "B");
         assert_eq!(
-            out.events[0].event.get("dc").and_then(Value::as_str),
+            out.events[0]
+                .event
+                .to_value()
+                .unwrap()
+                .get("dc")
+                .and_then(Value::as_str),
             Some("ams1")
         );
         assert_eq!(
-            out.events[0].event.get("path").and_then(Value::as_str),
+            out.events[0]
+                .event
+                .to_value()
+                .unwrap()
+                .get("path")
+                .and_then(Value::as_str),
             Some("/index/page/long/enough")
         );
     }
@@ -591,25 +615,33 @@ fn generated_events_round_trip() {
     assert_eq!(out.events.len(), 1000);
     for (line, ev) in text.lines().zip(&out.events) {
         let want: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(sereal::json::to_json_value(&ev.event), want);
-        // Same value as the codec's own JSON mapping.
         assert_eq!(
-            ev.event,
-            sereal::json::from_json_slice(line.as_bytes()).unwrap()
+            sereal::json::to_json_value(&ev.event.to_value().unwrap()),
+            want
         );
+        // Taken by the fast path, and encoded as the codec's own JSON mapping is.
+        assert!(matches!(ev.event, EventBody::Fragment(_)));
+        let value = sereal::json::from_json_slice(line.as_bytes()).unwrap();
+        assert_eq!(encoded(&ev.event), encoded(&EventBody::Value(value)));
         assert_eq!(ev.type_, "WEB");
         assert_eq!(Some(ev.dc.as_str()), want["dc"].as_str());
         assert_eq!(Some(ev.epoch), want["epoch"].as_i64());
     }
-    // Equal keys share one allocation, across events and payloads.
-    let key_of = |v: &Value, i: usize| match v {
-        Value::Hash(h) => h[i].0.clone(),
-        _ => panic!("not a hash"),
+    // On the value path (here: an integer beyond 64 bits), equal keys share one allocation,
+    // across events and payloads.
+    let key_of = |v: &EventBody, i: usize| match v {
+        EventBody::Value(Value::Hash(h)) => h[i].0.clone(),
+        other => panic!("not a value tree: {other:?}"),
     };
-    let again = ing.ingest(text.lines().next().unwrap().as_bytes(), NOW);
+    let slow: String = text
+        .lines()
+        .map(|l| format!("{},\"big\":123456789012345678901}}\n", &l[..l.len() - 1]))
+        .collect();
+    let slow_out = ing.ingest(slow.as_bytes(), NOW);
+    let again = ing.ingest(slow.lines().next().unwrap().as_bytes(), NOW);
     for (a, b) in [
-        (&out.events[0].event, &out.events[999].event),
-        (&out.events[0].event, &again.events[0].event),
+        (&slow_out.events[0].event, &slow_out.events[999].event),
+        (&slow_out.events[0].event, &again.events[0].event),
     ] {
         match (key_of(a, 2), key_of(b, 2)) {
             (Key::Utf8(x), Key::Utf8(y)) => assert!(std::sync::Arc::ptr_eq(&x, &y)),
@@ -628,8 +660,8 @@ fn generated_events_round_trip() {
     assert!(from_blob.is_clean());
     for (a, b) in from_blob.events.iter().zip(&out.events) {
         assert_eq!(
-            sereal::json::to_json_value(&a.event),
-            sereal::json::to_json_value(&b.event)
+            sereal::json::to_json_value(&a.event.to_value().unwrap()),
+            sereal::json::to_json_value(&b.event.to_value().unwrap())
         );
     }
 }
@@ -684,7 +716,7 @@ fn integer_dc_is_accepted() {
     assert!(out.is_clean(), "{:?}", out.dropped);
     let e = &out.events[0];
     assert_eq!(e.dc, "1");
-    assert_eq!(e.event.get("dc"), Some(&Value::Int(1)));
+    assert_eq!(e.event.to_value().unwrap().get("dc"), Some(&Value::Int(1)));
     let out = ingest(br#"{"type":"A","dc":18446744073709551615}"#);
     assert_eq!(out.events[0].dc, "18446744073709551615");
     let out = ingest(br#"{"type":"A","dc":-3}"#);
@@ -724,7 +756,7 @@ fn original_perl_producer_with_integer_dc() {
         (e.epoch, e.dc.as_str(), e.type_.as_str(), e.subtype.as_str()),
         (NOW - 1, "1", "type1", "subtype1")
     );
-    assert_eq!(e.event.get("dc"), Some(&Value::Int(1)));
+    assert_eq!(e.event.to_value().unwrap().get("dc"), Some(&Value::Int(1)));
 }
 
 /// Integers beyond 64 bits are kept exactly (as their digits), never rounded to a float; in
@@ -748,6 +780,8 @@ fn big_integers_are_kept_exactly() {
         assert!(out.is_clean(), "{json}: {:?}", out.dropped);
         let n = out.events[0]
             .event
+            .to_value()
+            .unwrap()
             .get("n")
             .and_then(Value::as_str)
             .map(str::to_owned);
@@ -760,7 +794,7 @@ fn big_integers_are_kept_exactly() {
     }
     // In range: still numbers; a string holding digits is untouched.
     let out = ingest(br#"{"type":"A","u":18446744073709551615,"i":-9223372036854775808,"f":1e30,"s":"123456789012345678901234567890"}"#);
-    let e = &out.events[0].event;
+    let e = &out.events[0].event.to_value().unwrap();
     assert_eq!(e.get("u"), Some(&Value::UInt(u64::MAX)));
     assert_eq!(e.get("i"), Some(&Value::Int(i64::MIN)));
     assert_eq!(e.get("f"), Some(&Value::Float(1e30)));

@@ -632,7 +632,7 @@ fn run_seconds(
             assert!(out.is_clean());
             for e in &out.events {
                 *expected
-                    .entry(sereal::json::to_json_value(&e.event).to_string())
+                    .entry(sereal::json::to_json_value(&e.event.to_value().unwrap()).to_string())
                     .or_insert(0) += 1;
             }
             let seq = wal.append(&p, t).unwrap();

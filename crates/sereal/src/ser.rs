@@ -17,6 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::compress::{self, Compression};
 use crate::error::{Error, ErrorCode, Result};
+use crate::fragment::{Fragment, MARK_BOOL, MARK_KEY, MARK_POS};
 use crate::header;
 use crate::tag::*;
 use crate::value::{Key, Value};
@@ -67,6 +68,41 @@ impl EncoderOptions {
 /// Slots of the encoder's key cache (a power of two).
 const KEY_CACHE: usize = 256;
 
+/// Slots of the cache of keys found by their bytes (a power of two).
+const KEY_TAGS: usize = 256;
+
+/// A key written (or copied) before, found by its bytes: its length, first 8 bytes
+/// (zero-padded) and UTF-8 flag, and where its tag and bytes are in the body (`at` 0: empty).
+#[derive(Debug, Clone, Copy, Default)]
+struct KeyTag {
+    head: u64,
+    len: usize,
+    utf8: bool,
+    at: usize,
+    data: usize,
+}
+
+/// The first 8 bytes of `s` (zero-padded) and the cache slot of `s`.
+#[inline]
+fn key_head(s: &[u8]) -> (u64, usize) {
+    // Assembled in a register: a variable-length copy into a stack word (a `memcpy` call, then a
+    // wide load of narrow stores) stalled on store forwarding, half of `push_fragment`'s time.
+    let head = match s.get(..8) {
+        Some(word) => {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(word);
+            u64::from_le_bytes(w)
+        }
+        None => s
+            .iter()
+            .enumerate()
+            .fold(0u64, |h, (i, &b)| h | u64::from(b) << (8 * i)),
+    };
+    let mut x = (head ^ (s.len() as u64).rotate_right(8)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 32;
+    (head, (x as usize) & (KEY_TAGS - 1))
+}
+
 /// A reusable encoder; buffers and de-duplication tables are kept between documents.
 #[derive(Debug)]
 pub struct Encoder {
@@ -79,6 +115,8 @@ pub struct Encoder {
     key_ptrs: HashMap<usize, usize>,
     /// Recent `key_ptrs` hits, by pointer bits: `(pointer, offset)`, pointer 0 = empty.
     key_cache: Box<[(usize, usize); KEY_CACHE]>,
+    /// Keys of fragments, by their bytes (see [`Encoder::key_bytes`]).
+    key_tags: Box<[KeyTag; KEY_TAGS]>,
     /// First offset of each de-duplicated string value.
     strings: SeenStrings,
     classes: HashMap<String, usize>,
@@ -106,6 +144,7 @@ impl Encoder {
             keys: Default::default(),
             key_ptrs: HashMap::default(),
             key_cache: Box::new([(0, 0); KEY_CACHE]),
+            key_tags: Box::new([KeyTag::default(); KEY_TAGS]),
             strings: Default::default(),
             classes: HashMap::default(),
             depth: 0,
@@ -143,12 +182,61 @@ impl Encoder {
         self.keys.clear();
         self.key_ptrs.clear();
         self.key_cache.fill((0, 0));
+        self.key_tags.fill(KeyTag::default());
         self.strings.clear();
         self.classes.clear();
         self.depth = 0;
         self.streaming = streaming;
         self.backrefs.clear();
         self.held_keys.clear();
+    }
+
+    /// Append a fragment's bytes, running its keys and strings through the de-duplication
+    /// tables (in order, as `value` would meet them) and its booleans through the protocol's
+    /// form.
+    fn relink(&mut self, f: &Fragment) -> Result<()> {
+        let src = &f.body[..];
+        // No `reserve` of the whole fragment: the body grows exactly when `value` would grow it,
+        // so memory accounting (`memory_bytes`) does not depend on which path an event took.
+        let mut last = 0;
+        for &m in &f.marks {
+            let at = (m & MARK_POS) as usize;
+            let chunk = src
+                .get(last..at)
+                .ok_or_else(|| Error::new(ErrorCode::BadOffset(at as u64), at))?;
+            self.body.extend_from_slice(chunk);
+            if m & !MARK_POS == MARK_BOOL {
+                let yes = src.get(at) == Some(&YES);
+                self.body.push(match (self.opts.protocol >= 5, yes) {
+                    (true, true) => YES,
+                    (true, false) => NO,
+                    (false, true) => TRUE,
+                    (false, false) => FALSE,
+                });
+                last = at + 1;
+                continue;
+            }
+            let tag = *src.get(at).ok_or_else(|| Error::new(ErrorCode::Eof, at))?;
+            let mut data = at + 1;
+            let (len, utf8) = match tag {
+                STR_UTF8 => (varint::read(src, &mut data)? as usize, true),
+                BINARY => (varint::read(src, &mut data)? as usize, false),
+                t if t & 0xE0 == SHORT_BINARY_0 => ((t & 0x1F) as usize, false),
+                t => return Err(Error::new(ErrorCode::BadTag(t), at)),
+            };
+            let bytes = src
+                .get(data..data + len)
+                .ok_or_else(|| Error::new(ErrorCode::Eof, data))?;
+            if m & !MARK_POS == MARK_KEY {
+                self.key_bytes(bytes, utf8);
+            } else {
+                self.string(bytes, utf8);
+            }
+            last = data + len;
+        }
+        self.body
+            .extend_from_slice(src.get(last..).unwrap_or_default());
+        Ok(())
     }
 
     /// Offsets are 1-based from the start of the body (protocol 2+).
@@ -270,28 +358,11 @@ impl Encoder {
 
     #[inline]
     fn int(&mut self, i: i64) {
-        if (0..16).contains(&i) {
-            self.body.push(POS_0 | i as u8);
-        } else if (-16..0).contains(&i) {
-            self.body.push((i + 32) as u8);
-        } else if i > 0 {
-            self.body.push(VARINT);
-            varint::write(&mut self.body, i as u64);
-        } else {
-            self.body.push(ZIGZAG);
-            varint::write(&mut self.body, varint::zigzag(i));
-        }
+        write_int(&mut self.body, i);
     }
 
     fn float(&mut self, f: f64) {
-        let narrow = f as f32;
-        if narrow as f64 == f || f.is_nan() {
-            self.body.push(FLOAT);
-            self.body.extend_from_slice(&narrow.to_le_bytes());
-        } else {
-            self.body.push(DOUBLE);
-            self.body.extend_from_slice(&f.to_le_bytes());
-        }
+        write_float(&mut self.body, f);
     }
 
     /// A string value, de-duplicated when asked to.
@@ -349,6 +420,44 @@ impl Encoder {
         self.key_ptrs.insert(ptr, here);
     }
 
+    /// A hash key given by its bytes (from a fragment): always de-duplicated, against the same
+    /// table as [`key`](Self::key), with a direct-mapped cache in front (events repeat the same
+    /// few dozen keys).
+    #[inline]
+    fn key_bytes(&mut self, bytes: &[u8], utf8: bool) {
+        let (head, slot) = key_head(bytes);
+        let e = self.key_tags[slot];
+        if e.at != 0
+            && e.head == head
+            && e.len == bytes.len()
+            && e.utf8 == utf8
+            && (bytes.len() <= 8 || same_bytes(&self.body[e.data + 8..e.data + e.len], &bytes[8..]))
+        {
+            self.copy(e.at);
+            return;
+        }
+        let hash = SeenStrings::hash(bytes, utf8);
+        let (at, data) = match self.keys.get_entry(&self.body, hash, bytes, utf8) {
+            Some(found) => {
+                self.copy(found.0);
+                found
+            }
+            None => {
+                let here = self.offset();
+                let data = self.raw_string(bytes, utf8);
+                self.keys.insert(hash, here, data, bytes.len(), utf8);
+                (here, data)
+            }
+        };
+        self.key_tags[slot] = KeyTag {
+            head,
+            len: bytes.len(),
+            utf8,
+            at,
+            data,
+        };
+    }
+
     #[inline]
     fn copy(&mut self, at: usize) {
         if self.streaming {
@@ -361,20 +470,55 @@ impl Encoder {
     /// Write a string tag and its bytes; returns where the bytes start in the body.
     #[inline]
     fn raw_string(&mut self, bytes: &[u8], utf8: bool) -> usize {
-        self.body.reserve(bytes.len() + 11);
-        if utf8 {
-            self.body.push(STR_UTF8);
-            varint::write(&mut self.body, bytes.len() as u64);
-        } else if bytes.len() < 32 {
-            self.body.push(SHORT_BINARY_0 | bytes.len() as u8);
-        } else {
-            self.body.push(BINARY);
-            varint::write(&mut self.body, bytes.len() as u64);
-        }
-        let data = self.body.len();
-        self.body.extend_from_slice(bytes);
-        data
+        write_raw_string(&mut self.body, bytes, utf8)
     }
+}
+
+/// An integer as the reference writes it (small ones in the tag byte).
+#[inline]
+pub(crate) fn write_int(body: &mut Vec<u8>, i: i64) {
+    if (0..16).contains(&i) {
+        body.push(POS_0 | i as u8);
+    } else if (-16..0).contains(&i) {
+        body.push((i + 32) as u8);
+    } else if i > 0 {
+        body.push(VARINT);
+        varint::write(body, i as u64);
+    } else {
+        body.push(ZIGZAG);
+        varint::write(body, varint::zigzag(i));
+    }
+}
+
+/// A float: `FLOAT` when it survives the round trip through `f32`, else `DOUBLE`.
+#[inline]
+pub(crate) fn write_float(body: &mut Vec<u8>, f: f64) {
+    let narrow = f as f32;
+    if narrow as f64 == f || f.is_nan() {
+        body.push(FLOAT);
+        body.extend_from_slice(&narrow.to_le_bytes());
+    } else {
+        body.push(DOUBLE);
+        body.extend_from_slice(&f.to_le_bytes());
+    }
+}
+
+/// A string tag and its bytes; returns where the bytes start in `body`.
+#[inline]
+pub(crate) fn write_raw_string(body: &mut Vec<u8>, bytes: &[u8], utf8: bool) -> usize {
+    body.reserve(bytes.len() + 11);
+    if utf8 {
+        body.push(STR_UTF8);
+        varint::write(body, bytes.len() as u64);
+    } else if bytes.len() < 32 {
+        body.push(SHORT_BINARY_0 | bytes.len() as u8);
+    } else {
+        body.push(BINARY);
+        varint::write(body, bytes.len() as u64);
+    }
+    let data = body.len();
+    body.extend_from_slice(bytes);
+    data
 }
 
 /// Bytes reserved in front of an [`ArrayEncoder`]'s elements for the array header: the size of
@@ -474,6 +618,32 @@ impl ArrayEncoder {
         Ok(())
     }
 
+    /// Append one element given as a [`Fragment`]: the document gets the same bytes as
+    /// [`push`](Self::push) of the fragment's value would write (see [`crate::fragment`]). On
+    /// error (nesting deeper than `max_depth`) nothing of it is kept.
+    pub fn push_fragment(&mut self, f: &Fragment) -> Result<()> {
+        if self.enc.opts.canonical {
+            // Keys must be sorted: go through the value (off the fast path by choice).
+            return self.push(&f.to_value()?);
+        }
+        let enc = &mut self.enc;
+        // The array itself is the first level, as in `push`.
+        if f.depth + 1 > enc.opts.max_depth {
+            return Err(Error::new(
+                ErrorCode::DepthLimit(enc.opts.max_depth),
+                enc.body.len(),
+            ));
+        }
+        let mark = enc.body.len();
+        let backrefs = enc.backrefs.len();
+        if let Err(e) = enc.relink(f) {
+            self.rollback(mark, backrefs);
+            return Err(e);
+        }
+        self.count += 1;
+        Ok(())
+    }
+
     /// Forget everything written after `mark` (a body length between elements).
     #[cold]
     fn rollback(&mut self, mark: usize, backrefs: usize) {
@@ -486,6 +656,7 @@ impl ArrayEncoder {
         enc.key_ptrs.retain(|_, at| *at <= mark);
         enc.classes.retain(|_, at| *at <= mark);
         enc.key_cache.fill((0, 0));
+        enc.key_tags.fill(KeyTag::default());
         // `held_keys` stays: entries kept in `key_ptrs` may name keys pushed after `mark`.
     }
 
@@ -590,13 +761,25 @@ impl SeenStrings {
     /// The offset (as `COPY` names it) of an equal string already written in `body`.
     #[inline]
     pub fn get(&self, body: &[u8], hash: u64, bytes: &[u8], utf8: bool) -> Option<usize> {
+        self.get_entry(body, hash, bytes, utf8).map(|(at, _)| at)
+    }
+
+    /// `(at, data)` of a string seen before.
+    #[inline]
+    fn get_entry(
+        &self,
+        body: &[u8],
+        hash: u64,
+        bytes: &[u8],
+        utf8: bool,
+    ) -> Option<(usize, usize)> {
         self.table
             .find(hash, |e| {
                 e.len == bytes.len()
                     && e.utf8 == utf8
                     && same_bytes(&body[e.data..e.data + e.len], bytes)
             })
-            .map(|e| e.at)
+            .map(|e| (e.at, e.data))
     }
 
     /// Remember a string written at offset `at` whose `len` bytes start at index `data` of the

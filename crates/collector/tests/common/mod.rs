@@ -40,7 +40,7 @@ pub fn json(v: &sereal::Value) -> String {
 pub fn bag<'a>(evs: impl IntoIterator<Item = &'a ParsedEvent>) -> BTreeMap<String, usize> {
     let mut m = BTreeMap::new();
     for e in evs {
-        *m.entry(json(&e.event)).or_insert(0) += 1;
+        *m.entry(json(&e.event.to_value().unwrap())).or_insert(0) += 1;
     }
     m
 }

@@ -1,0 +1,286 @@
+//! Fragments: one value encoded ahead of the document it will go into, so that a parser can write
+//! Sereal straight from its input (JSON text) without building a [`Value`] tree, and an
+//! [`ArrayEncoder`](crate::ArrayEncoder) can append it later with
+//! [`push_fragment`](crate::ArrayEncoder::push_fragment).
+//!
+//! Contract:
+//! - A [`Fragment`] holds one complete value in the encoder's form (the rules of
+//!   [`crate::ser`]: small integers in the tag, `FLOAT` when `f32` keeps the value, ASCII strings
+//!   as binary, `ARRAYREF_n`/`HASHREF_n` under 16 elements) **without** back-references: every
+//!   hash key and string value is written out in full, and its position is recorded. Booleans are
+//!   written in the protocol 5 form and recorded too.
+//! - `push_fragment` copies the bytes between recorded positions as they are and runs every
+//!   recorded key and string through the document's de-duplication tables, in order, so the
+//!   document is byte for byte what [`ArrayEncoder::push`](crate::ArrayEncoder::push) writes for
+//!   the same value (the value [`Fragment::to_value`] gives back).
+//! - [`FragmentWriter`] checks its own use: containers closed in order, as many keys as values
+//!   in a hash, exactly one top-level value; [`FragmentWriter::finish`] refuses anything else
+//!   (and fragments of 1 GiB or more), so a `Fragment` always holds a well-formed value.
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::header;
+use crate::ser::{write_float, write_int, write_raw_string};
+use crate::tag::*;
+use crate::value::Value;
+use crate::varint;
+
+/// Kind of a recorded position (the top two bits of a mark).
+pub(crate) const MARK_KEY: u32 = 0;
+pub(crate) const MARK_STR: u32 = 1 << 30;
+pub(crate) const MARK_BOOL: u32 = 2 << 30;
+/// The position part of a mark.
+pub(crate) const MARK_POS: u32 = (1 << 30) - 1;
+
+/// One value encoded without back-references (see the [module docs](self)).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Fragment {
+    pub(crate) body: Vec<u8>,
+    /// Positions of the keys, string values and booleans in `body`, in order, with their kind.
+    pub(crate) marks: Vec<u32>,
+    /// Nesting of containers, the outermost counting as 1.
+    pub(crate) depth: usize,
+}
+
+impl std::fmt::Debug for Fragment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_value() {
+            Ok(v) => f.debug_tuple("Fragment").field(&v).finish(),
+            Err(_) => f
+                .debug_struct("Fragment")
+                .field("bytes", &self.body.len())
+                .finish(),
+        }
+    }
+}
+
+impl Fragment {
+    /// Bytes of the encoded value (before de-duplication).
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Whether the fragment is empty (never, for one made by [`FragmentWriter::finish`]).
+    pub fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    /// Heap bytes held.
+    pub fn heap_bytes(&self) -> usize {
+        self.body.capacity() + 4 * self.marks.capacity()
+    }
+
+    /// The value, decoded (strings come back as the decoder gives them: ASCII ones as
+    /// [`Value::Binary`]).
+    pub fn to_value(&self) -> Result<Value> {
+        let mut doc = Vec::with_capacity(self.body.len() + 8);
+        header::write(&mut doc, 5, header::Encoding::Raw);
+        doc.extend_from_slice(&self.body);
+        crate::Decoder::new().decode(&doc)
+    }
+}
+
+/// An open container of a [`FragmentWriter`].
+#[derive(Debug)]
+struct Open {
+    /// Where its one-byte header slot is.
+    at: usize,
+    /// Marks recorded before it (those after it move if its header grows).
+    marks: usize,
+    hash: bool,
+    values: usize,
+    keys: usize,
+}
+
+/// Writes one [`Fragment`] at a time; buffers are kept between fragments.
+#[derive(Debug, Default)]
+pub struct FragmentWriter {
+    body: Vec<u8>,
+    marks: Vec<u32>,
+    open: Vec<Open>,
+    depth: usize,
+    top_values: usize,
+    misuse: bool,
+}
+
+impl FragmentWriter {
+    /// An empty writer.
+    pub fn new() -> FragmentWriter {
+        FragmentWriter::default()
+    }
+
+    /// Forget the fragment being written.
+    pub fn clear(&mut self) {
+        self.body.clear();
+        self.marks.clear();
+        self.open.clear();
+        self.depth = 0;
+        self.top_values = 0;
+        self.misuse = false;
+    }
+
+    /// Bytes written so far.
+    pub fn len(&self) -> usize {
+        self.body.len()
+    }
+
+    /// Whether nothing was written since the last [`finish`](Self::finish) or
+    /// [`clear`](Self::clear).
+    pub fn is_empty(&self) -> bool {
+        self.body.is_empty()
+    }
+
+    #[inline]
+    fn counted(&mut self) {
+        match self.open.last_mut() {
+            Some(o) => o.values += 1,
+            None => self.top_values += 1,
+        }
+    }
+
+    #[inline]
+    fn mark(&mut self, kind: u32) {
+        self.marks.push(kind | (self.body.len() as u32 & MARK_POS));
+    }
+
+    /// `null`.
+    #[inline]
+    pub fn undef(&mut self) {
+        self.counted();
+        self.body.push(UNDEF);
+    }
+
+    /// A boolean.
+    #[inline]
+    pub fn bool(&mut self, b: bool) {
+        self.counted();
+        self.mark(MARK_BOOL);
+        self.body.push(if b { YES } else { NO });
+    }
+
+    /// A signed integer.
+    #[inline]
+    pub fn int(&mut self, i: i64) {
+        self.counted();
+        write_int(&mut self.body, i);
+    }
+
+    /// An unsigned integer, as [`Value::UInt`] is written.
+    #[inline]
+    pub fn uint(&mut self, u: u64) {
+        self.counted();
+        self.body.push(VARINT);
+        varint::write(&mut self.body, u);
+    }
+
+    /// A float.
+    #[inline]
+    pub fn float(&mut self, f: f64) {
+        self.counted();
+        write_float(&mut self.body, f);
+    }
+
+    /// A string value.
+    #[inline]
+    pub fn str(&mut self, s: &str) {
+        self.counted();
+        self.mark(MARK_STR);
+        write_raw_string(&mut self.body, s.as_bytes(), !s.is_ascii());
+    }
+
+    /// A hash key (the next value written is its value).
+    #[inline]
+    pub fn key(&mut self, s: &str) {
+        match self.open.last_mut() {
+            Some(o) if o.hash && o.keys == o.values => o.keys += 1,
+            _ => self.misuse = true,
+        }
+        self.mark(MARK_KEY);
+        write_raw_string(&mut self.body, s.as_bytes(), !s.is_ascii());
+    }
+
+    /// Open a hash: then `key`, value, `key`, value, …, [`end`](Self::end).
+    #[inline]
+    pub fn begin_hash(&mut self) {
+        self.begin(true);
+    }
+
+    /// Open an array: then its elements, [`end`](Self::end).
+    #[inline]
+    pub fn begin_array(&mut self) {
+        self.begin(false);
+    }
+
+    #[inline]
+    fn begin(&mut self, hash: bool) {
+        self.counted();
+        self.open.push(Open {
+            at: self.body.len(),
+            marks: self.marks.len(),
+            hash,
+            values: 0,
+            keys: 0,
+        });
+        // The header's usual size; rewritten by `end`.
+        self.body.push(0);
+        self.depth = self.depth.max(self.open.len());
+    }
+
+    /// Close the innermost open container.
+    #[inline]
+    pub fn end(&mut self) {
+        let Some(o) = self.open.pop() else {
+            self.misuse = true;
+            return;
+        };
+        if o.hash && o.keys != o.values {
+            self.misuse = true;
+        }
+        let n = o.values;
+        let (small, big_tag) = if o.hash {
+            (HASHREF_0, HASH)
+        } else {
+            (ARRAYREF_0, ARRAY)
+        };
+        if n < 16 {
+            self.body[o.at] = small | n as u8;
+            return;
+        }
+        self.grow_header(o, big_tag, n);
+    }
+
+    /// `REFN HASH|ARRAY <n>` in place of the one-byte slot: moves the contents.
+    #[cold]
+    fn grow_header(&mut self, o: Open, tag: u8, n: usize) {
+        let mut header = vec![REFN, tag];
+        varint::write(&mut header, n as u64);
+        let shift = header.len() as u32 - 1;
+        self.body.splice(o.at..o.at + 1, header);
+        for m in &mut self.marks[o.marks..] {
+            *m += shift;
+        }
+    }
+
+    /// The fragment written since the last `finish`/`clear` (moved out in buffers of exact
+    /// size); the writer is then empty. Errors: misuse (unclosed or unbalanced containers, not
+    /// exactly one top-level value) or a fragment of 1 GiB or more.
+    pub fn finish(&mut self) -> Result<Fragment> {
+        let ok = !self.misuse
+            && self.open.is_empty()
+            && self.top_values == 1
+            && self.body.len() <= MARK_POS as usize;
+        let result = if ok {
+            Ok(Fragment {
+                body: self.body.as_slice().into(),
+                marks: self.marks.as_slice().into(),
+                depth: self.depth,
+            })
+        } else {
+            Err(Error::new(
+                ErrorCode::UnsupportedTag("malformed or oversized fragment"),
+                self.body.len(),
+            ))
+        };
+        self.clear();
+        result
+    }
+}
