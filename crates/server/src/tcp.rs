@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::limits::{ConnState, Limiter, Slot};
 use crate::metrics::SharedMetrics;
-use crate::pipeline::{IngestSummary, Msg};
+use crate::pipeline::IngestSummary;
 
 /// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
 pub const FRAME_MARK: u8 = b'S';
@@ -31,7 +31,7 @@ const MAX_IN_FLIGHT: usize = 256;
 
 /// Settings and handles of the TCP listener.
 pub(crate) struct TcpServer {
-    pub tx: mpsc::Sender<Msg>,
+    pub tx: crate::pipeline::PipelineTx,
     pub wal: Arc<Wal>,
     pub metrics: SharedMetrics,
     pub max_message: usize,
