@@ -342,6 +342,7 @@ async fn run_with(
             shard: i,
             shards: shards.clone(),
             flush_wanted: false,
+            turn_since: None,
             ingestor,
             aggregator,
             store: store.clone(),

@@ -135,6 +135,9 @@ pub(crate) struct Pipeline {
     pub shards: Arc<Shards>,
     /// A flush is due but was not this shard's turn: retried after the next message.
     pub flush_wanted: bool,
+    /// Since when this shard holds a flush turn (handlers send elsewhere meanwhile): it
+    /// flushes once its queue is empty, or [`TURN_WAIT`] after taking the turn.
+    pub turn_since: Option<Instant>,
     pub ingestor: Ingestor,
     pub aggregator: Aggregator,
     pub store: Arc<dyn Store>,
@@ -165,6 +168,10 @@ pub(crate) struct Pipeline {
     /// This thread's ingest counters, by transport.
     pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }
+
+/// Most time a shard holding a flush turn keeps answering the payloads queued to it before it
+/// flushes (no new ones come while it holds the turn, unless every shard flushes).
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a shard's loop takes next.
 enum Next {
@@ -208,7 +215,8 @@ impl Pipeline {
                         if self.refusal().is_some() || self.disk().why().is_some() {
                             self.shed(events);
                         } else {
-                            self.route(events, None, 0);
+                            let parts = split_by_owner(events, self.shards.len());
+                            self.route(parts, None, 0);
                         }
                         self.publish_pending();
                     }
@@ -237,8 +245,14 @@ impl Pipeline {
                     }
                 },
             }
-            if self.flush_wanted {
-                self.try_flush();
+            if self.flush_wanted && self.turn_since.is_none() && self.shards.try_flush(self.shard) {
+                self.turn_since = Some(Instant::now());
+            }
+            if let Some(since) = self.turn_since {
+                // Payloads already queued here are answered before the flush holds the thread.
+                if rx.is_empty() || since.elapsed() >= TURN_WAIT {
+                    self.flush_now();
+                }
             }
         }
         while let Ok(r) = routed.try_recv() {
@@ -252,13 +266,10 @@ impl Pipeline {
         self.disk.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Flushes due epochs if it is this shard's turn (see [`shards`]); else leaves
-    /// `flush_wanted` set for the next message.
-    fn try_flush(&mut self) {
-        if !self.shards.try_flush(self.shard) {
-            return;
-        }
+    /// Flushes due epochs (this shard holds a flush turn, see [`shards`]) and ends the turn.
+    fn flush_now(&mut self) {
         self.flush_wanted = false;
+        self.turn_since = None;
         let start = Instant::now();
         let report = if self.wal_writable() {
             self.aggregator.flush_due(self.clock.now())
@@ -283,30 +294,31 @@ impl Pipeline {
         }
     }
 
-    /// Adds events another shard parsed (of groups this one owns).
+    /// Adds events another shard parsed (of groups this one owns); publishes before it
+    /// releases them (see [`shards`]).
     fn add_routed(&mut self, r: Routed) {
+        let count = r.events.len() as u64;
+        match r.seq {
+            Some(seq) => self.aggregator.add_logged(r.events, self.clock.now(), seq),
+            None => self.aggregator.add(r.events, self.clock.now()),
+        }
+        self.publish_status();
         self.shards
             .routed_bytes
             .fetch_sub(r.bytes, Ordering::Relaxed);
-        match r.seq {
-            Some(seq) => {
-                self.aggregator.add_logged(r.events, self.clock.now(), seq);
-                self.publish_pending();
-                self.shards.release(seq);
-            }
-            None => {
-                self.aggregator.add(r.events, self.clock.now());
-                self.publish_pending();
-            }
+        self.shards
+            .routed_events
+            .fetch_sub(count, Ordering::Relaxed);
+        if let Some(seq) = r.seq {
+            self.shards.release(seq);
         }
+        self.publish_pending();
     }
 
     /// Files `events` (of one payload of `payload_len` bytes; of WAL record `seq` if logged,
     /// already registered in flight for every shard that gets some) with their owners: this
     /// shard's into its aggregator, the others' sent to them.
-    fn route(&mut self, events: Vec<ParsedEvent>, seq: Option<u64>, payload_len: usize) {
-        let n = self.shards.len();
-        let parts = split_by_owner(events, n);
+    fn route(&mut self, parts: Vec<Vec<ParsedEvent>>, seq: Option<u64>, payload_len: usize) {
         let total: usize = parts.iter().map(Vec::len).sum::<usize>().max(1);
         for (i, part) in parts.into_iter().enumerate() {
             if part.is_empty() {
@@ -316,7 +328,7 @@ impl Pipeline {
                 match seq {
                     Some(s) => {
                         self.aggregator.add_logged(part, self.clock.now(), s);
-                        self.publish_pending();
+                        self.publish_status();
                         self.shards.release(s);
                     }
                     None => self.aggregator.add(part, self.clock.now()),
@@ -324,7 +336,11 @@ impl Pipeline {
                 continue;
             }
             let bytes = (payload_len as u64).saturating_mul(part.len() as u64) / total as u64;
+            let count = part.len() as u64;
             self.shards.routed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.shards
+                .routed_events
+                .fetch_add(count, Ordering::Relaxed);
             let sent = self.shards.routes[i].send(Routed {
                 events: part,
                 seq,
@@ -334,6 +350,9 @@ impl Pipeline {
                 // Only while stopping: the record stays in flight (not checkpointed), so the
                 // next start replays these events.
                 self.shards.routed_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.shards
+                    .routed_events
+                    .fetch_sub(count, Ordering::Relaxed);
             }
         }
     }
@@ -400,12 +419,27 @@ impl Pipeline {
             }
             return IngestSummary::refused(format!("unavailable: {why}; retry later"));
         }
-        let out = self.ingestor.ingest(payload, now);
+        let mut out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
         let mut wal_seq = None;
+        let n = self.shards.len();
+        let owner_of: Vec<usize> = if n > 1 {
+            out.events
+                .iter()
+                .map(|e| shards::shard_of(&e.dc, &e.type_, &e.subtype, n))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if !out.events.is_empty() {
-            let owners = owners(&out.events, self.shards.len());
+            let owners = if n > 1 {
+                let mut seen = vec![false; n];
+                owner_of.iter().for_each(|&i| seen[i] = true);
+                seen.iter().filter(|s| **s).count()
+            } else {
+                1
+            };
             match self.shards.append(&self.wal, payload, now, owners) {
                 Ok(seq) => wal_seq = Some(seq),
                 Err(e) => {
@@ -432,7 +466,17 @@ impl Pipeline {
         };
         if let Some(seq) = wal_seq {
             self.metrics.wal_appends.inc();
-            self.route(out.events, Some(seq), payload.len());
+            let events = std::mem::take(&mut out.events);
+            let parts = if n > 1 {
+                let mut parts: Vec<Vec<ParsedEvent>> = (0..n).map(|_| Vec::new()).collect();
+                for (e, &i) in events.into_iter().zip(&owner_of) {
+                    parts[i].push(e);
+                }
+                parts
+            } else {
+                vec![events]
+            };
+            self.route(parts, Some(seq), payload.len());
         }
         self.publish_pending();
         summary
@@ -466,9 +510,22 @@ impl Pipeline {
             .or_insert_with(|| IngestCounters::new(transport, self.metrics.clone()))
     }
 
-    /// Publishes what this shard's aggregator holds (for the other shards: only ever a lower
-    /// oldest pending WAL record, see [`shards`]) and the totals over shards to `/metrics`.
+    /// Publishes what this shard's aggregator holds ([`publish_status`](Self::publish_status))
+    /// and the totals over shards to `/metrics`.
     pub(crate) fn publish_pending(&self) {
+        self.publish_status();
+        let sh = &self.shards;
+        let _latest = sh.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let events = sh.pending_events();
+        self.metrics.pending_events.set(as_gauge(events));
+        self.metrics.pending_bytes.set(as_gauge(sh.pending_bytes()));
+        let waiting = events > 0 || sh.total(|s| &s.pending_batches) > 0;
+        self.metrics.set_waiting(waiting, now_unix());
+    }
+
+    /// Publishes what this shard's aggregator holds, for the other shards (the oldest pending
+    /// WAL record only ever lower: see [`shards`]) and for the totals.
+    pub(crate) fn publish_status(&self) {
         let a = &self.aggregator;
         let st = &self.shards.status[self.shard];
         st.min_seq
@@ -483,12 +540,6 @@ impl Pipeline {
         set(&st.memory_batches, a.memory_batches() as u64);
         st.backpressured
             .store(a.is_backpressured(), Ordering::Relaxed);
-        let sh = &self.shards;
-        let events = sh.total(|s| &s.pending_events);
-        self.metrics.pending_events.set(as_gauge(events));
-        self.metrics.pending_bytes.set(as_gauge(sh.pending_bytes()));
-        let waiting = events > 0 || sh.total(|s| &s.pending_batches) > 0;
-        self.metrics.set_waiting(waiting, now_unix());
     }
 
     /// Why input is refused now (backpressure), if it is: a spool is full while the store
@@ -509,18 +560,6 @@ impl Pipeline {
             )
         })
     }
-}
-
-/// How many shards own some of `events`.
-fn owners(events: &[ParsedEvent], n: usize) -> usize {
-    if n <= 1 {
-        return 1;
-    }
-    let mut seen = vec![false; n];
-    for e in events {
-        seen[shards::shard_of(&e.dc, &e.type_, &e.subtype, n)] = true;
-    }
-    seen.iter().filter(|s| **s).count()
 }
 
 /// `events` split by owning shard (index = shard), in their order.

@@ -124,8 +124,12 @@ pub(crate) struct Shards {
     /// WAL records appended whose events are not yet in (and published by) every shard they
     /// go to: seq → shards still to add them.
     in_flight: Mutex<BTreeMap<u64, usize>>,
-    /// Bytes of [`Routed`] events sent and not yet added.
+    /// Bytes and events of [`Routed`] events sent and not yet added.
     pub routed_bytes: AtomicU64,
+    pub routed_events: AtomicU64,
+    /// Held while the totals are summed and set in `/metrics`: the last shard to publish sets
+    /// the latest totals (no stale sum overwrites a fresh one).
+    pub publish: Mutex<()>,
     /// Shards flushing now, and how many may.
     flushers: AtomicUsize,
     max_flushers: usize,
@@ -145,6 +149,8 @@ impl Shards {
             routes,
             in_flight: Mutex::new(BTreeMap::new()),
             routed_bytes: AtomicU64::new(0),
+            routed_events: AtomicU64::new(0),
+            publish: Mutex::new(()),
             flushers: AtomicUsize::new(0),
             max_flushers: n.saturating_sub(1).max(1),
         }
@@ -236,6 +242,11 @@ impl Shards {
     }
 
     /// Events pending in memory over all shards, with those in flight between shards.
+    pub fn pending_events(&self) -> u64 {
+        self.total(|s| &s.pending_events) + self.routed_events.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of events pending in memory over all shards, with those in flight between shards.
     pub fn pending_bytes(&self) -> u64 {
         self.total(|s| &s.pending_bytes) + self.routed_bytes.load(Ordering::Relaxed)
     }
