@@ -6,9 +6,10 @@
 //!   runtime of its own; the [`Server`] tells the bound addresses, [`Server::shutdown`] stops it.
 //! - [`run`]: the same on the caller's runtime, until a shutdown future completes (`sluice serve`).
 //!
-//! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
-//! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
-//! ticker asks it to flush due epochs every 100 ms; reads run on blocking threads and stream.
+//! Inside: the pipeline shards ([`pipeline`], `pipeline_threads` of them) each own an
+//! `Ingestor` and an `Aggregator` for the groups they own; handlers ([`http`]) hand payloads to
+//! the least busy shard through bounded channels and wait for the summary; a ticker asks every
+//! shard to flush due epochs every 100 ms; reads run on blocking threads and stream.
 //! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
 //! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
 //! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload

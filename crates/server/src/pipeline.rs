@@ -74,6 +74,8 @@ pub enum Msg {
         transport: &'static str,
         /// The payload as received.
         payload: axum::body::Bytes,
+        /// When it was queued.
+        queued: Instant,
         /// Where the summary goes.
         reply: oneshot::Sender<IngestSummary>,
     },
@@ -169,8 +171,8 @@ pub(crate) struct Pipeline {
     pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }
 
-/// Most time a shard holding a flush turn keeps answering the payloads queued to it before it
-/// flushes (no new ones come while it holds the turn, unless every shard flushes).
+/// With one shard, most time it keeps answering the payloads queued to it before it flushes
+/// (with more, a shard holding a flush turn gets no new payloads: it empties its queue first).
 const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// What a shard's loop takes next.
@@ -206,8 +208,12 @@ impl Pipeline {
                     Msg::Ingest {
                         transport,
                         payload,
+                        queued,
                         reply,
                     } => {
+                        self.metrics
+                            .ingest_queue_seconds
+                            .observe(queued.elapsed().as_secs_f64());
                         let summary = self.ingest(transport, &payload);
                         let _ = reply.send(summary);
                     }
@@ -250,7 +256,7 @@ impl Pipeline {
             }
             if let Some(since) = self.turn_since {
                 // Payloads already queued here are answered before the flush holds the thread.
-                if rx.is_empty() || since.elapsed() >= TURN_WAIT {
+                if rx.is_empty() || (self.shards.len() == 1 && since.elapsed() >= TURN_WAIT) {
                     self.flush_now();
                 }
             }
@@ -584,6 +590,7 @@ pub(crate) async fn submit(
     tx.send(Msg::Ingest {
         transport,
         payload,
+        queued: Instant::now(),
         reply,
     })
     .await?;
@@ -596,6 +603,7 @@ pub(crate) async fn submit(
 pub(crate) async fn durable(
     rx: oneshot::Receiver<IngestSummary>,
     wal: &Arc<Wal>,
+    metrics: &SharedMetrics,
 ) -> Result<IngestSummary, String> {
     let summary = rx
         .await
@@ -604,6 +612,7 @@ pub(crate) async fn durable(
         return Err(e.clone());
     }
     if let Some(seq) = summary.wal_seq {
+        let start = Instant::now();
         if wal.durable_seq() < seq {
             let wal = wal.clone();
             tokio::task::spawn_blocking(move || wal.wait_durable(seq))
@@ -611,6 +620,9 @@ pub(crate) async fn durable(
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
         }
+        metrics
+            .ingest_durable_seconds
+            .observe(start.elapsed().as_secs_f64());
     }
     Ok(summary)
 }

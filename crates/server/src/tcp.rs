@@ -112,7 +112,7 @@ impl TcpServer {
         let writer = tokio::spawn(write_acks(
             wr,
             arx,
-            self.wal.clone(),
+            (self.wal.clone(), self.metrics.clone()),
             self.read_timeout,
             state.clone(),
         ));
@@ -312,7 +312,7 @@ pub(crate) fn ack_line(s: &IngestSummary) -> String {
 async fn write_acks(
     wr: OwnedWriteHalf,
     mut arx: mpsc::Receiver<Ack>,
-    wal: Arc<Wal>,
+    (wal, metrics): (Arc<Wal>, crate::metrics::SharedMetrics),
     write_timeout: Duration,
     state: Arc<ConnState>,
 ) {
@@ -320,7 +320,7 @@ async fn write_acks(
     while let Some(ack) = arx.recv().await {
         let mut line = match ack {
             Ack::Line(l) => l,
-            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal).await {
+            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal, &metrics).await {
                 Ok(s) => ack_line(&s),
                 Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
             },
