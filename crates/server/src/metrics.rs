@@ -75,9 +75,10 @@ pub struct Metrics {
     pub max_pending_bytes: IntGauge,
     /// Durations of flushes that wrote something (build, write, sync).
     pub flush_seconds: Histogram,
-    /// Where an acknowledged payload waits (issue 12, the POST tail): in a pipeline queue
-    /// before a shard takes it, and for its WAL record's fsync after.
+    /// How long an acknowledged payload waited in a pipeline queue before a shard took it
+    /// (issue 12: where the POST tail comes from).
     pub ingest_queue_seconds: Histogram,
+    /// How long it then waited for its WAL record's fsync.
     pub ingest_durable_seconds: Histogram,
     /// Unix time of the last flush that wrote something (0: none yet).
     pub last_write_unix: AtomicI64,
