@@ -326,6 +326,17 @@ impl Pipeline {
     /// shard's into its aggregator, the others' sent to them.
     fn route(&mut self, parts: Vec<Vec<ParsedEvent>>, seq: Option<u64>, payload_len: usize) {
         let total: usize = parts.iter().map(Vec::len).sum::<usize>().max(1);
+        // Events in flight are counted at the encoded size of the events pending now (what the
+        // owner will count once it added them), or at their share of the payload before any.
+        let (held_bytes, held_events) = (
+            self.shards.total(|s| &s.pending_bytes),
+            self.shards.total(|s| &s.pending_events),
+        );
+        let per_event = if held_events > 0 {
+            held_bytes / held_events
+        } else {
+            payload_len as u64 / total as u64
+        };
         for (i, part) in parts.into_iter().enumerate() {
             if part.is_empty() {
                 continue;
@@ -341,7 +352,7 @@ impl Pipeline {
                 }
                 continue;
             }
-            let bytes = (payload_len as u64).saturating_mul(part.len() as u64) / total as u64;
+            let bytes = per_event.saturating_mul(part.len() as u64);
             let count = part.len() as u64;
             self.shards.routed_bytes.fetch_add(bytes, Ordering::Relaxed);
             self.shards
