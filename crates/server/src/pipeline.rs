@@ -561,7 +561,7 @@ impl Pipeline {
 
     /// Why input is refused now (backpressure), if it is: a spool is full while the store
     /// fails, or the pending events of all shards exceed the memory budget
-    /// (`max_pending_bytes`).
+    /// (`max_pending_bytes`), or the events in flight between shards exceed a quarter of it.
     fn refusal(&self) -> Option<String> {
         if self.shards.backpressured() {
             return Some(format!(
@@ -569,10 +569,14 @@ impl Pipeline {
                 self.shards.total(|s| &s.spooled_bytes)
             ));
         }
-        let pending = self.shards.pending_bytes();
-        (pending >= self.max_pending_bytes).then(|| {
+        // The events the aggregators hold count (what a replay after a crash holds again);
+        // those in flight between shards (for an owner busy flushing) are bounded apart.
+        let pending = self.shards.total(|s| &s.pending_bytes);
+        let in_flight = self.shards.routed_bytes.load(Ordering::Relaxed);
+        (pending >= self.max_pending_bytes || in_flight >= self.max_pending_bytes / 4).then(|| {
             format!(
-                "backpressure: {pending} bytes of events pending in memory (max_pending_bytes {}); retry later",
+                "backpressure: {} bytes of events pending in memory (max_pending_bytes {}); retry later",
+                pending + in_flight,
                 self.max_pending_bytes
             )
         })

@@ -107,7 +107,7 @@ impl Pipeline {
         m.memory_batches
             .set(as_gauge(sh.total(|s| &s.memory_batches)));
         m.backpressure.set(i64::from(
-            sh.backpressured() || sh.pending_bytes() >= self.max_pending_bytes,
+            sh.backpressured() || sh.total(|s| &s.pending_bytes) >= self.max_pending_bytes,
         ));
         m.events_flushed.inc_by(report.events);
         m.late_events.inc_by(report.late_events);
