@@ -332,11 +332,9 @@ impl Pipeline {
             self.shards.total(|s| &s.pending_bytes),
             self.shards.total(|s| &s.pending_events),
         );
-        let per_event = if held_events > 0 {
-            held_bytes / held_events
-        } else {
-            payload_len as u64 / total as u64
-        };
+        let per_event = held_bytes
+            .checked_div(held_events)
+            .unwrap_or(payload_len as u64 / total as u64);
         for (i, part) in parts.into_iter().enumerate() {
             if part.is_empty() {
                 continue;
