@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-store fuzz clean
+.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store fuzz clean
 
 all: build
 
@@ -57,9 +57,14 @@ bench-python: deps
 
 ## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
 ## Row 6 (Cassandra vs embedded) starts a local cluster with scripts/cassandra.sh; stopped after.
-bench-pipeline: deps
+bench-pipeline: deps bench-wrk
+	$(CARGO) build --release -p sluice
 	@status=0; $(CARGO) run --release -p sluice-pipeline-bench || status=$$?; \
 	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; exit $$status
+
+## bench-wrk: the HTTP load generator of the shards and http rows (Debian package wrk; idempotent).
+bench-wrk:
+	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:

@@ -29,6 +29,7 @@ use sluice_reader::{Filter, RangeReader, ReadItem, ReadOptions, ReadRequest};
 use sluice_store::{BlobKey, EmbeddedStore, Namespace, Store};
 
 mod cassandra;
+mod shards;
 
 const USAGE: &str = "\
 sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
@@ -36,7 +37,7 @@ sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams,shards,http (default: all)
   --cassandra-nodes L  cluster sizes of the cassandra row, e.g. 1,3 (default 1; scripts/cassandra.sh)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
@@ -111,10 +112,12 @@ fn parse_args() -> Result<Args> {
                         "latency",
                         "cassandra",
                         "substreams",
+                        "shards",
+                        "http",
                     ]
                     .contains(&r)
                     {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams)");
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams, shards, http)");
                     }
                     a.only.push(r.to_string());
                 }
@@ -2051,6 +2054,10 @@ fn run() -> Result<()> {
         timed("substreams", &mut out, &mut |o| {
             substreams::row_substreams(&args, &tmp, o)
         })?;
+        timed("shards", &mut out, &mut |o| {
+            shards::row_shards(&args, &tmp, o)
+        })?;
+        timed("http", &mut out, &mut |o| shards::row_http(&args, &tmp, o))?;
         Ok(())
     })();
     if args.keep_tmp {

@@ -56,6 +56,10 @@ pub struct ServeArgs {
     /// gets 503 / `error unavailable` (bytes, or with a unit: 512k, 64m, 1g; 0 = off; default 64m).
     #[arg(long, value_parser = parse_bytes)]
     min_free: Option<u64>,
+    /// Pipeline threads: each parses payloads and aggregates and flushes the (dc, type,
+    /// subtype) groups it owns (default: the available cores; 1..=256).
+    #[arg(long)]
+    pipeline_threads: Option<usize>,
     /// Start past damaged WAL records: each damaged WAL file is first copied to
     /// `<wal dir>/damaged/`, then the records after the damage in it are skipped (logged).
     #[arg(long)]
@@ -146,6 +150,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(m) = a.min_free {
         c.min_free_bytes = m;
+    }
+    if let Some(n) = a.pipeline_threads {
+        c.pipeline_threads = Some(n);
     }
     if a.salvage_wal {
         c.salvage_wal = true;

@@ -46,7 +46,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::aggregate::Aggregator;
-use crate::ingest::Ingestor;
+use crate::ingest::{Ingestor, ParsedEvent};
 pub use crate::note::{BadNote, DoneNote, GroupKey};
 use crate::wal::{RecordKind, ReplayLog, WalError, WalRecord};
 
@@ -81,9 +81,10 @@ pub fn replay(
 ) -> ReplayReport {
     let mut r = Replayer::default();
     records.iter().for_each(|rec| r.note(rec, aggregator));
+    let aggregators = std::slice::from_mut(aggregator);
     records
         .iter()
-        .for_each(|rec| r.payload(rec, ingestor, aggregator, &aggregator_now));
+        .for_each(|rec| r.payload(rec, ingestor, aggregators, &|_| 0, &aggregator_now));
     r.report
 }
 
@@ -95,9 +96,29 @@ pub fn replay_log(
     aggregator: &mut Aggregator,
     aggregator_now: impl Fn(i64) -> i64,
 ) -> Result<ReplayReport, WalError> {
+    replay_log_routed(
+        log,
+        ingestor,
+        std::slice::from_mut(aggregator),
+        |_| 0,
+        aggregator_now,
+    )
+}
+
+/// [`replay_log`] into several aggregators (a sharded server): each replayed event goes to
+/// `aggregators[route(event)]` (`route` must return an index below `aggregators.len()`, which
+/// must not be empty); every aggregator must write to the same store (the first one looks up
+/// the notes' proofs).
+pub fn replay_log_routed(
+    log: &ReplayLog,
+    ingestor: &mut Ingestor,
+    aggregators: &mut [Aggregator],
+    route: impl Fn(&ParsedEvent) -> usize,
+    aggregator_now: impl Fn(i64) -> i64,
+) -> Result<ReplayReport, WalError> {
     let mut r = Replayer::default();
-    log.for_each(|rec| r.note(&rec, aggregator))?;
-    log.for_each(|rec| r.payload(&rec, ingestor, aggregator, &aggregator_now))?;
+    log.for_each(|rec| r.note(&rec, &aggregators[0]))?;
+    log.for_each(|rec| r.payload(&rec, ingestor, aggregators, &route, &aggregator_now))?;
     Ok(r.report)
 }
 
@@ -151,7 +172,8 @@ impl Replayer {
         &mut self,
         r: &WalRecord,
         ingestor: &mut Ingestor,
-        aggregator: &mut Aggregator,
+        aggregators: &mut [Aggregator],
+        route: &impl Fn(&ParsedEvent) -> usize,
         aggregator_now: &impl Fn(i64) -> i64,
     ) {
         if r.kind != RecordKind::Payload {
@@ -168,6 +190,19 @@ impl Replayer {
             self.report.skipped += (before - events.len()) as u64;
         }
         self.report.events += events.len() as u64;
-        aggregator.add_logged(events, aggregator_now(r.now), r.seq);
+        let now = aggregator_now(r.now);
+        if aggregators.len() == 1 {
+            aggregators[0].add_logged(events, now, r.seq);
+            return;
+        }
+        let mut parts: Vec<Vec<ParsedEvent>> = aggregators.iter().map(|_| Vec::new()).collect();
+        for e in events {
+            parts[route(&e)].push(e);
+        }
+        for (agg, part) in aggregators.iter_mut().zip(parts) {
+            if !part.is_empty() {
+                agg.add_logged(part, now, r.seq);
+            }
+        }
     }
 }

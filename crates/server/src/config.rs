@@ -29,6 +29,8 @@ pub const DEFAULT_MAX_PENDING_BYTES: u64 = 512 << 20;
 /// 1.24 s measured against the 1.5 s target, where 1 s gave 2.09 s); an event that arrives
 /// later is stored as a further chunk of its second, nothing is lost (`docs/decisions.md`).
 pub const DEFAULT_GRACE_MS: u64 = 250;
+/// The most pipeline threads (`pipeline_threads`).
+pub const MAX_PIPELINE_THREADS: usize = 256;
 /// Default free-space reserve of the data disks (`min_free_bytes`): 64 MiB.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 
@@ -52,7 +54,8 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// max_events = 100000          # per payload
 /// max_future_secs = 300
 /// request_timeout_secs = 30
-/// queue = 64                   # payloads waiting for the pipeline
+/// queue = 64                   # payloads waiting for each pipeline thread
+/// # pipeline_threads = 2       # parse + aggregate + flush threads (default: available cores)
 /// expire_interval_secs = 3600
 /// # wal_dir = "./data/wal"     # write-ahead log (default <data_dir>/wal)
 /// fsync = "batch"              # always | batch | batch:<ms> | never (see below)
@@ -128,8 +131,11 @@ pub struct ServerConfig {
     /// the time to the first byte for streamed range reads; also the longest an HTTP response
     /// write may wait for the client to read before the connection is cut.
     pub request_timeout_secs: u64,
-    /// Payloads queued for the pipeline before handlers wait (default 64).
+    /// Payloads queued for each pipeline thread before handlers wait (default 64).
     pub queue: usize,
+    /// Pipeline threads (shards): each parses payloads and aggregates and flushes the groups
+    /// it owns (see `pipeline::shards`). `None` (default): the available cores.
+    pub pipeline_threads: Option<usize>,
     /// How often expired partitions are dropped (default 3600 s).
     pub expire_interval_secs: u64,
     /// Directory of the write-ahead log (default `<data_dir>/wal`).
@@ -237,6 +243,7 @@ impl Default for ServerConfig {
             max_future_secs: 300,
             request_timeout_secs: 30,
             queue: 64,
+            pipeline_threads: None,
             expire_interval_secs: 3600,
             wal_dir: None,
             fsync: FsyncPolicy::BATCH,
@@ -323,6 +330,13 @@ impl ServerConfig {
             max_future_secs: self.max_future_secs,
             ..IngestConfig::default()
         }
+    }
+
+    /// The pipeline threads to run: `pipeline_threads`, else the available cores (at least 1).
+    pub fn pipeline_threads(&self) -> usize {
+        self.pipeline_threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .max(1)
     }
 
     /// The grace period: `grace_ms`, else `grace_secs`, else [`DEFAULT_GRACE_MS`].
@@ -442,6 +456,14 @@ impl ServerConfig {
             return Err(Error::Config(
                 "grace_secs / grace_ms: at most one hour".into(),
             ));
+        }
+        if self
+            .pipeline_threads
+            .is_some_and(|n| n == 0 || n > MAX_PIPELINE_THREADS)
+        {
+            return Err(Error::Config(format!(
+                "pipeline_threads must be 1..={MAX_PIPELINE_THREADS}"
+            )));
         }
         if self.wal_segment_bytes == 0 {
             return Err(Error::Config("wal_segment_bytes must be positive".into()));

@@ -6,9 +6,10 @@
 //!   runtime of its own; the [`Server`] tells the bound addresses, [`Server::shutdown`] stops it.
 //! - [`run`]: the same on the caller's runtime, until a shutdown future completes (`sluice serve`).
 //!
-//! Inside: the pipeline thread ([`pipeline`]) owns the `Ingestor` and the `Aggregator`;
-//! handlers ([`http`]) hand it payloads through a bounded channel and wait for the summary; a
-//! ticker asks it to flush due epochs every 100 ms; reads run on blocking threads and stream.
+//! Inside: the pipeline shards ([`pipeline`], `pipeline_threads` of them) each own an
+//! `Ingestor` and an `Aggregator` for the groups they own; handlers ([`http`]) hand payloads to
+//! the least busy shard through bounded channels and wait for the summary; a ticker asks every
+//! shard to flush due epochs every 100 ms; reads run on blocking threads and stream.
 //! Accepted payloads are logged in a write-ahead log ([`sluice_collector::wal`]) and
 //! acknowledged (HTTP, TCP) only once durable; the log is replayed at start. A TCP listener
 //! ([`tcp`]) takes NDJSON lines and Sereal frames; a UDP listener ([`udp`]) takes one payload
@@ -252,32 +253,52 @@ async fn run_with(
     let clock = pipeline::FlushClock {
         grace_ms: i64::try_from(config.grace().as_millis()).unwrap_or(i64::MAX),
     };
+    // One aggregator per pipeline thread, each with its own spool; more threads than asked
+    // when an earlier run with more left spooled batches (they are replayed first).
+    let spool_base = config.spool_path();
+    let threads = config.pipeline_threads();
+    let shard_count = threads.max(pipeline::shards::spooled_shards(&spool_base) + 1);
+    if shard_count > threads {
+        eprintln!(
+            "sluice-server: {shard_count} pipeline threads (not {threads}): spools of an earlier run with more threads are replayed"
+        );
+    }
     let ingestor =
         Ingestor::new(config.ingest_config()).map_err(|e| Error::Config(e.to_string()))?;
-    let aggregator = Aggregator::new(config.aggregator_config()?, store.clone())
-        .map_err(|e| Error::Config(e.to_string()))?;
+    let mut aggregators = Vec::with_capacity(shard_count);
+    for i in 0..shard_count {
+        let mut agg_cfg = config.aggregator_config()?;
+        if let Some(spool) = &mut agg_cfg.spool {
+            spool.dir = pipeline::shards::spool_dir(&spool_base, i);
+            spool.max_bytes = (spool.max_bytes / shard_count as u64).max(1);
+        }
+        aggregators.push(
+            Aggregator::new(agg_cfg, store.clone()).map_err(|e| Error::Config(e.to_string()))?,
+        );
+    }
 
-    // Open the WAL and replay it into the aggregator before serving anything (the spool, if
-    // an earlier run left one, is replayed by the aggregator's first flush).
-    let (ingestor, aggregator, wal, replayed) = {
+    // Open the WAL and replay it into the aggregators before serving anything (the spools, if
+    // an earlier run left some, are replayed by the aggregators' first flush).
+    let (ingestor, aggregators, wal, replayed) = {
         let (dir, wal_cfg, salvage) = (config.wal_path(), config.wal_config()?, config.salvage_wal);
         tokio::task::spawn_blocking(move || {
-            replay_wal(&dir, wal_cfg, salvage, ingestor, aggregator, clock)
+            replay_wal(&dir, wal_cfg, salvage, ingestor, aggregators, clock)
         })
         .await
         .map_err(|e| Error::Internal(e.to_string()))??
     };
+    let sum = |f: &dyn Fn(&Aggregator) -> u64| aggregators.iter().map(f).sum::<u64>();
     {
         let m = &metrics;
         m.wal_replayed_records.set(as_gauge(replayed.records));
         m.wal_replay_skipped_events.set(as_gauge(replayed.skipped));
         m.spool_max_bytes.set(as_gauge(config.spool_max_bytes));
         m.spool_batches
-            .set(as_gauge(aggregator.spooled_batches() as u64));
-        m.spool_bytes.set(as_gauge(aggregator.spooled_bytes()));
-        m.spool_events.set(as_gauge(aggregator.spooled_events()));
-        m.pending_events.set(as_gauge(aggregator.pending_events()));
-        m.pending_bytes.set(as_gauge(aggregator.pending_bytes()));
+            .set(as_gauge(sum(&|a| a.spooled_batches() as u64)));
+        m.spool_bytes.set(as_gauge(sum(&|a| a.spooled_bytes())));
+        m.spool_events.set(as_gauge(sum(&|a| a.spooled_events())));
+        m.pending_events.set(as_gauge(sum(&|a| a.pending_events())));
+        m.pending_bytes.set(as_gauge(sum(&|a| a.pending_bytes())));
         m.max_pending_bytes.set(as_gauge(config.max_pending_bytes));
         m.wal_checkpointed_seq.set(as_gauge(wal.checkpointed()));
         m.min_free_bytes.set(as_gauge(config.min_free_bytes));
@@ -299,36 +320,63 @@ async fn run_with(
         config.substream_config(),
     ));
 
-    // Done notes of stored batches go to the WAL before their index entries.
-    let mut aggregator = aggregator;
-    aggregator.set_note_log(pipeline::exactly_once::note_log(
-        wal.clone(),
-        metrics.clone(),
-    ));
-
-    let (tx, rx) = mpsc::channel(config.queue);
-    let pipe = pipeline::Pipeline {
-        ingestor,
-        aggregator,
-        store: store.clone(),
-        metrics: metrics.clone(),
-        expire_every: config.expire_interval_secs as i64,
-        wal: wal.clone(),
-        dc: config.dc.clone(),
-        max_past_secs: config.ingest_config().max_past_secs,
-        max_future_secs: config.ingest_config().max_future_secs,
-        pending_drops: Default::default(),
-        clock,
-        pending_notes: Vec::new(),
-        max_pending_bytes: config.max_pending_bytes,
-        ingest_counters: Default::default(),
-        disk,
-        substreams: substreams.clone(),
-    };
-    let pipe_thread = std::thread::Builder::new()
-        .name("sluice-pipeline".into())
-        .spawn(move || pipe.run(rx))
-        .map_err(|e| Error::Io(format!("starting the pipeline thread: {e}")))?;
+    // The shards: their queues (payloads, ticks) and the channels of routed events.
+    let disk = Arc::new(std::sync::Mutex::new(disk));
+    let (route_txs, route_rxs): (Vec<_>, Vec<_>) =
+        (0..shard_count).map(|_| mpsc::unbounded_channel()).unzip();
+    let shards = Arc::new(pipeline::shards::Shards::new(route_txs));
+    let mut txs = Vec::with_capacity(shard_count);
+    let mut pipe_threads = Vec::with_capacity(shard_count);
+    let mut pipes = Vec::with_capacity(shard_count);
+    let mut replay_ingestor = Some(ingestor);
+    for (i, mut aggregator) in aggregators.into_iter().enumerate() {
+        // Done notes of stored batches go to the WAL before their index entries.
+        aggregator.set_note_log(pipeline::exactly_once::note_log(
+            wal.clone(),
+            metrics.clone(),
+        ));
+        let ingestor = match replay_ingestor.take() {
+            Some(ingestor) => ingestor,
+            None => {
+                Ingestor::new(config.ingest_config()).map_err(|e| Error::Config(e.to_string()))?
+            }
+        };
+        let pipe = pipeline::Pipeline {
+            shard: i,
+            shards: shards.clone(),
+            flush_wanted: false,
+            turn_since: None,
+            ingestor,
+            aggregator,
+            store: store.clone(),
+            metrics: metrics.clone(),
+            expire_every: config.expire_interval_secs as i64,
+            wal: wal.clone(),
+            dc: config.dc.clone(),
+            max_past_secs: config.ingest_config().max_past_secs,
+            max_future_secs: config.ingest_config().max_future_secs,
+            pending_drops: Default::default(),
+            clock,
+            pending_notes: Vec::new(),
+            max_pending_bytes: config.max_pending_bytes,
+            ingest_counters: Default::default(),
+            disk: disk.clone(),
+            substreams: substreams.clone(),
+        };
+        // Published before any shard runs: no checkpoint passes a replayed record.
+        pipe.publish_pending();
+        pipes.push(pipe);
+    }
+    for (pipe, routed) in pipes.into_iter().zip(route_rxs) {
+        let (tx, rx) = mpsc::channel(config.queue);
+        txs.push(tx);
+        let t = std::thread::Builder::new()
+            .name(format!("sluice-pipeline-{}", pipe.shard))
+            .spawn(move || pipe.run(rx, routed))
+            .map_err(|e| Error::Io(format!("starting a pipeline thread: {e}")))?;
+        pipe_threads.push(t);
+    }
+    let tx = pipeline::PipelineTx::new(txs, shards);
 
     let ticker = {
         let tx = tx.clone();
@@ -339,7 +387,7 @@ async fn run_with(
             iv.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 iv.tick().await;
-                if tx.send(pipeline::Msg::Tick).await.is_err() {
+                if !tx.broadcast(|| pipeline::Msg::Tick).await {
                     return;
                 }
             }
@@ -441,16 +489,35 @@ async fn run_with(
         let _ = tokio::task::spawn_blocking(move || t.join()).await;
     }
     ticker.abort();
-    let (done_tx, done_rx) = oneshot::channel();
-    let sent = tx.send(pipeline::Msg::Shutdown(done_tx)).await.is_ok();
-    drop(tx);
-    if sent {
-        let _ = done_rx.await;
+    // First every shard handles what it was sent (routing events to the others), then every
+    // shard flushes and stops: no shard stops while another still routes events to it.
+    let mut drained = Vec::new();
+    tx.broadcast(|| {
+        let (done, rx) = oneshot::channel();
+        drained.push(rx);
+        pipeline::Msg::Drain(done)
+    })
+    .await;
+    for d in drained {
+        let _ = d.await;
     }
-    tokio::task::spawn_blocking(move || pipe_thread.join())
-        .await
-        .map_err(|e| Error::Internal(e.to_string()))?
-        .map_err(|_| Error::Internal("the pipeline thread panicked".into()))?;
+    let mut stopped = Vec::new();
+    tx.broadcast(|| {
+        let (done, rx) = oneshot::channel();
+        stopped.push(rx);
+        pipeline::Msg::Shutdown(done)
+    })
+    .await;
+    drop(tx);
+    for s in stopped {
+        let _ = s.await;
+    }
+    for t in pipe_threads {
+        tokio::task::spawn_blocking(move || t.join())
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?
+            .map_err(|_| Error::Internal("a pipeline thread panicked".into()))?;
+    }
     // The pipeline is gone: nothing offers work any more. Stop the runner (its last counters
     // written); work still queued is left to the readers' fallback.
     if let Ok(runner) = Arc::try_unwrap(substreams) {
@@ -467,9 +534,9 @@ fn replay_wal(
     wal_cfg: WalConfig,
     salvage: bool,
     mut ingestor: Ingestor,
-    mut aggregator: Aggregator,
+    mut aggregators: Vec<Aggregator>,
     clock: pipeline::FlushClock,
-) -> Result<(Ingestor, Aggregator, Arc<Wal>, ReplayReport)> {
+) -> Result<(Ingestor, Vec<Aggregator>, Arc<Wal>, ReplayReport)> {
     // The records are read again segment by segment as they are replayed: a long log
     // (a future-dated payload holds the checkpoint back) never sits in memory whole.
     let (wal, records, opened) = Wal::open_replay(dir, wal_cfg, salvage).map_err(|e| match e {
@@ -484,11 +551,15 @@ fn replay_wal(
     for w in &opened.warnings {
         eprintln!("sluice-server: WAL open: {w}");
     }
-    let report =
-        sluice_collector::replay::replay_log(&records, &mut ingestor, &mut aggregator, |now| {
-            clock.at_end_of(now)
-        })
-        .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
+    let n = aggregators.len();
+    let report = sluice_collector::replay::replay_log_routed(
+        &records,
+        &mut ingestor,
+        &mut aggregators,
+        |e| pipeline::shards::shard_of(&e.dc, &e.type_, &e.subtype, n),
+        |now| clock.at_end_of(now),
+    )
+    .map_err(|e| Error::Io(format!("WAL replay: {e}")))?;
     for bad in &report.bad_notes {
         eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
     }
@@ -498,7 +569,7 @@ fn replay_wal(
             report.unproven
         );
     }
-    Ok((ingestor, aggregator, Arc::new(wal), report))
+    Ok((ingestor, aggregators, Arc::new(wal), report))
 }
 
 /// Completes on Ctrl-C (SIGINT) or, on Unix, SIGTERM: the `shutdown` future for [`run`] in

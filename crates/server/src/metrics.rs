@@ -75,6 +75,11 @@ pub struct Metrics {
     pub max_pending_bytes: IntGauge,
     /// Durations of flushes that wrote something (build, write, sync).
     pub flush_seconds: Histogram,
+    /// How long an acknowledged payload waited in a pipeline queue before a shard took it
+    /// (issue 12: where the POST tail comes from).
+    pub ingest_queue_seconds: Histogram,
+    /// How long it then waited for its WAL record's fsync.
+    pub ingest_durable_seconds: Histogram,
     /// Unix time of the last flush that wrote something (0: none yet).
     pub last_write_unix: AtomicI64,
     /// Unix time data started waiting with nothing written since (0: nothing waits).
@@ -203,6 +208,8 @@ impl Metrics {
             pending_bytes: reg(&r, gauge("sluice_pending_bytes", "Bytes of pending events in memory (open epochs and unwritten batches).")),
             max_pending_bytes: reg(&r, gauge("sluice_max_pending_bytes", "Memory budget for pending events; beyond it the server applies backpressure.")),
             flush_seconds: reg(&r, histogram("sluice_flush_duration_seconds", "Duration of the flushes that wrote data (build, write, sync), seconds.", SECONDS_BUCKETS)),
+            ingest_queue_seconds: reg(&r, histogram("sluice_ingest_queue_seconds", "Time an acknowledged payload waited in a pipeline queue before a shard took it, seconds.", SECONDS_BUCKETS)),
+            ingest_durable_seconds: reg(&r, histogram("sluice_ingest_durable_seconds", "Time an acknowledged payload waited for its WAL record to be durable after it was parsed and logged, seconds.", SECONDS_BUCKETS)),
             last_write_unix: AtomicI64::new(0),
             waiting_since_unix: AtomicI64::new(0),
             freshness_seconds: reg(&r, histogram("sluice_freshness_seconds", "From the end of an event's second to its blob being readable, per group with on-time events stored, seconds.", FRESHNESS_BUCKETS)),

@@ -1,17 +1,21 @@
-//! The pipeline: one thread owns the [`Ingestor`] and the [`Aggregator`]. Handlers send it
-//! payloads through a bounded channel and get an [`IngestSummary`] back; a ticker sends a
-//! [`Msg::Tick`] every 100 ms (flush due epochs, hourly expiry); [`Msg::Shutdown`] flushes every
-//! open epoch and ends the thread.
+//! The pipeline: N shard threads (`pipeline_threads`), each owning an [`Ingestor`] and an
+//! [`Aggregator`] for the groups it owns. Handlers send payloads through [`PipelineTx`] (to the
+//! least busy shard) and get an [`IngestSummary`] back; the shard that parses a payload logs it
+//! and sends the events of other shards' groups to them; a ticker sends every shard a
+//! [`Msg::Tick`] every 100 ms (flush due epochs; shard 0: disk state, hourly expiry);
+//! [`Msg::Drain`] then [`Msg::Shutdown`] flush every open epoch and end the threads.
 //!
-//! The store API is synchronous, so the pipeline is a plain thread (not a tokio task): its
+//! The store API is synchronous, so the shards are plain threads (not tokio tasks): their
 //! store writes never block the async workers.
 //!
-//! This file is the loop and the ingest path; beside it, [`exactly_once`] holds the bookkeeping
-//! after each flush (syncs, done notes, checkpoint, the WAL-failing state) and [`drops`] the
-//! completeness counts of dropped events.
+//! This file is the loop and the ingest path; beside it, [`shards`] holds what the shards share
+//! (group owners, the checkpoint over shards, flush turns, the handlers' dispatch),
+//! [`exactly_once`] the bookkeeping after each flush (syncs, done notes, checkpoint, the
+//! WAL-failing state) and [`drops`] the completeness counts of dropped events.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
@@ -25,6 +29,10 @@ use crate::metrics::{as_gauge, IngestCounters, SharedMetrics};
 
 mod drops;
 pub(crate) mod exactly_once;
+pub mod shards;
+
+pub use shards::PipelineTx;
+use shards::{Routed, Shards};
 
 pub use crate::metrics::MAX_TYPE_LABELS;
 
@@ -66,6 +74,8 @@ pub enum Msg {
         transport: &'static str,
         /// The payload as received.
         payload: axum::body::Bytes,
+        /// When it was queued.
+        queued: Instant,
         /// Where the summary goes.
         reply: oneshot::Sender<IngestSummary>,
     },
@@ -78,6 +88,9 @@ pub enum Msg {
     },
     /// Flush due epochs; expire partitions when due.
     Tick,
+    /// Answered once every message sent before it is handled (its events routed): the first
+    /// step of a shutdown, so that no shard stops while another still routes events to it.
+    Drain(oneshot::Sender<()>),
     /// Flush everything and stop; answered once the store is flushed.
     Shutdown(oneshot::Sender<()>),
 }
@@ -116,8 +129,17 @@ impl FlushClock {
     }
 }
 
-/// The state the pipeline thread owns.
+/// The state one shard thread owns.
 pub(crate) struct Pipeline {
+    /// This shard's index.
+    pub shard: usize,
+    /// What the shards share.
+    pub shards: Arc<Shards>,
+    /// A flush is due but was not this shard's turn: retried after the next message.
+    pub flush_wanted: bool,
+    /// Since when this shard holds a flush turn (handlers send elsewhere meanwhile): it
+    /// flushes once its queue is empty, or [`TURN_WAIT`] after taking the turn.
+    pub turn_since: Option<Instant>,
     pub ingestor: Ingestor,
     pub aggregator: Aggregator,
     pub store: Arc<dyn Store>,
@@ -140,73 +162,219 @@ pub(crate) struct Pipeline {
     pub pending_notes: Vec<DoneNote>,
     /// The memory budget for pending events (`max_pending_bytes`).
     pub max_pending_bytes: u64,
-    /// Free space and WAL health: whether ingest is available (see [`crate::disk`]).
-    pub disk: crate::disk::DiskGuard,
+    /// Free space and WAL health: whether ingest is available (see [`crate::disk`]); shared by
+    /// the shards (shard 0 measures).
+    pub disk: Arc<Mutex<crate::disk::DiskGuard>>,
     /// The substream runner: each stored batch is offered to it (never blocks).
     pub substreams: Arc<sluice_substreams::Runner>,
     /// This thread's ingest counters, by transport.
     pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }
 
+/// With one shard, most time it keeps answering the payloads queued to it before it flushes
+/// (with more, a shard holding a flush turn gets no new payloads: it empties its queue first).
+const TURN_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What a shard's loop takes next.
+enum Next {
+    Routed(Routed),
+    Msg(Option<Msg>),
+}
+
 impl Pipeline {
-    /// Runs until [`Msg::Shutdown`] or until every sender is gone (then flushes too).
-    pub fn run(mut self, mut rx: mpsc::Receiver<Msg>) {
+    /// Runs until [`Msg::Shutdown`] or until every sender is gone (then flushes too). Events
+    /// routed by other shards come first.
+    pub fn run(mut self, mut rx: mpsc::Receiver<Msg>, mut routed: mpsc::UnboundedReceiver<Routed>) {
+        let rt = match tokio::runtime::Builder::new_current_thread().build() {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("sluice-server: pipeline shard {}: {e}", self.shard);
+                return;
+            }
+        };
         let mut next_expire = now_unix();
-        while let Some(msg) = rx.blocking_recv() {
-            match msg {
-                Msg::Ingest {
-                    transport,
-                    payload,
-                    reply,
-                } => {
-                    let summary = self.ingest(transport, &payload);
-                    let _ = reply.send(summary);
+        loop {
+            let next = rt.block_on(async {
+                tokio::select! {
+                    biased;
+                    Some(r) = routed.recv() => Next::Routed(r),
+                    m = rx.recv() => Next::Msg(m),
                 }
-                Msg::Events { events, .. } => {
-                    if self.refusal().is_some() || self.disk.why().is_some() {
-                        self.shed(events);
-                    } else {
-                        self.aggregator.add(events, self.clock.now());
+            });
+            match next {
+                Next::Routed(r) => self.add_routed(r),
+                Next::Msg(None) => break,
+                Next::Msg(Some(msg)) => match msg {
+                    Msg::Ingest {
+                        transport,
+                        payload,
+                        queued,
+                        reply,
+                    } => {
+                        self.metrics
+                            .ingest_queue_seconds
+                            .observe(queued.elapsed().as_secs_f64());
+                        let summary = self.ingest(transport, &payload);
+                        let _ = reply.send(summary);
                     }
-                    self.publish_pending();
-                }
-                Msg::Tick => {
-                    let now = now_unix();
-                    let start = Instant::now();
-                    let report = if self.wal_writable() {
-                        self.aggregator.flush_due(self.clock.now())
-                    } else {
-                        FlushReport::default() // only the pending notes are retried
-                    };
-                    self.account(report, start);
-                    self.write_drop_counts();
-                    self.refresh_disk();
-                    if now >= next_expire {
-                        next_expire = now + self.expire_every;
-                        match self.store.expire(now) {
-                            Ok(r) => self
-                                .metrics
-                                .partitions_expired
-                                .inc_by(r.partitions_dropped as u64),
-                            Err(e) => {
-                                eprintln!("sluice-server: expiry failed: {e}");
-                                self.metrics.store_errors.inc();
+                    Msg::Events { events, .. } => {
+                        if self.refusal().is_some() || self.disk().why().is_some() {
+                            self.shed(events);
+                        } else {
+                            let parts = split_by_owner(events, self.shards.len());
+                            self.route(parts, None, 0);
+                        }
+                        self.publish_pending();
+                    }
+                    Msg::Tick => {
+                        self.flush_wanted = true;
+                        self.write_drop_counts();
+                        if self.shard == 0 {
+                            self.refresh_disk();
+                            let now = now_unix();
+                            if now >= next_expire {
+                                next_expire = now + self.expire_every;
+                                self.expire(now);
                             }
                         }
                     }
-                }
-                Msg::Shutdown(done) => {
-                    self.shutdown();
-                    let _ = done.send(());
-                    return;
+                    Msg::Drain(done) => {
+                        let _ = done.send(());
+                    }
+                    Msg::Shutdown(done) => {
+                        while let Ok(r) = routed.try_recv() {
+                            self.add_routed(r);
+                        }
+                        self.shutdown();
+                        let _ = done.send(());
+                        return;
+                    }
+                },
+            }
+            if self.flush_wanted && self.turn_since.is_none() && self.shards.try_flush(self.shard) {
+                self.turn_since = Some(Instant::now());
+            }
+            if let Some(since) = self.turn_since {
+                // Payloads already queued here are answered before the flush holds the thread.
+                if rx.is_empty() || (self.shards.len() == 1 && since.elapsed() >= TURN_WAIT) {
+                    self.flush_now();
                 }
             }
+        }
+        while let Ok(r) = routed.try_recv() {
+            self.add_routed(r);
         }
         self.shutdown();
     }
 
+    /// The disk guard (shared by the shards).
+    pub(super) fn disk(&self) -> MutexGuard<'_, crate::disk::DiskGuard> {
+        self.disk.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Flushes due epochs (this shard holds a flush turn, see [`shards`]) and ends the turn.
+    fn flush_now(&mut self) {
+        self.flush_wanted = false;
+        self.turn_since = None;
+        let start = Instant::now();
+        let report = if self.wal_writable() {
+            self.aggregator.flush_due(self.clock.now())
+        } else {
+            FlushReport::default() // only the pending notes are retried
+        };
+        self.account(report, start);
+        self.shards.flushed(self.shard);
+    }
+
+    /// Drops expired partitions (shard 0, hourly).
+    fn expire(&mut self, now: i64) {
+        match self.store.expire(now) {
+            Ok(r) => self
+                .metrics
+                .partitions_expired
+                .inc_by(r.partitions_dropped as u64),
+            Err(e) => {
+                eprintln!("sluice-server: expiry failed: {e}");
+                self.metrics.store_errors.inc();
+            }
+        }
+    }
+
+    /// Adds events another shard parsed (of groups this one owns); publishes before it
+    /// releases them (see [`shards`]).
+    fn add_routed(&mut self, r: Routed) {
+        let count = r.events.len() as u64;
+        match r.seq {
+            Some(seq) => self.aggregator.add_logged(r.events, self.clock.now(), seq),
+            None => self.aggregator.add(r.events, self.clock.now()),
+        }
+        self.publish_status();
+        self.shards
+            .routed_bytes
+            .fetch_sub(r.bytes, Ordering::Relaxed);
+        self.shards
+            .routed_events
+            .fetch_sub(count, Ordering::Relaxed);
+        if let Some(seq) = r.seq {
+            self.shards.release(seq);
+        }
+        self.publish_pending();
+    }
+
+    /// Files `events` (of one payload of `payload_len` bytes; of WAL record `seq` if logged,
+    /// already registered in flight for every shard that gets some) with their owners: this
+    /// shard's into its aggregator, the others' sent to them.
+    fn route(&mut self, parts: Vec<Vec<ParsedEvent>>, seq: Option<u64>, payload_len: usize) {
+        let total: usize = parts.iter().map(Vec::len).sum::<usize>().max(1);
+        // Events in flight are counted at the encoded size of the events pending now (what the
+        // owner will count once it added them), or at their share of the payload before any.
+        let (held_bytes, held_events) = (
+            self.shards.total(|s| &s.pending_bytes),
+            self.shards.total(|s| &s.pending_events),
+        );
+        let per_event = held_bytes
+            .checked_div(held_events)
+            .unwrap_or(payload_len as u64 / total as u64);
+        for (i, part) in parts.into_iter().enumerate() {
+            if part.is_empty() {
+                continue;
+            }
+            if i == self.shard {
+                match seq {
+                    Some(s) => {
+                        self.aggregator.add_logged(part, self.clock.now(), s);
+                        self.publish_status();
+                        self.shards.release(s);
+                    }
+                    None => self.aggregator.add(part, self.clock.now()),
+                }
+                continue;
+            }
+            let bytes = per_event.saturating_mul(part.len() as u64);
+            let count = part.len() as u64;
+            self.shards.routed_bytes.fetch_add(bytes, Ordering::Relaxed);
+            self.shards
+                .routed_events
+                .fetch_add(count, Ordering::Relaxed);
+            let sent = self.shards.routes[i].send(Routed {
+                events: part,
+                seq,
+                bytes,
+            });
+            if sent.is_err() {
+                // Only while stopping: the record stays in flight (not checkpointed), so the
+                // next start replays these events.
+                self.shards.routed_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                self.shards
+                    .routed_events
+                    .fetch_sub(count, Ordering::Relaxed);
+            }
+        }
+    }
+
     fn shutdown(&mut self) {
         let start = Instant::now();
+        self.flush_wanted = false;
         if !self.wal_writable() {
             // Stored now, these events would have no done note: the next start replays them
             // from the WAL instead (exactly once).
@@ -256,26 +424,45 @@ impl Pipeline {
             self.metrics.backpressure.set(1);
             return IngestSummary::refused(why);
         }
-        if let Some(why) = self.disk.refuse() {
+        let refused = self.disk().refuse();
+        if let Some(why) = refused {
             // Refused before parsing, as under backpressure: nothing of it is logged or counted.
             self.metrics.payloads_refused_unavailable.inc();
             if self.metrics.disk_unavailable.get() == 0 {
                 // `/healthz` says so from the first refusal, not from the next tick.
-                self.metrics.set_unavailable(self.disk.why());
+                self.metrics.set_unavailable(self.disk().why());
             }
             return IngestSummary::refused(format!("unavailable: {why}; retry later"));
         }
-        let out = self.ingestor.ingest(payload, now);
+        let mut out = self.ingestor.ingest(payload, now);
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
         let mut wal_seq = None;
+        let n = self.shards.len();
+        let owner_of: Vec<usize> = if n > 1 {
+            out.events
+                .iter()
+                .map(|e| shards::shard_of(&e.dc, &e.type_, &e.subtype, n))
+                .collect()
+        } else {
+            Vec::new()
+        };
         if !out.events.is_empty() {
-            match self.wal.append(payload, now) {
+            let owners = if n > 1 {
+                let mut seen = vec![false; n];
+                owner_of.iter().for_each(|&i| seen[i] = true);
+                seen.iter().filter(|s| **s).count()
+            } else {
+                1
+            };
+            match self.shards.append(&self.wal, payload, now, owners) {
                 Ok(seq) => wal_seq = Some(seq),
                 Err(e) => {
                     // Logged by the disk guard (once, not per payload).
-                    self.disk.failed(e.to_string());
-                    self.metrics.set_unavailable(self.disk.why());
+                    let mut disk = self.disk();
+                    disk.failed(e.to_string());
+                    self.metrics.set_unavailable(disk.why());
+                    drop(disk);
                     self.metrics.wal_errors.inc();
                     return IngestSummary::refused(format!("unavailable: {e}; retry later"));
                 }
@@ -294,8 +481,17 @@ impl Pipeline {
         };
         if let Some(seq) = wal_seq {
             self.metrics.wal_appends.inc();
-            self.aggregator
-                .add_logged(out.events, self.clock.now(), seq);
+            let events = std::mem::take(&mut out.events);
+            let parts = if n > 1 {
+                let mut parts: Vec<Vec<ParsedEvent>> = (0..n).map(|_| Vec::new()).collect();
+                for (e, &i) in events.into_iter().zip(&owner_of) {
+                    parts[i].push(e);
+                }
+                parts
+            } else {
+                vec![events]
+            };
+            self.route(parts, Some(seq), payload.len());
         }
         self.publish_pending();
         summary
@@ -329,39 +525,77 @@ impl Pipeline {
             .or_insert_with(|| IngestCounters::new(transport, self.metrics.clone()))
     }
 
-    /// Publishes what the aggregator holds (pending events and bytes; whether data waits).
+    /// Publishes what this shard's aggregator holds ([`publish_status`](Self::publish_status))
+    /// and the totals over shards to `/metrics`.
     pub(crate) fn publish_pending(&self) {
-        let events = self.aggregator.pending_events();
+        self.publish_status();
+        let sh = &self.shards;
+        let _latest = sh.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let events = sh.pending_events();
         self.metrics.pending_events.set(as_gauge(events));
-        self.metrics
-            .pending_bytes
-            .set(as_gauge(self.aggregator.pending_bytes()));
-        let waiting = events > 0 || self.aggregator.pending_batches() > 0;
+        self.metrics.pending_bytes.set(as_gauge(sh.pending_bytes()));
+        let waiting = events > 0 || sh.total(|s| &s.pending_batches) > 0;
         self.metrics.set_waiting(waiting, now_unix());
     }
 
-    /// Why input is refused now (backpressure), if it is: the spool is full while the store
-    /// fails, or the pending events exceed the memory budget (`max_pending_bytes`).
+    /// Publishes what this shard's aggregator holds, for the other shards (the oldest pending
+    /// WAL record only ever lower: see [`shards`]) and for the totals.
+    pub(crate) fn publish_status(&self) {
+        let a = &self.aggregator;
+        let st = &self.shards.status[self.shard];
+        st.min_seq
+            .fetch_min(a.min_pending_seq().unwrap_or(u64::MAX), Ordering::SeqCst);
+        let set = |f: &std::sync::atomic::AtomicU64, v: u64| f.store(v, Ordering::Relaxed);
+        set(&st.pending_events, a.pending_events());
+        set(&st.pending_bytes, a.pending_bytes());
+        set(&st.pending_batches, a.pending_batches() as u64);
+        set(&st.spooled_batches, a.spooled_batches() as u64);
+        set(&st.spooled_bytes, a.spooled_bytes());
+        set(&st.spooled_events, a.spooled_events());
+        set(&st.memory_batches, a.memory_batches() as u64);
+        st.backpressured
+            .store(a.is_backpressured(), Ordering::Relaxed);
+    }
+
+    /// Why input is refused now (backpressure), if it is: a spool is full while the store
+    /// fails, or the pending events of all shards exceed the memory budget
+    /// (`max_pending_bytes`), or the events in flight between shards exceed a quarter of it.
     fn refusal(&self) -> Option<String> {
-        if self.aggregator.is_backpressured() {
+        if self.shards.backpressured() {
             return Some(format!(
                 "backpressure: the store is failing and the spool is full ({} bytes); retry later",
-                self.aggregator.spooled_bytes()
+                self.shards.total(|s| &s.spooled_bytes)
             ));
         }
-        let pending = self.aggregator.pending_bytes();
-        (pending >= self.max_pending_bytes).then(|| {
+        // The events the aggregators hold count (what a replay after a crash holds again);
+        // those in flight between shards (for an owner busy flushing) are bounded apart.
+        let pending = self.shards.total(|s| &s.pending_bytes);
+        let in_flight = self.shards.routed_bytes.load(Ordering::Relaxed);
+        (pending >= self.max_pending_bytes || in_flight >= self.max_pending_bytes / 4).then(|| {
             format!(
-                "backpressure: {pending} bytes of events pending in memory (max_pending_bytes {}); retry later",
+                "backpressure: {} bytes of events pending in memory (max_pending_bytes {}); retry later",
+                pending + in_flight,
                 self.max_pending_bytes
             )
         })
     }
 }
 
+/// `events` split by owning shard (index = shard), in their order.
+fn split_by_owner(events: Vec<ParsedEvent>, n: usize) -> Vec<Vec<ParsedEvent>> {
+    if n <= 1 {
+        return vec![events];
+    }
+    let mut parts: Vec<Vec<ParsedEvent>> = (0..n).map(|_| Vec::new()).collect();
+    for e in events {
+        parts[shards::shard_of(&e.dc, &e.type_, &e.subtype, n)].push(e);
+    }
+    parts
+}
+
 /// Hands `payload` to the pipeline; the receiver gets its summary (not yet durable).
 pub(crate) async fn submit(
-    tx: &mpsc::Sender<Msg>,
+    tx: &PipelineTx,
     transport: &'static str,
     payload: axum::body::Bytes,
 ) -> Result<oneshot::Receiver<IngestSummary>, String> {
@@ -369,10 +603,10 @@ pub(crate) async fn submit(
     tx.send(Msg::Ingest {
         transport,
         payload,
+        queued: Instant::now(),
         reply,
     })
-    .await
-    .map_err(|_| "pipeline is shutting down".to_string())?;
+    .await?;
     Ok(rx)
 }
 
@@ -382,6 +616,7 @@ pub(crate) async fn submit(
 pub(crate) async fn durable(
     rx: oneshot::Receiver<IngestSummary>,
     wal: &Arc<Wal>,
+    metrics: &SharedMetrics,
 ) -> Result<IngestSummary, String> {
     let summary = rx
         .await
@@ -390,6 +625,7 @@ pub(crate) async fn durable(
         return Err(e.clone());
     }
     if let Some(seq) = summary.wal_seq {
+        let start = Instant::now();
         if wal.durable_seq() < seq {
             let wal = wal.clone();
             tokio::task::spawn_blocking(move || wal.wait_durable(seq))
@@ -397,6 +633,9 @@ pub(crate) async fn durable(
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.to_string())?;
         }
+        metrics
+            .ingest_durable_seconds
+            .observe(start.elapsed().as_secs_f64());
     }
     Ok(summary)
 }

@@ -22,7 +22,7 @@ use tokio::time::{timeout_at, Instant};
 
 use crate::limits::{ConnState, Limiter, Slot};
 use crate::metrics::SharedMetrics;
-use crate::pipeline::{IngestSummary, Msg};
+use crate::pipeline::IngestSummary;
 
 /// First byte of a Sereal frame: `S`, then a `u32` big-endian length, then the document.
 pub const FRAME_MARK: u8 = b'S';
@@ -31,7 +31,7 @@ const MAX_IN_FLIGHT: usize = 256;
 
 /// Settings and handles of the TCP listener.
 pub(crate) struct TcpServer {
-    pub tx: mpsc::Sender<Msg>,
+    pub tx: crate::pipeline::PipelineTx,
     pub wal: Arc<Wal>,
     pub metrics: SharedMetrics,
     pub max_message: usize,
@@ -112,7 +112,7 @@ impl TcpServer {
         let writer = tokio::spawn(write_acks(
             wr,
             arx,
-            self.wal.clone(),
+            (self.wal.clone(), self.metrics.clone()),
             self.read_timeout,
             state.clone(),
         ));
@@ -312,7 +312,7 @@ pub(crate) fn ack_line(s: &IngestSummary) -> String {
 async fn write_acks(
     wr: OwnedWriteHalf,
     mut arx: mpsc::Receiver<Ack>,
-    wal: Arc<Wal>,
+    (wal, metrics): (Arc<Wal>, crate::metrics::SharedMetrics),
     write_timeout: Duration,
     state: Arc<ConnState>,
 ) {
@@ -320,7 +320,7 @@ async fn write_acks(
     while let Some(ack) = arx.recv().await {
         let mut line = match ack {
             Ack::Line(l) => l,
-            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal).await {
+            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal, &metrics).await {
                 Ok(s) => ack_line(&s),
                 Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
             },

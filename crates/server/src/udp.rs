@@ -16,14 +16,13 @@ use std::time::{Duration, Instant};
 use sluice_collector::{DropCounters, IngestConfig, Ingestor};
 use sluice_store::{Counts, Store};
 use sluice_udp::{UdpReceiver, UdpStats};
-use tokio::sync::mpsc;
 
 use crate::metrics::{IngestCounters, SharedMetrics};
 use crate::pipeline::{now_unix, Msg};
 
 /// What the UDP thread needs.
 pub(crate) struct UdpContext {
-    pub tx: mpsc::Sender<Msg>,
+    pub tx: crate::pipeline::PipelineTx,
     pub store: Arc<dyn Store>,
     pub metrics: SharedMetrics,
     pub ingest: IngestConfig,

@@ -112,6 +112,7 @@ fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
         min_free_bytes: 2 << 20,
         wal_segment_bytes: 256 << 10,
         spool_max_bytes: 4 << 20,
+        pipeline_threads: Some(2),
         ..ServerConfig::default()
     }
 }

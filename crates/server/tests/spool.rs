@@ -25,6 +25,7 @@ fn outage_config(dir: &Path) -> ServerConfig {
         grace_ms: Some(0),
         // Spill at the first failure, so the test sees the spool at once.
         spool_memory_batches: 0,
+        pipeline_threads: Some(2),
         ..ServerConfig::default()
     }
 }

@@ -140,6 +140,12 @@ pub fn spawn_serve(args: &[&str]) -> Proc {
     Proc(
         Command::new(env!("CARGO_BIN_EXE_sluice"))
             .arg("serve")
+            // The sharded pipeline is what the tests test.
+            .args(if args.contains(&"--pipeline-threads") {
+                &[][..]
+            } else {
+                &["--pipeline-threads", "2"][..]
+            })
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -37,15 +37,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use sluice_store::Store;
-use tokio::sync::mpsc;
 
 use crate::metrics::SharedMetrics;
-use crate::pipeline::Msg;
 
 /// What the handlers share.
 #[derive(Clone)]
 pub(crate) struct AppState {
-    pub tx: mpsc::Sender<Msg>,
+    pub tx: crate::pipeline::PipelineTx,
     pub store: Arc<dyn Store>,
     pub metrics: SharedMetrics,
     pub timeout: Duration,

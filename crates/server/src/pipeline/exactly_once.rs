@@ -53,7 +53,7 @@ impl Pipeline {
             }
             if let Err(e) = self.store.flush() {
                 // While the disk guard reports the state, it does the logging.
-                if self.disk.why().is_none() {
+                if self.disk().why().is_none() {
                     eprintln!("sluice-server: store flush failed: {e}");
                 }
                 sync_error = true;
@@ -70,35 +70,44 @@ impl Pipeline {
         } else if !self.pending_notes.is_empty() {
             sync_error = !self.write_notes(self.pending_notes.len());
         }
+        // Stored batches are durable now (synced, notes logged): the other shards may
+        // checkpoint past this shard's records that left memory.
+        if !sync_error {
+            self.shards.status[self.shard].min_seq.store(
+                self.aggregator.min_pending_seq().unwrap_or(u64::MAX),
+                std::sync::atomic::Ordering::SeqCst,
+            );
+        }
         // Notes appended just now are covered too when nothing is pending.
         let (upto, advance) = self.checkpoint_target();
         if advance && !sync_error {
             match self.wal.checkpoint(upto) {
                 Ok(()) => self.metrics.wal_checkpointed_seq.set(as_gauge(upto)),
                 Err(e) => {
-                    if self.disk.why().is_none() {
+                    if self.disk().why().is_none() {
                         eprintln!("sluice-server: WAL checkpoint failed: {e}");
                     }
                     self.metrics.wal_errors.inc();
                 }
             }
         }
-        if self.disk.why().is_none() {
+        if self.disk().why().is_none() {
             for e in &report.errors {
                 eprintln!("sluice-server: flush error (will retry): {e}");
             }
         }
+        self.publish_pending();
         let m = &self.metrics;
+        let sh = &self.shards;
         m.spool_batches
-            .set(as_gauge(self.aggregator.spooled_batches() as u64));
-        m.spool_bytes.set(as_gauge(self.aggregator.spooled_bytes()));
+            .set(as_gauge(sh.total(|s| &s.spooled_batches)));
+        m.spool_bytes.set(as_gauge(sh.total(|s| &s.spooled_bytes)));
         m.spool_events
-            .set(as_gauge(self.aggregator.spooled_events()));
+            .set(as_gauge(sh.total(|s| &s.spooled_events)));
         m.memory_batches
-            .set(as_gauge(self.aggregator.memory_batches() as u64));
+            .set(as_gauge(sh.total(|s| &s.memory_batches)));
         m.backpressure.set(i64::from(
-            self.aggregator.is_backpressured()
-                || self.aggregator.pending_bytes() >= self.max_pending_bytes,
+            sh.backpressured() || sh.total(|s| &s.pending_bytes) >= self.max_pending_bytes,
         ));
         m.events_flushed.inc_by(report.events);
         m.late_events.inc_by(report.late_events);
@@ -119,7 +128,6 @@ impl Pipeline {
             let secs = (now_ms - (batch.epoch + 1) * 1000) as f64 / 1000.0;
             m.freshness_seconds.observe(secs.max(0.0));
         }
-        self.publish_pending();
         // Write-time work on what is now stored and synced: substreams (queued, never run on
         // this thread; a full queue sheds).
         for batch in stored {
@@ -127,13 +135,15 @@ impl Pipeline {
         }
     }
 
-    /// How far the WAL may be checkpointed (every record below the aggregator's oldest pending
-    /// one), and whether that is beyond the current checkpoint.
+    /// How far the WAL may be checkpointed (every record below the oldest one some shard still
+    /// needs: see [`super::shards`]; this shard's own oldest pending one too, published or
+    /// not), and whether that is beyond the current checkpoint.
     pub(super) fn checkpoint_target(&self) -> (u64, bool) {
-        let upto = self
-            .aggregator
-            .min_pending_seq()
-            .map_or(self.wal.last_seq(), |s| s - 1);
+        let floor = self
+            .shards
+            .checkpoint_floor(&self.wal)
+            .min(self.aggregator.min_pending_seq().unwrap_or(u64::MAX));
+        let upto = floor.saturating_sub(1);
         (upto, upto > self.wal.checkpointed())
     }
 
@@ -142,29 +152,31 @@ impl Pipeline {
     /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
     /// empty note probes it (replay ignores empty notes).
     pub(super) fn wal_writable(&mut self) -> bool {
+        let mut disk = self.disk();
         if self.wal.failing().is_some() {
-            self.disk.wal_failed = true;
+            disk.wal_failed = true;
         }
-        if !self.disk.wal_failed {
+        if !disk.wal_failed {
             return true;
         }
         // Recovering: the reserve must be back (else a note may not fit after the store took
         // a batch), the pending notes written (`account` retries them), and a write succeed.
-        if !self.disk.reserve_free() || !self.pending_notes.is_empty() {
+        if !disk.reserve_free() || !self.pending_notes.is_empty() {
             return false;
         }
         if self.wal.append_note(&[], now_unix()).is_err() {
             return false;
         }
-        self.disk.wal_failed = false;
+        disk.wal_failed = false;
         true
     }
 
     /// Measures free space again and publishes the disk state to `/metrics` and `/healthz`.
     pub(super) fn refresh_disk(&mut self) {
-        self.disk.refresh(self.wal.failing());
-        self.metrics.set_unavailable(self.disk.why());
-        self.metrics.disk_free_bytes.set(as_gauge(self.disk.free));
+        let mut disk = self.disk();
+        disk.refresh(self.wal.failing());
+        self.metrics.set_unavailable(disk.why());
+        self.metrics.disk_free_bytes.set(as_gauge(disk.free));
     }
 
     /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
@@ -176,10 +188,10 @@ impl Pipeline {
                 break;
             };
             if let Err(e) = self.wal.append_note(&note.encode(), now) {
-                if self.disk.why().is_none() {
+                if self.disk().why().is_none() {
                     eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
                 }
-                self.disk.failed(e.to_string());
+                self.disk().failed(e.to_string());
                 self.metrics.wal_errors.inc();
                 return false;
             }

@@ -206,6 +206,8 @@ pub fn config(dir: &Path, grace: u64) -> ServerConfig {
         tcp: Some("127.0.0.1:0".parse().unwrap()),
         udp: Some("127.0.0.1:0".parse().unwrap()),
         grace_secs: Some(grace),
+        // The sharded pipeline is what the tests test (the default is the available cores).
+        pipeline_threads: Some(2),
         ..ServerConfig::default()
     }
 }

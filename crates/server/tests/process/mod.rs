@@ -89,6 +89,8 @@ impl Server {
             .arg("--config")
             .arg(config)
             .args(["--http", "127.0.0.1:0"])
+            // The sharded pipeline is what the tests test (an `extra` flag may override it).
+            .args(["--pipeline-threads", "2"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

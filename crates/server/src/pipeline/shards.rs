@@ -1,0 +1,381 @@
+//! The pipeline sharded over N threads (`pipeline_threads`): what the shards share and how work
+//! reaches them.
+//!
+//! Contracts:
+//! - **Groups have one owner.** Every (dc, type, subtype) belongs to one shard ([`shard_of`]), so
+//!   each second of a group is still one blob (chunk numbering, late chunks, done notes and the
+//!   spool stay per aggregator as in `sluice_collector::aggregate`). Each shard has its own
+//!   aggregator and spool directory ([`spool_dir`]).
+//! - **Any shard takes a payload.** Handlers hand a payload to the least busy shard
+//!   ([`PipelineTx`]: never one that is flushing, when another is free; then the one with the
+//!   most free queue room). That shard parses it, logs it in the (shared) WAL, keeps the events
+//!   of its own groups and sends the others to their owners ([`Routed`], an unbounded channel:
+//!   two shards never wait for each other, and the events in flight count against
+//!   `max_pending_bytes`).
+//! - **Flushes take turns.** At most `max(1, N - 1)` shards flush at a time ([`Shards::try_flush`]),
+//!   so with N ≥ 2 a shard is always free to take payloads: an acknowledgement never waits for a
+//!   flush (issue 12: a flush of one second of 230k events held the single pipeline thread
+//!   245 ms, which was the whole p99 of `POST /v1/events`).
+//! - **Checkpoint = min over shards.** A WAL record may be checkpointed once no shard holds its
+//!   events. A record is *in flight* from its append until every shard it was routed to has
+//!   added its events and published its oldest pending record ([`Shards::checkpoint_floor`]):
+//!   the append and the registration happen under one lock, a shard publishes before it releases.
+//!   A shard publishes a record as no longer pending only after the store sync that made its
+//!   batch durable (`Pipeline::account`).
+//! - **Replay at start** routes each replayed event to its group's shard (the same rule).
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sluice_collector::wal::Wal;
+use sluice_collector::ParsedEvent;
+use tokio::sync::mpsc;
+
+use super::Msg;
+
+/// The shard owning group (`dc`, `type_`, `subtype`) among `n`: a fixed hash (the same in every
+/// run, so a restart with the same `n` keeps the owners; a different `n` is fine too: chunk
+/// numbers continue after the store's index).
+pub fn shard_of(dc: &str, type_: &str, subtype: &str, n: usize) -> usize {
+    if n <= 1 {
+        return 0;
+    }
+    let mut h = DefaultHasher::new();
+    (dc, type_, subtype).hash(&mut h);
+    (h.finish() % n as u64) as usize
+}
+
+/// The spool directory of shard `i`: the configured one for shard 0 (a spool left by an
+/// unsharded run is replayed there), `shard-<i>` inside it for the others (the spool reads only
+/// its own `spool-*.log` files).
+pub fn spool_dir(base: &Path, i: usize) -> PathBuf {
+    if i == 0 {
+        base.to_path_buf()
+    } else {
+        base.join(format!("shard-{i}"))
+    }
+}
+
+/// The highest shard whose spool directory under `base` still holds segments (left by a run
+/// with more shards): a start runs at least that many shards + 1, so nothing spooled is left
+/// behind.
+pub fn spooled_shards(base: &Path) -> usize {
+    let Ok(dir) = std::fs::read_dir(base) else {
+        return 0;
+    };
+    let mut highest = 0;
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(i) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("shard-"))
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let holds = std::fs::read_dir(e.path()).is_ok_and(|d| {
+            d.flatten()
+                .any(|f| f.file_name().to_string_lossy().starts_with("spool-"))
+        });
+        if holds {
+            highest = highest.max(i);
+        }
+    }
+    highest
+}
+
+/// Events sent by the shard that parsed them to the shard that owns their groups.
+pub(crate) struct Routed {
+    /// The events (all of groups the receiver owns).
+    pub events: Vec<ParsedEvent>,
+    /// Their WAL record (`None`: UDP, not logged).
+    pub seq: Option<u64>,
+    /// Their share of the payload's bytes (counted in flight against `max_pending_bytes`).
+    pub bytes: u64,
+}
+
+/// What one shard publishes for the others and for `/metrics`.
+#[derive(Default)]
+pub(crate) struct ShardStatus {
+    /// The oldest WAL record this shard holds events of that are not durably stored or spooled
+    /// (`u64::MAX`: none).
+    pub min_seq: AtomicU64,
+    pub pending_events: AtomicU64,
+    pub pending_bytes: AtomicU64,
+    pub pending_batches: AtomicU64,
+    pub spooled_batches: AtomicU64,
+    pub spooled_bytes: AtomicU64,
+    pub spooled_events: AtomicU64,
+    pub memory_batches: AtomicU64,
+    pub backpressured: AtomicBool,
+    /// Flushing now (handlers send payloads elsewhere).
+    pub flushing: AtomicBool,
+}
+
+/// State shared by the shards.
+pub(crate) struct Shards {
+    pub status: Vec<ShardStatus>,
+    /// Each shard's channel for [`Routed`] events.
+    pub routes: Vec<mpsc::UnboundedSender<Routed>>,
+    /// WAL records appended whose events are not yet in (and published by) every shard they
+    /// go to: seq → shards still to add them.
+    in_flight: Mutex<BTreeMap<u64, usize>>,
+    /// Bytes and events of [`Routed`] events sent and not yet added.
+    pub routed_bytes: AtomicU64,
+    pub routed_events: AtomicU64,
+    /// Held while the totals are summed and set in `/metrics`: the last shard to publish sets
+    /// the latest totals (no stale sum overwrites a fresh one).
+    pub publish: Mutex<()>,
+    /// Shards flushing now, and how many may.
+    flushers: AtomicUsize,
+    max_flushers: usize,
+}
+
+impl Shards {
+    /// The shared state of `routes.len()` shards.
+    pub fn new(routes: Vec<mpsc::UnboundedSender<Routed>>) -> Shards {
+        let n = routes.len();
+        Shards {
+            status: (0..n)
+                .map(|_| ShardStatus {
+                    min_seq: AtomicU64::new(u64::MAX),
+                    ..ShardStatus::default()
+                })
+                .collect(),
+            routes,
+            in_flight: Mutex::new(BTreeMap::new()),
+            routed_bytes: AtomicU64::new(0),
+            routed_events: AtomicU64::new(0),
+            publish: Mutex::new(()),
+            flushers: AtomicUsize::new(0),
+            max_flushers: n.saturating_sub(1).max(1),
+        }
+    }
+
+    /// How many shards.
+    pub fn len(&self) -> usize {
+        self.routes.len()
+    }
+
+    fn in_flight(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Appends `payload` to `wal` and registers the record as in flight to `shards` shards, in
+    /// one step (so that no checkpoint sees the record appended but not registered).
+    pub fn append(
+        &self,
+        wal: &Wal,
+        payload: &[u8],
+        now: i64,
+        shards: usize,
+    ) -> sluice_collector::wal::Result<u64> {
+        let mut t = self.in_flight();
+        let seq = wal.append(payload, now)?;
+        t.insert(seq, shards);
+        Ok(seq)
+    }
+
+    /// One shard added (and published) its events of record `seq`.
+    pub fn release(&self, seq: u64) {
+        let mut t = self.in_flight();
+        if let Some(left) = t.get_mut(&seq) {
+            *left -= 1;
+            if *left == 0 {
+                t.remove(&seq);
+            }
+        }
+    }
+
+    /// The oldest WAL record some shard may still need (every record below it may be
+    /// checkpointed): the oldest in flight (or the next one to be appended), then the oldest
+    /// each shard published — read in that order, since a shard publishes before it releases.
+    pub fn checkpoint_floor(&self, wal: &Wal) -> u64 {
+        let floor = {
+            let t = self.in_flight();
+            t.keys()
+                .next()
+                .copied()
+                .unwrap_or_else(|| wal.last_seq() + 1)
+        };
+        self.status
+            .iter()
+            .map(|s| s.min_seq.load(Ordering::SeqCst))
+            .fold(floor, u64::min)
+    }
+
+    /// Takes a flush turn for shard `i` (false: too many shards flush now; try again later).
+    pub fn try_flush(&self, i: usize) -> bool {
+        let mut cur = self.flushers.load(Ordering::SeqCst);
+        loop {
+            if cur >= self.max_flushers {
+                return false;
+            }
+            match self
+                .flushers
+                .compare_exchange(cur, cur + 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        self.status[i].flushing.store(true, Ordering::SeqCst);
+        true
+    }
+
+    /// Ends shard `i`'s flush turn.
+    pub fn flushed(&self, i: usize) {
+        self.status[i].flushing.store(false, Ordering::SeqCst);
+        self.flushers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Sum of one status field over the shards.
+    pub fn total(&self, f: impl Fn(&ShardStatus) -> &AtomicU64) -> u64 {
+        self.status
+            .iter()
+            .map(|s| f(s).load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// Events pending in memory over all shards, with those in flight between shards.
+    pub fn pending_events(&self) -> u64 {
+        self.total(|s| &s.pending_events) + self.routed_events.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of events pending in memory over all shards, with those in flight between shards.
+    pub fn pending_bytes(&self) -> u64 {
+        self.total(|s| &s.pending_bytes) + self.routed_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Whether some shard's spool is full while its store fails.
+    pub fn backpressured(&self) -> bool {
+        self.status
+            .iter()
+            .any(|s| s.backpressured.load(Ordering::Relaxed))
+    }
+}
+
+/// The handlers' side of the pipeline: one bounded queue per shard; a payload goes to the least
+/// busy shard (see the [module docs](self)).
+#[derive(Clone)]
+pub struct PipelineTx {
+    txs: Arc<Vec<mpsc::Sender<Msg>>>,
+    shards: Arc<Shards>,
+    next: Arc<AtomicUsize>,
+}
+
+impl PipelineTx {
+    pub(crate) fn new(txs: Vec<mpsc::Sender<Msg>>, shards: Arc<Shards>) -> PipelineTx {
+        PipelineTx {
+            txs: Arc::new(txs),
+            shards,
+            next: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// The shard for the next payload: not flushing if any is free, then the most queue room,
+    /// round robin among equals.
+    fn pick(&self) -> &mpsc::Sender<Msg> {
+        let n = self.txs.len();
+        if n == 1 {
+            return &self.txs[0];
+        }
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut best: Option<(bool, usize, usize)> = None;
+        for k in 0..n {
+            let i = (start + k) % n;
+            let free = !self.shards.status[i].flushing.load(Ordering::Relaxed);
+            let room = self.txs[i].capacity();
+            if best.is_none_or(|(bf, br, _)| (free, room) > (bf, br)) {
+                best = Some((free, room, i));
+            }
+        }
+        &self.txs[best.map_or(0, |b| b.2)]
+    }
+
+    /// Sends `msg` (a payload or UDP events) to a shard; `Err` once the pipeline stopped.
+    pub(crate) async fn send(&self, msg: Msg) -> Result<(), String> {
+        self.pick()
+            .send(msg)
+            .await
+            .map_err(|_| "pipeline is shutting down".to_string())
+    }
+
+    /// [`send`](Self::send) from a plain thread (UDP).
+    pub(crate) fn blocking_send(&self, msg: Msg) -> Result<(), String> {
+        self.pick()
+            .blocking_send(msg)
+            .map_err(|_| "pipeline is shutting down".to_string())
+    }
+
+    /// Whether the pipeline stopped.
+    pub fn is_closed(&self) -> bool {
+        self.txs.iter().any(|t| t.is_closed())
+    }
+
+    /// Sends `make()` to every shard (ticks, shutdown), in shard order.
+    pub(crate) async fn broadcast(&self, mut make: impl FnMut() -> Msg) -> bool {
+        let mut all = true;
+        for tx in self.txs.iter() {
+            all &= tx.send(make()).await.is_ok();
+        }
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_are_stable_and_spread() {
+        assert_eq!(shard_of("a", "WEB", "www", 1), 0);
+        let mut seen = [0usize; 2];
+        for dc in ["ams1", "ams4", "lhr2", "fra3"] {
+            for (t, s) in [
+                ("WEB", "www"),
+                ("WEB", "api"),
+                ("WEB", "mobile"),
+                ("CRON", ""),
+                ("LB", "haproxy"),
+            ] {
+                let i = shard_of(dc, t, s, 2);
+                assert_eq!(i, shard_of(dc, t, s, 2));
+                seen[i] += 1;
+            }
+        }
+        assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+    }
+
+    #[test]
+    fn checkpoint_floor_holds_in_flight_records() {
+        let dir = std::env::temp_dir().join(format!("sluice-shards-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (wal, _) = Wal::open(&dir, Default::default()).unwrap();
+        let (a, _ra) = mpsc::unbounded_channel();
+        let (b, _rb) = mpsc::unbounded_channel();
+        let shards = Shards::new(vec![a, b]);
+        assert_eq!(shards.checkpoint_floor(&wal), 1);
+        let s1 = shards.append(&wal, b"{}", 1, 2).unwrap();
+        let s2 = shards.append(&wal, b"{}", 1, 1).unwrap();
+        assert_eq!(shards.checkpoint_floor(&wal), s1);
+        shards.release(s1);
+        assert_eq!(shards.checkpoint_floor(&wal), s1);
+        shards.status[1].min_seq.store(s1, Ordering::SeqCst);
+        shards.release(s1);
+        shards.release(s2);
+        assert_eq!(shards.checkpoint_floor(&wal), s1);
+        shards.status[1].min_seq.store(u64::MAX, Ordering::SeqCst);
+        assert_eq!(shards.checkpoint_floor(&wal), s2 + 1);
+        assert!(shards.try_flush(0));
+        assert!(!shards.try_flush(1));
+        shards.flushed(0);
+        assert!(shards.try_flush(1));
+        drop(wal);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
