@@ -75,6 +75,9 @@ impl Store for TimedStore {
     fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
         self.timed(None, || self.inner.add_to_epoch_indexes(items))
     }
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        self.inner.keys_on_node(node, ns, keys)
+    }
     fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
         self.timed(None, || self.inner.add_counts_once_many(items))
     }

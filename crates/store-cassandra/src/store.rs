@@ -917,6 +917,18 @@ impl Shared {
     }
 }
 
+/// `HOST` or `HOST:PORT` (an IP address: the driver knows nodes by address) → (ip, port).
+fn parse_node(node: &str) -> Result<(std::net::IpAddr, Option<u16>)> {
+    if let Ok(sa) = node.parse::<std::net::SocketAddr>() {
+        return Ok((sa.ip(), Some(sa.port())));
+    }
+    node.parse::<std::net::IpAddr>()
+        .map(|ip| (ip, None))
+        .map_err(|_| StoreError::InvalidArgument {
+            reason: format!("local node {node:?} is not IP or IP:PORT"),
+        })
+}
+
 fn crc32(bytes: &[u8]) -> i32 {
     crc32fast::hash(bytes) as i32
 }
@@ -1107,6 +1119,29 @@ impl Store for CassandraStore {
                 })
                 .collect(),
         }
+    }
+
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        // From the driver's token ring (refreshed by the driver from the cluster's metadata):
+        // the blob's partition key (ns, epoch, key) → its replicas.
+        let want = parse_node(node)?;
+        let n = ns.as_str().into_owned();
+        let owned: Vec<(i64, String)> = keys.iter().map(|k| (k.epoch, k.key.to_owned())).collect();
+        self.run(|s| async move {
+            let conn = s.conn().await?;
+            let state = conn.session.get_cluster_state();
+            let ks = s.config.keyspace.clone();
+            let mut out = Vec::with_capacity(owned.len());
+            for (epoch, key) in &owned {
+                let replicas = state
+                    .get_endpoints(&ks, "blobs", &(&n, *epoch, key))
+                    .map_err(|e| unavailable(format!("replicas of {key}: {e}")))?;
+                out.push(replicas.iter().any(|(node, _)| {
+                    node.address.ip() == want.0 && want.1.is_none_or(|p| p == node.address.port())
+                }));
+            }
+            Ok(out)
+        })
     }
 
     fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {

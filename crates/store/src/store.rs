@@ -358,6 +358,15 @@ pub trait Store: Send + Sync {
         lists.iter().map(|l| self.put_blobs(ns, l)).collect()
     }
 
+    /// For data locality: which of `keys` (blobs of `ns`) have a replica on `node` (`HOST` or
+    /// `HOST:PORT` as the backend addresses its nodes), one answer per key, from the backend's
+    /// own view of placement (no request per key). A worker started beside a node takes only
+    /// its keys. Default: every key (a backend on one machine holds every key locally).
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        let _ = (node, ns);
+        Ok(vec![true; keys.len()])
+    }
+
     /// Reads a blob; `Ok(None)` if there is none. A blob whose stored checksum fails gives
     /// [`StoreError::Corrupted`], never wrong bytes.
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>>;
@@ -601,6 +610,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
         (**self).add_to_epoch_indexes(items)
+    }
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        (**self).keys_on_node(node, ns, keys)
     }
     fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
         (**self).add_counts_once_many(items)
