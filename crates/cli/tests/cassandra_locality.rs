@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use sluice_store::{BlobKey, Namespace, Retention, Store};
+use sluice_store::{BlobKey, Namespace, Retention};
 use sluice_store_cassandra::testing::{cluster, fresh_keyspace, node_ip, script};
 use sluice_store_cassandra::{CassandraConfig, CassandraStore};
 use sluice_substreams::{Runner, RunnerConfig};
@@ -46,13 +46,13 @@ fn runners_beside_two_nodes_split_the_keys_by_replica() {
     config.replication_factor = 2;
     let store = Arc::new(CassandraStore::connect(config, Retention::default()).expect("connect"));
     let epoch = 1_700_000_000;
-    let keys: Vec<String> = (0..60)
-        .map(|i| format!("{}:ams:WEB:www:{i}", epoch + i / 10))
+    let keys: Vec<String> = (0..24)
+        .map(|i| format!("{}:ams:WEB:www:{i}", epoch + i / 4))
         .collect();
     let bkeys: Vec<BlobKey<'_>> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| BlobKey::new(epoch + i as i64 / 10, k))
+        .map(|(i, k)| BlobKey::new(epoch + i as i64 / 4, k))
         .collect();
     let ns = Namespace::Events;
 
