@@ -1075,7 +1075,9 @@ impl Store for CassandraStore {
         // The lists concurrently (bounded by the in-flight semaphore), each list in order up to
         // its first failure, as `put_blobs`.
         let n = ns.as_str().into_owned();
-        let owned: Vec<Vec<(Result<()>, i64, String, Vec<u8>)>> = lists
+        // Per item: its argument check, epoch, key, bytes.
+        type Item = (Result<()>, i64, String, Vec<u8>);
+        let owned: Vec<Vec<Item>> = lists
             .iter()
             .map(|l| {
                 l.iter()
