@@ -14,15 +14,22 @@
 //! - Chunk numbers continue per (epoch, dc, type, subtype) across flushes: `n` or
 //!   `<collector_id>.n`. The first time a group is written the numbering starts after what the
 //!   store's epoch index already lists for this writer (so a restarted collector does not collide
-//!   with its own earlier chunks).
+//!   with its own earlier chunks). When the store cannot be read then (it is down), the group
+//!   is still closed, as an *unnumbered* batch numbered just before its first write; a spooled
+//!   one is numbered when it leaves the spool, its keys recorded there first
+//!   ([`Spool::number_front`]) so a replay after a crash writes the same keys.
 //! - Write-ahead log bookkeeping: [`Aggregator::add_logged`] tags events with the WAL sequence
 //!   number of the payload they came from; [`Aggregator::min_pending_seq`] is the smallest such
 //!   number whose events are not all written yet (in an open group or an unfinished batch), so
 //!   everything below it may be checkpointed (see [`crate::wal`]).
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
-//!   Index entries are written only once every blob of the batch is stored. A batch's blobs go
-//!   in one [`Store::put_blobs`] call (in order, stopping at the first failure); its counts go
+//!   Index entries are written only once every blob of the batch is stored. The batches of one
+//!   epoch are written *phased*: all their blobs in one [`Store::put_blob_lists`] call (each
+//!   batch's in order, stopping at its first failure; backends overlap the batches), then their
+//!   notes, then all index entries ([`Store::add_to_epoch_indexes`]), then all counts
+//!   ([`Store::add_counts_once_many`]); a batch enters a phase only if no earlier batch met a
+//!   transient error. Its counts go
 //!   through [`Store::add_counts_once`] under the token (collector id, epoch-index entry of the
 //!   batch's first chunk), so a retry after an unknown outcome never adds them twice.
 //! - **Stored-chunk hook**: [`FlushReport::stored`] lists every batch whose blobs and index
