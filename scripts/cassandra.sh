@@ -16,7 +16,12 @@
 # Maven via apt when missing. Small heaps: 1 GB for a single node, 512 MB per node of three.
 # State lives in $SLUICE_CASSANDRA_HOME (default: target/cassandra in the repository).
 # CQL on 127.0.0.K:9042, storage on 127.0.0.K:7000 (loopback aliases need no set-up on Linux).
+# Beside another such cluster on the machine: SLUICE_CASSANDRA_NET=127.0.1 (nodes on 127.0.1.K)
+# and SLUICE_CASSANDRA_JMX=7298 (JMX on 7298+K); the tests and the bench read the same variables.
 set -euo pipefail
+
+NET=${SLUICE_CASSANDRA_NET:-127.0.0}
+JMX=${SLUICE_CASSANDRA_JMX:-7198}
 
 VERSION=5.0.6
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -95,9 +100,9 @@ commitlog_sync_period: 10000ms
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:7000"
-listen_address: 127.0.0.$k
-rpc_address: 127.0.0.$k
+      - seeds: "$NET.1:7000"
+listen_address: $NET.$k
+rpc_address: $NET.$k
 storage_port: 7000
 native_transport_port: 9042
 start_native_transport: true
@@ -176,7 +181,7 @@ XML
 OPTS
 }
 
-cql_open() { (exec 3<>"/dev/tcp/127.0.0.$1/9042") 2>/dev/null; }
+cql_open() { (exec 3<>"/dev/tcp/$NET.$1/9042") 2>/dev/null; }
 
 launch() {
   local k=$1 n=$2 d heap ring jamm
@@ -190,7 +195,7 @@ launch() {
     -Xms$heap -Xmx$heap -javaagent:"$jamm" \
     -Dcassandra.config="file://$d/conf/cassandra.yaml" -Dcassandra.storagedir="$d/data" \
     -Dcassandra.logdir="$d/logs" -Dlogback.configurationFile="$d/conf/logback.xml" \
-    -Dcassandra-foreground=yes -Dcassandra.jmx.local.port=$((7198 + k)) \
+    -Dcassandra-foreground=yes -Dcassandra.jmx.local.port=$((JMX + k)) \
     -cp "$d/conf:$LIB/*" org.apache.cassandra.service.CassandraDaemon \
     >"$d/logs/stdout.log" 2>&1 </dev/null) &
   echo $! >"$d/pid"
@@ -233,7 +238,7 @@ start() {
   echo "$n" >"$HOME_DIR/shape"
   for k in $(seq 1 "$n"); do launch "$k" "$n"; done
   for k in $(seq 1 "$n"); do wait_up "$k"; done
-  echo "cassandra: $n-node cluster up (CQL on $(seq -s, -f '127.0.0.%g:9042' 1 "$n"))"
+  echo "cassandra: $n-node cluster up (CQL on $(seq -s, -f "$NET.%g:9042" 1 "$n"))"
 }
 
 stop_all() {
@@ -247,8 +252,8 @@ status() {
   n=$(shape)
   if ((n == 0)); then echo "cassandra: not running"; return 1; fi
   for k in $(seq 1 "$n"); do
-    if alive "$k" && cql_open "$k"; then echo "node $k 127.0.0.$k:9042 up (pid $(pid_of "$k"))"
-    else echo "node $k 127.0.0.$k:9042 down"; fi
+    if alive "$k" && cql_open "$k"; then echo "node $k $NET.$k:9042 up (pid $(pid_of "$k"))"
+    else echo "node $k $NET.$k:9042 down"; fi
   done
   echo "shape $n"
 }
@@ -259,7 +264,7 @@ nodetool() {
   opts=$(grep -E '^--add-(exports|opens)' "$(node_dir "$k")/conf/jvm17.options" | tr '\n' ' ')
   # shellcheck disable=SC2086
   java $opts -Xmx128M -cp "$(node_dir "$k")/conf:$LIB/*" org.apache.cassandra.tools.NodeTool \
-    -h 127.0.0.1 -p $((7198 + k)) "$@"
+    -h 127.0.0.1 -p $((JMX + k)) "$@"
 }
 
 du_keyspace() {

@@ -153,7 +153,9 @@ pub(crate) fn row_cassandra(args: &Args, tmp: &Path, out: &mut String) -> Result
     for nodes in &args.cassandra_nodes {
         eprintln!("cassandra: starting a {nodes}-node cluster (scripts/cassandra.sh) ...");
         script(&["start", &nodes.to_string()])?;
-        let hosts: Vec<String> = (1..=*nodes).map(|k| format!("127.0.0.{k}:9042")).collect();
+        let hosts: Vec<String> = (1..=*nodes)
+            .map(|k| format!("{}:9042", sluice_store_cassandra::testing::node_ip(k)))
+            .collect();
         let rf = (*nodes).min(3) as u32;
         let keyspace = format!("bench_{}_{nodes}", std::process::id());
         let mut config = CassandraConfig::new(hosts.clone(), &keyspace);

@@ -64,6 +64,11 @@ pub struct ServeArgs {
     /// `<wal dir>/damaged/`, then the records after the damage in it are skipped (logged).
     #[arg(long)]
     salvage_wal: bool,
+    /// Data locality: the substream runner takes only the stored chunks with a replica on this
+    /// store node (`IP` or `IP:PORT` as the cluster knows it; Cassandra only), leaving the others
+    /// to the workers beside their nodes. Default: every chunk.
+    #[arg(long, value_name = "ADDR")]
+    local_node: Option<String>,
 }
 
 /// A size: plain bytes or with a binary unit `k`, `m`, `g` (case-insensitive, optional `b`/`ib`).
@@ -156,6 +161,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if a.salvage_wal {
         c.salvage_wal = true;
+    }
+    if let Some(n) = &a.local_node {
+        c.local_node = Some(n.clone());
     }
     Ok(c)
 }

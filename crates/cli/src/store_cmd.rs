@@ -7,7 +7,10 @@
 //! written and compared after it is read back from the target), then its epoch index, then its
 //! counts (applied once per (epoch, dc, type, subtype): a rerun adds nothing). A blob that fails
 //! its checksum in the source is reported and not copied (exit status 3); a blob that exists in
-//! the target with other bytes is an error. Substream namespaces are not copied (yet).
+//! the target with other bytes is an error. The substream registry (catalog kinds `substream`
+//! and `substream-removed`) is copied first; then for each (epoch, dc) each registered
+//! substream's results (`substreams/<name>`: blobs verified the same way, then that
+//! namespace's index). Per-writer status records are not copied (they count a writer's work).
 //!
 //! `check` opens the directory read-only (it changes nothing), loads every partition, verifies
 //! every blob value, prints one line per damaged range and a summary; exit status 0 when clean,
@@ -191,10 +194,79 @@ struct CopyReport {
     already: u64,
     damaged: u64,
     counts: u64,
+    /// Substream results copied (also counted in `blobs` / `already`).
+    results: u64,
+    /// Catalog records copied (the substream registry).
+    catalog: u64,
+}
+
+/// Copies the blobs of `(epoch, dc)` listed by `entries` in `ns`, each checked by its `=chk`
+/// SHA-1 trailer before the write and read back from the target after it; returns the
+/// entries copied (damaged or unreadable ones are reported and counted, not copied).
+fn copy_blobs<'e>(
+    src: &dyn sluice_store::Store,
+    dst: &dyn sluice_store::Store,
+    ns: &sluice_store::Namespace,
+    epoch: i64,
+    dc: &str,
+    entries: &'e std::collections::BTreeSet<String>,
+    r: &mut CopyReport,
+) -> Result<Vec<&'e str>> {
+    use sluice_store::{BlobKey, PutOutcome};
+    let keys: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{epoch}:{dc}:{e}"))
+        .collect();
+    let bkeys: Vec<BlobKey<'_>> = keys.iter().map(|k| BlobKey::new(epoch, k)).collect();
+    let blobs = src.get_blobs(ns, &bkeys);
+    let mut copied_entries = Vec::new();
+    let mut items: Vec<(BlobKey<'_>, Vec<u8>)> = Vec::new();
+    for ((key, entry), got) in bkeys.iter().zip(entries).zip(blobs) {
+        match got {
+            Ok(Some(bytes)) => match sluice_blob::Blob::parse(&bytes) {
+                Ok(_) => {
+                    items.push((*key, bytes));
+                    copied_entries.push(entry.as_str());
+                }
+                Err(e) => {
+                    eprintln!("sluice: damaged blob {ns}/{} not copied: {e}", key.key);
+                    r.damaged += 1;
+                }
+            },
+            Ok(None) => {
+                eprintln!(
+                    "sluice: {ns}/{} is listed but has no blob; not copied",
+                    key.key
+                );
+                r.damaged += 1;
+            }
+            Err(e) => {
+                eprintln!("sluice: reading {ns}/{}: {e}; not copied", key.key);
+                r.damaged += 1;
+            }
+        }
+    }
+    let refs: Vec<(BlobKey<'_>, &[u8])> = items.iter().map(|(k, b)| (*k, b.as_slice())).collect();
+    for (res, (key, bytes)) in dst.put_blobs(ns, &refs).into_iter().zip(&refs) {
+        match res.with_context(|| format!("writing {ns}/{}", key.key))? {
+            PutOutcome::Written => r.blobs += 1,
+            PutOutcome::AlreadyPresent => r.already += 1,
+        }
+        r.bytes += bytes.len() as u64;
+    }
+    // Read back and compare: what the target returns is what the source held.
+    let back = dst.get_blobs(ns, &refs.iter().map(|(k, _)| *k).collect::<Vec<_>>());
+    for ((key, bytes), got) in refs.iter().zip(back) {
+        let got = got.with_context(|| format!("reading back {ns}/{}", key.key))?;
+        if got.as_deref() != Some(*bytes) {
+            bail!("{ns}/{} reads back different from the source", key.key);
+        }
+    }
+    Ok(copied_entries)
 }
 
 fn copy(a: &CopyArgs) -> Result<()> {
-    use sluice_store::{BlobKey, CountsWrite, Namespace, PutOutcome};
+    use sluice_store::{CountsWrite, Namespace};
     let now = sluice_reader::time::now_unix();
     let from = sluice_reader::parse_time(&a.from_time, now)
         .with_context(|| format!("--from-time {:?}", a.from_time))?;
@@ -217,54 +289,34 @@ fn copy(a: &CopyArgs) -> Result<()> {
     let dst = crate::store_arg::open_for_write(&dst_url, retention(a.retention_days))?;
     let ev = Namespace::Events;
     let mut r = CopyReport::default();
+    // The substream registry (definitions and removals; never expiring) first, so the target
+    // knows the namespaces whose results follow.
+    let mut substreams = Vec::new();
+    for kind in [
+        sluice_substreams::registry::CATALOG_KIND,
+        sluice_substreams::registry::REMOVED_KIND,
+    ] {
+        for (name, value) in src.get_catalog(kind)? {
+            dst.put_catalog(kind, &name, Some(&value))
+                .with_context(|| format!("copying catalog record {kind}/{name}"))?;
+            r.catalog += 1;
+            if kind == sluice_substreams::registry::CATALOG_KIND {
+                substreams.push(Namespace::Substream(name));
+            }
+        }
+    }
     for (epoch, dc) in src.list_epochs(None, from, to)? {
         let entries = src.get_epoch_index(epoch, &dc)?;
-        let keys: Vec<String> = entries
-            .iter()
-            .map(|e| format!("{epoch}:{dc}:{e}"))
-            .collect();
-        let bkeys: Vec<BlobKey<'_>> = keys.iter().map(|k| BlobKey::new(epoch, k)).collect();
-        let blobs = src.get_blobs(&ev, &bkeys);
-        let mut copied_entries = Vec::new();
-        let mut items: Vec<(BlobKey<'_>, Vec<u8>)> = Vec::new();
-        for ((key, entry), got) in bkeys.iter().zip(&entries).zip(blobs) {
-            match got {
-                Ok(Some(bytes)) => match sluice_blob::Blob::parse(&bytes) {
-                    Ok(_) => {
-                        items.push((*key, bytes));
-                        copied_entries.push(entry.as_str());
-                    }
-                    Err(e) => {
-                        eprintln!("sluice: damaged blob {} not copied: {e}", key.key);
-                        r.damaged += 1;
-                    }
-                },
-                Ok(None) => {
-                    eprintln!("sluice: {} is listed but has no blob; not copied", key.key);
-                    r.damaged += 1;
-                }
-                Err(e) => {
-                    eprintln!("sluice: reading {}: {e}; not copied", key.key);
-                    r.damaged += 1;
-                }
+        let copied_entries = copy_blobs(&*src, &*dst, &ev, epoch, &dc, &entries, &mut r)?;
+        // Results before their index entries, as the runner writes them.
+        for ns in &substreams {
+            let entries = src.get_namespace_index(ns, epoch, &dc)?;
+            if entries.is_empty() {
+                continue;
             }
-        }
-        let refs: Vec<(BlobKey<'_>, &[u8])> =
-            items.iter().map(|(k, b)| (*k, b.as_slice())).collect();
-        for (res, (key, bytes)) in dst.put_blobs(&ev, &refs).into_iter().zip(&refs) {
-            match res.with_context(|| format!("writing {}", key.key))? {
-                PutOutcome::Written => r.blobs += 1,
-                PutOutcome::AlreadyPresent => r.already += 1,
-            }
-            r.bytes += bytes.len() as u64;
-        }
-        // Read back and compare: what the target returns is what the source held.
-        let back = dst.get_blobs(&ev, &refs.iter().map(|(k, _)| *k).collect::<Vec<_>>());
-        for ((key, bytes), got) in refs.iter().zip(back) {
-            let got = got.with_context(|| format!("reading back {}", key.key))?;
-            if got.as_deref() != Some(*bytes) {
-                bail!("{} reads back different from the source", key.key);
-            }
+            let copied = copy_blobs(&*src, &*dst, ns, epoch, &dc, &entries, &mut r)?;
+            dst.add_to_namespace_index(ns, epoch, &dc, &copied)?;
+            r.results += copied.len() as u64;
         }
         dst.add_to_epoch_index(epoch, &dc, &copied_entries)?;
         for ((t, st), c) in src.get_counts(epoch, &dc)? {
@@ -284,8 +336,9 @@ fn copy(a: &CopyArgs) -> Result<()> {
     dst.flush()?;
     println!(
         "copied {} (epoch, dc) from {src_url} to {dst_url}: {} blobs written, {} already there, \
-         {} bytes verified, {} counts rows; {} damaged or unreadable skipped",
-        r.epochs, r.blobs, r.already, r.bytes, r.counts, r.damaged
+         {} bytes verified, {} counts rows, {} substream results, {} registry records; \
+         {} damaged or unreadable skipped",
+        r.epochs, r.blobs, r.already, r.bytes, r.counts, r.results, r.catalog, r.damaged
     );
     if r.damaged > 0 {
         return Err(

@@ -2,7 +2,8 @@
 //! `SLUICE_SKIP_CASSANDRA=1`): `sluice serve --store cassandra://…` ingests over HTTP, TCP and
 //! UDP and `sluice cat` / `tail --store` read every event back exactly once; the original's
 //! read API answers a Perl consumer (HTTP::Tiny + Sereal::Decoder); `sluice store copy` moves
-//! the range to an embedded store and back, verified; two servers with distinct collector ids
+//! the range (events, substream results and registry) to an embedded store and back, verified;
+//! two servers with distinct collector ids
 //! writing the same second give one complete listing.
 
 mod cassandra_common;
@@ -71,6 +72,50 @@ fn perl_total(base: &str, dc: &str, from: i64, to: i64) -> u64 {
         .expect("a total line")
 }
 
+/// The results of substream `ids` in `[from, to)` (`<epoch>:<dc>:<entry>`), each blob present
+/// and passing its checksum, and whether the registry lists `ids`.
+fn id_results(store: &dyn sluice_store::Store, from: i64, to: i64) -> (BTreeSet<String>, bool) {
+    use sluice_store::{BlobKey, Namespace};
+    let ns = Namespace::Substream("ids".into());
+    let mut out = BTreeSet::new();
+    for (epoch, dc) in store.list_epochs(None, from, to).expect("epochs") {
+        for e in store.get_namespace_index(&ns, epoch, &dc).expect("index") {
+            let key = format!("{epoch}:{dc}:{e}");
+            let blob = store
+                .get_blob(&ns, BlobKey::new(epoch, &key))
+                .expect("result")
+                .expect("a listed result is stored");
+            sluice_blob::Blob::parse(&blob).expect("result checksum");
+            out.insert(key);
+        }
+    }
+    let registered = store
+        .get_catalog(sluice_substreams::registry::CATALOG_KIND)
+        .expect("catalog")
+        .contains_key("ids");
+    (out, registered)
+}
+
+/// A reader's store on `url` (`cassandra://…` or `embedded:DIR`).
+fn open_reader(url: &str) -> Box<dyn sluice_store::Store> {
+    if let Some(dir) = url.strip_prefix("embedded:") {
+        return Box::new(sluice_store::EmbeddedStore::open_read_only(dir).expect("embedded"));
+    }
+    match url
+        .parse::<sluice_store_cassandra::StoreUrl>()
+        .expect("url")
+    {
+        sluice_store_cassandra::StoreUrl::Cassandra(c) => Box::new(
+            sluice_store_cassandra::CassandraStore::open_read_only(
+                c,
+                sluice_store::Retention::default(),
+            )
+            .expect("open"),
+        ),
+        sluice_store_cassandra::StoreUrl::Embedded(_) => unreachable!("handled above"),
+    }
+}
+
 fn sluice_ok(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice"))
         .args(args)
@@ -93,6 +138,18 @@ fn serve_on_cassandra_reads_back_every_transport_the_original_way_and_copies() {
     let url = ks.url("rf=1&write_cl=quorum&read_cl=one");
     let tmp = tempfile::tempdir().expect("tmp");
     let (mut server, base, tcp, udp) = serve(&url, &tmp.path().join("data"), "c1");
+    // A substream, so that `store copy` has results and a registry to carry.
+    sluice_ok(&[
+        "substream",
+        "add",
+        "ids",
+        "--type",
+        "WEB",
+        "--select",
+        "id",
+        "--server",
+        &base,
+    ]);
 
     let epoch = now();
     let (h, t, u) = (
@@ -149,6 +206,28 @@ fn serve_on_cassandra_reads_back_every_transport_the_original_way_and_copies() {
     let none = ureq::get(&format!("{base}/buckets/epochs/keys/{}-ams", epoch - 100)).call();
     assert!(matches!(none, Err(ureq::Error::Status(404, _))), "{none:?}");
 
+    // Every WEB chunk gets its result (the runner works after the store write).
+    let web_chunks = |store: &dyn sluice_store::Store| -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for (e, dc) in store.list_epochs(None, from, to).expect("epochs") {
+            for entry in store.get_epoch_index(e, &dc).expect("index") {
+                if entry.starts_with("WEB:") {
+                    out.insert(format!("{e}:{dc}:{entry}"));
+                }
+            }
+        }
+        out
+    };
+    let src_store = open_reader(&url);
+    let want_results = web_chunks(&*src_store);
+    assert!(!want_results.is_empty());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while id_results(&*src_store, from, to).0 != want_results {
+        assert!(Instant::now() < deadline, "substream results not stored");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(src_store);
+
     // Cassandra → embedded → another keyspace, each copy verified, each readable.
     let copy_dir = tmp.path().join("copy");
     let embedded = format!("embedded:{}", copy_dir.display());
@@ -191,6 +270,12 @@ fn serve_on_cassandra_reads_back_every_transport_the_original_way_and_copies() {
         Duration::from_secs(5),
     );
     assert_exactly_once(&url2, from, to, &want, &none_extra, Duration::from_secs(5));
+    // The registry and the substream's results came along both ways, verified.
+    for target in [&embedded, &url2] {
+        let (results, registered) = id_results(&*open_reader(target), from, to);
+        assert!(registered, "{target}: substream registry not copied");
+        assert_eq!(results, want_results, "{target}: substream results");
+    }
     // A second copy changes nothing (every blob already there, counts applied once).
     let again = sluice_ok(&[
         "store",

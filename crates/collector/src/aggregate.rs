@@ -14,15 +14,22 @@
 //! - Chunk numbers continue per (epoch, dc, type, subtype) across flushes: `n` or
 //!   `<collector_id>.n`. The first time a group is written the numbering starts after what the
 //!   store's epoch index already lists for this writer (so a restarted collector does not collide
-//!   with its own earlier chunks).
+//!   with its own earlier chunks). When the store cannot be read then (it is down), the group
+//!   is still closed, as an *unnumbered* batch numbered just before its first write; a spooled
+//!   one is numbered when it leaves the spool, its keys recorded there first
+//!   ([`Spool::number_front`]) so a replay after a crash writes the same keys.
 //! - Write-ahead log bookkeeping: [`Aggregator::add_logged`] tags events with the WAL sequence
 //!   number of the payload they came from; [`Aggregator::min_pending_seq`] is the smallest such
 //!   number whose events are not all written yet (in an open group or an unfinished batch), so
 //!   everything below it may be checkpointed (see [`crate::wal`]).
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
-//!   Index entries are written only once every blob of the batch is stored. A batch's blobs go
-//!   in one [`Store::put_blobs`] call (in order, stopping at the first failure); its counts go
+//!   Index entries are written only once every blob of the batch is stored. The batches of one
+//!   epoch are written *phased*: all their blobs in one [`Store::put_blob_lists`] call (each
+//!   batch's in order, stopping at its first failure; backends overlap the batches), then their
+//!   notes, then all index entries ([`Store::add_to_epoch_indexes`]), then all counts
+//!   ([`Store::add_counts_once_many`]); a batch enters a phase only if no earlier batch met a
+//!   transient error. Its counts go
 //!   through [`Store::add_counts_once`] under the token (collector id, epoch-index entry of the
 //!   batch's first chunk), so a retry after an unknown outcome never adds them twice.
 //! - **Stored-chunk hook**: [`FlushReport::stored`] lists every batch whose blobs and index
@@ -76,7 +83,9 @@ use sereal::{ArrayEncoder, Value};
 use sluice_blob::{
     Blob, BlobBuilder, BlobError, BlobOptions, ChunkId, EpochIndex, EventKey, IndexEntry,
 };
-use sluice_store::{BlobKey, Counts, CountsWrite, Namespace, PutOutcome, Store, StoreError};
+use sluice_store::{
+    BlobKey, Counts, CountsAdd, CountsWrite, Namespace, PutOutcome, Store, StoreError,
+};
 
 use crate::ingest::{EventBody, ParsedEvent};
 use crate::note::DoneNote;
@@ -336,9 +345,22 @@ impl Group {
 }
 
 struct Chunk {
+    /// The blob key; empty while the batch is unnumbered (see [`Batch::is_numbered`]).
     key: String,
     entry: String,
     bytes: Vec<u8>,
+}
+
+impl Chunk {
+    /// A chunk whose number is not known yet (the store could not be read when its group
+    /// closed): keyed by [`Aggregator::number`] before it is written.
+    fn unnumbered(bytes: Vec<u8>) -> Chunk {
+        Chunk {
+            key: String::new(),
+            entry: String::new(),
+            bytes,
+        }
+    }
 }
 
 /// A closed group on its way to the store; `stored`, `indexed` and `counted` say how far it got.
@@ -357,6 +379,15 @@ struct Batch {
     /// The batch part of its counts token when it has no chunk to name it by (made unique per
     /// aggregator run; see [`counts_batch_id`]).
     counts_id: Option<String>,
+}
+
+impl Batch {
+    /// Whether its chunks have their numbers (keys). A batch closed while the store could not
+    /// be read is numbered just before its first write; a spooled one has its numbers recorded
+    /// in the spool first ([`Spool::number_front`]), so a replay reuses them.
+    fn is_numbered(&self) -> bool {
+        self.chunks.iter().all(|c| !c.key.is_empty())
+    }
 }
 
 /// Groups events per second and flushes them to a store. See the [module docs](self).
@@ -653,13 +684,7 @@ impl Aggregator {
         for (key, group) in closed {
             self.open_events -= group.events;
             self.open_bytes -= group.bytes;
-            if let Some(group) = self.close_group(key.clone(), group, &mut index_cache, &mut report)
-            {
-                // The store could not tell us where numbering starts: keep the group open.
-                self.open_events += group.events;
-                self.open_bytes += group.bytes;
-                self.open.insert(key, group);
-            }
+            self.close_group(key, group, &mut index_cache, &mut report);
         }
         self.drain_outbox(&mut report);
         self.spill_excess(&mut report);
@@ -667,24 +692,20 @@ impl Aggregator {
         report
     }
 
-    /// Builds the batch of a closed group and queues it; gives the group back if its first chunk
-    /// number cannot be determined (store read error).
+    /// Builds the batch of a closed group and queues it (unnumbered if its first chunk number
+    /// cannot be determined now: store read error).
     fn close_group(
         &mut self,
         key: GroupKey,
         group: Group,
         index_cache: &mut HashMap<(i64, String), EpochIndex>,
         report: &mut FlushReport,
-    ) -> Option<Group> {
+    ) {
+        // `None`: the store cannot tell where numbering starts (it is down). The batch is built
+        // unnumbered and numbered when it is written (it may go to the spool meanwhile).
         let start = match self.next_chunk.get(&key) {
-            Some(&n) => n,
-            None => match self.first_chunk_from_index(&key, index_cache) {
-                Ok(n) => n,
-                Err(e) => {
-                    report.errors.push(e);
-                    return Some(group);
-                }
-            },
+            Some(&n) => Some(n),
+            None => self.first_chunk_from_index(&key, index_cache).ok(),
         };
         let Group {
             mut doc,
@@ -731,9 +752,13 @@ impl Aggregator {
             self.spare.push(doc);
         }
         let mut chunks = Vec::with_capacity(blobs.len());
-        let mut n = start;
+        let mut n = start.unwrap_or(0);
         for blob in blobs {
-            match make_chunk(&key, self.cfg.collector_id.as_deref(), n, blob.into_bytes()) {
+            let made = match start {
+                Some(_) => make_chunk(&key, self.cfg.collector_id.as_deref(), n, blob.into_bytes()),
+                None => Ok(Chunk::unnumbered(blob.into_bytes())),
+            };
+            match made {
                 Ok(c) => chunks.push(c),
                 Err(e) => {
                     // Tags are validated at ingest; a group that cannot be keyed cannot be stored.
@@ -755,7 +780,9 @@ impl Aggregator {
         if dropped > 0 {
             counts.dropped.insert(UNENCODABLE.to_owned(), dropped);
         }
-        self.next_chunk.insert(key.clone(), n.max(start));
+        if let Some(start) = start {
+            self.next_chunk.insert(key.clone(), n.max(start));
+        }
         let counts_id = chunks.is_empty().then(|| self.chunkless_id());
         self.outbox.push_back(Batch {
             key,
@@ -769,7 +796,6 @@ impl Aggregator {
             noted: false,
             counts_id,
         });
-        None
     }
 
     /// A counts batch id for a batch without chunks, unique across this writer's runs.
@@ -862,24 +888,46 @@ impl Aggregator {
         Ok(index)
     }
 
-    /// Writes the queued batches in order. A transient store error stops the drain (the store is
-    /// down: the rest would fail too); other errors only hold back their own batch.
+    /// Writes the queued batches, phased across the batches of one epoch (see
+    /// [`write_batches`](Self::write_batches)), epoch runs in order. A transient store error
+    /// stops the batches after the one that met it (the store is down: the rest would fail
+    /// too); other errors only hold back their own batch.
     fn drain_outbox(&mut self, report: &mut FlushReport) {
         if !self.drain_spool(report) {
             return;
         }
+        let mut batches: Vec<Batch> = self.outbox.drain(..).collect();
+        // Phased per run of batches of one epoch (a flush closes one second's groups): the
+        // store sees epochs in the order they were closed, as with one batch at a time.
+        let mut errors = Vec::with_capacity(batches.len());
+        let (mut start, mut stopped) = (0, false);
+        while start < batches.len() {
+            let epoch = batches[start].key.0;
+            let end = start
+                + batches[start..]
+                    .iter()
+                    .take_while(|b| b.key.0 == epoch)
+                    .count();
+            if stopped {
+                errors.extend((start..end).map(|_| None));
+            } else {
+                let run = self.write_batches(&mut batches[start..end], report);
+                stopped = run
+                    .iter()
+                    .any(|e| e.as_ref().is_some_and(AggregateError::is_transient));
+                errors.extend(run);
+            }
+            start = end;
+        }
         let mut kept = VecDeque::new();
-        while let Some(mut batch) = self.outbox.pop_front() {
-            match self.write_batch(&mut batch, report) {
-                Ok(()) => self.batch_done(&mut batch, false),
-                Err(e) => {
-                    let stop = e.is_transient();
-                    report.errors.push(e);
-                    kept.push_back(batch);
-                    if stop {
-                        break;
-                    }
-                }
+        for (mut batch, error) in batches.into_iter().zip(errors) {
+            if let Some(e) = error {
+                report.errors.push(e);
+            }
+            if batch.counted {
+                self.batch_done(&mut batch, false);
+            } else {
+                kept.push_back(batch);
             }
         }
         kept.append(&mut self.outbox);
@@ -907,6 +955,39 @@ impl Aggregator {
                     }
                 },
             };
+            if !batch.is_numbered() {
+                // Numbered now, and the numbers recorded in the spool before any blob is
+                // written: a crash after a put replays the same keys (write-once dedupes them).
+                let mut cache = HashMap::new();
+                if let Err(e) = self.number(&mut batch, &mut cache) {
+                    let transient = e.is_transient();
+                    report.errors.push(e);
+                    if transient {
+                        self.spool_head = Some(batch);
+                        return false;
+                    }
+                } else {
+                    let keys: Vec<(String, String)> = batch
+                        .chunks
+                        .iter()
+                        .map(|c| (c.key.clone(), c.entry.clone()))
+                        .collect();
+                    let spool = self.spool.as_mut().expect("spool");
+                    if let Err(source) = spool.number_front(&keys) {
+                        report.errors.push(AggregateError::Spool {
+                            what: format!("numbering {} in the spool", group_name(&batch.key)),
+                            source,
+                        });
+                        // Not written under numbers the spool does not hold: numbered again.
+                        for c in &mut batch.chunks {
+                            c.key.clear();
+                            c.entry.clear();
+                        }
+                        self.spool_head = Some(batch);
+                        return false;
+                    }
+                }
+            }
             let result = self.write_batch(&mut batch, report);
             let transient = result
                 .as_ref()
@@ -966,12 +1047,247 @@ impl Aggregator {
         }
     }
 
+    /// Gives an unnumbered batch its chunk numbers: after our counter for its group, or after
+    /// what the store's epoch index lists for this writer (`cache`: indexes read by this call's
+    /// caller).
+    fn number(
+        &mut self,
+        b: &mut Batch,
+        cache: &mut HashMap<(i64, String), EpochIndex>,
+    ) -> Result<(), AggregateError> {
+        let mut n = match self.next_chunk.get(&b.key) {
+            Some(&n) => n,
+            None => self.first_chunk_from_index(&b.key, cache)?,
+        };
+        let collector = self.cfg.collector_id.clone();
+        for c in &mut b.chunks {
+            let bytes = std::mem::take(&mut c.bytes);
+            *c = make_chunk(&b.key, collector.as_deref(), n, bytes)?;
+            n = n.saturating_add(1);
+        }
+        self.next_chunk.insert(b.key.clone(), n);
+        Ok(())
+    }
+
+    /// Writes one batch (data, note, index, counts) from where it stopped.
     fn write_batch(
         &mut self,
         b: &mut Batch,
         report: &mut FlushReport,
     ) -> Result<(), AggregateError> {
-        let (epoch, dc) = (b.key.0, b.key.1.clone());
+        let errors = self.write_batches(std::slice::from_mut(b), report);
+        match errors.into_iter().next().flatten() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `batches` (oldest first) from where each stopped, *phased across batches*: every
+    /// unnumbered batch is numbered, then all their blobs go in one [`Store::put_blob_lists`]
+    /// call (backends overlap the batches), then the done notes are logged one by one, then all
+    /// index entries go in one [`Store::add_to_epoch_indexes`] call, then all counts in one
+    /// [`Store::add_counts_once_many`] call. Each batch still goes data → note → index → counts,
+    /// and a batch enters a phase only if no *earlier* batch met a transient error in an
+    /// earlier phase (so batches become readable in the order they were closed when the store
+    /// fails). Returns each batch's error (`None`: no error; done when `counted`).
+    fn write_batches(
+        &mut self,
+        batches: &mut [Batch],
+        report: &mut FlushReport,
+    ) -> Vec<Option<AggregateError>> {
+        let mut errors: Vec<Option<AggregateError>> = batches.iter().map(|_| None).collect();
+        // Batches [0, live) may enter the next phase.
+        let mut live = batches.len();
+        let stop_at_transient = |errors: &[Option<AggregateError>], live: usize| {
+            errors[..live]
+                .iter()
+                .position(|e| e.as_ref().is_some_and(AggregateError::is_transient))
+                .map_or(live, |i| i + 1)
+        };
+
+        // Numbers.
+        let mut cache = HashMap::new();
+        for i in 0..live {
+            if !batches[i].is_numbered() {
+                if let Err(e) = self.number(&mut batches[i], &mut cache) {
+                    errors[i] = Some(e);
+                }
+            }
+        }
+        live = stop_at_transient(&errors, live);
+
+        // Data.
+        let want: Vec<usize> = (0..live)
+            .filter(|&i| errors[i].is_none() && batches[i].stored < batches[i].chunks.len())
+            .collect();
+        if !want.is_empty() {
+            let lists: Vec<Vec<(BlobKey<'_>, &[u8])>> = want
+                .iter()
+                .map(|&i| {
+                    let b = &batches[i];
+                    b.chunks[b.stored..]
+                        .iter()
+                        .map(|c| (BlobKey::new(b.key.0, &c.key), c.bytes.as_slice()))
+                        .collect()
+                })
+                .collect();
+            let results = self.store.put_blob_lists(&Namespace::Events, &lists);
+            drop(lists);
+            let mut results = results.into_iter();
+            for &i in &want {
+                let b = &mut batches[i];
+                let rs = results.next().unwrap_or_default();
+                let mut conflict = false;
+                if rs.is_empty() {
+                    // A store that attempted nothing (against the contract): fail rather than spin.
+                    errors[i] = Some(AggregateError::Store {
+                        what: format!("storing {}", b.chunks[b.stored].key),
+                        source: StoreError::Unavailable {
+                            reason: "put_blobs attempted no item".into(),
+                        },
+                    });
+                    continue;
+                }
+                for r in rs {
+                    let c = &b.chunks[b.stored];
+                    match r {
+                        Ok(PutOutcome::Written | PutOutcome::AlreadyPresent) => {
+                            report.blobs += 1;
+                            report.bytes += c.bytes.len() as u64;
+                            b.stored += 1;
+                        }
+                        Err(StoreError::Exists { .. }) => conflict = true,
+                        Err(source) => {
+                            errors[i] = Some(AggregateError::Store {
+                                what: format!("storing {}", c.key),
+                                source,
+                            });
+                        }
+                    }
+                }
+                if conflict {
+                    // Rare (another writer or an earlier run owns a number): this batch alone,
+                    // renumbered, one put after another.
+                    if let Err(e) = self.put_chunks(b, report) {
+                        errors[i] = Some(e);
+                    }
+                }
+            }
+            live = stop_at_transient(&errors, live);
+        }
+
+        // Notes, before the index: an indexed batch must never lack its note (see crate::replay).
+        for i in 0..live {
+            let b = &mut batches[i];
+            if errors[i].is_some() || b.indexed || b.noted || b.seqs.is_empty() {
+                continue;
+            }
+            if let Some(log) = self.note_log.as_mut() {
+                match log(&done_note(b, false)) {
+                    Ok(()) => b.noted = true,
+                    Err(reason) => {
+                        errors[i] = Some(AggregateError::NoteLog {
+                            what: group_name(&b.key),
+                            reason,
+                        })
+                    }
+                }
+            }
+        }
+
+        // Index.
+        let want: Vec<usize> = (0..live)
+            .filter(|&i| errors[i].is_none() && !batches[i].indexed)
+            .collect();
+        if !want.is_empty() {
+            let items: Vec<(i64, &str, Vec<&str>)> = want
+                .iter()
+                .map(|&i| {
+                    let b = &batches[i];
+                    let entries = b.chunks.iter().map(|c| c.entry.as_str()).collect();
+                    (b.key.0, b.key.1.as_str(), entries)
+                })
+                .collect();
+            let results = self.store.add_to_epoch_indexes(&items);
+            drop(items);
+            let mut results = results.into_iter();
+            for &i in &want {
+                let b = &mut batches[i];
+                match results.next().unwrap_or(Ok(())) {
+                    Ok(()) => Self::indexed(b, report),
+                    Err(source) => {
+                        let entries: Vec<&str> =
+                            b.chunks.iter().map(|c| c.entry.as_str()).collect();
+                        errors[i] = Some(AggregateError::Store {
+                            what: format!(
+                                "indexing {} in {}-{}",
+                                entries.join("|"),
+                                b.key.0,
+                                b.key.1
+                            ),
+                            source,
+                        });
+                    }
+                }
+            }
+            live = stop_at_transient(&errors, live);
+        }
+
+        // Counts.
+        for i in 0..live {
+            let b = &mut batches[i];
+            if errors[i].is_none() && !b.counted && b.counts.is_zero() {
+                b.counted = true;
+            }
+            if errors[i].is_none() && !b.counted && b.chunks.is_empty() && b.counts_id.is_none() {
+                b.counts_id = Some(self.chunkless_id());
+            }
+        }
+        let want: Vec<usize> = (0..live)
+            .filter(|&i| errors[i].is_none() && !batches[i].counted)
+            .collect();
+        if !want.is_empty() {
+            let writer = self.cfg.collector_id.as_deref().unwrap_or("");
+            let items: Vec<CountsAdd<'_>> = want
+                .iter()
+                .map(|&i| {
+                    let b = &batches[i];
+                    CountsAdd {
+                        write: CountsWrite::new(writer, counts_batch_id(b)),
+                        epoch: b.key.0,
+                        dc: &b.key.1,
+                        event_type: &b.key.2,
+                        subtype: &b.key.3,
+                        counts: &b.counts,
+                    }
+                })
+                .collect();
+            let results = self.store.add_counts_once_many(&items);
+            drop(items);
+            let mut results = results.into_iter();
+            for &i in &want {
+                let b = &mut batches[i];
+                match results.next().unwrap_or(Ok(())) {
+                    Ok(()) => b.counted = true,
+                    Err(source) => {
+                        errors[i] = Some(AggregateError::Store {
+                            what: format!("adding the counts of {}", group_name(&b.key)),
+                            source,
+                        })
+                    }
+                }
+            }
+        }
+        errors
+    }
+
+    /// Puts the unstored chunks of `b` one call at a time, renumbering them once on a conflict.
+    fn put_chunks(
+        &mut self,
+        b: &mut Batch,
+        report: &mut FlushReport,
+    ) -> Result<(), AggregateError> {
+        let epoch = b.key.0;
         let mut renumbered = false;
         while b.stored < b.chunks.len() {
             let items: Vec<(BlobKey<'_>, &[u8])> = b.chunks[b.stored..]
@@ -1018,70 +1334,37 @@ impl Aggregator {
                 }
             }
         }
-        if !b.indexed && !b.noted && !b.seqs.is_empty() {
-            if let Some(log) = self.note_log.as_mut() {
-                // Before the index: an indexed batch must never lack its note (see crate::replay).
-                log(&done_note(b, false)).map_err(|reason| AggregateError::NoteLog {
-                    what: group_name(&b.key),
-                    reason,
-                })?;
-                b.noted = true;
-            }
-        }
-        if !b.indexed {
-            let entries: Vec<&str> = b.chunks.iter().map(|c| c.entry.as_str()).collect();
-            if !entries.is_empty() {
-                self.store
-                    .add_to_epoch_index(epoch, &dc, &entries)
-                    .map_err(|source| AggregateError::Store {
-                        what: format!("indexing {} in {epoch}-{dc}", entries.join("|")),
-                        source,
-                    })?;
-            }
-            b.indexed = true;
-            report.events += b.events;
-            report.late_events += b.counts.late;
-            // The stored-chunk hook. Every put is done, so the bytes are not needed again (a
-            // retry of the counts, or spooling, skips the stored chunks).
-            if !b.chunks.is_empty() {
-                let chunks = b
-                    .chunks
-                    .iter_mut()
-                    .map(|c| StoredChunk {
-                        key: c.key.clone(),
-                        entry: c.entry.clone(),
-                        data: std::mem::take(&mut c.bytes),
-                    })
-                    .collect();
-                report.stored.push(StoredBatch {
-                    namespace: Namespace::Events,
-                    epoch,
-                    dc: dc.clone(),
-                    type_: b.key.2.clone(),
-                    subtype: b.key.3.clone(),
-                    events: b.events,
-                    late_events: b.counts.late,
-                    chunks,
-                });
-            }
-        }
-        if !b.counted {
-            if !b.counts.is_zero() {
-                if b.chunks.is_empty() && b.counts_id.is_none() {
-                    b.counts_id = Some(self.chunkless_id());
-                }
-                let writer = self.cfg.collector_id.as_deref().unwrap_or("");
-                let token = CountsWrite::new(writer, counts_batch_id(b));
-                self.store
-                    .add_counts_once(token, epoch, &dc, &b.key.2, &b.key.3, &b.counts)
-                    .map_err(|source| AggregateError::Store {
-                        what: format!("adding the counts of {}", group_name(&b.key)),
-                        source,
-                    })?;
-            }
-            b.counted = true;
-        }
         Ok(())
+    }
+
+    /// A batch's index entries are stored: it is readable; lists it in the stored-chunk hook.
+    fn indexed(b: &mut Batch, report: &mut FlushReport) {
+        b.indexed = true;
+        report.events += b.events;
+        report.late_events += b.counts.late;
+        // The stored-chunk hook. Every put is done, so the bytes are not needed again (a
+        // retry of the counts, or spooling, skips the stored chunks).
+        if !b.chunks.is_empty() {
+            let chunks = b
+                .chunks
+                .iter_mut()
+                .map(|c| StoredChunk {
+                    key: c.key.clone(),
+                    entry: c.entry.clone(),
+                    data: std::mem::take(&mut c.bytes),
+                })
+                .collect();
+            report.stored.push(StoredBatch {
+                namespace: Namespace::Events,
+                epoch: b.key.0,
+                dc: b.key.1.clone(),
+                type_: b.key.2.clone(),
+                subtype: b.key.3.clone(),
+                events: b.events,
+                late_events: b.counts.late,
+                chunks,
+            });
+        }
     }
 
     /// A batch left memory for good (stored, or spooled): releases its WAL sequence numbers and

@@ -5,8 +5,11 @@
 //! A directory of append-only segment files `spool-<n>.log` (`n` ascending, 20 digits). Each file
 //! is a sequence of records framed as `[len: u32 LE][crc32 of payload: u32 LE][payload]`. A
 //! payload is either a *batch* (kind 1: id, then the batch: group key, chunks with event keys,
-//! index entries and blob bytes, progress, counts, WAL sequence numbers) or an *ack* (kind 2: "every
-//! batch with id <= this one is stored"). Batch ids increase by one per push.
+//! index entries and blob bytes, progress, counts, WAL sequence numbers), an *ack* (kind 2: "every
+//! batch with id <= this one is stored"), or *numbers* (kind 3: the chunk keys and index entries
+//! of a batch pushed *unnumbered*, i.e. closed while the store's epoch index could not be read;
+//! written by [`Spool::number_front`] before any of its blobs is). Batch ids increase by one per
+//! push.
 //!
 //! # Crash safety
 //! - Every push and every ack is written and `fsync`ed before the call returns.
@@ -46,6 +49,7 @@ pub const DEFAULT_MEMORY_BATCHES: usize = 16;
 
 const KIND_BATCH: u8 = 1;
 const KIND_ACK: u8 = 2;
+const KIND_NUMBERS: u8 = 3;
 const FRAME: u64 = 8;
 const VERSION: u8 = 1;
 
@@ -278,6 +282,18 @@ impl SpooledBatch {
     }
 }
 
+/// Decodes a numbers payload (after the kind byte): (batch id, (key, entry) per chunk).
+fn decode_numbers(p: &[u8]) -> Option<(u64, Vec<(String, String)>)> {
+    let mut r = Reader { p };
+    let id = r.u64()?;
+    let n = r.u64()?;
+    let mut keys = Vec::new();
+    for _ in 0..n {
+        keys.push((r.string()?, r.string()?));
+    }
+    r.p.is_empty().then_some((id, keys))
+}
+
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u64).to_le_bytes());
     out.extend_from_slice(b);
@@ -324,6 +340,9 @@ struct Entry {
     offset: u64,
     /// Framed length.
     len: u64,
+    /// The chunk keys and index entries given to the batch after it was pushed unnumbered
+    /// (a *numbers* record), replacing the empty ones in its record.
+    numbers: Option<Vec<(String, String)>>,
 }
 
 /// The bounded on-disk FIFO of batches. See the [module docs](self).
@@ -408,7 +427,18 @@ impl Spool {
                             segment: n,
                             offset: off as u64,
                             len: len as u64,
+                            numbers: None,
                         });
+                    }
+                    Some(&KIND_NUMBERS) => {
+                        let (id, keys) =
+                            decode_numbers(&rec[1..]).ok_or_else(|| SpoolError::Corrupt {
+                                path: path.clone(),
+                                reason: format!("undecodable numbers at offset {off}"),
+                            })?;
+                        if let Some(e) = all.iter_mut().rev().find(|e| e.id == id) {
+                            e.numbers = Some(keys);
+                        }
                     }
                     Some(&KIND_ACK) if rec.len() == 9 => {
                         let id = u64::from_le_bytes(rec[1..9].try_into().expect("8 bytes"));
@@ -543,6 +573,7 @@ impl Spool {
             segment,
             offset,
             len: needed,
+            numbers: None,
         });
         self.next_id += 1;
         self.bytes += needed;
@@ -567,12 +598,43 @@ impl Spool {
         if rec.first() != Some(&KIND_BATCH) {
             return Err(corrupt("not a batch"));
         }
-        let (id, batch) =
+        let (id, mut batch) =
             SpooledBatch::decode(&rec[1..]).ok_or_else(|| corrupt("undecodable batch"))?;
         if id != e.id {
             return Err(corrupt("unexpected batch id"));
         }
+        if let Some(numbers) = &e.numbers {
+            if numbers.len() != batch.chunks.len() {
+                return Err(corrupt("numbers of another batch"));
+            }
+            for (c, (key, entry)) in batch.chunks.iter_mut().zip(numbers) {
+                c.key.clone_from(key);
+                c.entry.clone_from(entry);
+            }
+        }
         Ok(Some(batch))
+    }
+
+    /// Durably records the chunk keys and index entries (`(key, entry)` per chunk, in order) of
+    /// the oldest batch, pushed unnumbered (empty keys): [`front`](Self::front) returns them
+    /// from now on, across reopens. The aggregator calls it before writing any blob of the
+    /// batch, so a replay after a crash writes the same keys.
+    pub fn number_front(&mut self, keys: &[(String, String)]) -> Result<(), SpoolError> {
+        let Some(id) = self.live.front().map(|e| e.id) else {
+            return Ok(());
+        };
+        let mut payload = vec![KIND_NUMBERS];
+        payload.extend_from_slice(&id.to_le_bytes());
+        payload.extend_from_slice(&(keys.len() as u64).to_le_bytes());
+        for (key, entry) in keys {
+            put_bytes(&mut payload, key.as_bytes());
+            put_bytes(&mut payload, entry.as_bytes());
+        }
+        self.append(&payload)?;
+        if let Some(e) = self.live.front_mut() {
+            e.numbers = Some(keys.to_vec());
+        }
+        Ok(())
     }
 
     /// Removes the oldest batch: durably records that it is stored, then deletes segments no

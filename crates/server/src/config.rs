@@ -82,6 +82,7 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// substream_python_workers = 2 # Python worker processes (started with the first code substream)
 /// substream_memory_bytes = 536870912 # address-space limit of each Python worker
 /// substream_nice = 10          # added to the nice value of substream threads and Python workers
+/// # local_node = "127.0.0.2"   # substreams only for chunks with a replica on this store node
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -219,6 +220,9 @@ pub struct ServerConfig {
     /// Added to the nice value of the substream runner threads and the Python workers they
     /// start (0..=19, default 10): on a busy machine substreams yield the CPU to ingest.
     pub substream_nice: i32,
+    /// Data locality of the substream runner: only chunks with a replica on this store node
+    /// (`IP` or `IP:PORT`; see `sluice_substreams::RunnerConfig::local_node`). Default: all.
+    pub local_node: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -276,6 +280,7 @@ impl Default for ServerConfig {
             substream_python_workers: 2,
             substream_memory_bytes: 512 << 20,
             substream_nice: 10,
+            local_node: None,
         }
     }
 }
@@ -363,6 +368,7 @@ impl ServerConfig {
             },
             writer: self.collector_id.clone().unwrap_or_else(|| self.dc.clone()),
             nice: self.substream_nice,
+            local_node: self.local_node.clone(),
             ..Default::default()
         }
     }
@@ -482,6 +488,13 @@ impl ServerConfig {
                 "substream_queue, substream_threads and substream_python_workers must be positive"
                     .into(),
             ));
+        }
+        if let Some(n) = &self.local_node {
+            if n.parse::<std::net::IpAddr>().is_err() && n.parse::<SocketAddr>().is_err() {
+                return Err(Error::Config(format!(
+                    "local_node {n:?}: expected IP or IP:PORT of a store node"
+                )));
+            }
         }
         if !(0..=19).contains(&self.substream_nice) {
             return Err(Error::Config("substream_nice: 0 ..= 19".into()));

@@ -1,4 +1,5 @@
-//! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs` (one observation per call),
+//! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs`, `put_blob_lists`,
+//! `add_to_epoch_indexes`, `add_counts_once_many` (one observation per call),
 //! `add_to_epoch_index`, `add_counts`, `add_counts_once`, `flush`: `sluice_store_write_seconds`)
 //! and the size of every blob written (`sluice_blob_bytes`), in the histograms of
 //! [`crate::metrics`].
@@ -8,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use sluice_store::{
-    BlobKey, Counts, CountsWrite, Damage, DamageStats, ExpireReport, Namespace, PutOutcome, Result,
-    Retention, Store, TypeSubtype,
+    BlobKey, Counts, CountsAdd, CountsWrite, Damage, DamageStats, ExpireReport, Namespace,
+    PutOutcome, Result, Retention, Store, TypeSubtype,
 };
 
 use crate::metrics::SharedMetrics;
@@ -55,6 +56,30 @@ impl Store for TimedStore {
             }
         }
         out
+    }
+    fn put_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        let out = self.timed(None, || self.inner.put_blob_lists(ns, lists));
+        for (list, results) in lists.iter().zip(&out) {
+            for ((_, bytes), r) in list.iter().zip(results) {
+                if matches!(r, Ok(PutOutcome::Written)) {
+                    self.metrics.blob_bytes.observe(bytes.len() as f64);
+                }
+            }
+        }
+        out
+    }
+    fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
+        self.timed(None, || self.inner.add_to_epoch_indexes(items))
+    }
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        self.inner.keys_on_node(node, ns, keys)
+    }
+    fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
+        self.timed(None, || self.inner.add_counts_once_many(items))
     }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
         self.inner.get_blob(ns, key)

@@ -45,8 +45,8 @@ use sluice_store::checks::{
     check_text,
 };
 use sluice_store::{
-    BlobKey, Counts, CountsWrite, ExpireReport, Namespace, PutOutcome, Result, Retention, Store,
-    StoreError, TypeSubtype,
+    BlobKey, Counts, CountsAdd, CountsWrite, ExpireReport, Namespace, PutOutcome, Result,
+    Retention, Store, StoreError, TypeSubtype,
 };
 use tokio::runtime::Runtime;
 use tokio::sync::Semaphore;
@@ -917,6 +917,18 @@ impl Shared {
     }
 }
 
+/// `HOST` or `HOST:PORT` (an IP address: the driver knows nodes by address) → (ip, port).
+fn parse_node(node: &str) -> Result<(std::net::IpAddr, Option<u16>)> {
+    if let Ok(sa) = node.parse::<std::net::SocketAddr>() {
+        return Ok((sa.ip(), Some(sa.port())));
+    }
+    node.parse::<std::net::IpAddr>()
+        .map(|ip| (ip, None))
+        .map_err(|_| StoreError::InvalidArgument {
+            reason: format!("local node {node:?} is not IP or IP:PORT"),
+        })
+}
+
 fn crc32(bytes: &[u8]) -> i32 {
     crc32fast::hash(bytes) as i32
 }
@@ -1053,6 +1065,167 @@ impl Store for CassandraStore {
         let (n, k, b) = (ns.as_str().into_owned(), key.key.to_owned(), bytes.to_vec());
         let epoch = key.epoch;
         self.run(|s| async move { s.put_blob(n, epoch, k, b).await })
+    }
+
+    fn put_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        // The lists concurrently (bounded by the in-flight semaphore), each list in order up to
+        // its first failure, as `put_blobs`.
+        let n = ns.as_str().into_owned();
+        // Per item: its argument check, epoch, key, bytes.
+        type Item = (Result<()>, i64, String, Vec<u8>);
+        let owned: Vec<Vec<Item>> = lists
+            .iter()
+            .map(|l| {
+                l.iter()
+                    .map(|(k, b)| (check_put(ns, *k, b), k.epoch, k.key.to_owned(), b.to_vec()))
+                    .collect()
+            })
+            .collect();
+        let sizes: Vec<usize> = lists.iter().map(Vec::len).collect();
+        let done = self.run(|s| async move {
+            let lists = owned.into_iter().map(|list| {
+                let (s, n) = (s.clone(), n.clone());
+                async move {
+                    let mut out = Vec::with_capacity(list.len());
+                    for (checked, epoch, key, bytes) in list {
+                        let r = match checked {
+                            Ok(()) => s.put_blob(n.clone(), epoch, key, bytes).await,
+                            Err(e) => Err(e),
+                        };
+                        let failed = r.is_err();
+                        out.push(r);
+                        if failed {
+                            break;
+                        }
+                    }
+                    out
+                }
+            });
+            Ok(join_all(lists).await)
+        });
+        match done {
+            Ok(v) => v,
+            // Nothing ran: each non-empty list failed at its first item.
+            Err(e) => sizes
+                .iter()
+                .map(|&len| {
+                    if len == 0 {
+                        Vec::new()
+                    } else {
+                        vec![Err(unavailable(e.to_string()))]
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        // From the driver's token ring (refreshed by the driver from the cluster's metadata):
+        // the blob's partition key (ns, epoch, key) → its replicas.
+        let want = parse_node(node)?;
+        let n = ns.as_str().into_owned();
+        let owned: Vec<(i64, String)> = keys.iter().map(|k| (k.epoch, k.key.to_owned())).collect();
+        self.run(|s| async move {
+            let conn = s.conn().await?;
+            let state = conn.session.get_cluster_state();
+            let ks = s.config.keyspace.clone();
+            let mut out = Vec::with_capacity(owned.len());
+            for (epoch, key) in &owned {
+                let replicas = state
+                    .get_endpoints(&ks, "blobs", &(&n, *epoch, key))
+                    .map_err(|e| unavailable(format!("replicas of {key}: {e}")))?;
+                out.push(replicas.iter().any(|(node, _)| {
+                    node.address.ip() == want.0 && want.1.is_none_or(|p| p == node.address.port())
+                }));
+            }
+            Ok(out)
+        })
+    }
+
+    fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
+        let owned: Vec<(Result<()>, i64, String, Vec<String>)> = items
+            .iter()
+            .map(|(epoch, dc, entries)| {
+                (
+                    check_entries(dc, entries),
+                    *epoch,
+                    dc.to_string(),
+                    entries.iter().map(|e| e.to_string()).collect(),
+                )
+            })
+            .collect();
+        let count = items.len();
+        let done = self.run(|s| async move {
+            let adds = owned.into_iter().map(|(checked, epoch, dc, entries)| {
+                let s = s.clone();
+                async move {
+                    checked?;
+                    if entries.is_empty() {
+                        return Ok(());
+                    }
+                    s.add_index(None, epoch, dc, entries).await
+                }
+            });
+            Ok(join_all(adds).await)
+        });
+        match done {
+            Ok(v) => v,
+            Err(e) => (0..count)
+                .map(|_| Err(unavailable(e.to_string())))
+                .collect(),
+        }
+    }
+
+    fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
+        type Owned = (
+            Result<()>,
+            String,
+            String,
+            i64,
+            String,
+            String,
+            String,
+            Counts,
+        );
+        let owned: Vec<Owned> = items
+            .iter()
+            .map(|a| {
+                (
+                    check_counts_write(a.write)
+                        .and_then(|()| check_counts(a.dc, a.event_type, a.subtype, a.counts)),
+                    a.write.writer.to_owned(),
+                    a.write.batch.to_owned(),
+                    a.epoch,
+                    a.dc.to_owned(),
+                    a.event_type.to_owned(),
+                    a.subtype.to_owned(),
+                    a.counts.clone(),
+                )
+            })
+            .collect();
+        let count = items.len();
+        let done = self.run(|s| async move {
+            let adds = owned
+                .into_iter()
+                .map(|(checked, w, b, epoch, dc, t, st, c)| {
+                    let s = s.clone();
+                    async move {
+                        checked?;
+                        s.add_counts(w, b, epoch, dc, t, st, c).await
+                    }
+                });
+            Ok(join_all(adds).await)
+        });
+        match done {
+            Ok(v) => v,
+            Err(e) => (0..count)
+                .map(|_| Err(unavailable(e.to_string())))
+                .collect(),
+        }
     }
 
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {

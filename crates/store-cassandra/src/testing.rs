@@ -89,7 +89,9 @@ pub fn cluster(nodes: usize, test: &str) -> Option<ClusterGuard> {
                 .map(|o| o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("down"))
                 .unwrap_or(false);
         if up {
-            let hosts = (1..=nodes).map(|k| format!("127.0.0.{k}:9042")).collect();
+            let hosts = (1..=nodes)
+                .map(|k| format!("{}:9042", node_ip(k)))
+                .collect();
             return Some(ClusterGuard { _lock: f, hosts });
         }
         f.unlock().expect("unlocking the cluster");
@@ -97,6 +99,13 @@ pub fn cluster(nodes: usize, test: &str) -> Option<ClusterGuard> {
         run_script(&["start", &nodes.to_string()]);
         f.unlock().expect("unlocking the cluster");
     }
+}
+
+/// The address of node `k` (1-based) of the script's cluster: `127.0.0.K`, or
+/// `$SLUICE_CASSANDRA_NET.K` (a cluster beside another one on the machine; see the script).
+pub fn node_ip(k: usize) -> String {
+    let net = std::env::var("SLUICE_CASSANDRA_NET").unwrap_or_else(|_| "127.0.0".into());
+    format!("{net}.{k}")
 }
 
 /// A keyspace name no other test of any process uses.

@@ -75,6 +75,6 @@ pub mod checks {
     };
 }
 pub use crate::store::{
-    BlobKey, Counts, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace,
-    PutOutcome, ReadStore, Retention, Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN,
+    BlobKey, Counts, CountsAdd, CountsWrite, Damage, DamageKind, DamageStats, ExpireReport,
+    Namespace, PutOutcome, ReadStore, Retention, Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN,
 };

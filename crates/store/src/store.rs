@@ -148,6 +148,23 @@ impl<'a> CountsWrite<'a> {
     }
 }
 
+/// One [`Store::add_counts_once`] call, for [`Store::add_counts_once_many`].
+#[derive(Clone, Copy, Debug)]
+pub struct CountsAdd<'a> {
+    /// The at-most-once token.
+    pub write: CountsWrite<'a>,
+    /// The second.
+    pub epoch: i64,
+    /// The datacenter.
+    pub dc: &'a str,
+    /// The event type.
+    pub event_type: &'a str,
+    /// The event subtype.
+    pub subtype: &'a str,
+    /// The counts to add.
+    pub counts: &'a Counts,
+}
+
 /// How long data is kept and how coarse expiry is.
 ///
 /// Data is grouped in partitions of `partition_secs` seconds of epochs (aligned to multiples of
@@ -327,6 +344,29 @@ pub trait Store: Send + Sync {
         out
     }
 
+    /// Stores several *independent* lists of blobs of `ns` (e.g. the batches of one collector
+    /// flush): each list as [`put_blobs`](Store::put_blobs) (in order, stopping at its first
+    /// failure), the lists in any order or concurrently; one result list per input list, in
+    /// input order. A failure in one list does not stop the others. Backends with a network
+    /// round trip per write overlap the lists (Cassandra, bounded by its in-flight limit); the
+    /// default runs them one after another.
+    fn put_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        lists.iter().map(|l| self.put_blobs(ns, l)).collect()
+    }
+
+    /// For data locality: which of `keys` (blobs of `ns`) have a replica on `node` (`HOST` or
+    /// `HOST:PORT` as the backend addresses its nodes), one answer per key, from the backend's
+    /// own view of placement (no request per key). A worker started beside a node takes only
+    /// its keys. Default: every key (a backend on one machine holds every key locally).
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        let _ = (node, ns);
+        Ok(vec![true; keys.len()])
+    }
+
     /// Reads a blob; `Ok(None)` if there is none. A blob whose stored checksum fails gives
     /// [`StoreError::Corrupted`], never wrong bytes.
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>>;
@@ -342,6 +382,16 @@ pub trait Store: Send + Sync {
 
     /// The entries of `(epoch, dc)`, sorted; empty if there are none.
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
+
+    /// Several independent [`add_to_epoch_index`](Store::add_to_epoch_index) calls, each item
+    /// `(epoch, dc, entries)`; one result per item, in order. Backends may run them
+    /// concurrently; the default runs them one after another.
+    fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
+        items
+            .iter()
+            .map(|(epoch, dc, entries)| self.add_to_epoch_index(*epoch, dc, entries))
+            .collect()
+    }
 
     /// Adds `entries` to the index of `(epoch, dc)` in `ns`: for [`Namespace::Events`] the epoch
     /// index itself; for a substream, the list of its results (keyed like the event blobs they
@@ -395,6 +445,18 @@ pub trait Store: Send + Sync {
         Err(StoreError::invalid(
             "this store does not implement add_counts_once",
         ))
+    }
+
+    /// Several independent [`add_counts_once`](Store::add_counts_once) calls; one result per
+    /// item, in order. Backends may run them concurrently; the default runs them one after
+    /// another.
+    fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
+        items
+            .iter()
+            .map(|a| {
+                self.add_counts_once(a.write, a.epoch, a.dc, a.event_type, a.subtype, a.counts)
+            })
+            .collect()
     }
 
     /// All counters of `(epoch, dc)`, by `(type, subtype)`; empty if there are none.
@@ -538,6 +600,22 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn put_blobs(&self, ns: &Namespace, items: &[(BlobKey<'_>, &[u8])]) -> Vec<Result<PutOutcome>> {
         (**self).put_blobs(ns, items)
+    }
+    fn put_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        (**self).put_blob_lists(ns, lists)
+    }
+    fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
+        (**self).add_to_epoch_indexes(items)
+    }
+    fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
+        (**self).keys_on_node(node, ns, keys)
+    }
+    fn add_counts_once_many(&self, items: &[CountsAdd<'_>]) -> Vec<Result<()>> {
+        (**self).add_counts_once_many(items)
     }
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>> {
         (**self).get_blob(ns, key)

@@ -95,6 +95,10 @@ pub const CONTRACT: &[(&str, ContractItem)] = &[
         concurrent_puts_of_one_key_have_one_winner,
     ),
     ("put_blobs_is_put_per_item", put_blobs_is_put_per_item),
+    (
+        "multi_batch_calls_are_independent",
+        multi_batch_calls_are_independent,
+    ),
     ("epoch_index_merges_writers", epoch_index_merges_writers),
     (
         "namespace_index_is_per_namespace",
@@ -142,6 +146,7 @@ macro_rules! store_contract_tests {
             chunks_are_never_overwritten,
             concurrent_puts_of_one_key_have_one_winner,
             put_blobs_is_put_per_item,
+            multi_batch_calls_are_independent,
             epoch_index_merges_writers,
             namespace_index_is_per_namespace,
             catalog_sets_deletes_and_survives,
@@ -762,6 +767,87 @@ pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
         again.iter().all(|r| matches!(r, Ok(AlreadyPresent))),
         "{again:?}"
     );
+}
+
+/// `put_blob_lists`, `add_to_epoch_indexes` and `add_counts_once_many` act as the single
+/// calls, one per list/item, with one result each in input order: a failure in one list stops
+/// only that list; counts tokens still apply once.
+pub fn multi_batch_calls_are_independent(h: &mut dyn StoreHarness) {
+    use crate::CountsAdd;
+    let s = h.store();
+    let ev = Namespace::Events;
+    let old = format!("{E}:ams:CRON::0");
+    s.put_blob(&ev, BlobKey::new(E, &old), b"old").unwrap();
+    let keys: Vec<String> = (0..4).map(|i| format!("{E}:ams:WEB::{i}")).collect();
+    let datas: Vec<Vec<u8>> = (0..4).map(|i| blob(100 + i, 500)).collect();
+    let item = |i: usize| (BlobKey::new(E, keys[i].as_str()), datas[i].as_slice());
+    let lists = vec![
+        vec![item(0), item(1)],
+        vec![(BlobKey::new(E, old.as_str()), &b"other"[..]), item(2)],
+        Vec::new(),
+        vec![item(3)],
+    ];
+    let got = s.put_blob_lists(&ev, &lists);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(
+        got[0].iter().all(|r| matches!(r, Ok(PutOutcome::Written))),
+        "{got:?}"
+    );
+    assert_eq!(got[0].len(), 2);
+    assert_eq!(got[1].len(), 1, "stops at its first failure: {got:?}");
+    assert!(
+        matches!(got[1][0], Err(StoreError::Exists { .. })),
+        "{got:?}"
+    );
+    assert!(got[2].is_empty());
+    assert!(matches!(got[3][..], [Ok(PutOutcome::Written)]), "{got:?}");
+    assert_eq!(s.get_blob(&ev, BlobKey::new(E, &keys[2])).unwrap(), None);
+    assert_eq!(
+        s.get_blob(&ev, BlobKey::new(E, &keys[3])).unwrap(),
+        Some(datas[3].clone())
+    );
+    let items = vec![
+        (E, "ams", vec!["WEB::0", "WEB::1"]),
+        (E + 1, "ams", vec!["WEB::5"]),
+        (E, "fra", vec!["bad|entry"]),
+    ];
+    let got = s.add_to_epoch_indexes(&items);
+    assert_eq!(got.len(), 3);
+    assert!(got[0].is_ok() && got[1].is_ok(), "{got:?}");
+    assert!(
+        matches!(got[2], Err(StoreError::InvalidArgument { .. })),
+        "{got:?}"
+    );
+    assert_eq!(
+        s.get_epoch_index(E, "ams").unwrap(),
+        set(&["WEB::0", "WEB::1"])
+    );
+    assert_eq!(s.get_epoch_index(E + 1, "ams").unwrap(), set(&["WEB::5"]));
+    let (c3, c4) = (stored(3), stored(4));
+    let adds = [
+        CountsAdd {
+            write: CountsWrite::new("c1", "WEB::0"),
+            epoch: E,
+            dc: "ams",
+            event_type: "WEB",
+            subtype: "",
+            counts: &c3,
+        },
+        CountsAdd {
+            write: CountsWrite::new("c1", "WEB::1"),
+            epoch: E,
+            dc: "ams",
+            event_type: "WEB",
+            subtype: "",
+            counts: &c4,
+        },
+    ];
+    for _ in 0..2 {
+        let got = s.add_counts_once_many(&adds);
+        assert!(got.len() == 2 && got.iter().all(Result::is_ok), "{got:?}");
+    }
+    let counts = s.get_counts(E, "ams").unwrap();
+    assert_eq!(counts[&("WEB".to_string(), String::new())].stored, 7);
 }
 
 fn stored(n: u64) -> Counts {

@@ -10,9 +10,16 @@
 //! ```
 //!
 //! # Contract
-//! - [`Runner::offer`] never blocks and never touches the store: a chunk no enabled substream
-//!   applies to is dropped at once; otherwise it is queued (its bytes moved, not copied) or,
-//!   when the queue is full, shed for each substream that applies (`queue_full`).
+//! - [`Runner::offer`] never blocks and never sends a store request: a chunk no enabled
+//!   substream applies to is dropped at once; otherwise it is queued (its bytes moved, not
+//!   copied) or, when the queue is full, shed for each substream that applies (`queue_full`).
+//! - Data locality ([`RunnerConfig::local_node`], `sluice serve --local-node ADDR`): `offer`
+//!   keeps only the chunks with a replica on that node ([`Runner::takes`], from the store's own
+//!   view of placement — the Cassandra driver's token ring, no request), so the worker reads
+//!   and writes blob bytes on its own node. The other chunks are *left to the workers beside
+//!   their nodes* and counted in [`RunnerSnapshot::not_local`] (not misses: a reader's fallback
+//!   computes any result not stored). A key with no worker on any of its replicas is never
+//!   computed ahead; without `local_node` every chunk is taken, as on a single store.
 //! - A result is stored before it is listed in the substream's index, so an index entry always
 //!   names a stored result. A miss stores nothing; the reader's fallback computes it.
 //! - Every miss is counted three ways: in memory per substream and reason ([`Runner::snapshot`],
@@ -91,6 +98,10 @@ pub struct RunnerConfig {
     /// Added to the runner threads' nice value (0..=19; default 10): substreams, and the Python
     /// workers started from these threads, yield the CPU to ingest.
     pub nice: i32,
+    /// Data locality (`--local-node ADDR`): take only the chunks with a replica on this store
+    /// node ([`Store::keys_on_node`]), leaving the others to the workers beside their nodes.
+    /// `None` (default): every chunk.
+    pub local_node: Option<String>,
 }
 
 impl Default for RunnerConfig {
@@ -103,6 +114,7 @@ impl Default for RunnerConfig {
             poll: Duration::from_secs(2),
             writer: "local".into(),
             nice: 10,
+            local_node: None,
         }
     }
 }
@@ -176,6 +188,8 @@ pub struct RunnerSnapshot {
     pub enabled: u64,
     /// The Python pool's counters, if it runs.
     pub pool: Option<sluice_pyworkers::PoolStats>,
+    /// Chunks left to other workers: no replica on [`RunnerConfig::local_node`].
+    pub not_local: u64,
 }
 
 struct Work {
@@ -211,6 +225,7 @@ struct Shared {
     /// Suspension state by substream (runner threads only).
     health: Mutex<BTreeMap<String, Health>>,
     queued: AtomicU64,
+    not_local: AtomicU64,
     blobs_run: AtomicU64,
     latency: Mutex<(f64, u64, f64)>,
     stop: AtomicBool,
@@ -248,6 +263,7 @@ impl Runner {
             pending_counts: Mutex::new(BTreeMap::new()),
             health: Mutex::new(BTreeMap::new()),
             queued: AtomicU64::new(0),
+            not_local: AtomicU64::new(0),
             blobs_run: AtomicU64::new(0),
             latency: Mutex::new((0.0, 0, 0.0)),
             stop: AtomicBool::new(false),
@@ -287,9 +303,20 @@ impl Runner {
             return;
         }
         let Some(tx) = &self.tx else { return };
+        let keys: Vec<BlobKey<'_>> = batch
+            .chunks
+            .iter()
+            .map(|c| BlobKey::new(batch.epoch, &c.key))
+            .collect();
+        let local = self.takes(&batch.namespace, &keys);
+        drop(keys);
         let per_chunk = batch.events / batch.chunks.len() as u64;
         let n_chunks = batch.chunks.len() as u64;
         for (i, chunk) in batch.chunks.into_iter().enumerate() {
+            if !local[i] {
+                self.shared.not_local.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             let Ok(key) = EventKey::parse(&chunk.key) else {
                 continue;
             };
@@ -325,6 +352,20 @@ impl Runner {
                     }
                 }
             }
+        }
+    }
+
+    /// Which of `keys` (stored blobs of `ns`) this runner takes: all of them, or with
+    /// [`RunnerConfig::local_node`] those with a replica on that node ([`Store::keys_on_node`];
+    /// when the store cannot tell, all of them: computing a chunk twice is harmless, never
+    /// computing it is not).
+    pub fn takes(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<bool> {
+        let Some(node) = &self.shared.cfg.local_node else {
+            return vec![true; keys.len()];
+        };
+        match self.shared.store.keys_on_node(node, ns, keys) {
+            Ok(v) if v.len() == keys.len() => v,
+            _ => vec![true; keys.len()],
         }
     }
 
@@ -365,6 +406,7 @@ impl Runner {
             registered: active.raw.len() as u64,
             enabled: active.defs.len() as u64,
             pool: s.python.stats(),
+            not_local: s.not_local.load(Ordering::Relaxed),
         }
     }
 
