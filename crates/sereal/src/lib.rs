@@ -29,6 +29,7 @@ pub mod de;
 pub mod dump;
 mod error;
 pub mod header;
+pub mod index;
 pub mod json;
 pub mod lazy;
 pub mod ser;

@@ -37,6 +37,11 @@ pub struct EncoderOptions {
     pub canonical: bool,
     /// Deepest nesting accepted (guards the recursion; default 512, the decoder's default).
     pub max_depth: usize,
+    /// When the document is an array, write where each element starts in its user header (the
+    /// [element index](crate::index)): readers jump between elements without walking them, and
+    /// decoders that do not know it skip it. Off by default (the reference writes no user
+    /// header, so byte-identical output needs it off).
+    pub element_index: bool,
 }
 
 impl Default for EncoderOptions {
@@ -48,6 +53,7 @@ impl Default for EncoderOptions {
             dedupe_strings: false,
             canonical: false,
             max_depth: 512,
+            element_index: false,
         }
     }
 }
@@ -130,9 +136,25 @@ impl Encoder {
     /// Encode `value` as a complete document appended to `out`.
     pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
         self.reset(false);
-        self.value(value)?;
+        let mut starts = Vec::new();
+        match value {
+            Value::Array(items) if self.opts.element_index => {
+                // What `value` writes for an array, noting where each element starts.
+                self.enter()?;
+                let mut head = [0u8; 12];
+                let n = array_header(items.len(), self.opts.canonical, &mut head);
+                self.body.extend_from_slice(&head[..n]);
+                starts.reserve(items.len());
+                for item in items {
+                    starts.push(self.body.len());
+                    self.value(item)?;
+                }
+                self.depth -= 1;
+            }
+            _ => self.value(value)?,
+        }
         let body = std::mem::take(&mut self.body);
-        let result = finish_document(&self.opts, &body, out);
+        let result = finish_document(&self.opts, &body, &starts, out);
         self.body = body;
         result
     }
@@ -398,6 +420,9 @@ pub struct ArrayEncoder {
     moved: Vec<u8>,
     /// (end of a back-reference in the old body, shift of everything from there on).
     shifts: Vec<(usize, isize)>,
+    /// Where each element pushed starts in the body (with the guessed header), for the
+    /// element index; only with [`EncoderOptions::element_index`].
+    starts: Vec<usize>,
 }
 
 impl ArrayEncoder {
@@ -411,6 +436,7 @@ impl ArrayEncoder {
             count: 0,
             moved: Vec::new(),
             shifts: Vec::new(),
+            starts: Vec::new(),
         })
     }
 
@@ -470,6 +496,9 @@ impl ArrayEncoder {
             self.rollback(mark, backrefs);
             return Err(e);
         }
+        if enc.opts.element_index {
+            self.starts.push(mark);
+        }
         self.count += 1;
         Ok(())
     }
@@ -494,15 +523,46 @@ impl ArrayEncoder {
     pub fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
         let mut header = [0u8; 12];
         let header_len = array_header(self.count, self.enc.opts.canonical, &mut header);
+        if self.enc.opts.element_index && self.starts.len() != self.count {
+            // Elements written other than by `push`: find them by walking the body.
+            self.starts.clear();
+            if let Some(found) = crate::lazy::element_starts(
+                &self.enc.body[ARRAY_HEADER_GUESS..],
+                ARRAY_HEADER_GUESS,
+                self.count,
+            ) {
+                self.starts = found;
+            }
+        }
         let result = if header_len == ARRAY_HEADER_GUESS {
             self.enc.body[..ARRAY_HEADER_GUESS].copy_from_slice(&header[..header_len]);
-            finish_document(&self.enc.opts, &self.enc.body, out)
+            finish_document(&self.enc.opts, &self.enc.body, &self.starts, out)
         } else {
-            self.relocate(&header[..header_len])
-                .and_then(|()| finish_document(&self.enc.opts, &self.moved, out))
+            self.relocate(&header[..header_len]).and_then(|()| {
+                self.relocate_starts(header_len);
+                finish_document(&self.enc.opts, &self.moved, &self.starts, out)
+            })
         };
         self.clear();
         result
+    }
+
+    /// Move the recorded element starts to their places in `moved` (after `relocate`).
+    fn relocate_starts(&mut self, header_len: usize) {
+        let first_shift = header_len as isize - ARRAY_HEADER_GUESS as isize;
+        let mut i = 0;
+        for s in self.starts.iter_mut() {
+            // Starts and shift ends both increase: one merge pass.
+            while i < self.shifts.len() && self.shifts[i].0 <= *s {
+                i += 1;
+            }
+            let shift = if i == 0 {
+                first_shift
+            } else {
+                self.shifts[i - 1].1
+            };
+            *s = (*s as isize + shift) as usize;
+        }
     }
 
     /// Drop the document being written, keeping buffers and tables' capacity.
@@ -510,6 +570,7 @@ impl ArrayEncoder {
         self.enc.reset(true);
         self.enc.body.resize(ARRAY_HEADER_GUESS, 0);
         self.count = 0;
+        self.starts.clear();
     }
 
     /// Write `header` + the elements into `moved`, fixing every back-reference offset for the
@@ -651,18 +712,28 @@ fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
         .then_with(|| ab.cmp(bb))
 }
 
-/// Write header + (possibly compressed) body.
-fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
+/// Write header + (possibly compressed) body; with [`EncoderOptions::element_index`], the header
+/// carries the index of the elements starting at `starts` (none when `starts` is empty).
+fn finish_document(
+    opts: &EncoderOptions,
+    body: &[u8],
+    starts: &[usize],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut user = Vec::new();
+    if opts.element_index {
+        crate::index::write(starts, body.len(), &mut user);
+    }
     let compression = opts.compression;
     if compression != Compression::None && body.len() >= opts.compress_threshold {
         let header_at = out.len();
-        header::write(out, opts.protocol, compression.encoding());
+        header::write_with_user_header(out, opts.protocol, compression.encoding(), &user);
         if compress::compress_framed(compression, body, out)? {
             return Ok(());
         }
         out.truncate(header_at);
     }
-    header::write(out, opts.protocol, header::Encoding::Raw);
+    header::write_with_user_header(out, opts.protocol, header::Encoding::Raw, &user);
     out.extend_from_slice(body);
     Ok(())
 }
