@@ -742,3 +742,31 @@ fn finish_document(
 pub fn to_vec(value: &Value, opts: &EncoderOptions) -> Result<Vec<u8>> {
     Encoder::new(opts.clone())?.encode(value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_walks_elements_that_push_did_not_record() {
+        let opts = EncoderOptions {
+            element_index: true,
+            ..EncoderOptions::default()
+        };
+        let items: Vec<Value> = (0..40)
+            .map(|i| Value::Array(vec![Value::Int(i); (i % 5) as usize]))
+            .collect();
+        let mut enc = ArrayEncoder::new(opts.clone()).unwrap();
+        for item in &items {
+            enc.push(item).unwrap();
+        }
+        // As if some elements had been written another way than `push`.
+        enc.starts.truncate(3);
+        let mut doc = Vec::new();
+        enc.finish_into(&mut doc).unwrap();
+        let want = to_vec(&Value::Array(items), &opts).unwrap();
+        assert_eq!(doc, want);
+        let h = header::parse(&doc).unwrap();
+        assert!(h.user_header.is_some(), "indexed by walking");
+    }
+}
