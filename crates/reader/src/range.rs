@@ -37,6 +37,12 @@
 //! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
 //! first match or `null`) — the shape of `sluice sereal decode --select`.
 //!
+//! With both a `select` and a filter, each event is searched for the filter's paths alone first
+//! and for the select paths only when it passes (once every select path has been met, so that
+//! the hints' "field never seen" stays true). A blob with an element index ([`sereal::index`];
+//! the default profile writes one) is then never walked past what the filter needed. A blob
+//! whose index is bad is read by walking, same results, with a [`ReadItem::Notice`] naming it.
+//!
 //! # Substreams
 //! With [`Selection::substream`] (and its [`SubstreamView`] in [`ReadOptions::substream`]) the
 //! read lists the same chunks of the events' epoch index, restricted to those the substream
@@ -773,7 +779,10 @@ impl ChunkDecoder {
                 {
                     values.clear();
                     for h in picked {
-                        let v = dec.decode(h).map_err(|e| format!("event {event}: {e}"))?;
+                        let v = match plain_int(h) {
+                            Some(v) => v,
+                            None => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
+                        };
                         *kind |= kind_of(&v);
                         values.push(v);
                     }
@@ -817,6 +826,23 @@ impl ChunkDecoder {
             out.push(Value::Hash(hash));
         }
         Ok(out)
+    }
+}
+
+/// The value of an integer written in place (no reference, no track flag), as the decoder would
+/// give it, read without setting up a decoder: most `where` operands are such numbers (a status,
+/// a duration). `None` for anything else.
+#[inline]
+fn plain_int(h: &sereal::lazy::Item<'_>) -> Option<Value> {
+    use sereal::lazy::Scalar;
+    use sereal::tag::{VARINT, ZIGZAG};
+    match h.tag() {
+        0x00..=0x1f | VARINT | ZIGZAG => match h.scalar() {
+            Ok(Some(Scalar::Int(i))) => Some(Value::Int(i)),
+            Ok(Some(Scalar::UInt(u))) => Some(Value::UInt(u)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

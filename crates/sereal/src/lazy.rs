@@ -56,6 +56,13 @@
 //! decoder. Parts of the document it only skips are checked structurally (tags, lengths, counts)
 //! but not semantically (a `REFP` inside a skipped value is not resolved).
 //!
+//! # Element index
+//! A document whose user header holds an [element index](crate::index) that checks out against
+//! its body ([`LazyDoc::element_index`]) has its top-level elements located without a walk:
+//! [`LazyDoc::items`] and [`Selector::next_selected`] jump to the next element, and a selection
+//! stops as soon as its paths are found. Elements that are jumped over are not read at all (not
+//! even structurally). An index that does not check out is never used.
+//!
 //! # Costs and limits
 //! Nothing recurses without a bound: skipping is iterative, walking a path and decoding a value
 //! stop at [`Limits::max_depth`] (every container, reference and jump counts as a level).
