@@ -37,6 +37,10 @@
 //! where the index says. Together with the CRC this catches a flipped byte, an index copied onto
 //! another body and a truncated one; a reader then walks the elements as if there were no index
 //! (the lazy reader reports why in [`LazyDoc::element_index`](crate::LazyDoc::element_index)).
+//! A deliberately forged index (recomputed CRC, plausible bounds) can make elements be read from
+//! the wrong place, as a forged body can make them read wrong: the blob's SHA-1 trailer and the
+//! writers are what vouch for both. Reading from a wrong place is still bounded and validated like
+//! any hostile body (no panic, [`Limits`](crate::Limits) apply).
 
 use crate::tag::{BINARY, SHORT_BINARY_0};
 use crate::varint;

@@ -480,6 +480,7 @@ impl ArrayEncoder {
             + e.backrefs.capacity() * size_of::<usize>()
             + e.held_keys.capacity() * size_of::<Key>()
             + self.shifts.capacity() * size_of::<(usize, isize)>()
+            + self.starts.capacity() * size_of::<usize>()
     }
 
     /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
