@@ -150,9 +150,9 @@ fn encode_with<'py>(
     let body = &buf[base..];
     let mut out = Vec::new();
     let r = if body.len() >= RELEASE_GIL_BYTES {
-        py.allow_threads(|| finish_document(opts, body, &mut out))
+        py.allow_threads(|| finish_document(opts, body, &[], &mut out))
     } else {
-        finish_document(opts, body, &mut out)
+        finish_document(opts, body, &[], &mut out)
     };
     r.map_err(|e| codec_error(py, &e))?;
     Ok(PyBytes::new(py, &out))

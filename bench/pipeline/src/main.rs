@@ -9,6 +9,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod read_index;
 mod substreams;
 
 use std::collections::BTreeMap;
@@ -519,6 +520,7 @@ fn build_read_store(
     store: &EmbeddedStore,
     n: usize,
     profile: Profile,
+    strip_index: bool,
 ) -> Result<(i64, usize, u64, Vec<Vec<u8>>)> {
     const BATCH: usize = 10_000;
     let epoch = unix_now() - 300;
@@ -546,10 +548,15 @@ fn build_read_store(
             let key = EventKey::new(epoch, dc, "WEB", sub, ChunkId::plain(*next))?;
             *next += 1;
             let ks = key.to_string();
-            store.put_blob(&Namespace::Events, BlobKey::new(epoch, &ks), b.as_bytes())?;
+            let b = if strip_index {
+                read_index::strip_element_index(b.into_bytes())
+            } else {
+                b.into_bytes()
+            };
+            store.put_blob(&Namespace::Events, BlobKey::new(epoch, &ks), &b)?;
             bytes += b.len() as u64;
             entries.push(key.index_entry().to_string());
-            blobs_out.push(b.into_bytes());
+            blobs_out.push(b);
         }
         let refs: Vec<&str> = entries.iter().map(String::as_str).collect();
         store.add_to_epoch_index(epoch, dc, &refs)?;
@@ -613,13 +620,13 @@ fn row_read(args: &Args, perl: bool, tmp: &Path, out: &mut String) -> Result<()>
         "\n## 2. Read CPU: one second of a large stream, scaled down to {n} WEB events (×{scale:.1} extrapolates to the design's 1.5 M)\n\n"
     ));
     out.push_str("| profile | reader | chunks | MB stored | events out | CPU-s measured | CPU µs/event | CPU-s extrapolated to 1.5 M | target | verdict |\n|---|---|---:|---:|---:|---:|---:|---:|---|---|\n");
-    for (name, profile) in profiles() {
-        let dir = tmp.join(format!("read-{}", profile.name()));
+    for (name, profile, strip) in read_index::variants() {
+        let dir = tmp.join(format!("read-{}-{strip}", profile.name()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = EmbeddedStore::open(&dir)?;
         eprintln!("read: building {n} events, {name} ...");
-        let (epoch, chunks, bytes, blobs) = build_read_store(&store, n, profile)?;
-        let blobs_file = tmp.join(format!("read-{}.bin", profile.name()));
+        let (epoch, chunks, bytes, blobs) = build_read_store(&store, n, profile, strip)?;
+        let blobs_file = tmp.join(format!("read-{}-{strip}.bin", profile.name()));
         if perl {
             let mut f = std::io::BufWriter::new(std::fs::File::create(&blobs_file)?);
             for b in &blobs {

@@ -350,6 +350,7 @@ impl BlobBuilder {
         }
         let mut enc_opts = opts.profile.encoder_options();
         enc_opts.canonical = opts.canonical;
+        enc_opts.element_index = writes_element_index(&opts.profile);
         let split_opts = SplitOptions {
             protocol: None,
             compression: Some(enc_opts.compression),
@@ -471,6 +472,15 @@ impl BlobBuilder {
             })
             .collect()
     }
+}
+
+/// Whether blobs of `profile` carry an element index in their Sereal user header (where each
+/// event starts, so that readers skip events a `where` rejects without walking them; format:
+/// [`sereal::index`]; readers that do not know it, the reference included, skip it).
+/// `Default`: yes. `Original`: no — its documents stay byte for byte what the reference writes.
+/// The splitter gives every chunk its own index.
+pub fn writes_element_index(profile: &Profile) -> bool {
+    matches!(profile, Profile::Default { .. })
 }
 
 fn check_events(events: &[Value]) -> Result<()> {

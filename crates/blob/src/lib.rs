@@ -60,8 +60,9 @@ mod error;
 pub mod key;
 
 pub use blob::{
-    append_trailer, sha1, with_trailer, Blob, BlobBuilder, BlobOptions, BlobRef, Profile,
-    DEFAULT_CHUNK_LIMIT, DEFAULT_ZSTD_LEVEL, MIN_CHUNK_LIMIT, TRAILER_LEN, TRAILER_MAGIC,
+    append_trailer, sha1, with_trailer, writes_element_index, Blob, BlobBuilder, BlobOptions,
+    BlobRef, Profile, DEFAULT_CHUNK_LIMIT, DEFAULT_ZSTD_LEVEL, MIN_CHUNK_LIMIT, TRAILER_LEN,
+    TRAILER_MAGIC,
 };
 pub use error::{BlobError, Result};
 pub use key::{ChunkId, EpochIndex, EpochKey, EventKey, IndexEntry};

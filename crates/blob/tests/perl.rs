@@ -229,3 +229,96 @@ fn perl_encoder_non_canonical_same_header_same_data() {
         .unwrap();
     common::assert_same_events(&got, &events, "Perl's document as a blob");
 }
+
+/// Like `PERL_READ`, and also decodes with `decode_with_header`: the body must be the same, and
+/// the user header (our element index: one binary string) is printed as the hex of its first 5
+/// bytes (`none` without one) on a line after the body's JSON.
+const PERL_READ_WITH_HEADER: &str = r#"
+use strict; use warnings;
+use Digest::SHA qw(sha1);
+use Sereal::Decoder ();
+use Render;
+binmode STDOUT;
+for my $path (@ARGV) {
+    open my $fh, '<:raw', $path or die "open $path: $!";
+    my $blob = do { local $/; <$fh> };
+    my $srl = substr($blob, 0, length($blob) - 24);
+    die "$path: checksum mismatch\n" unless sha1($srl) eq substr($blob, -20);
+    my $dec = Sereal::Decoder->new;
+    die "$path: does not look like Sereal\n" unless Sereal::Decoder::looks_like_sereal($srl);
+    my $events = $dec->decode($srl);
+    my ($header, $body) = @{ $dec->decode_with_header($srl) };
+    my $json = Render::render_json($events);
+    die "$path: decode_with_header's body differs\n" unless Render::render_json($body) eq $json;
+    print $json;
+    print defined $header ? (ref $header ? "ref\n" : unpack("H*", substr($header, 0, 5)) . "\n") : "none\n";
+}
+"#;
+
+#[test]
+fn perl_reads_documents_with_an_element_index_unchanged() {
+    require_perl_sereal();
+    let dir = tempfile::tempdir().unwrap();
+    let events = mixed_events(51, 2_000);
+    // The default profile (indexed, also when split), and the original v3 + zlib form with an
+    // index added (as an original-profile writer with an index would write it).
+    let mut blobs: Vec<(String, Vec<u8>)> = Vec::new();
+    for limit in [sluice_blob::DEFAULT_CHUNK_LIMIT, 60_000] {
+        let opts = BlobOptions {
+            chunk_limit: limit,
+            ..BlobOptions::default()
+        };
+        for b in BlobBuilder::new(opts).unwrap().build(&events).unwrap() {
+            blobs.push((format!("default-{limit}.{}", b.index()), b.into_bytes()));
+        }
+    }
+    let v3 = sereal::EncoderOptions {
+        element_index: true,
+        ..sereal::EncoderOptions::original_events()
+    };
+    let doc = sereal::to_vec(&Value::Array(events.clone()), &v3).unwrap();
+    assert_eq!(sereal::header::parse(&doc).unwrap().version, 3);
+    blobs.push(("original-indexed".into(), sluice_blob::with_trailer(&doc)));
+    assert!(blobs.len() > 3);
+    let mut paths = Vec::new();
+    for (name, bytes) in &blobs {
+        // Every one of them carries an index our reader uses.
+        let blob = Blob::parse(bytes).unwrap();
+        let mut scratch = Vec::new();
+        let lazy = blob.lazy(&Limits::default(), &mut scratch).unwrap();
+        assert!(
+            matches!(lazy.element_index(), sereal::lazy::IndexUse::Used(_)),
+            "{name}: {:?}",
+            lazy.element_index()
+        );
+        let p = dir.path().join(format!("{name}.blob"));
+        std::fs::write(&p, bytes).unwrap();
+        paths.push(p);
+    }
+    let refs: Vec<&OsStr> = paths.iter().map(|p| p.as_os_str()).collect();
+    let out = run_perl(PERL_READ_WITH_HEADER, &refs);
+    let lines: Vec<&[u8]> = out
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 2 * blobs.len(), "two lines per blob");
+    let mut all = Vec::new();
+    for ((name, bytes), pair) in blobs.iter().zip(lines.chunks(2)) {
+        let theirs: serde_json::Value = serde_json::from_slice(pair[0]).unwrap();
+        let ours = Blob::parse(bytes)
+            .unwrap()
+            .decode(&Limits::default())
+            .unwrap();
+        if let Some(d) = json_diff(&theirs, &to_json(&ours), "$") {
+            panic!("{name}: Perl's decoding differs from ours: {d}");
+        }
+        // The user header Perl sees is our index: "SLIX" + version 1.
+        assert_eq!(pair[1], b"534c495801", "{name}");
+        if name.starts_with("default-60000") || name == "original-indexed" {
+            all.extend(ours);
+        }
+    }
+    // The split chunks together, and the v3 document, hold every event.
+    common::assert_same_events(&all[..events.len()], &events, "chunks");
+    common::assert_same_events(&all[events.len()..], &events, "v3 indexed");
+}

@@ -37,6 +37,12 @@
 //! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
 //! first match or `null`) — the shape of `sluice sereal decode --select`.
 //!
+//! With both a `select` and a filter, each event is searched for the filter's paths alone first
+//! and for the select paths only when it passes (once every select path has been met, so that
+//! the hints' "field never seen" stays true). A blob with an element index ([`sereal::index`];
+//! the default profile writes one) is then never walked past what the filter needed. A blob
+//! whose index is bad is read by walking, same results, with a [`ReadItem::Notice`] naming it.
+//!
 //! # Substreams
 //! With [`Selection::substream`] (and its [`SubstreamView`] in [`ReadOptions::substream`]) the
 //! read lists the same chunks of the events' epoch index, restricted to those the substream
@@ -597,7 +603,14 @@ where
                 } else {
                     bytes
                 };
-                match self.chunk.decode(&bytes) {
+                let decoded = self.chunk.decode(&bytes);
+                if let Some(reason) = self.chunk.notice.take() {
+                    self.out.push_back(ReadItem::Notice(ReadWarning {
+                        key: key.to_string(),
+                        reason,
+                    }));
+                }
+                match decoded {
                     Ok(values) => self.out.extend(values.into_iter().map(|value| {
                         ReadItem::Event(ReadEvent {
                             key: key.clone(),
@@ -647,7 +660,14 @@ struct ChunkDecoder {
     lazy: bool,
     limits: Limits,
     decoder: Decoder,
+    /// The select paths, then the filter's: one pass for both.
     selector: Selector,
+    /// With both a select and a filter: the filter's paths alone, then the select paths alone
+    /// for the events the filter keeps (most events are rejected after a short walk, and with
+    /// an element index never walked further).
+    split: Option<(Selector, Selector)>,
+    /// Set by `decode` when the chunk's element index was bad (read by walking instead).
+    notice: Option<String>,
     /// Number of select paths (the selector's first paths); the filter's follow.
     n_select: usize,
     /// Select path texts (output keys) and whether each has a `[*]`.
@@ -684,6 +704,15 @@ impl ChunkDecoder {
             limits: limits.clone(),
             decoder: Decoder::with_limits(limits.clone()),
             selector: Selector::new(paths),
+            split: req.selection.filter.as_ref().and_then(|f| {
+                (!req.selection.select.is_empty()).then(|| {
+                    (
+                        Selector::new(f.paths().to_vec()),
+                        Selector::new(req.selection.select.clone()),
+                    )
+                })
+            }),
+            notice: None,
             n_select: req.selection.select.len(),
             select_keys,
             filter: req.selection.filter.clone(),
@@ -705,36 +734,55 @@ impl ChunkDecoder {
         let doc = blob
             .lazy(&self.limits, &mut self.scratch)
             .map_err(|e| e.to_string())?;
+        if let sereal::lazy::IndexUse::Ignored(reason) = doc.element_index() {
+            self.notice = Some(format!("{reason}; events found by walking instead"));
+        }
         let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
         // One pass per event picks undecoded handles for the select and filter paths; the filter
         // is evaluated first, and only the events it keeps are decoded (most are not: a
         // `status >= 500` keeps ~2 %). Handles borrow the body, so they live per chunk.
         let mut handles: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
+        let mut picked_select: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
         let mut out = Vec::new();
         let mut i = 0usize;
-        while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
+        let n_select = self.n_select;
+        loop {
+            // Filter paths first, the select paths only for the events kept — once every select
+            // path has been seen (until then each event is searched for all paths, so that
+            // `path_seen` means what it says: some scanned event had it).
+            let filter_first = match &self.split {
+                Some(_) => self.facts.path_seen[..n_select].iter().all(|&s| s),
+                None => false,
+            };
+            let next = match (&mut self.split, filter_first) {
+                (Some((filter_sel, _)), true) => filter_sel.next_selected(&mut items, &mut handles),
+                _ => self.selector.next_selected(&mut items, &mut handles),
+            };
+            let Some(item) = next else { break };
             let event = i;
             i += 1;
             let item = item.map_err(|e| format!("event {event}: {e}"))?;
             self.facts.scanned += 1;
-            for (seen, picked) in self.facts.path_seen.iter_mut().zip(&handles) {
+            // Where the filter's handles start in `handles`.
+            let fbase = if filter_first { 0 } else { n_select };
+            let seen = self.facts.path_seen[n_select - fbase..].iter_mut();
+            for (seen, picked) in seen.zip(&handles) {
                 *seen |= !picked.is_empty();
             }
             // One budget per event for all it decodes, as one selection had.
             let mut dec = doc.item_decoder();
             if let Some(f) = &self.filter {
-                self.found
-                    .resize_with(handles.len() - self.n_select, Vec::new);
-                let kinds = self.facts.path_kinds[self.n_select..].iter_mut();
-                for ((values, picked), kind) in self
-                    .found
-                    .iter_mut()
-                    .zip(&handles[self.n_select..])
-                    .zip(kinds)
+                self.found.resize_with(handles.len() - fbase, Vec::new);
+                let kinds = self.facts.path_kinds[n_select..].iter_mut();
+                for ((values, picked), kind) in
+                    self.found.iter_mut().zip(&handles[fbase..]).zip(kinds)
                 {
                     values.clear();
                     for h in picked {
-                        let v = dec.decode(h).map_err(|e| format!("event {event}: {e}"))?;
+                        let v = match plain_int(h) {
+                            Some(v) => v,
+                            None => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
+                        };
                         *kind |= kind_of(&v);
                         values.push(v);
                     }
@@ -743,15 +791,24 @@ impl ChunkDecoder {
                     continue;
                 }
             }
-            if self.n_select == 0 {
+            if n_select == 0 {
                 out.push(
                     dec.decode(&item)
                         .map_err(|e| format!("event {event}: {e}"))?,
                 );
                 continue;
             }
-            let mut hash = Vec::with_capacity(self.n_select);
-            for ((key, many), picked) in self.select_keys.iter().zip(&handles) {
+            let selected = match (&mut self.split, filter_first) {
+                (Some((_, select_sel)), true) => {
+                    select_sel
+                        .select_handles(&item, &mut picked_select)
+                        .map_err(|e| format!("event {event}: {e}"))?;
+                    &picked_select
+                }
+                _ => &handles,
+            };
+            let mut hash = Vec::with_capacity(n_select);
+            for ((key, many), picked) in self.select_keys.iter().zip(selected) {
                 let v = if *many {
                     let mut all = Vec::with_capacity(picked.len());
                     for h in picked {
@@ -769,6 +826,23 @@ impl ChunkDecoder {
             out.push(Value::Hash(hash));
         }
         Ok(out)
+    }
+}
+
+/// The value of an integer written in place (no reference, no track flag), as the decoder would
+/// give it, read without setting up a decoder: most `where` operands are such numbers (a status,
+/// a duration). `None` for anything else.
+#[inline]
+fn plain_int(h: &sereal::lazy::Item<'_>) -> Option<Value> {
+    use sereal::lazy::Scalar;
+    use sereal::tag::{VARINT, ZIGZAG};
+    match h.tag() {
+        0x00..=0x1f | VARINT | ZIGZAG => match h.scalar() {
+            Ok(Some(Scalar::Int(i))) => Some(Value::Int(i)),
+            Ok(Some(Scalar::UInt(u))) => Some(Value::UInt(u)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

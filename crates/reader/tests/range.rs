@@ -661,3 +661,61 @@ fn time_arguments() {
         Err(TimeError::OutOfRange(_))
     ));
 }
+
+#[test]
+fn a_bad_element_index_is_a_notice_and_changes_no_result() {
+    let groups = groups();
+    // Flip a byte in the element index of every `default` chunk (the trailer recomputed, as a
+    // buggy writer would have stored it): the reader must not trust it.
+    let flip = |_: &str, bytes: &[u8]| -> Option<Option<Vec<u8>>> {
+        let sereal_part = &bytes[..bytes.len() - sluice_blob::TRAILER_LEN];
+        let h = sereal::header::parse(sereal_part).unwrap();
+        let range = h.user_header?;
+        let mut doc = sereal_part.to_vec();
+        doc[range.end - 6] ^= 0x10;
+        Some(Some(sluice_blob::with_trailer(&doc)))
+    };
+    let good = InMemoryStore::new();
+    write(&good, &groups, &no_tamper);
+    let bad = InMemoryStore::new();
+    write(&bad, &groups, &flip);
+    let filter = Filter::parse("status >= 400").unwrap();
+    let selection = Selection {
+        select: ["path", "request_id", "timings.total_ms"]
+            .iter()
+            .map(|p| Path::parse(p).unwrap())
+            .collect(),
+        filter: Some(filter.clone()),
+        ..Selection::default()
+    };
+    let want = select_expected(
+        &groups,
+        &["path", "request_id", "timings.total_ms"],
+        Some(&filter),
+    );
+    for (name, store, bad_index) in [("good", &good, false), ("bad", &bad, true)] {
+        let req = ReadRequest::selected(START, START + EPOCHS, selection.clone());
+        let (mut events, mut notices, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
+        for item in RangeReader::new(store, req, ReadOptions::default()).unwrap() {
+            match item {
+                ReadItem::Event(e) => events.push(json(&e.value)),
+                ReadItem::Notice(n) => notices.push(n),
+                ReadItem::Warning(w) => warnings.push(w),
+            }
+        }
+        assert!(warnings.is_empty(), "{name}: {warnings:?}");
+        assert_eq!(events, want, "{name}");
+        if bad_index {
+            assert!(!notices.is_empty(), "a bad index is reported");
+            for n in &notices {
+                assert!(
+                    n.reason.starts_with("element index: ")
+                        && n.reason.ends_with("events found by walking instead"),
+                    "{n}"
+                );
+            }
+        } else {
+            assert!(notices.is_empty(), "{notices:?}");
+        }
+    }
+}

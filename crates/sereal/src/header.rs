@@ -108,6 +108,25 @@ pub fn write(out: &mut Vec<u8>, version: u8, encoding: Encoding) {
     out.push(0); // empty header suffix
 }
 
+/// Append a header whose suffix carries `user_body` (one encoded Sereal value, e.g. an
+/// [element index](crate::index)) as user meta data. Protocol 2 and later only; with an empty
+/// `user_body` or an older version this is [`write`].
+pub fn write_with_user_header(
+    out: &mut Vec<u8>,
+    version: u8,
+    encoding: Encoding,
+    user_body: &[u8],
+) {
+    if version < 2 || user_body.is_empty() {
+        return write(out, version, encoding);
+    }
+    out.extend_from_slice(if version >= 3 { MAGIC_V3 } else { MAGIC_V1 });
+    out.push((encoding.type_nibble() << 4) | version);
+    varint::write(out, 1 + user_body.len() as u64);
+    out.push(1); // bitfield: user meta data present
+    out.extend_from_slice(user_body);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -56,6 +56,13 @@
 //! decoder. Parts of the document it only skips are checked structurally (tags, lengths, counts)
 //! but not semantically (a `REFP` inside a skipped value is not resolved).
 //!
+//! # Element index
+//! A document whose user header holds an [element index](crate::index) that checks out against
+//! its body ([`LazyDoc::element_index`]) has its top-level elements located without a walk:
+//! [`LazyDoc::items`] and [`Selector::next_selected`] jump to the next element, and a selection
+//! stops as soon as its paths are found. Elements that are jumped over are not read at all (not
+//! even structurally). An index that does not check out is never used.
+//!
 //! # Costs and limits
 //! Nothing recurses without a bound: skipping is iterative, walking a path and decoding a value
 //! stop at [`Limits::max_depth`] (every container, reference and jump counts as a level).
@@ -376,6 +383,24 @@ pub struct LazyDoc<'a> {
     /// Unique per opened document (a body decompressed into a reused buffer has the same address
     /// as the previous one): what a [`Selector`]'s key cache is valid for.
     id: u64,
+    /// The top-level array's element bounds from a checked [element index](crate::index)
+    /// (`count + 1` positions), or empty.
+    bounds: Vec<u32>,
+    /// What became of the document's element index.
+    index_use: IndexUse,
+}
+
+/// What [`LazyDoc::open`] did with the document's [element index](crate::index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexUse {
+    /// The document has none (no user header, another user header, or an index of a newer
+    /// format version: all read by walking, as always).
+    Absent,
+    /// A valid index of this many elements: [`LazyDoc::items`] jumps between elements.
+    Used(usize),
+    /// The index is damaged or does not match the body: it is not used (elements are found by
+    /// walking them, so results are the same, only slower). The reason, for a warning.
+    Ignored(String),
 }
 
 /// Source of [`LazyDoc`] ids.
@@ -414,16 +439,59 @@ impl<'a> LazyDoc<'a> {
     /// compressed body, decompress it into `scratch` (cleared first; reuse it across documents to
     /// avoid reallocating). Nothing of the body is read yet. `limits` bound decompression, depth,
     /// and what materialising values may cost.
+    ///
+    /// A valid [element index](crate::index) in the user header is checked against the body here
+    /// and then used by [`LazyDoc::items`]; a bad one is set aside ([`LazyDoc::element_index`]
+    /// says why), never trusted.
     pub fn open(doc: &'a [u8], limits: &Limits, scratch: &'a mut Vec<u8>) -> Result<LazyDoc<'a>> {
         let body = open(doc, limits, scratch)?;
-        Ok(LazyDoc {
+        let mut lazy = LazyDoc {
             header: body.header,
             body: body.bytes,
             offset_base: body.offset_base,
             error_base: body.error_base,
             limits: limits.clone(),
             id: NEXT_DOC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        })
+            bounds: Vec::new(),
+            index_use: IndexUse::Absent,
+        };
+        if let Some(range) = lazy.header.user_header.clone() {
+            lazy.load_index(doc.get(range).unwrap_or_default());
+        }
+        Ok(lazy)
+    }
+
+    /// Parse and check the element index in user header body `uh`.
+    fn load_index(&mut self, uh: &[u8]) {
+        use crate::index::{ElementIndex, Parsed};
+        let index = match ElementIndex::parse(uh) {
+            Parsed::NotAnIndex | Parsed::Unsupported(_) => return,
+            Parsed::Bad(reason) => {
+                self.index_use = IndexUse::Ignored(format!("element index: {reason}"));
+                return;
+            }
+            Parsed::Index(index) => index,
+        };
+        let checked = match self.resolve(0, &mut 0, &mut None, &mut false) {
+            Ok(Core::Array(count, first)) => {
+                index.check(self.body.len(), count, first, |p| self.skip_n(p, 1).ok())
+            }
+            Ok(_) => Err("the body is not an array".into()),
+            Err(e) => Err(format!("the body's array: {e}")),
+        };
+        match checked {
+            Ok(()) => {
+                self.index_use = IndexUse::Used(index.len());
+                self.bounds = index.into_bounds();
+            }
+            Err(reason) => self.index_use = IndexUse::Ignored(format!("element index: {reason}")),
+        }
+    }
+
+    /// What became of the document's [element index](crate::index): absent, used, or ignored
+    /// (with the reason: a reader should warn, since a writer produced a bad one).
+    pub fn element_index(&self) -> &IndexUse {
+        &self.index_use
     }
 
     /// A decoder for items of this document that charges all it decodes to one budget, like one
@@ -472,6 +540,7 @@ impl<'a> LazyDoc<'a> {
                 pos: first,
                 remaining: n,
                 failed: false,
+                bounds: &self.bounds,
             }),
             _ => Err(self.err(ErrorCode::NotAnArray, 0)),
         }
@@ -1064,6 +1133,7 @@ impl<'d> Item<'d> {
                     pos: first,
                     remaining: n,
                     failed: false,
+                    bounds: &[],
                 }),
                 _ => None,
             },
@@ -1196,6 +1266,33 @@ impl<'d> ItemDecoder<'d> {
     }
 }
 
+/// Where each of `count` consecutive values starting at `elements[0]` starts, walking them
+/// (structural checks only); positions are offset by `base`. `None` if they do not walk.
+pub(crate) fn element_starts(elements: &[u8], base: usize, count: usize) -> Option<Vec<usize>> {
+    let doc = LazyDoc {
+        header: Header {
+            version: crate::header::MAX_PROTOCOL,
+            encoding: crate::header::Encoding::Raw,
+            body_offset: 0,
+            user_header: None,
+        },
+        body: elements,
+        offset_base: 1,
+        error_base: 0,
+        limits: Limits::default(),
+        id: 0,
+        bounds: Vec::new(),
+        index_use: IndexUse::Absent,
+    };
+    let mut starts = Vec::with_capacity(count);
+    let mut pos = 0;
+    for _ in 0..count {
+        starts.push(pos + base);
+        pos = doc.skip_n(pos, 1).ok()?;
+    }
+    Some(starts)
+}
+
 /// Iterator over the elements of an array, as undecoded [`Item`]s. After an error it ends.
 #[derive(Debug, Clone)]
 pub struct Items<'d> {
@@ -1203,6 +1300,18 @@ pub struct Items<'d> {
     pos: usize,
     remaining: usize,
     failed: bool,
+    /// Element bounds from the document's element index (top-level array only), or empty: then
+    /// each element is walked to find where it ends.
+    bounds: &'d [u32],
+}
+
+impl<'d> Items<'d> {
+    /// The end of the next element when the element index gives it (no walk needed).
+    #[inline]
+    fn indexed_end(&self) -> Option<usize> {
+        let i = self.bounds.len().checked_sub(self.remaining)?;
+        self.bounds.get(i).map(|&e| e as usize)
+    }
 }
 
 impl<'d> Iterator for Items<'d> {
@@ -1213,7 +1322,11 @@ impl<'d> Iterator for Items<'d> {
             return None;
         }
         let start = self.pos;
-        match self.doc.skip_n(start, 1) {
+        let end = match self.indexed_end() {
+            Some(end) => Ok(end),
+            None => self.doc.skip_n(start, 1),
+        };
+        match end {
             Ok(end) => {
                 self.pos = end;
                 self.remaining -= 1;
@@ -1388,11 +1501,12 @@ impl Selector {
         }
         let doc = items.doc;
         let start = items.pos;
+        let known_end = items.indexed_end();
         out.resize_with(self.paths.len(), Vec::new);
         out.iter_mut().for_each(Vec::clear);
         let r = match &mut self.plan {
-            Some(plan) => plan.select(doc, start, out),
-            None => self.walk_items(doc, start, out),
+            Some(plan) => plan.select(doc, start, known_end, out),
+            None => self.walk_items(doc, start, known_end, out),
         };
         match r {
             Ok(end) => {
@@ -1412,11 +1526,32 @@ impl Selector {
         }
     }
 
-    /// The general walk with handles as output, also finding the end of the item at `start`.
+    /// Undecoded handles of the values at each path in `item` (`out[i]` for path `i`; `out` is
+    /// resized and its vectors cleared), by the same walk as [`Selector::next_selected`] but
+    /// stopping as soon as every path is found: `item`'s end is already known. For a second
+    /// selection from an element that passed a filter selected first.
+    pub fn select_handles<'d>(
+        &mut self,
+        item: &Item<'d>,
+        out: &mut Vec<Vec<Item<'d>>>,
+    ) -> Result<()> {
+        out.resize_with(self.paths.len(), Vec::new);
+        out.iter_mut().for_each(Vec::clear);
+        let (doc, start, end) = (item.doc, item.start, Some(item.end));
+        match &mut self.plan {
+            Some(plan) => plan.select(doc, start, end, out)?,
+            None => self.walk_items(doc, start, end, out)?,
+        };
+        Ok(())
+    }
+
+    /// The general walk with handles as output, also finding the end of the item at `start`
+    /// (unless `known_end` gives it: then the walk stops when nothing more can match).
     fn walk_items<'d>(
         &mut self,
         doc: &'d LazyDoc<'d>,
         start: usize,
+        known_end: Option<usize>,
         out: &mut Vec<Vec<Item<'d>>>,
     ) -> Result<usize> {
         if self.paths.len() > u32::MAX as usize {
@@ -1438,9 +1573,11 @@ impl Selector {
             visits_left,
         };
         let hi = w.stack.len();
-        match w.node(start, 0, hi, true, 0, false)? {
-            Some(end) => Ok(end),
-            None => doc.skip_n(start, 1),
+        let need_end = known_end.is_none();
+        match (w.node(start, 0, hi, need_end, 0, false)?, known_end) {
+            (_, Some(end)) => Ok(end),
+            (Some(end), None) => Ok(end),
+            (None, None) => doc.skip_n(start, 1),
         }
     }
 }
@@ -1546,11 +1683,13 @@ impl KeyPlan {
         })
     }
 
-    /// Select from the item at `start` into `out` (sized and cleared); returns the item's end.
+    /// Select from the item at `start` into `out` (sized and cleared); returns the item's end
+    /// (`known_end` when given: then the walk stops as soon as nothing more can match).
     fn select<'d>(
         &mut self,
         doc: &'d LazyDoc<'d>,
         start: usize,
+        known_end: Option<usize>,
         out: &mut [Vec<Item<'d>>],
     ) -> Result<usize> {
         if self.cache_doc != doc.id {
@@ -1559,9 +1698,14 @@ impl KeyPlan {
             self.cache_doc = doc.id;
         }
         self.visits_left = doc.limits.max_values;
-        match self.node(doc, 0, start, true, 0, false, out)? {
-            Some(end) => Ok(end),
-            None => doc.skip_n(start, 1),
+        let need_end = known_end.is_none();
+        match (
+            self.node(doc, 0, start, need_end, 0, false, out)?,
+            known_end,
+        ) {
+            (_, Some(end)) => Ok(end),
+            (Some(end), None) => Ok(end),
+            (None, None) => doc.skip_n(start, 1),
         }
     }
 

@@ -30,6 +30,7 @@ pub mod dump;
 mod error;
 mod fragment;
 pub mod header;
+pub mod index;
 pub mod json;
 pub mod lazy;
 pub mod ser;

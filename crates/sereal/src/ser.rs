@@ -38,6 +38,11 @@ pub struct EncoderOptions {
     pub canonical: bool,
     /// Deepest nesting accepted (guards the recursion; default 512, the decoder's default).
     pub max_depth: usize,
+    /// When the document is an array, write where each element starts in its user header (the
+    /// [element index](crate::index)): readers jump between elements without walking them, and
+    /// decoders that do not know it skip it. Off by default (the reference writes no user
+    /// header, so byte-identical output needs it off).
+    pub element_index: bool,
 }
 
 impl Default for EncoderOptions {
@@ -49,6 +54,7 @@ impl Default for EncoderOptions {
             dedupe_strings: false,
             canonical: false,
             max_depth: 512,
+            element_index: false,
         }
     }
 }
@@ -169,9 +175,25 @@ impl Encoder {
     /// Encode `value` as a complete document appended to `out`.
     pub fn encode_into(&mut self, value: &Value, out: &mut Vec<u8>) -> Result<()> {
         self.reset(false);
-        self.value(value)?;
+        let mut starts = Vec::new();
+        match value {
+            Value::Array(items) if self.opts.element_index => {
+                // What `value` writes for an array, noting where each element starts.
+                self.enter()?;
+                let mut head = [0u8; 12];
+                let n = array_header(items.len(), self.opts.canonical, &mut head);
+                self.body.extend_from_slice(&head[..n]);
+                starts.reserve(items.len());
+                for item in items {
+                    starts.push(self.body.len());
+                    self.value(item)?;
+                }
+                self.depth -= 1;
+            }
+            _ => self.value(value)?,
+        }
         let body = std::mem::take(&mut self.body);
-        let result = finish_document(&self.opts, &body, out);
+        let result = finish_document(&self.opts, &body, &starts, out);
         self.body = body;
         result
     }
@@ -542,6 +564,9 @@ pub struct ArrayEncoder {
     moved: Vec<u8>,
     /// (end of a back-reference in the old body, shift of everything from there on).
     shifts: Vec<(usize, isize)>,
+    /// Where each element pushed starts in the body (with the guessed header), for the
+    /// element index; only with [`EncoderOptions::element_index`].
+    starts: Vec<usize>,
 }
 
 impl ArrayEncoder {
@@ -555,6 +580,7 @@ impl ArrayEncoder {
             count: 0,
             moved: Vec::new(),
             shifts: Vec::new(),
+            starts: Vec::new(),
         })
     }
 
@@ -598,6 +624,7 @@ impl ArrayEncoder {
             + e.backrefs.capacity() * size_of::<usize>()
             + e.held_keys.capacity() * size_of::<Key>()
             + self.shifts.capacity() * size_of::<(usize, isize)>()
+            + self.starts.capacity() * size_of::<usize>()
     }
 
     /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
@@ -613,6 +640,9 @@ impl ArrayEncoder {
         if let Err(e) = result {
             self.rollback(mark, backrefs);
             return Err(e);
+        }
+        if enc.opts.element_index {
+            self.starts.push(mark);
         }
         self.count += 1;
         Ok(())
@@ -640,6 +670,9 @@ impl ArrayEncoder {
             self.rollback(mark, backrefs);
             return Err(e);
         }
+        if enc.opts.element_index {
+            self.starts.push(mark);
+        }
         self.count += 1;
         Ok(())
     }
@@ -665,15 +698,46 @@ impl ArrayEncoder {
     pub fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
         let mut header = [0u8; 12];
         let header_len = array_header(self.count, self.enc.opts.canonical, &mut header);
+        if self.enc.opts.element_index && self.starts.len() != self.count {
+            // Elements written other than by `push`: find them by walking the body.
+            self.starts.clear();
+            if let Some(found) = crate::lazy::element_starts(
+                &self.enc.body[ARRAY_HEADER_GUESS..],
+                ARRAY_HEADER_GUESS,
+                self.count,
+            ) {
+                self.starts = found;
+            }
+        }
         let result = if header_len == ARRAY_HEADER_GUESS {
             self.enc.body[..ARRAY_HEADER_GUESS].copy_from_slice(&header[..header_len]);
-            finish_document(&self.enc.opts, &self.enc.body, out)
+            finish_document(&self.enc.opts, &self.enc.body, &self.starts, out)
         } else {
-            self.relocate(&header[..header_len])
-                .and_then(|()| finish_document(&self.enc.opts, &self.moved, out))
+            self.relocate(&header[..header_len]).and_then(|()| {
+                self.relocate_starts(header_len);
+                finish_document(&self.enc.opts, &self.moved, &self.starts, out)
+            })
         };
         self.clear();
         result
+    }
+
+    /// Move the recorded element starts to their places in `moved` (after `relocate`).
+    fn relocate_starts(&mut self, header_len: usize) {
+        let first_shift = header_len as isize - ARRAY_HEADER_GUESS as isize;
+        let mut i = 0;
+        for s in self.starts.iter_mut() {
+            // Starts and shift ends both increase: one merge pass.
+            while i < self.shifts.len() && self.shifts[i].0 <= *s {
+                i += 1;
+            }
+            let shift = if i == 0 {
+                first_shift
+            } else {
+                self.shifts[i - 1].1
+            };
+            *s = (*s as isize + shift) as usize;
+        }
     }
 
     /// Drop the document being written, keeping buffers and tables' capacity.
@@ -681,6 +745,7 @@ impl ArrayEncoder {
         self.enc.reset(true);
         self.enc.body.resize(ARRAY_HEADER_GUESS, 0);
         self.count = 0;
+        self.starts.clear();
     }
 
     /// Write `header` + the elements into `moved`, fixing every back-reference offset for the
@@ -840,19 +905,28 @@ pub fn canonical_key_order(a: &Key, b: &Key) -> std::cmp::Ordering {
         .then_with(|| ab.cmp(bb))
 }
 
-/// Write header + (possibly compressed) body: compressed only when the options ask for it, the
-/// body reaches the threshold and the result is smaller.
-pub fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) -> Result<()> {
+/// Write header + (possibly compressed) body; with [`EncoderOptions::element_index`], the header
+/// carries the index of the elements starting at `starts` (none when `starts` is empty).
+pub fn finish_document(
+    opts: &EncoderOptions,
+    body: &[u8],
+    starts: &[usize],
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut user = Vec::new();
+    if opts.element_index {
+        crate::index::write(starts, body.len(), &mut user);
+    }
     let compression = opts.compression;
     if compression != Compression::None && body.len() >= opts.compress_threshold {
         let header_at = out.len();
-        header::write(out, opts.protocol, compression.encoding());
+        header::write_with_user_header(out, opts.protocol, compression.encoding(), &user);
         if compress::compress_framed(compression, body, out)? {
             return Ok(());
         }
         out.truncate(header_at);
     }
-    header::write(out, opts.protocol, header::Encoding::Raw);
+    header::write_with_user_header(out, opts.protocol, header::Encoding::Raw, &user);
     out.extend_from_slice(body);
     Ok(())
 }
@@ -860,4 +934,32 @@ pub fn finish_document(opts: &EncoderOptions, body: &[u8], out: &mut Vec<u8>) ->
 /// Encode `value` with the given options.
 pub fn to_vec(value: &Value, opts: &EncoderOptions) -> Result<Vec<u8>> {
     Encoder::new(opts.clone())?.encode(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_walks_elements_that_push_did_not_record() {
+        let opts = EncoderOptions {
+            element_index: true,
+            ..EncoderOptions::default()
+        };
+        let items: Vec<Value> = (0..40)
+            .map(|i| Value::Array(vec![Value::Int(i); (i % 5) as usize]))
+            .collect();
+        let mut enc = ArrayEncoder::new(opts.clone()).unwrap();
+        for item in &items {
+            enc.push(item).unwrap();
+        }
+        // As if some elements had been written another way than `push`.
+        enc.starts.truncate(3);
+        let mut doc = Vec::new();
+        enc.finish_into(&mut doc).unwrap();
+        let want = to_vec(&Value::Array(items), &opts).unwrap();
+        assert_eq!(doc, want);
+        let h = header::parse(&doc).unwrap();
+        assert!(h.user_header.is_some(), "indexed by walking");
+    }
 }

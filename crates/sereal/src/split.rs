@@ -44,7 +44,9 @@
 //!
 //! A chunk's body is the reference encoder's array form: `ARRAYREF_n` below 16 elements, else
 //! `REFN ARRAY <count>`, whatever form the input used. Its header carries the input's user
-//! header, if any ([`SplitOptions::keep_user_header`]).
+//! header, if any ([`SplitOptions::keep_user_header`]) — except an [element index](crate::index),
+//! which describes the input's body: then each chunk carries a fresh index of its own elements
+//! (protocol 2+), whatever `keep_user_header` says.
 //!
 //! # Fitting
 //!
@@ -69,6 +71,7 @@ use crate::compress::{self, Compression};
 use crate::de::{open, Limits};
 use crate::error::{Error, ErrorCode, Result};
 use crate::header::{self, Encoding};
+use crate::index::{ElementIndex, Parsed};
 use crate::tag::*;
 use crate::varint;
 
@@ -183,7 +186,18 @@ pub fn split(
         header::MAGIC_V1
     });
     head.push(protocol);
+    // An element index describes the input's body, not a chunk's: each chunk gets its own.
+    let input_index = hdr
+        .user_header
+        .as_ref()
+        .and_then(|r| doc.get(r.clone()))
+        .filter(|uh| !matches!(ElementIndex::parse(uh), Parsed::NotAnIndex));
+    let index_per_byte = match input_index {
+        Some(uh) if protocol >= 2 => Some(uh.len() as f64 / bytes.len().max(1) as f64),
+        _ => None,
+    };
     match (&hdr.user_header, opts.keep_user_header && protocol >= 2) {
+        _ if input_index.is_some() => head.push(0),
         (Some(range), true) => {
             // The whole suffix: the bitfield byte, then the user meta data body.
             let suffix = doc
@@ -227,6 +241,7 @@ pub fn split(
         elements: &elements,
         max_bytes,
         head,
+        index_per_byte,
         protocol,
         compression,
         threshold: opts.compress_threshold,
@@ -1070,7 +1085,8 @@ const GROW_FILL: f64 = 0.99;
 /// ...and stops after this many compressions with the best fit found.
 const MAX_PROBES: usize = 6;
 
-/// Header + (possibly compressed) body, as the encoder writes them.
+/// Header + (possibly compressed) body, as the encoder writes them. `head` is the magic, the
+/// version byte and the header suffix.
 fn make_doc(
     head: &[u8],
     protocol: u8,
@@ -1093,10 +1109,17 @@ fn make_doc(
     Ok(doc)
 }
 
+/// A chunk tried in a batch: first and end element, body, header.
+type Candidate = (usize, usize, Vec<u8>, Vec<u8>);
+
 struct Splitter<'a> {
     elements: &'a [(usize, usize)],
     max_bytes: usize,
+    /// Magic, version and header suffix of every chunk; without the suffix when each chunk gets
+    /// its own element index (`index_per_byte`).
     head: Vec<u8>,
+    /// Index bytes per body byte of the input, when the chunks carry element indexes.
+    index_per_byte: Option<f64>,
     protocol: u8,
     compression: Compression,
     threshold: usize,
@@ -1159,9 +1182,31 @@ impl Splitter<'_> {
             .unwrap_or(self.prefix)
     }
 
+    /// The header of the chunk `start..k` (emitted): the shared head, or the head with the
+    /// chunk's own element index.
+    fn chunk_head(&self, k: usize) -> Vec<u8> {
+        if self.index_per_byte.is_none() || k <= self.start {
+            return self.head.clone();
+        }
+        let count = k - self.start;
+        let mut starts = Vec::with_capacity(count);
+        starts.push(self.prefix);
+        starts.extend_from_slice(&self.ends[..count - 1]);
+        let mut user = Vec::new();
+        crate::index::write(&starts, self.raw(k), &mut user);
+        let mut head = self.head.clone();
+        head.pop(); // the empty suffix
+        let (magic, version) = (&head[..4], head[4]);
+        let mut out = Vec::with_capacity(head.len() + user.len() + 8);
+        header::write_with_user_header(&mut out, version & 0x0f, Encoding::Raw, &user);
+        out[..4].copy_from_slice(magic);
+        out
+    }
+
     /// Estimated document size for a body of `raw` bytes.
     fn estimate(&self, raw: usize) -> f64 {
-        let plain = (self.head.len() + raw) as f64;
+        let index = self.index_per_byte.map_or(0.0, |r| r * raw as f64);
+        let plain = (self.head.len() + raw) as f64 + index;
         if self.compression == Compression::None || raw < self.threshold {
             return plain;
         }
@@ -1169,7 +1214,7 @@ impl Splitter<'_> {
         if let Compression::Zlib { .. } = self.compression {
             framing += varint::len(raw as u64);
         }
-        let packed = (self.head.len() + framing) as f64 + raw as f64 * self.ratio;
+        let packed = (self.head.len() + framing) as f64 + raw as f64 * self.ratio + index;
         packed.min(plain)
     }
 
@@ -1224,26 +1269,23 @@ impl Splitter<'_> {
         Ok(self.raw(k))
     }
 
-    /// Build the document for elements `start..k` exactly; returns it and its body length.
-    fn probe(&mut self, k: usize) -> Result<(Vec<u8>, usize)> {
+    /// Build the document for elements `start..k` exactly; returns it, its body length and its
+    /// header length.
+    fn probe(&mut self, k: usize) -> Result<(Vec<u8>, usize, usize)> {
         let end = self.body(k)?;
+        let head = self.chunk_head(k);
         let body = self.em.out.get(..end).unwrap_or(&[]);
         Ok((
-            make_doc(
-                &self.head,
-                self.protocol,
-                self.compression,
-                self.threshold,
-                body,
-            )?,
+            make_doc(&head, self.protocol, self.compression, self.threshold, body)?,
             end,
+            head.len(),
         ))
     }
 
-    fn learn(&mut self, doc: &[u8], raw: usize) {
+    fn learn(&mut self, doc: &[u8], raw: usize, head: usize) {
         if self.compression != Compression::None && raw >= self.threshold && raw > 0 {
             // Framing included: a slight overestimate.
-            let packed = doc.len().saturating_sub(self.head.len()) as f64;
+            let packed = doc.len().saturating_sub(head) as f64;
             self.ratio = (packed / raw as f64).clamp(0.0005, 1.0);
         }
     }
@@ -1268,14 +1310,15 @@ impl Splitter<'_> {
                 self.reset(s, prefix_len(last_count.max(1)));
                 let k = self.guess(s, n + 1, fill)?.max(s + 1);
                 let end = self.body(k)?;
-                batch.push((s, k, self.em.out.get(..end).unwrap_or(&[]).to_vec()));
+                let head = self.chunk_head(k);
+                batch.push((s, k, self.em.out.get(..end).unwrap_or(&[]).to_vec(), head));
                 last_count = k - s;
                 s = k;
             }
             let docs = self.make_docs(&batch)?;
-            for ((s, k, body), doc) in batch.iter().zip(docs) {
+            for ((s, k, body, head), doc) in batch.iter().zip(docs) {
                 if doc.len() <= self.max_bytes {
-                    self.learn(&doc, body.len());
+                    self.learn(&doc, body.len(), head.len());
                     chunks.push(doc);
                     a = *k;
                     continue;
@@ -1291,17 +1334,12 @@ impl Splitter<'_> {
     }
 
     /// Compress a batch of bodies, spread over the threads.
-    fn make_docs(&self, batch: &[(usize, usize, Vec<u8>)]) -> Result<Vec<Vec<u8>>> {
-        let (head, protocol, compression, threshold) = (
-            &self.head[..],
-            self.protocol,
-            self.compression,
-            self.threshold,
-        );
-        let one = |body: &[u8]| make_doc(head, protocol, compression, threshold, body);
+    fn make_docs(&self, batch: &[Candidate]) -> Result<Vec<Vec<u8>>> {
+        let (protocol, compression, threshold) = (self.protocol, self.compression, self.threshold);
+        let one = |c: &Candidate| make_doc(&c.3, protocol, compression, threshold, &c.2);
         let threads = self.threads.min(batch.len());
         if threads <= 1 || compression == Compression::None {
-            return batch.iter().map(|(_, _, body)| one(body)).collect();
+            return batch.iter().map(one).collect();
         }
         let mut slots: Vec<Option<Result<Vec<u8>>>> = (0..batch.len()).map(|_| None).collect();
         std::thread::scope(|scope| {
@@ -1310,7 +1348,7 @@ impl Splitter<'_> {
                 let work = std::thread::Builder::new().spawn_scoped(scope, move || {
                     (t..batch.len())
                         .step_by(threads)
-                        .map(|i| (i, one(&batch[i].2)))
+                        .map(|i| (i, one(&batch[i])))
                         .collect::<Vec<_>>()
                 });
                 match work {
@@ -1318,13 +1356,13 @@ impl Splitter<'_> {
                     // No thread: do its share here.
                     Err(_) => {
                         for i in (t..batch.len()).step_by(threads) {
-                            slots[i] = Some(one(&batch[i].2));
+                            slots[i] = Some(one(&batch[i]));
                         }
                     }
                 }
             }
             for i in (0..batch.len()).step_by(threads) {
-                slots[i] = Some(one(&batch[i].2));
+                slots[i] = Some(one(&batch[i]));
             }
             for h in handles {
                 if let Ok(done) = h.join() {
@@ -1361,8 +1399,8 @@ impl Splitter<'_> {
         let mut k = self.guess(a, hi, FILL)?.max(a + 1);
         loop {
             probes += 1;
-            let (doc, raw) = self.probe(k)?;
-            self.learn(&doc, raw);
+            let (doc, raw, head) = self.probe(k)?;
+            self.learn(&doc, raw, head);
             if doc.len() <= max {
                 misses = 0;
                 if k > lo {
