@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cassandra_common::{assert_exactly_once, emit, events, ids, metric, Keyspace};
-use common::{free_port, now, spawn_serve, wait_for, wait_healthy, Proc};
+use common::{now, serve_store_http_only_with, wait_for, Proc};
 use sluice_store_cassandra::testing::{cluster, run_script};
 
 /// Restarts node 1 even if the test fails midway, so the next binary finds it up.
@@ -36,31 +36,7 @@ fn held(base: &str) -> f64 {
 fn serve(url: &str, data: &std::path::Path) -> (Proc, String) {
     let config = data.join("serve.toml");
     std::fs::write(&config, "spool_memory_batches = 2\n").expect("config");
-    let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let proc = spawn_serve(&[
-        "--config",
-        config.to_str().expect("path"),
-        "--store",
-        url,
-        "--data",
-        data.to_str().expect("path"),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        "1",
-    ]);
-    wait_healthy(
-        &ureq::agent(),
-        &base,
-        std::time::Instant::now() + Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
-    (proc, base)
+    serve_store_http_only_with(url, data, &["--config", config.to_str().expect("path")])
 }
 
 /// 30 events in each of the 10 seconds up to `last` (3 groups a second: 30 batches).

@@ -157,15 +157,22 @@ pub fn spawn_serve(args: &[&str]) -> Proc {
 /// `sluice serve --store STORE --data DATA` on a free loopback HTTP port (TCP and UDP off,
 /// grace 1 s), waited for until healthy (30 s at most): the process and its base URL.
 pub fn serve_store_http_only(store: &str, data: &Path) -> (Proc, String) {
+    serve_store_http_only_with(store, data, &[])
+}
+
+/// [`serve_store_http_only`] with `extra` flags first (e.g. `--config FILE`).
+pub fn serve_store_http_only_with(store: &str, data: &Path, extra: &[&str]) -> (Proc, String) {
     let port = free_port();
     let base = format!("http://127.0.0.1:{port}");
-    let proc = spawn_serve(&[
+    let http = format!("127.0.0.1:{port}");
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend_from_slice(&[
         "--store",
         store,
         "--data",
         data.to_str().expect("path"),
         "--http",
-        &format!("127.0.0.1:{port}"),
+        &http,
         "--tcp",
         "off",
         "--udp",
@@ -173,6 +180,7 @@ pub fn serve_store_http_only(store: &str, data: &Path) -> (Proc, String) {
         "--grace",
         "1",
     ]);
+    let proc = spawn_serve(&args);
     wait_healthy(
         &ureq::agent(),
         &base,
