@@ -7,9 +7,9 @@ use sluice_blob::{Profile, TRAILER_LEN};
 /// (row name, profile, strip the element index before storing).
 pub fn variants() -> [(&'static str, Profile, bool); 3] {
     [
-        ("default (v5 zstd 3)", Profile::default(), false),
+        ("default (v5 zstd 2)", Profile::default(), false),
         (
-            "default (v5 zstd 3), no element index (older blobs)",
+            "default (v5 zstd 2), no element index (older blobs)",
             Profile::default(),
             true,
         ),
