@@ -79,6 +79,14 @@ pub(crate) fn encode_error(py: Python<'_>, msg: String) -> PyErr {
     sereal_error(py, msg, None, "encode")
 }
 
+/// The encoders' error for nesting deeper than `max_depth` (both writers say it the same way).
+pub(crate) fn depth_error(py: Python<'_>, max_depth: usize) -> PyErr {
+    encode_error(
+        py,
+        format!("nesting deeper than the limit of {max_depth} (or a reference cycle)"),
+    )
+}
+
 /// Slots of the direct-mapped cache of key objects (a power of two).
 const KEY_SLOTS: usize = 256;
 /// Distinct key texts remembered between calls; past this the map starts over (programs with
@@ -266,13 +274,7 @@ impl<'py, 'c> ToValue<'py, 'c> {
     fn enter(&mut self) -> PyResult<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
-            return Err(encode_error(
-                self.py,
-                format!(
-                    "nesting deeper than the limit of {} (or a reference cycle)",
-                    self.max_depth
-                ),
-            ));
+            return Err(depth_error(self.py, self.max_depth));
         }
         Ok(())
     }

@@ -28,7 +28,7 @@ use sereal::ser::{canonical_key_order, finish_document, same_bytes, SeenStrings}
 use sereal::tag::*;
 use sereal::{varint, Compression, EncoderOptions, Key};
 
-use crate::convert::{codec_error, encode_error, types};
+use crate::convert::{codec_error, depth_error, encode_error, types};
 
 /// Slots of the per-document cache of key objects by address (a power of two).
 const KEY_SLOTS: usize = 256;
@@ -199,13 +199,7 @@ impl<'py> Writer<'py, '_> {
     fn enter(&mut self) -> PyResult<()> {
         self.depth += 1;
         if self.depth > self.max_depth {
-            return Err(encode_error(
-                self.py,
-                format!(
-                    "nesting deeper than the limit of {} (or a reference cycle)",
-                    self.max_depth
-                ),
-            ));
+            return Err(depth_error(self.py, self.max_depth));
         }
         Ok(())
     }
