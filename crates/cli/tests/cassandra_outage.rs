@@ -62,7 +62,7 @@ fn spool_dir_bytes(data: &std::path::Path) -> u64 {
     files(&data.join("spool"))
 }
 
-/// Waits until the spool holds batches (metric and files) while at most 2 wait in memory.
+/// Waits until the spool holds batches (metric and files) while at most 2 per shard wait in memory.
 fn wait_spooled(base: &str, data: &std::path::Path) {
     // 120 s: with two pipeline shards the spool once filled slowly while the store was down
     // (8 batches after 60 s, all from one shard; the other's groups stayed open), in 2 runs of
@@ -71,8 +71,9 @@ fn wait_spooled(base: &str, data: &std::path::Path) {
         let spooled = metric(base, "sluice_spool_batches");
         spooled >= 10.0 && spool_dir_bytes(data) > 0
     });
+    // `spool_memory_batches` (2) is per pipeline shard; the test servers run 2 shards.
     assert!(
-        metric(base, "sluice_memory_batches") <= 2.0,
+        metric(base, "sluice_memory_batches") <= 4.0,
         "{} batches held in memory",
         metric(base, "sluice_memory_batches")
     );
