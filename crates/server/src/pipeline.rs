@@ -218,13 +218,17 @@ impl Pipeline {
                         let _ = reply.send(summary);
                     }
                     Msg::Events { events, .. } => {
-                        if self.refusal().is_some() || self.disk().why().is_some() {
+                        // UDP events were parsed by their receiver: admitted at no bytes of
+                        // their own, refused once the budget is full like payloads.
+                        let admitted = self.admit(0);
+                        if admitted.is_err() || self.disk().why().is_some() {
                             self.shed(events);
                         } else {
                             let parts = split_by_owner(events, self.shards.len());
                             self.route(parts, None, 0);
                         }
                         self.publish_pending();
+                        drop(admitted);
                     }
                     Msg::Tick => {
                         self.flush_wanted = true;
@@ -417,13 +421,17 @@ impl Pipeline {
 
     fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
         let now = now_unix();
-        if let Some(why) = self.refusal() {
-            // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps the
-            // payload to retry; nothing of it is logged or counted as stored.
-            self.metrics.payloads_shed.inc();
-            self.metrics.backpressure.set(1);
-            return IngestSummary::refused(why);
-        }
+        // Held until this payload's events are published as pending or in flight (below).
+        let _admitted = match self.admit(payload.len() as u64) {
+            Ok(a) => a,
+            Err(why) => {
+                // Refused before parsing: the sender gets an error (503 / TCP `error`) and keeps
+                // the payload to retry; nothing of it is logged or counted as stored.
+                self.metrics.payloads_shed.inc();
+                self.metrics.backpressure.set(1);
+                return IngestSummary::refused(why);
+            }
+        };
         let refused = self.disk().refuse();
         if let Some(why) = refused {
             // Refused before parsing, as under backpressure: nothing of it is logged or counted.
@@ -557,24 +565,20 @@ impl Pipeline {
             .store(a.is_backpressured(), Ordering::Relaxed);
     }
 
-    /// Why input is refused now (backpressure), if it is: a spool is full while the store
-    /// fails, or the pending events of all shards exceed the memory budget
-    /// (`max_pending_bytes`), or the events in flight between shards exceed a quarter of it.
-    fn refusal(&self) -> Option<String> {
+    /// Admits input of `bytes` (backpressure refuses it: the reason): refused while a spool is
+    /// full and the store fails, or while the pending events of all shards, those in flight
+    /// between shards and the payloads being admitted reach the memory budget
+    /// (`max_pending_bytes`, one for every shard: see [`Shards::admit`]).
+    fn admit(&self, bytes: u64) -> Result<shards::Admission, String> {
         if self.shards.backpressured() {
-            return Some(format!(
+            return Err(format!(
                 "backpressure: the store is failing and the spool is full ({} bytes); retry later",
                 self.shards.total(|s| &s.spooled_bytes)
             ));
         }
-        // The events the aggregators hold count (what a replay after a crash holds again);
-        // those in flight between shards (for an owner busy flushing) are bounded apart.
-        let pending = self.shards.total(|s| &s.pending_bytes);
-        let in_flight = self.shards.routed_bytes.load(Ordering::Relaxed);
-        (pending >= self.max_pending_bytes || in_flight >= self.max_pending_bytes / 4).then(|| {
+        self.shards.admit(bytes, self.max_pending_bytes).map_err(|held| {
             format!(
-                "backpressure: {} bytes of events pending in memory (max_pending_bytes {}); retry later",
-                pending + in_flight,
+                "backpressure: {held} bytes of events pending in memory (max_pending_bytes {}); retry later",
                 self.max_pending_bytes
             )
         })

@@ -12,6 +12,9 @@
 //!   of its own groups and sends the others to their owners ([`Routed`], an unbounded channel:
 //!   two shards never wait for each other, and the events in flight count against
 //!   `max_pending_bytes`).
+//! - **One memory budget.** A payload is admitted against `max_pending_bytes` for all shards
+//!   together ([`Shards::admit`]): what every aggregator holds, what is in flight between shards
+//!   and what other shards are admitting now, so N shards admitting at once cannot each fill it.
 //! - **Flushes take turns.** At most `max(1, N - 1)` shards flush at a time ([`Shards::try_flush`]),
 //!   so with N ≥ 2 a shard is always free to take payloads: an acknowledgement never waits for a
 //!   flush (issue 12: a flush of one second of 230k events held the single pipeline thread
@@ -127,6 +130,8 @@ pub(crate) struct Shards {
     /// Bytes and events of [`Routed`] events sent and not yet added.
     pub routed_bytes: AtomicU64,
     pub routed_events: AtomicU64,
+    /// Bytes of payloads admitted and still being parsed and routed ([`Shards::admit`]).
+    admitting: AtomicU64,
     /// Held while the totals are summed and set in `/metrics`: the last shard to publish sets
     /// the latest totals (no stale sum overwrites a fresh one).
     pub publish: Mutex<()>,
@@ -150,6 +155,7 @@ impl Shards {
             in_flight: Mutex::new(BTreeMap::new()),
             routed_bytes: AtomicU64::new(0),
             routed_events: AtomicU64::new(0),
+            admitting: AtomicU64::new(0),
             publish: Mutex::new(()),
             flushers: AtomicUsize::new(0),
             max_flushers: n.saturating_sub(1).max(1),
@@ -249,6 +255,25 @@ impl Shards {
     /// Bytes of events pending in memory over all shards, with those in flight between shards.
     pub fn pending_bytes(&self) -> u64 {
         self.total(|s| &s.pending_bytes) + self.routed_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Admits a payload of `bytes` against the one memory budget `max_pending_bytes` shared by
+    /// every shard: the events the aggregators hold, those in flight between shards, and the
+    /// payloads other shards admitted and are still parsing. The reservation is taken before the
+    /// check (so two shards admitting at once see each other) and held until the guard drops,
+    /// after the payload's events are published as pending or in flight. `Err`: the bytes
+    /// counted, over the budget.
+    pub fn admit(self: &Arc<Self>, bytes: u64, max_pending_bytes: u64) -> Result<Admission, u64> {
+        let others = self.admitting.fetch_add(bytes, Ordering::SeqCst);
+        let admission = Admission {
+            shards: self.clone(),
+            bytes,
+        };
+        let held = self.pending_bytes() + others;
+        if held >= max_pending_bytes {
+            return Err(held);
+        }
+        Ok(admission)
     }
 
     /// Whether some shard's spool is full while its store fails.
@@ -377,5 +402,19 @@ mod tests {
         assert!(shards.try_flush(1));
         drop(wal);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A payload admitted by [`Shards::admit`]: its bytes count against the budget until dropped.
+pub(crate) struct Admission {
+    shards: Arc<Shards>,
+    bytes: u64,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.shards
+            .admitting
+            .fetch_sub(self.bytes, Ordering::SeqCst);
     }
 }
