@@ -352,6 +352,20 @@ impl PipelineTx {
     }
 }
 
+/// A payload admitted by [`Shards::admit`]: its bytes count against the budget until dropped.
+pub(crate) struct Admission {
+    shards: Arc<Shards>,
+    bytes: u64,
+}
+
+impl Drop for Admission {
+    fn drop(&mut self) {
+        self.shards
+            .admitting
+            .fetch_sub(self.bytes, Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,19 +416,5 @@ mod tests {
         assert!(shards.try_flush(1));
         drop(wal);
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-}
-
-/// A payload admitted by [`Shards::admit`]: its bytes count against the budget until dropped.
-pub(crate) struct Admission {
-    shards: Arc<Shards>,
-    bytes: u64,
-}
-
-impl Drop for Admission {
-    fn drop(&mut self) {
-        self.shards
-            .admitting
-            .fetch_sub(self.bytes, Ordering::SeqCst);
     }
 }
