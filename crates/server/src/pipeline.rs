@@ -448,10 +448,7 @@ impl Pipeline {
         let mut wal_seq = None;
         let n = self.shards.len();
         let owner_of: Vec<usize> = if n > 1 {
-            out.events
-                .iter()
-                .map(|e| shards::shard_of(&e.dc, &e.type_, &e.subtype, n))
-                .collect()
+            shards::owners(&out.events, n)
         } else {
             Vec::new()
         };
@@ -590,9 +587,10 @@ fn split_by_owner(events: Vec<ParsedEvent>, n: usize) -> Vec<Vec<ParsedEvent>> {
     if n <= 1 {
         return vec![events];
     }
+    let owners = shards::owners(&events, n);
     let mut parts: Vec<Vec<ParsedEvent>> = (0..n).map(|_| Vec::new()).collect();
-    for e in events {
-        parts[shards::shard_of(&e.dc, &e.type_, &e.subtype, n)].push(e);
+    for (e, i) in events.into_iter().zip(owners) {
+        parts[i].push(e);
     }
     parts
 }

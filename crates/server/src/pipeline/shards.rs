@@ -52,6 +52,23 @@ pub fn shard_of(dc: &str, type_: &str, subtype: &str, n: usize) -> usize {
     (h.finish() % n as u64) as usize
 }
 
+/// The owner shard of each of `events` among `n` ([`shard_of`]), hashing once per run of events
+/// of one group (payloads are mostly such runs).
+pub fn owners(events: &[ParsedEvent], n: usize) -> Vec<usize> {
+    let mut last: Option<(&ParsedEvent, usize)> = None;
+    events
+        .iter()
+        .map(|e| match last {
+            Some((p, i)) if p.dc == e.dc && p.type_ == e.type_ && p.subtype == e.subtype => i,
+            _ => {
+                let i = shard_of(&e.dc, &e.type_, &e.subtype, n);
+                last = Some((e, i));
+                i
+            }
+        })
+        .collect()
+}
+
 /// The spool directory of shard `i`: the configured one for shard 0 (a spool left by an
 /// unsharded run is replayed there), `shard-<i>` inside it for the others (the spool reads only
 /// its own `spool-*.log` files).
@@ -388,6 +405,35 @@ mod tests {
             }
         }
         assert!(seen[0] > 0 && seen[1] > 0, "{seen:?}");
+    }
+
+    #[test]
+    fn owners_of_runs_are_each_events_owner() {
+        let event = |dc: &str, t: &str, s: &str| ParsedEvent {
+            epoch: 1,
+            dc: dc.into(),
+            type_: t.into(),
+            subtype: s.into(),
+            event: sluice_collector::EventBody::Value(sereal::Value::Undef),
+        };
+        let mut events = Vec::new();
+        for (k, dc) in ["ams1", "ams4", "lhr2", "fra3"].iter().enumerate() {
+            for t in ["WEB", "CRON", "LB"] {
+                // Runs of one group, then groups interleaved, then one differing only in subtype.
+                for _ in 0..k + 1 {
+                    events.push(event(dc, t, "www"));
+                }
+                events.push(event(dc, t, "api"));
+                events.push(event("ams1", t, "www"));
+            }
+        }
+        for n in [1, 2, 3, 5] {
+            let expected: Vec<usize> = events
+                .iter()
+                .map(|e| shard_of(&e.dc, &e.type_, &e.subtype, n))
+                .collect();
+            assert_eq!(owners(&events, n), expected, "{n} shards");
+        }
     }
 
     #[test]
