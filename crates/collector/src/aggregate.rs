@@ -397,6 +397,10 @@ pub struct Aggregator {
     builder: BlobBuilder,
     /// Encoders of closed groups, ready for new ones.
     spare: Vec<ArrayEncoder>,
+    /// The finished (compressed) document of the group being closed, kept between groups so
+    /// that a steady flush allocates only each blob's exact bytes, not a growing buffer for
+    /// every group (see `close_group`).
+    doc_scratch: Vec<u8>,
     open: BTreeMap<GroupKey, Group>,
     open_events: usize,
     /// Sum of the open groups' `bytes`.
@@ -465,6 +469,7 @@ impl Aggregator {
             store,
             builder,
             spare: vec![first],
+            doc_scratch: Vec::new(),
             open: BTreeMap::new(),
             open_events: 0,
             open_bytes: 0,
@@ -727,12 +732,15 @@ impl Aggregator {
         let (blobs, mut stored_events) = if doc.is_empty() {
             (Vec::new(), 0)
         } else {
-            let mut bytes = Vec::new();
+            // Cleared first: nothing of the previous group's document may reach this one's blob
+            // (`build_document` copies exactly the bytes `finish_into` wrote).
+            let mut bytes = std::mem::take(&mut self.doc_scratch);
+            bytes.clear();
             let built = doc
                 .finish_into(&mut bytes)
                 .map_err(BlobError::from)
                 .and_then(|()| self.builder.build_document(&bytes));
-            match built {
+            let result = match built {
                 Ok(blobs) => (blobs, encoded),
                 Err(err) => {
                     report.errors.push(AggregateError::Blob {
@@ -741,7 +749,12 @@ impl Aggregator {
                     });
                     self.isolate(&bytes, &mut report.errors, &what)
                 }
+            };
+            // A burst's huge document is not kept for the quiet seconds after it.
+            if bytes.capacity() <= MAX_SPARE_BYTES {
+                self.doc_scratch = bytes;
             }
+            result
         };
         // Late events that were not stored are not tracked one by one: assume the late ones
         // were kept.

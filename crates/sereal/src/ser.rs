@@ -77,8 +77,14 @@ const KEY_CACHE: usize = 256;
 /// Slots of the cache of keys found by their bytes (a power of two).
 const KEY_TAGS: usize = 256;
 
-/// A key written (or copied) before, found by its bytes: its length, first 8 bytes
-/// (zero-padded) and UTF-8 flag, and where its tag and bytes are in the body (`at` 0: empty).
+/// Slots of the cache of de-duplicated string values found by their bytes (a power of two;
+/// 10 KiB, allocated only with `dedupe_strings`). Events repeat a few hundred values (hosts,
+/// user agents, methods, tags) among unique ones.
+const VALUE_TAGS: usize = 256;
+
+/// A key (or string value) written (or copied) before, found by its bytes: its length, first 8
+/// bytes (zero-padded) and UTF-8 flag, and where its tag and bytes are in the body (`at` 0:
+/// empty).
 #[derive(Debug, Clone, Copy, Default)]
 struct KeyTag {
     head: u64,
@@ -109,6 +115,30 @@ fn key_head(s: &[u8]) -> (u64, usize) {
     (head, (x as usize) & (KEY_TAGS - 1))
 }
 
+/// The first 8 bytes of `s` (zero-padded) and the slot of `s` in the value cache. Values often
+/// share their first bytes (`Mozilla/`, `https://`), so the slot also mixes in the last 8.
+#[inline]
+fn value_head(s: &[u8]) -> (u64, usize) {
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let (head, tail) = if s.len() >= 8 {
+        (word(0), word(s.len() - 8))
+    } else {
+        let h = s
+            .iter()
+            .enumerate()
+            .fold(0u64, |h, (i, &b)| h | u64::from(b) << (8 * i));
+        (h, 0)
+    };
+    let mut x = (head ^ tail.rotate_left(29) ^ (s.len() as u64).rotate_right(8))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 32;
+    (head, (x as usize) & (VALUE_TAGS - 1))
+}
+
 /// A reusable encoder; buffers and de-duplication tables are kept between documents.
 #[derive(Debug)]
 pub struct Encoder {
@@ -125,6 +155,10 @@ pub struct Encoder {
     key_tags: Box<[KeyTag; KEY_TAGS]>,
     /// First offset of each de-duplicated string value.
     strings: SeenStrings,
+    /// Recent `strings` hits and insertions, direct-mapped by [`value_head`]: a hit skips
+    /// hashing the whole string and probing the table. `VALUE_TAGS` slots with
+    /// `dedupe_strings`, else none.
+    value_tags: Box<[KeyTag]>,
     classes: HashMap<String, usize>,
     depth: usize,
     /// Set by [`ArrayEncoder`]: back-references are recorded and keys in `key_ptrs` are held,
@@ -144,6 +178,7 @@ impl Encoder {
         if !(1..=header::MAX_PROTOCOL).contains(&opts.protocol) || opts.protocol < 3 {
             return Err(Error::new(ErrorCode::BadVersion(opts.protocol), 0));
         }
+        let value_slots = if opts.dedupe_strings { VALUE_TAGS } else { 0 };
         Ok(Encoder {
             opts,
             body: Vec::new(),
@@ -152,6 +187,7 @@ impl Encoder {
             key_cache: Box::new([(0, 0); KEY_CACHE]),
             key_tags: Box::new([KeyTag::default(); KEY_TAGS]),
             strings: Default::default(),
+            value_tags: vec![KeyTag::default(); value_slots].into_boxed_slice(),
             classes: HashMap::default(),
             depth: 0,
             streaming: false,
@@ -206,6 +242,7 @@ impl Encoder {
         self.key_cache.fill((0, 0));
         self.key_tags.fill(KeyTag::default());
         self.strings.clear();
+        self.value_tags.fill(KeyTag::default());
         self.classes.clear();
         self.depth = 0;
         self.streaming = streaming;
@@ -387,18 +424,43 @@ impl Encoder {
         write_float(&mut self.body, f);
     }
 
-    /// A string value, de-duplicated when asked to.
+    /// A string value, de-duplicated when asked to. The value cache only ever holds what the
+    /// table would answer (the first occurrence), so it changes no output byte.
     #[inline]
     fn string(&mut self, bytes: &[u8], utf8: bool) {
         if self.opts.dedupe_strings && bytes.len() > 3 {
-            let hash = SeenStrings::hash(bytes, utf8);
-            if let Some(at) = self.strings.get(&self.body, hash, bytes, utf8) {
-                self.copy(at);
+            let (head, slot) = value_head(bytes);
+            let e = self.value_tags[slot];
+            if e.at != 0
+                && e.head == head
+                && e.len == bytes.len()
+                && e.utf8 == utf8
+                && (bytes.len() <= 8
+                    || same_bytes(&self.body[e.data + 8..e.data + e.len], &bytes[8..]))
+            {
+                self.copy(e.at);
                 return;
             }
-            let here = self.offset();
-            let data = self.raw_string(bytes, utf8);
-            self.strings.insert(hash, here, data, bytes.len(), utf8);
+            let hash = SeenStrings::hash(bytes, utf8);
+            match self.strings.get_entry(&self.body, hash, bytes, utf8) {
+                Some((at, data)) => {
+                    self.copy(at);
+                    // Cached only once seen twice: unique values (ids, addresses) would
+                    // otherwise evict the repeated ones.
+                    self.value_tags[slot] = KeyTag {
+                        head,
+                        len: bytes.len(),
+                        utf8,
+                        at,
+                        data,
+                    };
+                }
+                None => {
+                    let here = self.offset();
+                    let data = self.raw_string(bytes, utf8);
+                    self.strings.insert(hash, here, data, bytes.len(), utf8);
+                }
+            }
             return;
         }
         self.raw_string(bytes, utf8);
@@ -690,6 +752,7 @@ impl ArrayEncoder {
         enc.classes.retain(|_, at| *at <= mark);
         enc.key_cache.fill((0, 0));
         enc.key_tags.fill(KeyTag::default());
+        enc.value_tags.fill(KeyTag::default());
         // `held_keys` stays: entries kept in `key_ptrs` may name keys pushed after `mark`.
     }
 
