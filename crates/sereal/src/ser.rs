@@ -71,6 +71,10 @@ impl EncoderOptions {
     }
 }
 
+/// Largest body an [`ArrayEncoder`] writes (an element that would pass it is refused): its
+/// back-reference positions are kept as `u32`. Far beyond any chunk or memory budget.
+pub const MAX_STREAMED_BODY: usize = u32::MAX as usize;
+
 /// Slots of the encoder's key cache (a power of two).
 const KEY_CACHE: usize = 256;
 
@@ -165,8 +169,9 @@ pub struct Encoder {
     /// because its elements are dropped between pushes.
     streaming: bool,
     /// Positions in `body` of tags followed by a back-reference offset (`COPY`, `OBJECTV`, …),
-    /// in order; only while `streaming`.
-    backrefs: Vec<usize>,
+    /// in order; only while `streaming`. `u32`: an events document has about one per key, as
+    /// many bytes as its body at `usize`; a streamed body stays under [`MAX_STREAMED_BODY`].
+    backrefs: Vec<u32>,
     /// Keys whose addresses are in `key_ptrs`, kept alive so that no other key can be given
     /// the same address while the document is open; only while `streaming`.
     held_keys: Vec<Key>,
@@ -298,6 +303,19 @@ impl Encoder {
         Ok(())
     }
 
+    /// Refuses an element that took a streamed body to [`MAX_STREAMED_BODY`] (its positions
+    /// would not fit `backrefs`).
+    #[inline]
+    fn check_streamed_size(&self) -> Result<()> {
+        if self.body.len() > MAX_STREAMED_BODY {
+            return Err(Error::new(
+                ErrorCode::UnsupportedTag("array document body of 4 GiB or more"),
+                self.body.len(),
+            ));
+        }
+        Ok(())
+    }
+
     /// Offsets are 1-based from the start of the body (protocol 2+).
     fn offset(&self) -> usize {
         self.body.len() + 1
@@ -392,7 +410,7 @@ impl Encoder {
         };
         if let Some(&at) = self.classes.get(class) {
             if self.streaming {
-                self.backrefs.push(self.body.len());
+                self.backrefs.push(self.body.len() as u32);
             }
             self.body.push(tagv);
             varint::write(&mut self.body, at as u64);
@@ -545,7 +563,7 @@ impl Encoder {
     #[inline]
     fn copy(&mut self, at: usize) {
         if self.streaming {
-            self.backrefs.push(self.body.len());
+            self.backrefs.push(self.body.len() as u32);
         }
         self.body.push(COPY);
         varint::write(&mut self.body, at as u64);
@@ -684,7 +702,7 @@ impl ArrayEncoder {
             + table(e.keys.table.capacity(), size_of::<SeenString>())
             + table(e.strings.table.capacity(), size_of::<SeenString>())
             + table(e.key_ptrs.capacity(), 2 * size_of::<usize>())
-            + e.backrefs.capacity() * size_of::<usize>()
+            + e.backrefs.capacity() * size_of::<u32>()
             + e.held_keys.capacity() * size_of::<Key>()
             + self.shifts.capacity() * size_of::<(usize, isize)>()
             + self.starts.capacity() * size_of::<usize>()
@@ -698,7 +716,10 @@ impl ArrayEncoder {
         let backrefs = enc.backrefs.len();
         enc.depth = 0;
         // The array itself is the first level, as in a one-shot encode.
-        let result = enc.enter().and_then(|()| enc.value(value));
+        let result = enc
+            .enter()
+            .and_then(|()| enc.value(value))
+            .and_then(|()| enc.check_streamed_size());
         enc.depth = 0;
         if let Err(e) = result {
             self.rollback(mark, backrefs);
@@ -729,7 +750,7 @@ impl ArrayEncoder {
         }
         let mark = enc.body.len();
         let backrefs = enc.backrefs.len();
-        if let Err(e) = enc.relink(f) {
+        if let Err(e) = enc.relink(f).and_then(|()| enc.check_streamed_size()) {
             self.rollback(mark, backrefs);
             return Err(e);
         }
@@ -747,8 +768,8 @@ impl ArrayEncoder {
         enc.body.truncate(mark);
         enc.backrefs.truncate(backrefs);
         // Offsets are 1-based: an entry whose tag starts at `mark` or later has `at > mark`.
-        enc.keys.table.retain(|e| e.at <= mark);
-        enc.strings.table.retain(|e| e.at <= mark);
+        enc.keys.table.retain(|e| e.at as usize <= mark);
+        enc.strings.table.retain(|e| e.at as usize <= mark);
         enc.key_ptrs.retain(|_, at| *at <= mark);
         enc.classes.retain(|_, at| *at <= mark);
         enc.key_cache.fill((0, 0));
@@ -825,6 +846,7 @@ impl ArrayEncoder {
         let mut shift = first_shift;
         let mut last = ARRAY_HEADER_GUESS;
         for &pos in &self.enc.backrefs {
+            let pos = pos as usize;
             // Tag byte included; the offset varint follows it.
             moved.extend_from_slice(&body[last..=pos]);
             let mut end = pos + 1;
@@ -863,6 +885,11 @@ fn array_header(n: usize, canonical: bool, out: &mut [u8; 12]) -> usize {
 /// Strings already written, found by content without keeping a copy of it: an entry remembers
 /// where the bytes lie in the body being written, and a lookup compares against them there.
 /// Public for encoders that write a body without a [`Value`] tree (the Python codec).
+///
+/// Entries keep positions as `u32` (24 bytes, not 40: an events group's table is its encoder's
+/// largest buffer after the body). A string whose offsets or length do not fit (4 GiB into a
+/// body) is not remembered, so not de-duplicated; streamed bodies stay below that
+/// ([`MAX_STREAMED_BODY`]).
 #[derive(Debug, Default)]
 pub struct SeenStrings {
     table: hashbrown::HashTable<SeenString>,
@@ -872,10 +899,10 @@ pub struct SeenStrings {
 struct SeenString {
     hash: u64,
     /// Offset of the string's tag, as COPY names it.
-    at: usize,
+    at: u32,
     /// Index of its bytes in the body.
-    data: usize,
-    len: usize,
+    data: u32,
+    len: u32,
     utf8: bool,
 }
 
@@ -904,17 +931,21 @@ impl SeenStrings {
     ) -> Option<(usize, usize)> {
         self.table
             .find(hash, |e| {
-                e.len == bytes.len()
-                    && e.utf8 == utf8
-                    && same_bytes(&body[e.data..e.data + e.len], bytes)
+                let (data, len) = (e.data as usize, e.len as usize);
+                len == bytes.len() && e.utf8 == utf8 && same_bytes(&body[data..data + len], bytes)
             })
-            .map(|e| (e.at, e.data))
+            .map(|e| (e.at as usize, e.data as usize))
     }
 
     /// Remember a string written at offset `at` whose `len` bytes start at index `data` of the
-    /// body.
+    /// body (unless one of them does not fit a `u32`: see the [type docs](Self)).
     #[inline]
     pub fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
+        let (Ok(at), Ok(data), Ok(len)) =
+            (u32::try_from(at), u32::try_from(data), u32::try_from(len))
+        else {
+            return;
+        };
         self.table.insert_unique(
             hash,
             SeenString {
