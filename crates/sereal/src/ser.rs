@@ -708,8 +708,8 @@ impl ArrayEncoder {
             + self.starts.capacity() * size_of::<usize>()
     }
 
-    /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
-    /// the document stays as it was.
+    /// Append one element. On error (nesting deeper than `max_depth`, or a body that would pass
+    /// [`MAX_STREAMED_BODY`]) nothing of it is kept and the document stays as it was.
     pub fn push(&mut self, value: &Value) -> Result<()> {
         let enc = &mut self.enc;
         let mark = enc.body.len();
@@ -734,7 +734,7 @@ impl ArrayEncoder {
 
     /// Append one element given as a [`Fragment`]: the document gets the same bytes as
     /// [`push`](Self::push) of the fragment's value would write (see [`crate::fragment`]). On
-    /// error (nesting deeper than `max_depth`) nothing of it is kept.
+    /// error (as [`push`](Self::push)) nothing of it is kept.
     pub fn push_fragment(&mut self, f: &Fragment) -> Result<()> {
         if self.enc.opts.canonical {
             // Keys must be sorted: go through the value (off the fast path by choice).
