@@ -585,7 +585,7 @@ fn reused_buffers_leak_nothing_into_the_next_second() {
         sluice_blob::Profile::default(),
         sluice_blob::Profile::Original,
     ] {
-        let blob = BlobOptions::with_profile(profile.clone());
+        let blob = BlobOptions::with_profile(profile);
         let gen = |seed: u64, count: usize, second: i64| {
             ingest_generated(&GenConfig {
                 epoch_start: E0 + second,
