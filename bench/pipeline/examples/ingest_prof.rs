@@ -3,7 +3,10 @@
 //!
 //! The generated NDJSON is cached in the temp directory (`ingest-prof-<events>.ndjson`).
 //!
-//! `cargo run --release -p sluice-pipeline-bench --example ingest_prof -- [default|original] [events]`
+//! `cargo run --release -p sluice-pipeline-bench --example ingest_prof -- [default|original] [events] [digest]`
+//!
+//! With `digest`, the stored blobs are kept and a digest of them (in flush order) is printed
+//! after the timing: equal digests before and after a change = byte-identical blobs.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -28,6 +31,8 @@ fn main() -> Result<()> {
         .next()
         .map_or(Ok(100_000), |s| s.parse())
         .context("event count")?;
+    let digest = args.next().as_deref() == Some("digest");
+    let mut kept: Vec<sluice_collector::aggregate::StoredBatch> = Vec::new();
     let eps = 10_000usize;
     let base = 1_700_000_000i64;
     let cfg = sluice_gen::GenConfig {
@@ -69,6 +74,7 @@ fn main() -> Result<()> {
     let mut ing = Ingestor::new(IngestConfig::default()).map_err(|e| anyhow!("{e}"))?;
     let t0 = Instant::now();
     let cpu0 = cpu_seconds();
+    let (faults0, sys0, rss0) = kernel_work();
     let mut last = i64::MIN;
     let mut n = 0usize;
     for (now, payload) in &payloads {
@@ -77,6 +83,9 @@ fn main() -> Result<()> {
                 let r = agg.flush_due(*now);
                 if let Some(e) = r.errors.first() {
                     bail!("flush: {e}");
+                }
+                if digest {
+                    kept.extend(r.stored);
                 }
                 store.flush().context("store flush")?;
             }
@@ -93,17 +102,53 @@ fn main() -> Result<()> {
     if let Some(e) = r.errors.first() {
         bail!("flush: {e}");
     }
+    if digest {
+        kept.extend(r.stored);
+    }
     store.flush().context("store flush")?;
     let cpu = cpu_seconds() - cpu0;
     let secs = t0.elapsed().as_secs_f64();
+    let (faults, sys, rss) = kernel_work();
     eprintln!(
-        "{n} events in {secs:.3} s wall, {cpu:.3} CPU-s: {:.0} events/CPU-s",
+        "{n} events in {secs:.3} s wall, {cpu:.3} CPU-s ({:.3} in the kernel, {} page faults, peak RSS +{} MiB): {:.0} events/CPU-s",
+        sys - sys0,
+        faults - faults0,
+        (rss - rss0) / 1024,
         n as f64 / cpu
     );
+    if digest {
+        // FNV-1a over every chunk's key and bytes.
+        let (mut h, mut chunks, mut bytes) = (0xcbf2_9ce4_8422_2325u64, 0usize, 0usize);
+        for c in kept.iter().flat_map(|b| &b.chunks) {
+            for &x in c.key.as_bytes().iter().chain(&c.data) {
+                h = (h ^ u64::from(x)).wrapping_mul(0x100_0000_01b3);
+            }
+            chunks += 1;
+            bytes += c.data.len();
+        }
+        eprintln!("blobs digest {h:016x} ({chunks} chunks, {bytes} bytes)");
+    }
     drop(agg);
     drop(store);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// (minor page faults, system CPU seconds, peak RSS in KiB) of the process so far: the kernel's
+/// share (page zeroing on faults, the store's writes) and how much memory was ever touched.
+fn kernel_work() -> (i64, f64, i64) {
+    // SAFETY: `ru` is a valid, writable rusage; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc != 0 {
+        return (0, f64::NAN, 0);
+    }
+    let st = ru.ru_stime;
+    (
+        ru.ru_minflt,
+        st.tv_sec as f64 + st.tv_usec as f64 * 1e-6,
+        ru.ru_maxrss,
+    )
 }
 
 /// Process CPU time (all threads), seconds.

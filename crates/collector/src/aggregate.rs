@@ -76,6 +76,8 @@
 //! ```
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -397,7 +399,13 @@ pub struct Aggregator {
     builder: BlobBuilder,
     /// Encoders of closed groups, ready for new ones.
     spare: Vec<ArrayEncoder>,
-    open: BTreeMap<GroupKey, Group>,
+    /// The finished (compressed) document of the group being closed, kept between groups so
+    /// that a steady flush allocates only each blob's exact bytes, not a growing buffer for
+    /// every group (see `close_group`).
+    doc_scratch: Vec<u8>,
+    /// Open groups, by key: hashed, as every event looks its group up (a `BTreeMap` search
+    /// compared strings at each level); flushes sort the groups they close.
+    open: FxHashMap<GroupKey, Group>,
     open_events: usize,
     /// Sum of the open groups' `bytes`.
     open_bytes: u64,
@@ -465,7 +473,8 @@ impl Aggregator {
             store,
             builder,
             spare: vec![first],
-            open: BTreeMap::new(),
+            doc_scratch: Vec::new(),
+            open: FxHashMap::default(),
             open_events: 0,
             open_bytes: 0,
             outbox: VecDeque::new(),
@@ -614,7 +623,14 @@ impl Aggregator {
         let closed = self.watermark.map_or(due, |w| w.max(due));
         for e in events {
             let key = (e.epoch, e.dc, e.type_, e.subtype);
-            let late = key.0 <= closed || self.next_chunk.contains_key(&key);
+            // `next_chunk` is ordered by epoch: an event newer than every written group (the
+            // usual case) needs no search among its strings.
+            let late = key.0 <= closed
+                || (self
+                    .next_chunk
+                    .last_key_value()
+                    .is_some_and(|(last, _)| last.0 >= key.0)
+                    && self.next_chunk.contains_key(&key));
             let (spare, builder) = (&mut self.spare, &self.builder);
             let group = self.open.entry(key).or_insert_with(|| {
                 let doc = match spare.pop() {
@@ -646,14 +662,10 @@ impl Aggregator {
         let grace = i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX);
         let cutoff = now.saturating_sub(grace).saturating_sub(1);
         self.watermark = Some(self.watermark.map_or(cutoff, |w| w.max(cutoff)));
-        let rest = match cutoff.checked_add(1) {
-            Some(first_open) => {
-                self.open
-                    .split_off(&(first_open, String::new(), String::new(), String::new()))
-            }
-            None => BTreeMap::new(),
+        let closed: BTreeMap<GroupKey, Group> = match cutoff.checked_add(1) {
+            Some(first_open) => self.open.extract_if(|key, _| key.0 < first_open).collect(),
+            None => std::mem::take(&mut self.open).into_iter().collect(),
         };
-        let closed = std::mem::replace(&mut self.open, rest);
         self.flush_groups(closed)
     }
 
@@ -661,7 +673,7 @@ impl Aggregator {
     /// batches. Events added afterwards for the same groups count as late.
     pub fn flush_all(&mut self, now: i64) -> FlushReport {
         let _ = now;
-        let closed = std::mem::take(&mut self.open);
+        let closed = std::mem::take(&mut self.open).into_iter().collect();
         self.flush_groups(closed)
     }
 
@@ -727,12 +739,15 @@ impl Aggregator {
         let (blobs, mut stored_events) = if doc.is_empty() {
             (Vec::new(), 0)
         } else {
-            let mut bytes = Vec::new();
+            // Cleared first: nothing of the previous group's document may reach this one's blob
+            // (`build_document` copies exactly the bytes `finish_into` wrote).
+            let mut bytes = std::mem::take(&mut self.doc_scratch);
+            bytes.clear();
             let built = doc
                 .finish_into(&mut bytes)
                 .map_err(BlobError::from)
                 .and_then(|()| self.builder.build_document(&bytes));
-            match built {
+            let result = match built {
                 Ok(blobs) => (blobs, encoded),
                 Err(err) => {
                     report.errors.push(AggregateError::Blob {
@@ -741,7 +756,12 @@ impl Aggregator {
                     });
                     self.isolate(&bytes, &mut report.errors, &what)
                 }
+            };
+            // A burst's huge document is not kept for the quiet seconds after it.
+            if bytes.capacity() <= MAX_SPARE_BYTES {
+                self.doc_scratch = bytes;
             }
+            result
         };
         // Late events that were not stored are not tracked one by one: assume the late ones
         // were kept.

@@ -566,3 +566,66 @@ fn unknown_outcomes_are_retried_without_double_counts() {
         }
     }
 }
+
+/// The blobs (key, bytes) a flush stored, in flush order.
+fn stored_blobs(r: &FlushReport) -> Vec<(String, Vec<u8>)> {
+    r.stored
+        .iter()
+        .flat_map(|b| &b.chunks)
+        .map(|c| (c.key.clone(), c.data.clone()))
+        .collect()
+}
+
+#[test]
+fn reused_buffers_leak_nothing_into_the_next_second() {
+    // The aggregator keeps its closed groups' encoders (body, dedupe tables) and its finished-
+    // document buffer for the next groups. A big second followed by a small one, both through
+    // the reused buffers, must store the small second byte for byte as a fresh aggregator does.
+    for profile in [
+        sluice_blob::Profile::default(),
+        sluice_blob::Profile::Original,
+    ] {
+        let blob = BlobOptions::with_profile(profile);
+        let gen = |seed: u64, count: usize, second: i64| {
+            ingest_generated(&GenConfig {
+                epoch_start: E0 + second,
+                events_per_second: count as u32,
+                ..GenConfig::mixed(seed, count)
+            })
+        };
+        let (big, small) = (gen(11, 4_000, 0), gen(12, 300, 1));
+
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let mut reused = agg(store, None, blob.clone());
+        reused.add(big, E0);
+        let first = stored_blobs(&ok(reused.flush_due(E0 + 2)));
+        // Opened after the big second closed: these groups take its encoders and buffer.
+        reused.add(small.clone(), E0 + 2);
+        let second = stored_blobs(&ok(reused.flush_due(E0 + 3)));
+
+        let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+        let mut fresh = agg(store, None, blob);
+        fresh.add(small, E0 + 2);
+        let want = stored_blobs(&ok(fresh.flush_due(E0 + 3)));
+
+        assert!(
+            !want.is_empty(),
+            "{profile}: the small second stored nothing"
+        );
+        let size = |v: &[(String, Vec<u8>)]| v.iter().map(|(_, b)| b.len()).sum::<usize>();
+        assert!(
+            size(&first) > 4 * size(&want),
+            "{profile}: the first second must be the bigger one ({} vs {} bytes)",
+            size(&first),
+            size(&want)
+        );
+        assert_eq!(second.len(), want.len(), "{profile}: chunk count");
+        for ((key, got), (want_key, want_bytes)) in second.iter().zip(&want) {
+            assert_eq!(key, want_key, "{profile}");
+            assert!(
+                got == want_bytes,
+                "{profile}: {key} differs from a fresh aggregator's"
+            );
+        }
+    }
+}

@@ -251,12 +251,17 @@ impl FragmentWriter {
     /// `REFN HASH|ARRAY <n>` in place of the one-byte slot: moves the contents.
     #[cold]
     fn grow_header(&mut self, o: Open, tag: u8, n: usize) {
-        let mut header = vec![REFN, tag];
-        varint::write(&mut header, n as u64);
-        let shift = header.len() as u32 - 1;
-        self.body.splice(o.at..o.at + 1, header);
+        // In place (no temporary vector): an event hash of 16 keys or more comes here each time.
+        let count = varint::len(n as u64);
+        let shift = 1 + count;
+        let end = self.body.len();
+        self.body.resize(end + shift, 0);
+        self.body.copy_within(o.at + 1..end, o.at + 1 + shift);
+        self.body[o.at] = REFN;
+        self.body[o.at + 1] = tag;
+        varint::write_padded(&mut self.body[o.at + 2..o.at + 2 + count], n as u64);
         for m in &mut self.marks[o.marks..] {
-            *m += shift;
+            *m += shift as u32;
         }
     }
 

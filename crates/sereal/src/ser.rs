@@ -71,14 +71,24 @@ impl EncoderOptions {
     }
 }
 
+/// Largest body an [`ArrayEncoder`] writes (an element that would pass it is refused): its
+/// back-reference positions are kept as `u32`. Far beyond any chunk or memory budget.
+pub const MAX_STREAMED_BODY: usize = u32::MAX as usize;
+
 /// Slots of the encoder's key cache (a power of two).
 const KEY_CACHE: usize = 256;
 
 /// Slots of the cache of keys found by their bytes (a power of two).
 const KEY_TAGS: usize = 256;
 
-/// A key written (or copied) before, found by its bytes: its length, first 8 bytes
-/// (zero-padded) and UTF-8 flag, and where its tag and bytes are in the body (`at` 0: empty).
+/// Slots of the cache of de-duplicated string values found by their bytes (a power of two;
+/// 10 KiB, allocated only with `dedupe_strings`). Events repeat a few hundred values (hosts,
+/// user agents, methods, tags) among unique ones.
+const VALUE_TAGS: usize = 256;
+
+/// A key (or string value) written (or copied) before, found by its bytes: its length, first 8
+/// bytes (zero-padded) and UTF-8 flag, and where its tag and bytes are in the body (`at` 0:
+/// empty).
 #[derive(Debug, Clone, Copy, Default)]
 struct KeyTag {
     head: u64,
@@ -109,6 +119,30 @@ fn key_head(s: &[u8]) -> (u64, usize) {
     (head, (x as usize) & (KEY_TAGS - 1))
 }
 
+/// The first 8 bytes of `s` (zero-padded) and the slot of `s` in the value cache. Values often
+/// share their first bytes (`Mozilla/`, `https://`), so the slot also mixes in the last 8.
+#[inline]
+fn value_head(s: &[u8]) -> (u64, usize) {
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&s[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let (head, tail) = if s.len() >= 8 {
+        (word(0), word(s.len() - 8))
+    } else {
+        let h = s
+            .iter()
+            .enumerate()
+            .fold(0u64, |h, (i, &b)| h | u64::from(b) << (8 * i));
+        (h, 0)
+    };
+    let mut x = (head ^ tail.rotate_left(29) ^ (s.len() as u64).rotate_right(8))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 32;
+    (head, (x as usize) & (VALUE_TAGS - 1))
+}
+
 /// A reusable encoder; buffers and de-duplication tables are kept between documents.
 #[derive(Debug)]
 pub struct Encoder {
@@ -125,14 +159,19 @@ pub struct Encoder {
     key_tags: Box<[KeyTag; KEY_TAGS]>,
     /// First offset of each de-duplicated string value.
     strings: SeenStrings,
+    /// Recent `strings` hits and insertions, direct-mapped by [`value_head`]: a hit skips
+    /// hashing the whole string and probing the table. `VALUE_TAGS` slots with
+    /// `dedupe_strings`, else none.
+    value_tags: Box<[KeyTag]>,
     classes: HashMap<String, usize>,
     depth: usize,
     /// Set by [`ArrayEncoder`]: back-references are recorded and keys in `key_ptrs` are held,
     /// because its elements are dropped between pushes.
     streaming: bool,
     /// Positions in `body` of tags followed by a back-reference offset (`COPY`, `OBJECTV`, …),
-    /// in order; only while `streaming`.
-    backrefs: Vec<usize>,
+    /// in order; only while `streaming`. `u32`: an events document has about one per key, as
+    /// many bytes as its body at `usize`; a streamed body stays under [`MAX_STREAMED_BODY`].
+    backrefs: Vec<u32>,
     /// Keys whose addresses are in `key_ptrs`, kept alive so that no other key can be given
     /// the same address while the document is open; only while `streaming`.
     held_keys: Vec<Key>,
@@ -144,6 +183,7 @@ impl Encoder {
         if !(1..=header::MAX_PROTOCOL).contains(&opts.protocol) || opts.protocol < 3 {
             return Err(Error::new(ErrorCode::BadVersion(opts.protocol), 0));
         }
+        let value_slots = if opts.dedupe_strings { VALUE_TAGS } else { 0 };
         Ok(Encoder {
             opts,
             body: Vec::new(),
@@ -152,6 +192,7 @@ impl Encoder {
             key_cache: Box::new([(0, 0); KEY_CACHE]),
             key_tags: Box::new([KeyTag::default(); KEY_TAGS]),
             strings: Default::default(),
+            value_tags: vec![KeyTag::default(); value_slots].into_boxed_slice(),
             classes: HashMap::default(),
             depth: 0,
             streaming: false,
@@ -206,6 +247,7 @@ impl Encoder {
         self.key_cache.fill((0, 0));
         self.key_tags.fill(KeyTag::default());
         self.strings.clear();
+        self.value_tags.fill(KeyTag::default());
         self.classes.clear();
         self.depth = 0;
         self.streaming = streaming;
@@ -258,6 +300,19 @@ impl Encoder {
         }
         self.body
             .extend_from_slice(src.get(last..).unwrap_or_default());
+        Ok(())
+    }
+
+    /// Refuses an element that took a streamed body to [`MAX_STREAMED_BODY`] (its positions
+    /// would not fit `backrefs`).
+    #[inline]
+    fn check_streamed_size(&self) -> Result<()> {
+        if self.body.len() > MAX_STREAMED_BODY {
+            return Err(Error::new(
+                ErrorCode::UnsupportedTag("array document body of 4 GiB or more"),
+                self.body.len(),
+            ));
+        }
         Ok(())
     }
 
@@ -355,7 +410,7 @@ impl Encoder {
         };
         if let Some(&at) = self.classes.get(class) {
             if self.streaming {
-                self.backrefs.push(self.body.len());
+                self.backrefs.push(self.body.len() as u32);
             }
             self.body.push(tagv);
             varint::write(&mut self.body, at as u64);
@@ -387,18 +442,43 @@ impl Encoder {
         write_float(&mut self.body, f);
     }
 
-    /// A string value, de-duplicated when asked to.
+    /// A string value, de-duplicated when asked to. The value cache only ever holds what the
+    /// table would answer (the first occurrence), so it changes no output byte.
     #[inline]
     fn string(&mut self, bytes: &[u8], utf8: bool) {
         if self.opts.dedupe_strings && bytes.len() > 3 {
-            let hash = SeenStrings::hash(bytes, utf8);
-            if let Some(at) = self.strings.get(&self.body, hash, bytes, utf8) {
-                self.copy(at);
+            let (head, slot) = value_head(bytes);
+            let e = self.value_tags[slot];
+            if e.at != 0
+                && e.head == head
+                && e.len == bytes.len()
+                && e.utf8 == utf8
+                && (bytes.len() <= 8
+                    || same_bytes(&self.body[e.data + 8..e.data + e.len], &bytes[8..]))
+            {
+                self.copy(e.at);
                 return;
             }
-            let here = self.offset();
-            let data = self.raw_string(bytes, utf8);
-            self.strings.insert(hash, here, data, bytes.len(), utf8);
+            let hash = SeenStrings::hash(bytes, utf8);
+            match self.strings.get_entry(&self.body, hash, bytes, utf8) {
+                Some((at, data)) => {
+                    self.copy(at);
+                    // Cached only once seen twice: unique values (ids, addresses) would
+                    // otherwise evict the repeated ones.
+                    self.value_tags[slot] = KeyTag {
+                        head,
+                        len: bytes.len(),
+                        utf8,
+                        at,
+                        data,
+                    };
+                }
+                None => {
+                    let here = self.offset();
+                    let data = self.raw_string(bytes, utf8);
+                    self.strings.insert(hash, here, data, bytes.len(), utf8);
+                }
+            }
             return;
         }
         self.raw_string(bytes, utf8);
@@ -483,7 +563,7 @@ impl Encoder {
     #[inline]
     fn copy(&mut self, at: usize) {
         if self.streaming {
-            self.backrefs.push(self.body.len());
+            self.backrefs.push(self.body.len() as u32);
         }
         self.body.push(COPY);
         varint::write(&mut self.body, at as u64);
@@ -525,8 +605,9 @@ pub(crate) fn write_float(body: &mut Vec<u8>, f: f64) {
     }
 }
 
-/// A string tag and its bytes; returns where the bytes start in `body`.
-#[inline]
+/// A string tag and its bytes; returns where the bytes start in `body`. Always inlined: called
+/// for every key and string of every event, its register saves cost as much as its work.
+#[inline(always)]
 pub(crate) fn write_raw_string(body: &mut Vec<u8>, bytes: &[u8], utf8: bool) -> usize {
     body.reserve(bytes.len() + 11);
     if utf8 {
@@ -622,21 +703,24 @@ impl ArrayEncoder {
             + table(e.keys.table.capacity(), size_of::<SeenString>())
             + table(e.strings.table.capacity(), size_of::<SeenString>())
             + table(e.key_ptrs.capacity(), 2 * size_of::<usize>())
-            + e.backrefs.capacity() * size_of::<usize>()
+            + e.backrefs.capacity() * size_of::<u32>()
             + e.held_keys.capacity() * size_of::<Key>()
             + self.shifts.capacity() * size_of::<(usize, isize)>()
             + self.starts.capacity() * size_of::<usize>()
     }
 
-    /// Append one element. On error (nesting deeper than `max_depth`) nothing of it is kept and
-    /// the document stays as it was.
+    /// Append one element. On error (nesting deeper than `max_depth`, or a body that would pass
+    /// [`MAX_STREAMED_BODY`]) nothing of it is kept and the document stays as it was.
     pub fn push(&mut self, value: &Value) -> Result<()> {
         let enc = &mut self.enc;
         let mark = enc.body.len();
         let backrefs = enc.backrefs.len();
         enc.depth = 0;
         // The array itself is the first level, as in a one-shot encode.
-        let result = enc.enter().and_then(|()| enc.value(value));
+        let result = enc
+            .enter()
+            .and_then(|()| enc.value(value))
+            .and_then(|()| enc.check_streamed_size());
         enc.depth = 0;
         if let Err(e) = result {
             self.rollback(mark, backrefs);
@@ -651,7 +735,7 @@ impl ArrayEncoder {
 
     /// Append one element given as a [`Fragment`]: the document gets the same bytes as
     /// [`push`](Self::push) of the fragment's value would write (see [`crate::fragment`]). On
-    /// error (nesting deeper than `max_depth`) nothing of it is kept.
+    /// error (as [`push`](Self::push)) nothing of it is kept.
     pub fn push_fragment(&mut self, f: &Fragment) -> Result<()> {
         if self.enc.opts.canonical {
             // Keys must be sorted: go through the value (off the fast path by choice).
@@ -667,7 +751,7 @@ impl ArrayEncoder {
         }
         let mark = enc.body.len();
         let backrefs = enc.backrefs.len();
-        if let Err(e) = enc.relink(f) {
+        if let Err(e) = enc.relink(f).and_then(|()| enc.check_streamed_size()) {
             self.rollback(mark, backrefs);
             return Err(e);
         }
@@ -685,12 +769,13 @@ impl ArrayEncoder {
         enc.body.truncate(mark);
         enc.backrefs.truncate(backrefs);
         // Offsets are 1-based: an entry whose tag starts at `mark` or later has `at > mark`.
-        enc.keys.table.retain(|e| e.at <= mark);
-        enc.strings.table.retain(|e| e.at <= mark);
+        enc.keys.table.retain(|e| e.at as usize <= mark);
+        enc.strings.table.retain(|e| e.at as usize <= mark);
         enc.key_ptrs.retain(|_, at| *at <= mark);
         enc.classes.retain(|_, at| *at <= mark);
         enc.key_cache.fill((0, 0));
         enc.key_tags.fill(KeyTag::default());
+        enc.value_tags.fill(KeyTag::default());
         // `held_keys` stays: entries kept in `key_ptrs` may name keys pushed after `mark`.
     }
 
@@ -762,6 +847,7 @@ impl ArrayEncoder {
         let mut shift = first_shift;
         let mut last = ARRAY_HEADER_GUESS;
         for &pos in &self.enc.backrefs {
+            let pos = pos as usize;
             // Tag byte included; the offset varint follows it.
             moved.extend_from_slice(&body[last..=pos]);
             let mut end = pos + 1;
@@ -806,6 +892,11 @@ fn array_header(n: usize, canonical: bool, out: &mut [u8; 12]) -> usize {
 /// Strings already written, found by content without keeping a copy of it: an entry remembers
 /// where the bytes lie in the body being written, and a lookup compares against them there.
 /// Public for encoders that write a body without a [`Value`] tree (the Python codec).
+///
+/// Entries keep positions as `u32` (24 bytes, not 40: an events group's table is its encoder's
+/// largest buffer after the body). A string whose offsets or length do not fit (4 GiB into a
+/// body) is not remembered, so not de-duplicated; streamed bodies stay below that
+/// ([`MAX_STREAMED_BODY`]).
 #[derive(Debug, Default)]
 pub struct SeenStrings {
     table: hashbrown::HashTable<SeenString>,
@@ -815,10 +906,10 @@ pub struct SeenStrings {
 struct SeenString {
     hash: u64,
     /// Offset of the string's tag, as COPY names it.
-    at: usize,
+    at: u32,
     /// Index of its bytes in the body.
-    data: usize,
-    len: usize,
+    data: u32,
+    len: u32,
     utf8: bool,
 }
 
@@ -847,17 +938,21 @@ impl SeenStrings {
     ) -> Option<(usize, usize)> {
         self.table
             .find(hash, |e| {
-                e.len == bytes.len()
-                    && e.utf8 == utf8
-                    && same_bytes(&body[e.data..e.data + e.len], bytes)
+                let (data, len) = (e.data as usize, e.len as usize);
+                len == bytes.len() && e.utf8 == utf8 && same_bytes(&body[data..data + len], bytes)
             })
-            .map(|e| (e.at, e.data))
+            .map(|e| (e.at as usize, e.data as usize))
     }
 
     /// Remember a string written at offset `at` whose `len` bytes start at index `data` of the
-    /// body.
+    /// body (unless one of them does not fit a `u32`: see the [type docs](Self)).
     #[inline]
     pub fn insert(&mut self, hash: u64, at: usize, data: usize, len: usize, utf8: bool) {
+        let (Ok(at), Ok(data), Ok(len)) =
+            (u32::try_from(at), u32::try_from(data), u32::try_from(len))
+        else {
+            return;
+        };
         self.table.insert_unique(
             hash,
             SeenString {
