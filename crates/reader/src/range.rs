@@ -772,7 +772,19 @@ impl ChunkDecoder {
             // One budget per event for all it decodes, as one selection had; set up on first use
             // (most events only have a plain integer read, which needs no decoder).
             let mut dec = None;
-            if let Some(f) = &self.filter {
+            // The common `field <op> literal` on one plain integer (`status >= 500`): evaluated
+            // on that value alone, without the per-path value lists.
+            let one = match (&self.filter, &handles[fbase..]) {
+                (Some(f), [picked]) if picked.len() == 1 => plain_int(&picked[0])
+                    .and_then(|v| f.matches_one(&v).map(|keep| (keep, kind_of(&v)))),
+                _ => None,
+            };
+            if let Some((keep, kind)) = one {
+                self.facts.path_kinds[n_select] |= kind;
+                if !keep {
+                    continue;
+                }
+            } else if let Some(f) = &self.filter {
                 self.found.resize_with(handles.len() - fbase, Vec::new);
                 let kinds = self.facts.path_kinds[n_select..].iter_mut();
                 for ((values, picked), kind) in
