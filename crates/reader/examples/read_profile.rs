@@ -197,7 +197,12 @@ fn main() -> R<()> {
             build(args.get(2).ok_or("DIR")?, n, profile)
         }
         Some("read") => {
-            let store = EmbeddedStore::open(args.get(2).ok_or("DIR")?)?;
+            // READ_THREADS: the store's `read_threads` (default 4), to see what the fetch threads cost.
+            let mut opts = sluice_store::EmbeddedOptions::default();
+            if let Ok(t) = std::env::var("READ_THREADS") {
+                opts.read_threads = t.parse()?;
+            }
+            let store = EmbeddedStore::open_with(args.get(2).ok_or("DIR")?, opts)?;
             let mode = args.get(3).map(String::as_str).unwrap_or("select");
             let reps: usize = args.get(4).map(|s| s.parse()).transpose()?.unwrap_or(1);
             for _ in 0..reps {

@@ -193,6 +193,17 @@ impl Filter {
         eval(&self.expr, &found)
     }
 
+    /// When the whole expression is one comparison of its only path with a literal
+    /// (`status >= 500`), whether an event whose path holds exactly `value` satisfies it — what
+    /// [`Filter::matches_selected`] says for `[[value]]`, without the lists. `None` for any other
+    /// expression.
+    pub fn matches_one(&self, value: &Value) -> Option<bool> {
+        match &self.expr {
+            Expr::Compare(0, op, lit) if self.paths.len() == 1 => Some(compare(value, *op, lit)),
+            _ => None,
+        }
+    }
+
     /// Evaluate on values already selected for [`Filter::paths`] (one list per path, e.g. from
     /// `sereal::lazy::Selector`).
     pub fn matches_selected(&self, selected: &[Vec<Value>]) -> bool {
@@ -829,5 +840,43 @@ mod tests {
         let selected = vec![vec![], vec![Value::Int(2)], vec![]];
         assert!(f.matches_selected(&selected));
         assert!(!f.matches_selected(&[vec![], vec![Value::Int(3)], vec![]]));
+    }
+
+    #[test]
+    fn one_comparison_agrees_with_the_lists() {
+        let values = [
+            Value::Int(499),
+            Value::Int(500),
+            Value::Int(-3),
+            Value::UInt(u64::MAX),
+            Value::String("500".into()),
+            Value::String("x".into()),
+            Value::Undef,
+        ];
+        for text in [
+            "status >= 500",
+            "status < 500",
+            "status == 500",
+            "status != 500",
+            "status != null",
+            "status == \"x\"",
+        ] {
+            let f = Filter::parse(text).expect(text);
+            for v in &values {
+                let lists = f.matches_selected(&[vec![v.clone()]]);
+                assert_eq!(f.matches_one(v), Some(lists), "{text} on {v:?}");
+            }
+        }
+        // Anything but one comparison of the only path is left to the lists.
+        for text in [
+            "status >= 500 and status < 600",
+            "not status >= 500",
+            "status in [500, 503]",
+            "exists status",
+            "a == 1 or b == 2",
+        ] {
+            let f = Filter::parse(text).expect(text);
+            assert_eq!(f.matches_one(&Value::Int(500)), None, "{text}");
+        }
     }
 }

@@ -769,9 +769,22 @@ impl ChunkDecoder {
             for (seen, picked) in seen.zip(&handles) {
                 *seen |= !picked.is_empty();
             }
-            // One budget per event for all it decodes, as one selection had.
-            let mut dec = doc.item_decoder();
-            if let Some(f) = &self.filter {
+            // One budget per event for all it decodes, as one selection had; set up on first use
+            // (most events only have a plain integer read, which needs no decoder).
+            let mut dec = None;
+            // The common `field <op> literal` on one plain integer (`status >= 500`): evaluated
+            // on that value alone, without the per-path value lists.
+            let one = match (&self.filter, &handles[fbase..]) {
+                (Some(f), [picked]) if picked.len() == 1 => plain_int(&picked[0])
+                    .and_then(|v| f.matches_one(&v).map(|keep| (keep, kind_of(&v)))),
+                _ => None,
+            };
+            if let Some((keep, kind)) = one {
+                self.facts.path_kinds[n_select] |= kind;
+                if !keep {
+                    continue;
+                }
+            } else if let Some(f) = &self.filter {
                 self.found.resize_with(handles.len() - fbase, Vec::new);
                 let kinds = self.facts.path_kinds[n_select..].iter_mut();
                 for ((values, picked), kind) in
@@ -781,7 +794,10 @@ impl ChunkDecoder {
                     for h in picked {
                         let v = match plain_int(h) {
                             Some(v) => v,
-                            None => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
+                            None => dec
+                                .get_or_insert_with(|| doc.item_decoder())
+                                .decode(h)
+                                .map_err(|e| format!("event {event}: {e}"))?,
                         };
                         *kind |= kind_of(&v);
                         values.push(v);
@@ -793,7 +809,8 @@ impl ChunkDecoder {
             }
             if n_select == 0 {
                 out.push(
-                    dec.decode(&item)
+                    dec.get_or_insert_with(|| doc.item_decoder())
+                        .decode(&item)
                         .map_err(|e| format!("event {event}: {e}"))?,
                 );
                 continue;
@@ -812,12 +829,19 @@ impl ChunkDecoder {
                 let v = if *many {
                     let mut all = Vec::with_capacity(picked.len());
                     for h in picked {
-                        all.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
+                        all.push(
+                            dec.get_or_insert_with(|| doc.item_decoder())
+                                .decode(h)
+                                .map_err(|e| format!("event {event}: {e}"))?,
+                        );
                     }
                     Value::Array(all)
                 } else {
                     match picked.first() {
-                        Some(h) => dec.decode(h).map_err(|e| format!("event {event}: {e}"))?,
+                        Some(h) => dec
+                            .get_or_insert_with(|| doc.item_decoder())
+                            .decode(h)
+                            .map_err(|e| format!("event {event}: {e}"))?,
                         None => Value::Undef,
                     }
                 };

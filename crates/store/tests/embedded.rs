@@ -130,6 +130,19 @@ fn corrupted_value_in_the_middle_is_reported_not_returned() {
         s.get_blob(&EV, BlobKey::new(E, "k1")).unwrap(),
         Some(vec![1; 10_000])
     );
+    // The same through a batch read on the fetch threads (buffers allocated by the caller):
+    // the corrupt one is an error in its place, the others and the absent one are answered.
+    let keys = ["k1", "k0", "missing", "k2"].map(|k| BlobKey::new(E, k));
+    let got = s.get_blobs(&EV, &keys);
+    assert_eq!(got.len(), 4);
+    assert_eq!(got[0].as_ref().unwrap(), &Some(vec![1; 10_000]));
+    assert!(
+        matches!(got[1], Err(StoreError::Corrupted { ref key, .. }) if key == "k0"),
+        "{:?}",
+        got[1]
+    );
+    assert_eq!(got[2].as_ref().unwrap(), &None);
+    assert_eq!(got[3].as_ref().unwrap(), &Some(vec![2; 10_000]));
     // A corrupt stored blob is not silently replaced either.
     assert!(matches!(
         s.put_blob(&EV, BlobKey::new(E, "k0"), &[0; 10_000]),
