@@ -179,6 +179,12 @@ impl Blob {
         BlobRef::parse(bytes)
     }
 
+    /// [`parse`](Self::parse) without the SHA-1, for bytes a store checked: see
+    /// [`BlobRef::parse_store_checked`].
+    pub fn parse_store_checked(bytes: &[u8]) -> Result<BlobRef<'_>> {
+        BlobRef::parse_store_checked(bytes)
+    }
+
     /// Position of this chunk among the chunks of one build, from 0 (see
     /// [`ChunkId::offset`](crate::ChunkId::offset) to turn it into a key's chunk part).
     pub fn index(&self) -> u32 {
@@ -258,6 +264,22 @@ impl<'a> BlobRef<'a> {
                     hex(&trailer[4..])
                 ),
             });
+        }
+        Ok(BlobRef { bytes })
+    }
+
+    /// Like [`parse`](Self::parse) (length and `=chk` checked) but without computing the SHA-1:
+    /// only for bytes a store has just checked against a checksum it computed from them at
+    /// write time (`sluice_store::Store::checks_each_read`), when they
+    /// had this trailer already (every blob is written by [`BlobBuilder`] or copied after
+    /// [`parse`](Self::parse)). Damage to the document itself still fails its decoding.
+    pub fn parse_store_checked(bytes: &'a [u8]) -> Result<BlobRef<'a>> {
+        let len = bytes.len();
+        if len < TRAILER_LEN {
+            return Err(BlobError::Truncated { len });
+        }
+        if &bytes[len - TRAILER_LEN..len - 20] != TRAILER_MAGIC {
+            return Err(BlobError::MissingTrailer { len });
         }
         Ok(BlobRef { bytes })
     }

@@ -42,6 +42,10 @@ pub struct CatArgs {
     /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
+    /// Check every chunk's SHA-1 trailer too (by default a chunk the store has just checked
+    /// against the CRC-32 written with it is not hashed again). Reads a store, not a server.
+    #[arg(long, conflicts_with = "server")]
+    verify_sha1: bool,
 }
 
 /// Run `sluice cat`.
@@ -70,7 +74,8 @@ pub fn run(a: CatArgs) -> Result<()> {
         Some(server) => Some(server.clone()),
         None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {
             crate::store_arg::ReadSource::Store(store) => {
-                let opts = sluice_substreams::view::read_options(&*store, &selection)?;
+                let mut opts = sluice_substreams::view::read_options(&*store, &selection)?;
+                opts.verify_sha1 = a.verify_sha1;
                 let req = range::ReadRequest::selected(from, to, selection);
                 let mut reader = range::RangeReader::new(&*store, req, opts)?;
                 if let Some(plan) = reduce {

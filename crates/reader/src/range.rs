@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! list_epochs(dc, from, to) ──► get_epoch_index per (epoch, dc) ──► keep type/subtype
-//!   ──► get_blobs (a batch of keys; the store fetches in parallel) ──► Blob::parse (SHA-1)
+//!   ──► get_blobs (a batch of keys; the store fetches in parallel) ──► Blob::parse (SHA-1,
+//!       unless the store checked the bytes: [`ReadOptions::verify_sha1`])
 //!   ──► decode (all of it) or lazy select (--select / --where) ──► ReadItem per event
 //! ```
 //!
@@ -126,6 +127,10 @@ pub struct ReadOptions {
     /// The substream named by [`Selection::substream`] (required with it; see "Substreams" in
     /// the module docs). `namespace` is then ignored.
     pub substream: Option<Arc<dyn SubstreamView>>,
+    /// Check every chunk's SHA-1 trailer even when the store checked a checksum of the same
+    /// bytes on the read ([`ReadStore::checks_each_read`]: the embedded store and Cassandra do,
+    /// so by default their chunks are not hashed twice). Default: false (`sluice cat --verify-sha1`).
+    pub verify_sha1: bool,
 }
 
 impl Default for ReadOptions {
@@ -135,6 +140,7 @@ impl Default for ReadOptions {
             limits: Limits::default(),
             fetch_batch: 16,
             substream: None,
+            verify_sha1: false,
         }
     }
 }
@@ -353,7 +359,8 @@ where
         let epochs = store
             .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
             .map_err(ReadError::Store)?;
-        let chunk = ChunkDecoder::new(&req, &opts.limits);
+        let mut chunk = ChunkDecoder::new(&req, &opts.limits);
+        chunk.verify_sha1 = opts.verify_sha1 || !store.checks_each_read();
         let stats = ReadStats {
             epochs: epochs.len(),
             ..ReadStats::default()
@@ -658,6 +665,9 @@ where
 /// Decodes chunks for one request, reusing buffers across chunks.
 struct ChunkDecoder {
     lazy: bool,
+    /// Check each chunk's SHA-1 (false: the store checked the bytes, see
+    /// [`ReadOptions::verify_sha1`]).
+    verify_sha1: bool,
     limits: Limits,
     decoder: Decoder,
     /// The select paths, then the filter's: one pass for both.
@@ -713,6 +723,7 @@ impl ChunkDecoder {
                 })
             }),
             notice: None,
+            verify_sha1: true,
             n_select: req.selection.select.len(),
             select_keys,
             filter: req.selection.filter.clone(),
@@ -723,7 +734,12 @@ impl ChunkDecoder {
 
     /// The output values of one chunk (all or nothing), or why the chunk is unreadable.
     fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
-        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+        let blob = if self.verify_sha1 {
+            Blob::parse(bytes)
+        } else {
+            Blob::parse_store_checked(bytes)
+        }
+        .map_err(|e| e.to_string())?;
         if !self.lazy {
             let values = blob
                 .decode_with(&mut self.decoder)

@@ -609,6 +609,10 @@ impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
         self.get_blobs(ns, &[key]).pop().unwrap_or(Ok(None))
     }
 
+    fn checks_each_read(&self) -> bool {
+        self.inner.checks_each_read()
+    }
+
     fn get_blobs(
         &self,
         ns: &Namespace,

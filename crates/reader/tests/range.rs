@@ -428,7 +428,14 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
                 }
             }
         }
-        let (events, warnings) = read(&*store, ReadRequest::new(START, START + EPOCHS));
+        // Bytes damaged before they reached the store pass its own checksum: only the SHA-1
+        // finds them (see `a_store_that_checks_each_read_skips_the_sha1_unless_asked`).
+        let verify = || ReadOptions {
+            verify_sha1: true,
+            ..ReadOptions::default()
+        };
+        let (events, warnings) =
+            read_with(&*store, ReadRequest::new(START, START + EPOCHS), verify());
         assert_eq!(events, want, "{name}");
         let keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
         // Warnings come in read order, i.e. the order of the keys.
@@ -462,7 +469,7 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
             ..Selection::default()
         };
         let req = ReadRequest::selected(START, START + EPOCHS, selection);
-        let reader = RangeReader::new(&*store, req, ReadOptions::default()).unwrap();
+        let reader = RangeReader::new(&*store, req, verify()).unwrap();
         let mut seen = Vec::new();
         let mut out = Vec::new();
         let summary = write_items(reader, OutputFormat::Json, &mut out, |w| {
@@ -473,6 +480,48 @@ fn corrupt_and_missing_chunks_are_reported_and_the_rest_returned() {
         assert_eq!(summary.events as usize, want.len());
         assert_eq!(seen, victims);
         assert_eq!(String::from_utf8(out).unwrap().lines().count(), want.len());
+    }
+}
+
+#[test]
+fn a_store_that_checks_each_read_skips_the_sha1_unless_asked() {
+    let groups = groups();
+    let probe = InMemoryStore::new();
+    let all = write(&probe, &groups, &no_tamper).keys;
+    let victim = all[all.len() / 2].clone();
+    // The document intact, its SHA-1 wrong: what only the trailer check can see.
+    let tamper = |key: &str, bytes: &[u8]| -> Option<Option<Vec<u8>>> {
+        (key == victim).then(|| {
+            let mut b = bytes.to_vec();
+            let last = b.len() - 1;
+            b[last] ^= 0x01;
+            Some(b)
+        })
+    };
+    let whole = read(&probe, ReadRequest::new(START, START + EPOCHS)).0;
+    for (name, store, _dir) in stores() {
+        write(&*store, &groups, &tamper);
+        let checks = store.checks_each_read();
+        assert_eq!(checks, name == "embedded", "{name}");
+        let (events, warnings) = read(&*store, ReadRequest::new(START, START + EPOCHS));
+        if checks {
+            // The embedded store checked the CRC-32 it wrote with these bytes: not hashed again.
+            assert_eq!(events, whole, "{name}");
+            assert!(warnings.is_empty(), "{name}: {warnings:?}");
+        } else {
+            assert_eq!(warnings.len(), 1, "{name}: {warnings:?}");
+            assert!(warnings[0].reason.contains("SHA-1"), "{name}: {warnings:?}");
+        }
+        let verify = ReadOptions {
+            verify_sha1: true,
+            ..ReadOptions::default()
+        };
+        let (events, warnings) =
+            read_with(&*store, ReadRequest::new(START, START + EPOCHS), verify);
+        assert!(events.len() < whole.len(), "{name}");
+        let keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(keys, [victim.as_str()], "{name}");
+        assert!(warnings[0].reason.contains("SHA-1"), "{name}: {warnings:?}");
     }
 }
 

@@ -87,6 +87,9 @@ impl Store for TimedStore {
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         self.inner.get_blobs(ns, keys)
     }
+    fn checks_each_read(&self) -> bool {
+        self.inner.checks_each_read()
+    }
     fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()> {
         self.timed(None, || self.inner.add_to_epoch_index(epoch, dc, entries))
     }

@@ -1235,6 +1235,11 @@ impl Store for CassandraStore {
         self.run(|s| async move { s.get_blob(n, epoch, k).await })
     }
 
+    /// Yes: every blob row carries the CRC-32 of its bytes, checked on each read.
+    fn checks_each_read(&self) -> bool {
+        true
+    }
+
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         // In parallel (bounded by the in-flight semaphore), answers in the order of `keys`.
         let n = ns.as_str().into_owned();

@@ -120,6 +120,10 @@ impl<S: Store> Store for FaultyStore<S> {
         self.inner.get_blob(ns, key)
     }
 
+    fn checks_each_read(&self) -> bool {
+        self.inner.checks_each_read()
+    }
+
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         if let Err(e) = self.faults.check_read("get_blobs") {
             let reason = e.to_string();

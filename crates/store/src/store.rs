@@ -371,6 +371,13 @@ pub trait Store: Send + Sync {
     /// [`StoreError::Corrupted`], never wrong bytes.
     fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> Result<Option<Vec<u8>>>;
 
+    /// Whether every blob this store returns was checked against a checksum it computed from
+    /// the same bytes at write time (a damaged value is an error, never returned): a reader may
+    /// then skip the blob's own SHA-1 (see `sluice_reader::ReadOptions::verify_sha1`). Default: no.
+    fn checks_each_read(&self) -> bool {
+        false
+    }
+
     /// Reads many blobs, results in the order of `keys`. Backends may fetch in parallel; the
     /// default fetches one after another.
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
@@ -623,6 +630,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         (**self).get_blobs(ns, keys)
     }
+    fn checks_each_read(&self) -> bool {
+        (**self).checks_each_read()
+    }
     fn add_to_epoch_index(&self, epoch: i64, dc: &str, entries: &[&str]) -> Result<()> {
         (**self).add_to_epoch_index(epoch, dc, entries)
     }
@@ -715,6 +725,11 @@ pub trait ReadStore: Send + Sync {
         keys.iter().map(|k| self.get_blob(ns, *k)).collect()
     }
 
+    /// See [`Store::checks_each_read`]. Default: no.
+    fn checks_each_read(&self) -> bool {
+        false
+    }
+
     /// See [`Store::get_epoch_index`].
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
 
@@ -751,6 +766,9 @@ impl<S: Store + ?Sized> ReadStore for S {
     }
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         Store::get_blobs(self, ns, keys)
+    }
+    fn checks_each_read(&self) -> bool {
+        Store::checks_each_read(self)
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         Store::get_epoch_index(self, epoch, dc)

@@ -692,6 +692,11 @@ impl Store for EmbeddedStore {
         self.blobs(&p)?.read(&loc, key.key).map(Some)
     }
 
+    /// Yes: every value is read against the CRC-32 written with it (`read_into`).
+    fn checks_each_read(&self) -> bool {
+        true
+    }
+
     fn get_blobs(&self, ns: &Namespace, keys: &[BlobKey<'_>]) -> Vec<Result<Option<Vec<u8>>>> {
         let threads = self.opts.read_threads.min(keys.len());
         if threads <= 1 {
