@@ -64,13 +64,25 @@ fn spool_dir_bytes(data: &std::path::Path) -> u64 {
 
 /// Waits until the spool holds batches (metric and files) while at most 2 per shard wait in memory.
 fn wait_spooled(base: &str, data: &std::path::Path) {
-    // 120 s: with two pipeline shards the spool once filled slowly while the store was down
-    // (8 batches after 60 s, all from one shard; the other's groups stayed open), in 2 runs of
-    // 4. Suspected: flush turns serialized behind store timeouts; not yet established.
+    // The spool once filled slowly here (8 batches after 60 s, then a CI timeout at 120 s): a
+    // flush asked the down store for each closed group's index, one 2 s timeout per group, while
+    // the other shard waited for its flush turn. Now a flush stops asking after the first
+    // transient failure (`a_flush_with_the_store_down_asks_it_once_not_per_group`).
+    let start = std::time::Instant::now();
+    let mut shown = 0;
     wait_for("batches in the spool", Duration::from_secs(120), || {
         let spooled = metric(base, "sluice_spool_batches");
+        if start.elapsed().as_secs() >= shown + 10 {
+            shown = start.elapsed().as_secs();
+            println!(
+                "after {shown} s: {spooled} batches spooled, {} in memory, {} events held",
+                metric(base, "sluice_memory_batches"),
+                held(base)
+            );
+        }
         spooled >= 10.0 && spool_dir_bytes(data) > 0
     });
+    println!("spooled after {:?}", start.elapsed());
     // `spool_memory_batches` (2) is per pipeline shard; the test servers run 2 shards.
     assert!(
         metric(base, "sluice_memory_batches") <= 4.0,

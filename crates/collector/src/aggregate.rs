@@ -693,10 +693,14 @@ impl Aggregator {
             }
         }
         let mut index_cache: HashMap<(i64, String), EpochIndex> = HashMap::new();
+        // Set by the first index read that fails transiently: the store is down, and asking
+        // again for each group would cost every group a store timeout (30 groups × 2 s held a
+        // flush for a minute while nothing reached the spool).
+        let mut store_down = false;
         for (key, group) in closed {
             self.open_events -= group.events;
             self.open_bytes -= group.bytes;
-            self.close_group(key, group, &mut index_cache, &mut report);
+            self.close_group(key, group, &mut index_cache, &mut store_down, &mut report);
         }
         self.drain_outbox(&mut report);
         self.spill_excess(&mut report);
@@ -711,13 +715,21 @@ impl Aggregator {
         key: GroupKey,
         group: Group,
         index_cache: &mut HashMap<(i64, String), EpochIndex>,
+        store_down: &mut bool,
         report: &mut FlushReport,
     ) {
         // `None`: the store cannot tell where numbering starts (it is down). The batch is built
         // unnumbered and numbered when it is written (it may go to the spool meanwhile).
         let start = match self.next_chunk.get(&key) {
             Some(&n) => Some(n),
-            None => self.first_chunk_from_index(&key, index_cache).ok(),
+            None if *store_down => None,
+            None => match self.first_chunk_from_index(&key, index_cache) {
+                Ok(n) => Some(n),
+                Err(e) => {
+                    *store_down |= e.is_transient();
+                    None
+                }
+            },
         };
         let Group {
             mut doc,
@@ -1130,7 +1142,12 @@ impl Aggregator {
         for i in 0..live {
             if !batches[i].is_numbered() {
                 if let Err(e) = self.number(&mut batches[i], &mut cache) {
+                    // The store is down: the later batches would wait out a timeout each.
+                    let transient = e.is_transient();
                     errors[i] = Some(e);
+                    if transient {
+                        break;
+                    }
                 }
             }
         }

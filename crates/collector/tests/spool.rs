@@ -515,3 +515,42 @@ fn a_replayed_spool_batch_does_not_count_twice() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&before_drain);
 }
+
+/// With the store down (reads and writes fail), one flush closing many groups asks the store
+/// once, not once per group: with a real store each failed request is a timeout (2 s), and
+/// asking per group held a flush for a minute while nothing reached the spool.
+#[test]
+fn a_flush_with_the_store_down_asks_it_once_not_per_group() {
+    let dir = temp_dir("down-once");
+    let (store, faults) = faulty();
+    let memory = 2;
+    let mut a = Aggregator::new(cfg(&dir, memory, 1 << 30), store.clone()).unwrap();
+    let input = seconds(12, 10, 300);
+    faults.fail_reads(true);
+    faults.fail_writes(true);
+    let all: Vec<ParsedEvent> = input.iter().flatten().cloned().collect();
+    let groups = all
+        .iter()
+        .map(|e| (e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    a.add_logged(all.clone(), E0 + 20, 1);
+    let r = a.flush_due(E0 + 20);
+    only_store_errors(&r);
+    let asked = faults.injected();
+    assert!(
+        asked <= 3,
+        "{asked} failed store requests for one flush of {groups} groups"
+    );
+    assert!(groups > 20, "{groups} groups");
+    assert!(a.memory_batches() <= memory);
+    assert_eq!(a.spooled_batches() + a.memory_batches(), groups);
+    // Back up: every event stored once.
+    faults.fail_reads(false);
+    faults.fail_writes(false);
+    let r = a.flush_all(E0 + 21);
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert_eq!(a.pending_batches(), 0);
+    assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter()));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -15,7 +15,8 @@
 //! - **One memory budget.** A payload is admitted against `max_pending_bytes` for all shards
 //!   together ([`Shards::admit`]): what every aggregator holds, what is in flight between shards
 //!   and what other shards are admitting now, so N shards admitting at once cannot each fill it.
-//! - **Flushes take turns.** At most `max(1, N - 1)` shards flush at a time ([`Shards::try_flush`]),
+//! - **Flushes take turns.** At most `max(1, N - 1)` shards flush at a time ([`Shards::try_flush`];
+//!   a turn ending is kept for a shard that waited, so one with long flushes cannot starve the rest),
 //!   so with N ≥ 2 a shard is always free to take payloads: an acknowledgement never waits for a
 //!   flush (issue 12: a flush of one second of 230k events held the single pipeline thread
 //!   245 ms, which was the whole p99 of `POST /v1/events`).
@@ -155,6 +156,12 @@ pub(crate) struct Shards {
     /// Shards flushing now, and how many may.
     flushers: AtomicUsize,
     max_flushers: usize,
+    /// Shards that asked for a flush turn and did not get one.
+    waiting: Vec<AtomicBool>,
+    /// The shard the last free turn is kept for (`usize::MAX`: none): handed on by
+    /// [`Shards::flushed`] to a waiting shard, so a shard whose flushes are long (a store timing
+    /// out) cannot take every turn again at once and starve the others.
+    next_turn: AtomicUsize,
 }
 
 impl Shards {
@@ -176,6 +183,8 @@ impl Shards {
             publish: Mutex::new(()),
             flushers: AtomicUsize::new(0),
             max_flushers: n.saturating_sub(1).max(1),
+            waiting: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            next_turn: AtomicUsize::new(usize::MAX),
         }
     }
 
@@ -231,11 +240,15 @@ impl Shards {
             .fold(floor, u64::min)
     }
 
-    /// Takes a flush turn for shard `i` (false: too many shards flush now; try again later).
+    /// Takes a flush turn for shard `i` (false: too many shards flush now, or the last free
+    /// turn is kept for a shard that waited; try again later).
     pub fn try_flush(&self, i: usize) -> bool {
+        let kept_for = self.next_turn.load(Ordering::SeqCst);
         let mut cur = self.flushers.load(Ordering::SeqCst);
         loop {
-            if cur >= self.max_flushers {
+            let kept = kept_for != usize::MAX && kept_for != i && cur + 1 >= self.max_flushers;
+            if cur >= self.max_flushers || kept {
+                self.waiting[i].store(true, Ordering::SeqCst);
                 return false;
             }
             match self
@@ -246,12 +259,24 @@ impl Shards {
                 Err(now) => cur = now,
             }
         }
+        self.waiting[i].store(false, Ordering::SeqCst);
+        let _ = self
+            .next_turn
+            .compare_exchange(i, usize::MAX, Ordering::SeqCst, Ordering::SeqCst);
         self.status[i].flushing.store(true, Ordering::SeqCst);
         true
     }
 
-    /// Ends shard `i`'s flush turn.
+    /// Ends shard `i`'s flush turn; the next free turn is kept for the first shard after `i`
+    /// that waited for one.
     pub fn flushed(&self, i: usize) {
+        let n = self.len();
+        if let Some(j) = (1..n)
+            .map(|k| (i + k) % n)
+            .find(|&j| self.waiting[j].load(Ordering::SeqCst))
+        {
+            self.next_turn.store(j, Ordering::SeqCst);
+        }
         self.status[i].flushing.store(false, Ordering::SeqCst);
         self.flushers.fetch_sub(1, Ordering::SeqCst);
     }
@@ -434,6 +459,38 @@ mod tests {
                 .collect();
             assert_eq!(owners(&events, n), expected, "{n} shards");
         }
+    }
+
+    #[test]
+    fn flush_turns_pass_to_the_shard_that_waited() {
+        let routes = (0..2).map(|_| mpsc::unbounded_channel().0).collect();
+        let shards = Shards::new(routes);
+        assert!(shards.try_flush(0));
+        assert!(!shards.try_flush(1), "one turn at a time with 2 shards");
+        shards.flushed(0);
+        // Shard 0 asks again at once: the turn is kept for shard 1, which waited.
+        assert!(!shards.try_flush(0));
+        assert!(shards.try_flush(1));
+        shards.flushed(1);
+        // Shard 0 waited meanwhile: its turn now, not shard 1's.
+        assert!(!shards.try_flush(1));
+        assert!(shards.try_flush(0));
+        shards.flushed(0);
+        // Shard 1 waited; then nobody waits: whoever asks first.
+        assert!(shards.try_flush(1));
+        shards.flushed(1);
+        assert!(shards.try_flush(1));
+        shards.flushed(1);
+
+        // With 3 shards (2 turns), the last free turn is kept, the other one is not.
+        let routes = (0..3).map(|_| mpsc::unbounded_channel().0).collect();
+        let shards = Shards::new(routes);
+        assert!(shards.try_flush(0));
+        assert!(shards.try_flush(1));
+        assert!(!shards.try_flush(2));
+        shards.flushed(0);
+        assert!(!shards.try_flush(0), "the free turn is kept for shard 2");
+        assert!(shards.try_flush(2));
     }
 
     #[test]
