@@ -8,7 +8,7 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use sluice_store::{BlobKey, Namespace, Retention};
+use sluice_store::{BlobKey, Namespace, Retention, Store};
 use sluice_store_cassandra::testing::{cluster, fresh_keyspace, node_ip, script};
 use sluice_store_cassandra::{CassandraConfig, CassandraStore};
 use sluice_substreams::{Runner, RunnerConfig};
@@ -55,6 +55,17 @@ fn runners_beside_two_nodes_split_the_keys_by_replica() {
         .map(|(i, k)| BlobKey::new(epoch + i as i64 / 4, k))
         .collect();
     let ns = Namespace::Events;
+
+    // A keyspace created moments ago may not be in the driver's metadata yet: the store refreshes
+    // it, and says so (an error, the runner then takes every key) until it places every key.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while let Err(e) = store.keys_on_node(&node_ip(1), &ns, &bkeys) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replicas unknown after 30 s: {e}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
 
     let code = tempfile::tempdir().expect("tmp");
     let runner = |k: usize| {

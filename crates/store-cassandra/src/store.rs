@@ -1131,18 +1131,39 @@ impl Store for CassandraStore {
         let owned: Vec<(i64, String)> = keys.iter().map(|k| (k.epoch, k.key.to_owned())).collect();
         self.run(|s| async move {
             let conn = s.conn().await?;
-            let state = conn.session.get_cluster_state();
             let ks = s.config.keyspace.clone();
-            let mut out = Vec::with_capacity(owned.len());
-            for (epoch, key) in &owned {
-                let replicas = state
-                    .get_endpoints(&ks, "blobs", &(&n, *epoch, key))
-                    .map_err(|e| unavailable(format!("replicas of {key}: {e}")))?;
-                out.push(replicas.iter().any(|(node, _)| {
-                    node.address.ip() == want.0 && want.1.is_none_or(|p| p == node.address.port())
-                }));
+            // The driver's metadata may not know a keyspace created moments ago (or the ring
+            // yet): then a key has no replicas in it. Refresh once; still unknown is an error
+            // (the caller then takes every key: computed twice at worst, never skipped).
+            for attempt in 0..2 {
+                if attempt > 0 {
+                    conn.session.refresh_metadata().await.map_err(|e| {
+                        unavailable(format!("refreshing the cluster metadata: {e}"))
+                    })?;
+                }
+                let state = conn.session.get_cluster_state();
+                if state.get_keyspace(&ks).is_none() {
+                    continue;
+                }
+                let mut out = Vec::with_capacity(owned.len());
+                let mut complete = true;
+                for (epoch, key) in &owned {
+                    let replicas = state
+                        .get_endpoints(&ks, "blobs", &(&n, *epoch, key))
+                        .map_err(|e| unavailable(format!("replicas of {key}: {e}")))?;
+                    complete &= !replicas.is_empty();
+                    out.push(replicas.iter().any(|(node, _)| {
+                        node.address.ip() == want.0
+                            && want.1.is_none_or(|p| p == node.address.port())
+                    }));
+                }
+                if complete {
+                    return Ok(out);
+                }
             }
-            Ok(out)
+            Err(unavailable(format!(
+                "the cluster metadata does not place the keys of keyspace {ks} on nodes yet"
+            )))
         })
     }
 
