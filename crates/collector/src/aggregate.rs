@@ -77,7 +77,6 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -89,7 +88,8 @@ use sluice_store::{
     BlobKey, Counts, CountsAdd, CountsWrite, Namespace, PutOutcome, Store, StoreError,
 };
 
-use crate::ingest::{EventBody, ParsedEvent};
+use crate::batch::{BodyRef, EventBatch, EventRef};
+use crate::ingest::ParsedEvent;
 use crate::note::DoneNote;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
@@ -293,6 +293,37 @@ const SPARE_ENCODERS: usize = 64;
 /// Largest buffers an encoder may hold to be kept as a spare.
 const MAX_SPARE_BYTES: usize = 4 << 20;
 
+/// The open groups, found by borrowed tags ([`GroupKeyRef`]).
+type OpenGroups = hashbrown::HashMap<GroupKey, Group, rustc_hash::FxBuildHasher>;
+
+/// A [`GroupKey`] borrowed from an event: hashes as the key does (the fields in order, a `&str`
+/// as a `String`).
+#[derive(Hash)]
+struct GroupKeyRef<'a>(i64, &'a str, &'a str, &'a str);
+
+impl GroupKeyRef<'_> {
+    fn to_owned(&self) -> GroupKey {
+        (
+            self.0,
+            self.1.to_string(),
+            self.2.to_string(),
+            self.3.to_string(),
+        )
+    }
+}
+
+impl hashbrown::Equivalent<GroupKey> for GroupKeyRef<'_> {
+    fn equivalent(&self, key: &GroupKey) -> bool {
+        self.0 == key.0 && self.1 == key.1 && self.2 == key.2 && self.3 == key.3
+    }
+}
+
+impl From<&GroupKeyRef<'_>> for GroupKey {
+    fn from(key: &GroupKeyRef<'_>) -> GroupKey {
+        key.to_owned()
+    }
+}
+
 struct Group {
     /// The events, encoded as they arrive: the body of the group's document grows event by
     /// event (a JSON event's fragment relinked with `push_fragment`, a value encoded with
@@ -324,12 +355,12 @@ impl Group {
         }
     }
 
-    fn push(&mut self, event: &EventBody, late: bool) {
+    fn push(&mut self, event: BodyRef<'_>, late: bool) {
         self.events += 1;
         let result = match event {
             // Made by the ingestor from a JSON object: always a hash.
-            EventBody::Fragment(f) => self.doc.push_fragment(f).map_err(BlobError::from),
-            EventBody::Value(event) => match event.resolve() {
+            BodyRef::Fragment(f) => self.doc.push_fragment_ref(f).map_err(BlobError::from),
+            BodyRef::Value(event) => match event.resolve() {
                 Value::Hash(_) => self.doc.push(event).map_err(BlobError::from),
                 _ => Err(BlobError::NotAnEvent {
                     index: self.events - 1,
@@ -405,7 +436,7 @@ pub struct Aggregator {
     doc_scratch: Vec<u8>,
     /// Open groups, by key: hashed, as every event looks its group up (a `BTreeMap` search
     /// compared strings at each level); flushes sort the groups they close.
-    open: FxHashMap<GroupKey, Group>,
+    open: OpenGroups,
     open_events: usize,
     /// Sum of the open groups' `bytes`.
     open_bytes: u64,
@@ -474,7 +505,7 @@ impl Aggregator {
             builder,
             spare: vec![first],
             doc_scratch: Vec::new(),
-            open: FxHashMap::default(),
+            open: OpenGroups::default(),
             open_events: 0,
             open_bytes: 0,
             outbox: VecDeque::new(),
@@ -598,14 +629,24 @@ impl Aggregator {
     /// epoch was closed by an earlier `flush_due`, or its group was already written (e.g. by
     /// `flush_all`).
     pub fn add(&mut self, events: Vec<ParsedEvent>, now: i64) {
-        self.add_inner(events, now, None);
+        self.add_inner(events.iter().map(ParsedEvent::as_event_ref), now, None);
     }
 
     /// [`add`](Self::add) for events of a payload logged in the write-ahead log under `wal_seq`:
     /// the sequence number is then held (see [`min_pending_seq`](Self::min_pending_seq)) until
     /// every one of these events has been written to the store.
     pub fn add_logged(&mut self, events: Vec<ParsedEvent>, now: i64, wal_seq: u64) {
-        self.add_inner(events, now, Some(wal_seq));
+        self.add_inner(
+            events.iter().map(ParsedEvent::as_event_ref),
+            now,
+            Some(wal_seq),
+        );
+    }
+
+    /// [`add`](Self::add) or, with `wal_seq`, [`add_logged`](Self::add_logged) of a batch's
+    /// events (handed over by another thread; see [`crate::batch`]).
+    pub fn add_batch(&mut self, batch: &EventBatch, now: i64, wal_seq: Option<u64>) {
+        self.add_inner(batch.iter(), now, wal_seq);
     }
 
     /// The smallest WAL sequence number (given to [`add_logged`](Self::add_logged)) some of whose
@@ -616,13 +657,18 @@ impl Aggregator {
         self.pending_seqs.first_key_value().map(|(&s, _)| s)
     }
 
-    fn add_inner(&mut self, events: Vec<ParsedEvent>, now: i64, wal_seq: Option<u64>) {
+    fn add_inner<'a>(
+        &mut self,
+        events: impl Iterator<Item = EventRef<'a>>,
+        now: i64,
+        wal_seq: Option<u64>,
+    ) {
         let due = now
             .saturating_sub(i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX))
             .saturating_sub(1);
         let closed = self.watermark.map_or(due, |w| w.max(due));
         for e in events {
-            let key = (e.epoch, e.dc, e.type_, e.subtype);
+            let key = GroupKeyRef(e.epoch, e.dc, e.type_, e.subtype);
             // `next_chunk` is ordered by epoch: an event newer than every written group (the
             // usual case) needs no search among its strings.
             let late = key.0 <= closed
@@ -630,9 +676,10 @@ impl Aggregator {
                     .next_chunk
                     .last_key_value()
                     .is_some_and(|(last, _)| last.0 >= key.0)
-                    && self.next_chunk.contains_key(&key));
+                    && self.next_chunk.contains_key(&key.to_owned()));
             let (spare, builder) = (&mut self.spare, &self.builder);
-            let group = self.open.entry(key).or_insert_with(|| {
+            // Looked up by the borrowed tags: they are copied only for a new group.
+            let group = self.open.entry_ref(&key).or_insert_with(|| {
                 let doc = match spare.pop() {
                     Some(doc) => doc,
                     // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
@@ -642,7 +689,7 @@ impl Aggregator {
                 Group::new(doc)
             });
             let before = group.doc.memory_bytes();
-            group.push(&e.event, late);
+            group.push(e.body, late);
             let added = group.doc.memory_bytes().saturating_sub(before) as u64;
             group.bytes += added;
             self.open_bytes += added;
@@ -1582,4 +1629,32 @@ fn kind_name(v: &Value) -> &'static str {
 
 fn group_name(key: &GroupKey) -> String {
     format!("{}:{}:{}:{}", key.0, key.1, key.2, key.3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    #[test]
+    fn a_borrowed_group_key_hashes_as_the_key() {
+        let hasher = rustc_hash::FxBuildHasher;
+        for (e, d, t, s) in [
+            (0, "", "", ""),
+            (17, "ams1", "WEB", "www"),
+            (-3, "a", "bc", ""),
+        ] {
+            let owned: GroupKey = (e, d.into(), t.into(), s.into());
+            let borrowed = GroupKeyRef(e, d, t, s);
+            assert_eq!(hasher.hash_one(&owned), hasher.hash_one(&borrowed));
+            assert!(hashbrown::Equivalent::equivalent(&borrowed, &owned));
+            assert_eq!(GroupKey::from(&borrowed), owned);
+        }
+        // Tags that concatenate the same stay apart.
+        let owned: GroupKey = (1, "ab".into(), "c".into(), String::new());
+        assert_ne!(
+            hasher.hash_one(&owned),
+            hasher.hash_one(GroupKeyRef(1, "a", "bc", ""))
+        );
+    }
 }

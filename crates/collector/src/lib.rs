@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aggregate;
+pub mod batch;
 pub mod drops;
 pub mod ingest;
 mod json;
@@ -39,6 +40,7 @@ pub mod replay;
 pub mod spool;
 pub mod wal;
 
+pub use batch::{BodyRef, EventBatch, EventRef};
 pub use drops::{Drop, DropCounters, DropReason};
 pub use ingest::{
     detect, ConfigError, EventBody, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent,

@@ -17,7 +17,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use crate::compress::{self, Compression};
 use crate::error::{Error, ErrorCode, Result};
-use crate::fragment::{Fragment, MARK_BOOL, MARK_KEY, MARK_POS};
+use crate::fragment::{Fragment, FragmentRef, MARK_BOOL, MARK_KEY, MARK_POS};
 use crate::header;
 use crate::tag::*;
 use crate::value::{Key, Value};
@@ -258,12 +258,12 @@ impl Encoder {
     /// Append a fragment's bytes, running its keys and strings through the de-duplication
     /// tables (in order, as `value` would meet them) and its booleans through the protocol's
     /// form.
-    fn relink(&mut self, f: &Fragment) -> Result<()> {
-        let src = &f.body[..];
+    fn relink(&mut self, f: FragmentRef<'_>) -> Result<()> {
+        let src = f.body;
         // No `reserve` of the whole fragment: the body grows exactly when `value` would grow it,
         // so memory accounting (`memory_bytes`) does not depend on which path an event took.
         let mut last = 0;
-        for &m in &f.marks {
+        for &m in f.marks {
             let at = (m & MARK_POS) as usize;
             let chunk = src
                 .get(last..at)
@@ -737,6 +737,12 @@ impl ArrayEncoder {
     /// [`push`](Self::push) of the fragment's value would write (see [`crate::fragment`]). On
     /// error (as [`push`](Self::push)) nothing of it is kept.
     pub fn push_fragment(&mut self, f: &Fragment) -> Result<()> {
+        self.push_fragment_ref(f.as_ref())
+    }
+
+    /// [`push_fragment`](Self::push_fragment) of a borrowed fragment (e.g. one of a
+    /// [`FragmentList`](crate::FragmentList)).
+    pub fn push_fragment_ref(&mut self, f: FragmentRef<'_>) -> Result<()> {
         if self.enc.opts.canonical {
             // Keys must be sorted: go through the value (off the fast path by choice).
             return self.push(&f.to_value()?);

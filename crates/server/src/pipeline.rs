@@ -21,7 +21,7 @@ use std::time::Instant;
 use sluice_collector::aggregate::{Aggregator, FlushReport};
 use sluice_collector::replay::DoneNote;
 use sluice_collector::wal::Wal;
-use sluice_collector::{Drop, DropReason, Ingestor, ParsedEvent};
+use sluice_collector::{Drop, DropReason, EventBatch, Ingestor, ParsedEvent};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
@@ -308,10 +308,8 @@ impl Pipeline {
     /// releases them (see [`shards`]).
     fn add_routed(&mut self, r: Routed) {
         let count = r.events.len() as u64;
-        match r.seq {
-            Some(seq) => self.aggregator.add_logged(r.events, self.clock.now(), seq),
-            None => self.aggregator.add(r.events, self.clock.now()),
-        }
+        self.aggregator
+            .add_batch(&r.events, self.clock.now(), r.seq);
         self.publish_status();
         self.shards
             .routed_bytes
@@ -361,7 +359,7 @@ impl Pipeline {
                 .routed_events
                 .fetch_add(count, Ordering::Relaxed);
             let sent = self.shards.routes[i].send(Routed {
-                events: part,
+                events: EventBatch::from_events(part),
                 seq,
                 bytes,
             });

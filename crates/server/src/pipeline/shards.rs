@@ -28,7 +28,6 @@
 //!   batch durable (`Pipeline::account`).
 //! - **Replay at start** routes each replayed event to its group's shard (the same rule).
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -36,7 +35,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use sluice_collector::wal::Wal;
-use sluice_collector::ParsedEvent;
+use sluice_collector::{EventBatch, ParsedEvent};
 use tokio::sync::mpsc;
 
 use super::Msg;
@@ -48,9 +47,12 @@ pub fn shard_of(dc: &str, type_: &str, subtype: &str, n: usize) -> usize {
     if n <= 1 {
         return 0;
     }
-    let mut h = DefaultHasher::new();
+    // FxHash (no random seed, so stable across runs) rather than SipHash: this runs for each
+    // run of one group's events in every payload (2.5 % of a two-shard server's CPU with SipHash).
+    let mut h = rustc_hash::FxHasher::default();
     (dc, type_, subtype).hash(&mut h);
-    (h.finish() % n as u64) as usize
+    // The high bits: FxHash's low bits spread less.
+    ((u128::from(h.finish()) * n as u128) >> 64) as usize
 }
 
 /// The owner shard of each of `events` among `n` ([`shard_of`]), hashing once per run of events
@@ -111,8 +113,9 @@ pub fn spooled_shards(base: &Path) -> usize {
 
 /// Events sent by the shard that parsed them to the shard that owns their groups.
 pub(crate) struct Routed {
-    /// The events (all of groups the receiver owns).
-    pub events: Vec<ParsedEvent>,
+    /// The events (all of groups the receiver owns), in one batch: the receiver frees a few
+    /// buffers, not five blocks per event allocated on the sender's thread.
+    pub events: EventBatch,
     /// Their WAL record (`None`: UDP, not logged).
     pub seq: Option<u64>,
     /// Their share of the payload's bytes (counted in flight against `max_pending_bytes`).
