@@ -62,6 +62,9 @@ use metrics::as_gauge;
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;
 
+/// The payload type [`Ingester::ingest`] takes (cheap to clone: shared bytes).
+pub use axum::body::Bytes;
+
 /// The file in the data directory naming the running server's HTTP address (owned by the store
 /// crate, which owns the data directory's layout).
 pub use sluice_store::SERVER_FILE;
@@ -215,7 +218,7 @@ async fn run_with(
     config: ServerConfig,
     sockets: Sockets,
     store: Option<Arc<dyn Store>>,
-    ready: Option<std::sync::mpsc::Sender<()>>,
+    ready: Option<std::sync::mpsc::Sender<Ingester>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
     config.validate()?;
@@ -451,7 +454,11 @@ async fn run_with(
         show(bound[2])
     );
     if let Some(ready) = ready {
-        let _ = ready.send(());
+        let _ = ready.send(Ingester {
+            tx: tx.clone(),
+            wal: wal.clone(),
+            metrics: metrics.clone(),
+        });
     }
     match sockets.http {
         Some(listener) => {
@@ -603,8 +610,36 @@ pub struct Server {
     pub tcp_addr: Option<SocketAddr>,
     /// The UDP ingest address (the real port when `udp` asked for port 0).
     pub udp_addr: Option<SocketAddr>,
+    ingester: Ingester,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+/// Hands payloads to a running server's pipeline in the same process, as its HTTP and TCP
+/// listeners do (parsed, logged, acknowledged once durable): for a program that embeds the
+/// server, and for the bench that measures the pipeline without a load generator on its cores.
+#[derive(Clone)]
+pub struct Ingester {
+    tx: pipeline::PipelineTx,
+    wal: Arc<sluice_collector::wal::Wal>,
+    metrics: metrics::SharedMetrics,
+}
+
+impl std::fmt::Debug for Ingester {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ingester")
+    }
+}
+
+impl Ingester {
+    /// Ingests `payload` (any body `POST /v1/events` takes) and waits until its accepted events
+    /// are durable: `Ok` is an acknowledgement (the summary says what was accepted and dropped),
+    /// `Err` says why nothing may be acknowledged (backpressure, disk unavailable, stopping).
+    /// Counted in `/metrics` under transport `inproc`.
+    pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, String> {
+        let rx = pipeline::submit(&self.tx, "inproc", payload).await?;
+        pipeline::durable(rx, &self.wal, &self.metrics).await
+    }
 }
 
 impl Server {
@@ -628,7 +663,7 @@ impl Server {
         let bound = Bound::bind(&config)?;
         let [http_addr, tcp_addr, udp_addr] = bound.addrs()?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let (ready, serving) = std::sync::mpsc::channel::<()>();
+        let (ready, serving) = std::sync::mpsc::channel::<Ingester>();
         let thread = std::thread::Builder::new()
             .name("sluice-server".into())
             .spawn(move || -> Result<()> {
@@ -646,21 +681,28 @@ impl Server {
                 })
             })
             .map_err(|e| Error::Io(format!("starting the server thread: {e}")))?;
-        if serving.recv().is_err() {
+        let Ok(ingester) = serving.recv() else {
             // `ready` was dropped unsent: the start failed, and the thread says why.
             return match thread.join() {
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(())) => Err(Error::Internal("the server stopped while starting".into())),
                 Err(_) => Err(Error::Internal("the server thread panicked".into())),
             };
-        }
+        };
         Ok(Server {
+            ingester,
             http_addr,
             tcp_addr,
             udp_addr,
             stop: Some(stop),
             thread: Some(thread),
         })
+    }
+
+    /// A handle that ingests payloads in-process (see [`Ingester`]); valid until the server
+    /// stops (then every call is an `Err`).
+    pub fn ingester(&self) -> Ingester {
+        self.ingester.clone()
     }
 
     /// Stops the server: flushes every open epoch, syncs the store, and waits for the end.

@@ -34,3 +34,49 @@ fn start_serves_at_once_and_a_failed_start_is_its_error() {
     again.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `Server::ingester` takes payloads in-process as a POST does: parsed, logged, acknowledged
+/// once durable, routed to both shards, stored and readable, counted under `inproc`.
+#[test]
+fn an_ingester_acknowledges_payloads_in_process_like_a_post() {
+    let dir = temp_dir("ingester");
+    let server = Server::start(config(&dir, 0)).unwrap();
+    let addr = server.http_addr.unwrap();
+    let t = now();
+    let mut body = String::new();
+    for (i, dc) in ["ams1", "lhr2", "fra3", "ams4"].iter().enumerate() {
+        body.push_str(&format!(
+            "{{\"epoch\":{t},\"dc\":\"{dc}\",\"type\":\"WEB\",\"id\":{i}}}\n"
+        ));
+    }
+    body.push_str("{not json\n");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let ingester = server.ingester();
+    let summary = rt
+        .block_on(ingester.ingest(sluice_server::Bytes::from(body)))
+        .unwrap();
+    assert_eq!(summary.accepted, 4);
+    assert_eq!(summary.dropped.len(), 1, "{:?}", summary.dropped);
+    assert!(summary.wal_seq.is_some());
+    wait_flushed(addr, 4);
+    let mut ids: Vec<i64> = read_events(addr, t - 1, t + 1)
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, [0, 1, 2, 3]);
+    assert_eq!(
+        metric(addr, "sluice_payloads_total{transport=\"inproc\"}"),
+        1.0
+    );
+    server.shutdown().unwrap();
+    // Stopped: the handle refuses instead of hanging.
+    let err = rt
+        .block_on(ingester.ingest(sluice_server::Bytes::from_static(b"{}\n")))
+        .unwrap_err();
+    assert!(!err.is_empty());
+    let _ = std::fs::remove_dir_all(&dir);
+}
