@@ -96,7 +96,18 @@ impl EventBatch {
     /// The events, in order, in one batch.
     pub fn from_events(events: Vec<ParsedEvent>) -> EventBatch {
         let mut batch = EventBatch::new();
-        batch.slots.reserve(events.len());
+        batch.slots.reserve_exact(events.len());
+        // Each buffer allocated once at its size (growing by doubling cost copies and a third
+        // more memory).
+        let (mut fragments, mut bytes, mut marks) = (0, 0, 0);
+        for e in &events {
+            if let EventBody::Fragment(f) = &e.event {
+                fragments += 1;
+                bytes += f.len();
+                marks += f.as_ref().mark_count();
+            }
+        }
+        batch.fragments.reserve(fragments, bytes, marks);
         for e in events {
             batch.push(e);
         }

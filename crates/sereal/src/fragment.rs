@@ -105,6 +105,12 @@ impl FragmentRef<'_> {
         self.body.is_empty()
     }
 
+    /// Number of recorded positions (keys, strings, booleans): what it takes in a
+    /// [`FragmentList`] besides its bytes (see [`FragmentList::reserve`]).
+    pub fn mark_count(&self) -> usize {
+        self.marks.len()
+    }
+
     /// The value, decoded (see [`Fragment::to_value`]).
     pub fn to_value(&self) -> Result<Value> {
         let mut doc = Vec::with_capacity(self.body.len() + 8);
@@ -137,6 +143,14 @@ impl FragmentList {
         self.body.extend_from_slice(f.body);
         self.marks.extend_from_slice(f.marks);
         self.ends.push((self.body.len(), self.marks.len(), f.depth));
+    }
+
+    /// Makes room for `fragments` more fragments of `bytes` bytes and `marks` recorded positions
+    /// in all (so a list filled from known fragments is allocated once, not grown by copies).
+    pub fn reserve(&mut self, fragments: usize, bytes: usize, marks: usize) {
+        self.body.reserve_exact(bytes);
+        self.marks.reserve_exact(marks);
+        self.ends.reserve_exact(fragments);
     }
 
     /// Fragment `i`, if there is one.
