@@ -635,7 +635,8 @@ impl Ingester {
     /// Ingests `payload` (any body `POST /v1/events` takes) and waits until its accepted events
     /// are durable: `Ok` is an acknowledgement (the summary says what was accepted and dropped),
     /// `Err` says why nothing may be acknowledged (backpressure, disk unavailable, stopping).
-    /// Counted in `/metrics` under transport `inproc`.
+    /// Counted in `/metrics` under transport `inproc`; the limits are a POST body's
+    /// (`max_body_bytes`, `max_event_bytes`, `max_events`, the memory budget).
     pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, String> {
         let rx = pipeline::submit(&self.tx, "inproc", payload).await?;
         pipeline::durable(rx, &self.wal, &self.metrics).await
