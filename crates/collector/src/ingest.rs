@@ -314,6 +314,8 @@ pub struct Ingestor {
     cfg: IngestConfig,
     /// The fast path's output buffer, kept between events.
     writer: FragmentWriter,
+    /// The fast path's cache of keys met (encoded ahead), kept between events.
+    key_cache: json::KeyCache,
     interner: Interner,
     decoder: Decoder,
     keys: TagKeys,
@@ -395,6 +397,7 @@ impl Ingestor {
         };
         Ok(Ingestor {
             writer: FragmentWriter::new(),
+            key_cache: json::KeyCache::default(),
             decoder: Decoder::with_limits(limits),
             interner,
             keys,
@@ -598,7 +601,12 @@ impl Ingestor {
     /// [`json::transcode_event`]) or a tag is wrong — and then nothing was recorded: the
     /// authoritative path (value tree, [`Ingestor::tag`]) decides, drop reason included.
     fn json_fast(&mut self, sink: &mut Sink, text: &str) -> bool {
-        let Some(tags) = json::transcode_event(text, &mut self.writer, self.cfg.max_depth) else {
+        let Some(tags) = json::transcode_event(
+            text,
+            &mut self.writer,
+            &mut self.key_cache,
+            self.cfg.max_depth,
+        ) else {
             self.writer.clear();
             return false;
         };

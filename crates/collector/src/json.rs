@@ -17,7 +17,7 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use sereal::{FragmentWriter, Key, Value};
+use sereal::{EncodedKey, FragmentWriter, Key, Value};
 
 /// Interned keys beyond this many are forgotten (the map is cleared), so that hostile payloads
 /// full of random keys cannot grow it without bound. Already handed-out keys stay valid.
@@ -349,6 +349,7 @@ pub(crate) enum TagValue<'t> {
 pub(crate) fn transcode_event<'t>(
     text: &'t str,
     out: &mut FragmentWriter,
+    keys: &mut KeyCache,
     max_depth: usize,
 ) -> Option<Tags<'t>> {
     let mut fast = Fast {
@@ -356,6 +357,7 @@ pub(crate) fn transcode_event<'t>(
         bytes: text.as_bytes(),
         pos: 0,
         out,
+        keys,
         max_depth: max_depth.min(FAST_MAX_DEPTH),
     };
     let tags = fast.event()?;
@@ -370,7 +372,89 @@ struct Fast<'t, 'w> {
     bytes: &'t [u8],
     pos: usize,
     out: &'w mut FragmentWriter,
+    keys: &'w mut KeyCache,
     max_depth: usize,
+}
+
+/// Slots of the [`KeyCache`] (a power of two), in pairs: a key may be in either slot of its
+/// pair. 30 keys in 256 direct-mapped slots collided often enough to miss one key in five
+/// (every event repeats both keys of a colliding pair); three keys for one of 256 pairs are rare.
+const KEY_SLOTS: usize = 512;
+
+/// One [`KeyCache`] entry: a key's raw text as two little-endian words (zero-padded) and its
+/// length, its tag index and its encoding.
+#[derive(Clone, Debug)]
+struct KeySlot {
+    head: u64,
+    tail: u64,
+    /// `u8::MAX` for an empty slot (no key is that long).
+    len: u8,
+    /// [`tag_index`] of the key, or `u8::MAX`.
+    tag: u8,
+    encoded: EncodedKey,
+}
+
+/// Keys met before, by their raw text, so that a repeated key (events repeat the same few
+/// dozen) is recognised with two word comparisons and written as one fixed-size copy instead of
+/// being scanned, checked and copied again: two-way, filled on every miss (the older key of the
+/// pair moves to the second slot). Kept between
+/// events by the caller of [`transcode_event`]; a hit writes exactly what a miss writes (the
+/// key's text is equal byte for byte, its next byte is the closing quote).
+#[derive(Debug)]
+pub(crate) struct KeyCache {
+    slots: Vec<KeySlot>,
+}
+
+impl Default for KeyCache {
+    fn default() -> KeyCache {
+        let empty = KeySlot {
+            head: 0,
+            tail: 0,
+            len: u8::MAX,
+            tag: u8::MAX,
+            encoded: EncodedKey::new("").expect("the empty key fits"),
+        };
+        KeyCache {
+            slots: vec![empty; KEY_SLOTS],
+        }
+    }
+}
+
+/// The raw text of the key starting at `p` (after its opening quote) when it is plain and at
+/// most 15 bytes with its closing quote at `p + len`: (first 8 bytes, next 8,
+/// both zero-padded, len) and its cache slot. `None` for anything else, and near the end of the
+/// text (16 bytes are read).
+#[inline]
+fn key_words(b: &[u8], p: usize) -> Option<(u64, u64, usize, usize)> {
+    let w = b.get(p..p + 16)?;
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&w[..8]);
+    let head = u64::from_le_bytes(word);
+    let hits = specials(head);
+    let (head, tail, len) = if hits != 0 {
+        let n = (hits.trailing_zeros() / 8) as usize;
+        (head & low_bytes(n), 0, n)
+    } else {
+        word.copy_from_slice(&w[8..]);
+        let tail = u64::from_le_bytes(word);
+        let hits = specials(tail);
+        if hits == 0 {
+            return None;
+        }
+        let n = (hits.trailing_zeros() / 8) as usize;
+        (head, tail & low_bytes(n), 8 + n)
+    };
+    if w[len] != b'"' {
+        return None;
+    }
+    let x = (head ^ tail.rotate_left(29) ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    Some((head, tail, len, (x >> 48) as usize & (KEY_SLOTS - 2)))
+}
+
+/// A mask of the lowest `n` bytes of a word (`n < 8`).
+#[inline]
+fn low_bytes(n: usize) -> u64 {
+    (1u64 << (8 * n)).wrapping_sub(1)
 }
 
 const LO: u64 = 0x0101_0101_0101_0101;
@@ -422,13 +506,12 @@ impl<'t> Fast<'t, '_> {
                 return None;
             }
             self.pos += 1;
-            let key = self.string()?;
-            self.out.key(&key);
+            let tag = self.key()?;
             if self.peek()? != b':' {
                 return None;
             }
             self.pos += 1;
-            match tag_index(&key) {
+            match tag {
                 Some(t) => {
                     if tags[t].is_some() {
                         return None;
@@ -446,6 +529,45 @@ impl<'t> Fast<'t, '_> {
                 _ => return None,
             }
         }
+    }
+
+    /// A hash key whose opening quote has been consumed, written to `out`; returns its
+    /// [`tag_index`].
+    #[inline]
+    fn key(&mut self) -> Option<Option<usize>> {
+        let found = key_words(self.bytes, self.pos);
+        if let Some((head, tail, len, slot)) = found {
+            for s in &self.keys.slots[slot..slot + 2] {
+                if s.head == head && s.tail == tail && usize::from(s.len) == len {
+                    self.out.encoded_key(&s.encoded);
+                    self.pos += len + 1;
+                    return Some((s.tag != u8::MAX).then_some(usize::from(s.tag)));
+                }
+            }
+        }
+        self.key_missed(found)
+    }
+
+    /// [`key`](Self::key) when the cache did not have it: scanned, written and cached.
+    #[inline(never)]
+    fn key_missed(&mut self, found: Option<(u64, u64, usize, usize)>) -> Option<Option<usize>> {
+        let key = self.string()?;
+        self.out.key(&key);
+        let tag = tag_index(&key);
+        if let Some((head, tail, len, slot)) = found {
+            // `found` described this key (its closing quote was at `len`): cache it.
+            if let Some(encoded) = EncodedKey::new(&key).filter(|_| key.len() == len) {
+                self.keys.slots.swap(slot, slot + 1);
+                self.keys.slots[slot] = KeySlot {
+                    head,
+                    tail,
+                    len: len as u8,
+                    tag: tag.map_or(u8::MAX, |t| t as u8),
+                    encoded,
+                };
+            }
+        }
+        Some(tag)
     }
 
     /// The value of a top-level tag field: a string or an integer.
@@ -525,8 +647,7 @@ impl<'t> Fast<'t, '_> {
                 return None;
             }
             self.pos += 1;
-            let key = self.string()?;
-            self.out.key(&key);
+            self.key()?;
             if self.peek()? != b':' {
                 return None;
             }
@@ -742,16 +863,37 @@ mod tests {
 
     use sereal::{ArrayEncoder, EncoderOptions};
 
+    thread_local! {
+        /// One key cache for every text a test thread checks.
+        static SHARED_KEYS: std::cell::RefCell<KeyCache> = std::cell::RefCell::new(KeyCache::default());
+    }
+
     /// The transcoder either declines or agrees with serde_json: its fragment encodes byte for
     /// byte as serde_json's value does (twice in a row, so that de-duplication across events is
     /// covered), under both profiles' encoder settings; and it never accepts what serde_json
     /// refuses. Its tags are those of the value.
     fn check(text: &str, max_depth: usize) -> bool {
-        let mut w = FragmentWriter::new();
-        let got = transcode_event(text, &mut w, max_depth).map(|tags| {
-            w.end();
-            (tags, w.finish().expect("a well-formed fragment"))
-        });
+        let transcode = |cache: &mut KeyCache| {
+            let mut w = FragmentWriter::new();
+            transcode_event(text, &mut w, cache, max_depth).map(|tags| {
+                w.end();
+                (tags, w.finish().expect("a well-formed fragment"))
+            })
+        };
+        // Cold, then warm (every cacheable key a hit), then through a cache that every checked
+        // text shares (hits, misses and replaced slots of other texts' keys): all the same.
+        let mut cache = KeyCache::default();
+        let got = transcode(&mut cache);
+        let warm = transcode(&mut cache);
+        let shared = SHARED_KEYS.with(|c| transcode(&mut c.borrow_mut()));
+        for other in [&warm, &shared] {
+            assert_eq!(format!("{got:?}"), format!("{other:?}"), "{text:?}");
+            assert_eq!(
+                got.as_ref().map(|g| &g.1),
+                other.as_ref().map(|o| &o.1),
+                "{text:?}"
+            );
+        }
         let want = parse_value(text, &mut Interner::default(), max_depth);
         match (&got, &want) {
             (Some((tags, frag)), Ok(value)) => {

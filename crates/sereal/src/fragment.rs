@@ -79,6 +79,35 @@ impl Fragment {
     }
 }
 
+/// Longest key (in bytes) an [`EncodedKey`] holds.
+pub const ENCODED_KEY_MAX: usize = 30;
+
+/// A hash key encoded ahead (its string tag and bytes, as [`FragmentWriter::key`] writes them),
+/// for [`FragmentWriter::encoded_key`]; padded to a fixed size so that writing it is a
+/// constant-size copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedKey {
+    bytes: [u8; ENCODED_KEY_MAX + 2],
+    len: u8,
+}
+
+impl EncodedKey {
+    /// `key` encoded, or `None` when it is longer than [`ENCODED_KEY_MAX`] bytes.
+    pub fn new(key: &str) -> Option<EncodedKey> {
+        if key.len() > ENCODED_KEY_MAX {
+            return None;
+        }
+        let mut encoded = Vec::with_capacity(ENCODED_KEY_MAX + 2);
+        write_raw_string(&mut encoded, key.as_bytes(), !key.is_ascii());
+        let mut bytes = [0u8; ENCODED_KEY_MAX + 2];
+        bytes[..encoded.len()].copy_from_slice(&encoded);
+        Some(EncodedKey {
+            bytes,
+            len: encoded.len() as u8,
+        })
+    }
+}
+
 /// An open container of a [`FragmentWriter`].
 #[derive(Debug)]
 struct Open {
@@ -196,6 +225,33 @@ impl FragmentWriter {
         }
         self.mark(MARK_KEY);
         write_raw_string(&mut self.body, s.as_bytes(), !s.is_ascii());
+    }
+
+    /// A hash key encoded ahead by [`EncodedKey::new`]: the same bytes and mark as
+    /// [`key`](Self::key) of the same text, with a fixed-size copy instead of a length check,
+    /// an ASCII check and a `memcpy` (events repeat the same keys).
+    #[inline]
+    pub fn encoded_key(&mut self, k: &EncodedKey) {
+        match self.open.last_mut() {
+            Some(o) if o.hash && o.keys == o.values => o.keys += 1,
+            _ => self.misuse = true,
+        }
+        self.mark(MARK_KEY);
+        let at = self.body.len();
+        // All of `k.bytes` (a constant size: two vector stores), then the padding cut off.
+        self.body.extend_from_slice(&k.bytes);
+        self.body.truncate(at + k.len as usize);
+    }
+
+    /// A string value given as bytes that are all ASCII (the caller has checked): written as
+    /// [`str`](Self::str) writes an ASCII string, without checking again. Bytes that are not
+    /// ASCII are still a well-formed value (a binary string), never a broken document.
+    #[inline]
+    pub fn ascii_str(&mut self, bytes: &[u8]) {
+        debug_assert!(bytes.is_ascii());
+        self.counted();
+        self.mark(MARK_STR);
+        write_raw_string(&mut self.body, bytes, false);
     }
 
     /// Open a hash: then `key`, value, `key`, value, …, [`end`](Self::end).
