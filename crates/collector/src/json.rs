@@ -17,7 +17,7 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use sereal::{EncodedKey, FragmentWriter, Key, Value};
+use sereal::{EncodedString, FragmentWriter, Key, Value};
 
 /// Interned keys beyond this many are forgotten (the map is cleared), so that hostile payloads
 /// full of random keys cannot grow it without bound. Already handed-out keys stay valid.
@@ -349,7 +349,7 @@ pub(crate) enum TagValue<'t> {
 pub(crate) fn transcode_event<'t>(
     text: &'t str,
     out: &mut FragmentWriter,
-    keys: &mut KeyCache,
+    cache: &mut StringCache,
     max_depth: usize,
 ) -> Option<Tags<'t>> {
     let mut fast = Fast {
@@ -357,7 +357,7 @@ pub(crate) fn transcode_event<'t>(
         bytes: text.as_bytes(),
         pos: 0,
         out,
-        keys,
+        cache,
         max_depth: max_depth.min(FAST_MAX_DEPTH),
     };
     let tags = fast.event()?;
@@ -372,60 +372,117 @@ struct Fast<'t, 'w> {
     bytes: &'t [u8],
     pos: usize,
     out: &'w mut FragmentWriter,
-    keys: &'w mut KeyCache,
+    cache: &'w mut StringCache,
     max_depth: usize,
 }
 
-/// Slots of the [`KeyCache`] (a power of two), in pairs: a key may be in either slot of its
-/// pair. 30 keys in 256 direct-mapped slots collided often enough to miss one key in five
-/// (every event repeats both keys of a colliding pair); three keys for one of 256 pairs are rare.
-const KEY_SLOTS: usize = 512;
+/// Slots of each [`StringCache`] table (a power of two), in pairs: a string may be in either
+/// slot of its pair. 30 keys in 256 direct-mapped slots collided often enough to miss one key in
+/// five (every event repeats both keys of a colliding pair); three strings for one of 256 pairs
+/// are rare.
+const CACHE_SLOTS: usize = 512;
 
-/// One [`KeyCache`] entry: a key's raw text as two little-endian words (zero-padded) and its
-/// length, its tag index and its encoding.
+/// One cached string: its raw text as two little-endian words (zero-padded) and its length, its
+/// tag index and its encoding.
 #[derive(Clone, Debug)]
-struct KeySlot {
+struct CachedString {
     head: u64,
     tail: u64,
-    /// `u8::MAX` for an empty slot (no key is that long).
+    /// `u8::MAX` for an empty slot (no cached string is that long).
     len: u8,
-    /// [`tag_index`] of the key, or `u8::MAX`.
+    /// [`tag_index`] of a key, or `u8::MAX`.
     tag: u8,
-    encoded: EncodedKey,
+    encoded: EncodedString,
 }
 
-/// Keys met before, by their raw text, so that a repeated key (events repeat the same few
-/// dozen) is recognised with two word comparisons and written as one fixed-size copy instead of
-/// being scanned, checked and copied again: two-way, filled on every miss (the older key of the
-/// pair moves to the second slot). Kept between
-/// events by the caller of [`transcode_event`]; a hit writes exactly what a miss writes (the
-/// key's text is equal byte for byte, its next byte is the closing quote).
+/// Short plain strings met before, by their raw text.
 #[derive(Debug)]
-pub(crate) struct KeyCache {
-    slots: Vec<KeySlot>,
+struct ShortStrings {
+    slots: Vec<CachedString>,
+    /// Per pair of slots, the last string that missed it and was not cached (its head, tail and
+    /// length), when strings are cached only when they miss twice in a row: see
+    /// [`ShortStrings::fill_repeated`].
+    candidates: Vec<(u64, u64, usize)>,
 }
 
-impl Default for KeyCache {
-    fn default() -> KeyCache {
-        let empty = KeySlot {
+impl Default for ShortStrings {
+    fn default() -> ShortStrings {
+        let empty = CachedString {
             head: 0,
             tail: 0,
             len: u8::MAX,
             tag: u8::MAX,
-            encoded: EncodedKey::new("").expect("the empty key fits"),
+            encoded: EncodedString::new("").expect("the empty string fits"),
         };
-        KeyCache {
-            slots: vec![empty; KEY_SLOTS],
+        ShortStrings {
+            slots: vec![empty; CACHE_SLOTS],
+            candidates: vec![(0, 0, usize::MAX); CACHE_SLOTS / 2],
         }
     }
 }
 
-/// The raw text of the key starting at `p` (after its opening quote) when it is plain and at
-/// most 15 bytes with its closing quote at `p + len`: (first 8 bytes, next 8,
-/// both zero-padded, len) and its cache slot. `None` for anything else, and near the end of the
-/// text (16 bytes are read).
+impl ShortStrings {
+    /// The entry for the text `words` describes ([`string_words`]).
+    #[inline]
+    fn find(&self, (head, tail, len, slot): Words) -> Option<&CachedString> {
+        self.slots[slot..slot + 2]
+            .iter()
+            .find(|s| s.head == head && s.tail == tail && usize::from(s.len) == len)
+    }
+
+    /// [`fill`](Self::fill) when `text` is the last string that missed this pair, else only
+    /// remember it: unique values (ids, addresses: about a third of the short values) would
+    /// otherwise each cost an entry and evict a repeated one.
+    #[inline]
+    fn fill_repeated(&mut self, words: Words, text: &str) {
+        let (head, tail, len, slot) = words;
+        let candidate = &mut self.candidates[slot / 2];
+        if *candidate == (head, tail, len) {
+            self.fill(words, text, None);
+        } else {
+            *candidate = (head, tail, len);
+        }
+    }
+
+    /// Cache `text`, which `words` describes (the older entry of the pair moves to the second
+    /// slot).
+    fn fill(&mut self, (head, tail, len, slot): Words, text: &str, tag: Option<usize>) {
+        let Some(encoded) = EncodedString::new(text).filter(|_| text.len() == len) else {
+            return;
+        };
+        self.slots.swap(slot, slot + 1);
+        self.slots[slot] = CachedString {
+            head,
+            tail,
+            len: len as u8,
+            tag: tag.map_or(u8::MAX, |t| t as u8),
+            encoded,
+        };
+    }
+}
+
+/// Keys and string values met before, by their raw text, so that a repeated one (events repeat
+/// the same few dozen keys and many short values) is recognised with two word comparisons and
+/// written as one fixed-size copy instead of being scanned, checked and copied again. Two-way
+/// tables, filled on every miss; keys and values apart, so that unique values (ids, addresses)
+/// evict only values. Kept between events by the caller of [`transcode_event`]. A hit writes
+/// exactly what a miss writes: the text is equal byte for byte and its next byte is the closing
+/// quote.
+#[derive(Debug, Default)]
+pub(crate) struct StringCache {
+    keys: ShortStrings,
+    values: ShortStrings,
+}
+
+/// What [`string_words`] reads: the first 8 bytes, the next 8 (both zero-padded past the
+/// string), the string's length, its cache slot.
+type Words = (u64, u64, usize, usize);
+
+/// The raw text of the string starting at `p` (after its opening quote) when it is plain (no
+/// escape, no control character) and at most 15 bytes with its closing quote at `p + len`.
+/// `None` for anything else, and near the end of the text (16 bytes are read).
 #[inline]
-fn key_words(b: &[u8], p: usize) -> Option<(u64, u64, usize, usize)> {
+fn string_words(b: &[u8], p: usize) -> Option<Words> {
     let w = b.get(p..p + 16)?;
     let mut word = [0u8; 8];
     word.copy_from_slice(&w[..8]);
@@ -448,7 +505,7 @@ fn key_words(b: &[u8], p: usize) -> Option<(u64, u64, usize, usize)> {
         return None;
     }
     let x = (head ^ tail.rotate_left(29) ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    Some((head, tail, len, (x >> 48) as usize & (KEY_SLOTS - 2)))
+    Some((head, tail, len, (x >> 48) as usize & (CACHE_SLOTS - 2)))
 }
 
 /// A mask of the lowest `n` bytes of a word (`n < 8`).
@@ -535,39 +592,42 @@ impl<'t> Fast<'t, '_> {
     /// [`tag_index`].
     #[inline]
     fn key(&mut self) -> Option<Option<usize>> {
-        let found = key_words(self.bytes, self.pos);
-        if let Some((head, tail, len, slot)) = found {
-            for s in &self.keys.slots[slot..slot + 2] {
-                if s.head == head && s.tail == tail && usize::from(s.len) == len {
-                    self.out.encoded_key(&s.encoded);
-                    self.pos += len + 1;
-                    return Some((s.tag != u8::MAX).then_some(usize::from(s.tag)));
-                }
-            }
+        let words = string_words(self.bytes, self.pos);
+        if let Some(hit) = words.and_then(|w| self.cache.keys.find(w)) {
+            self.out.encoded_key(&hit.encoded);
+            self.pos += usize::from(hit.len) + 1;
+            return Some((hit.tag != u8::MAX).then_some(usize::from(hit.tag)));
         }
-        self.key_missed(found)
+        self.key_missed(words)
     }
 
     /// [`key`](Self::key) when the cache did not have it: scanned, written and cached.
     #[inline(never)]
-    fn key_missed(&mut self, found: Option<(u64, u64, usize, usize)>) -> Option<Option<usize>> {
+    fn key_missed(&mut self, words: Option<Words>) -> Option<Option<usize>> {
         let key = self.string()?;
         self.out.key(&key);
         let tag = tag_index(&key);
-        if let Some((head, tail, len, slot)) = found {
-            // `found` described this key (its closing quote was at `len`): cache it.
-            if let Some(encoded) = EncodedKey::new(&key).filter(|_| key.len() == len) {
-                self.keys.slots.swap(slot, slot + 1);
-                self.keys.slots[slot] = KeySlot {
-                    head,
-                    tail,
-                    len: len as u8,
-                    tag: tag.map_or(u8::MAX, |t| t as u8),
-                    encoded,
-                };
-            }
+        if let Some(w) = words {
+            self.cache.keys.fill(w, &key, tag);
         }
         Some(tag)
+    }
+
+    /// A string value whose opening quote has been consumed, written to `out`.
+    #[inline]
+    fn string_value(&mut self) -> Option<()> {
+        let words = string_words(self.bytes, self.pos);
+        if let Some(hit) = words.and_then(|w| self.cache.values.find(w)) {
+            self.out.encoded_str(&hit.encoded);
+            self.pos += usize::from(hit.len) + 1;
+            return Some(());
+        }
+        let s = self.string()?;
+        self.out.str(&s);
+        if let Some(w) = words {
+            self.cache.values.fill_repeated(w, &s);
+        }
+        Some(())
     }
 
     /// The value of a top-level tag field: a string or an integer.
@@ -609,9 +669,7 @@ impl<'t> Fast<'t, '_> {
             b'[' => self.array(depth + 1),
             b'"' => {
                 self.pos += 1;
-                let s = self.string()?;
-                self.out.str(&s);
-                Some(())
+                self.string_value()
             }
             b't' => self.literal(b"true").map(|()| self.out.bool(true)),
             b'f' => self.literal(b"false").map(|()| self.out.bool(false)),
@@ -900,8 +958,8 @@ mod tests {
     use sereal::{ArrayEncoder, EncoderOptions};
 
     thread_local! {
-        /// One key cache for every text a test thread checks.
-        static SHARED_KEYS: std::cell::RefCell<KeyCache> = std::cell::RefCell::new(KeyCache::default());
+        /// One string cache for every text a test thread checks.
+        static SHARED_CACHE: std::cell::RefCell<StringCache> = std::cell::RefCell::new(StringCache::default());
     }
 
     /// The transcoder either declines or agrees with serde_json: its fragment encodes byte for
@@ -909,7 +967,7 @@ mod tests {
     /// covered), under both profiles' encoder settings; and it never accepts what serde_json
     /// refuses. Its tags are those of the value.
     fn check(text: &str, max_depth: usize) -> bool {
-        let transcode = |cache: &mut KeyCache| {
+        let transcode = |cache: &mut StringCache| {
             let mut w = FragmentWriter::new();
             transcode_event(text, &mut w, cache, max_depth).map(|tags| {
                 w.end();
@@ -918,10 +976,10 @@ mod tests {
         };
         // Cold, then warm (every cacheable key a hit), then through a cache that every checked
         // text shares (hits, misses and replaced slots of other texts' keys): all the same.
-        let mut cache = KeyCache::default();
+        let mut cache = StringCache::default();
         let got = transcode(&mut cache);
         let warm = transcode(&mut cache);
-        let shared = SHARED_KEYS.with(|c| transcode(&mut c.borrow_mut()));
+        let shared = SHARED_CACHE.with(|c| transcode(&mut c.borrow_mut()));
         for other in [&warm, &shared] {
             assert_eq!(format!("{got:?}"), format!("{other:?}"), "{text:?}");
             assert_eq!(
@@ -1078,7 +1136,7 @@ mod tests {
     fn transcoded_float(number: &str) -> Option<f64> {
         let text = format!(r#"{{"n":{number}}}"#);
         let mut w = FragmentWriter::new();
-        transcode_event(&text, &mut w, &mut KeyCache::default(), 8)?;
+        transcode_event(&text, &mut w, &mut StringCache::default(), 8)?;
         w.end();
         match w.finish().ok()?.to_value().ok()? {
             Value::Hash(mut entries) => match entries.pop()?.1 {
@@ -1095,12 +1153,33 @@ mod tests {
     #[test]
     fn decimal_floats_have_the_bits_str_parse_gives() {
         let mut cases: Vec<String> = [
-            "0.0", "-0.0", "0.1", "0.2", "0.3", "1.5", "105.57", "11.397", "3.315", "-2.5",
-            "9007199254740992.0", "9007199254740993.0", "9007199254740991.5", "900719925474099.3",
-            "0.9007199254740993", "1.7976931348623157", "4.9406564584124654", "2.2250738585072014",
-            "0.0000000000000000000001", "0.00000000000000000000001", "1234567890123456789.0",
-            "12345678901234567890.0", "1.0000000000000000000001", "0.1000000000000000055511",
-            "123456.7890123456789", "0.30000000000000004", "99999999999999999.9",
+            "0.0",
+            "-0.0",
+            "0.1",
+            "0.2",
+            "0.3",
+            "1.5",
+            "105.57",
+            "11.397",
+            "3.315",
+            "-2.5",
+            "9007199254740992.0",
+            "9007199254740993.0",
+            "9007199254740991.5",
+            "900719925474099.3",
+            "0.9007199254740993",
+            "1.7976931348623157",
+            "4.9406564584124654",
+            "2.2250738585072014",
+            "0.0000000000000000000001",
+            "0.00000000000000000000001",
+            "1234567890123456789.0",
+            "12345678901234567890.0",
+            "1.0000000000000000000001",
+            "0.1000000000000000055511",
+            "123456.7890123456789",
+            "0.30000000000000004",
+            "99999999999999999.9",
         ]
         .iter()
         .map(|s| s.to_string())
