@@ -593,10 +593,14 @@ impl<'t> Fast<'t, '_> {
     #[inline]
     fn key(&mut self) -> Option<Option<usize>> {
         let words = string_words(self.bytes, self.pos);
-        if let Some(hit) = words.and_then(|w| self.cache.keys.find(w)) {
-            self.out.encoded_key(&hit.encoded);
-            self.pos += usize::from(hit.len) + 1;
-            return Some((hit.tag != u8::MAX).then_some(usize::from(hit.tag)));
+        if let Some(w) = words {
+            if let Some(hit) = self.cache.keys.find(w) {
+                self.out.encoded_key(&hit.encoded);
+                // The length as read from the text, not from the entry: parsing goes on
+                // without waiting for the table's load.
+                self.pos += w.2 + 1;
+                return Some((hit.tag != u8::MAX).then_some(usize::from(hit.tag)));
+            }
         }
         self.key_missed(words)
     }
@@ -617,10 +621,12 @@ impl<'t> Fast<'t, '_> {
     #[inline]
     fn string_value(&mut self) -> Option<()> {
         let words = string_words(self.bytes, self.pos);
-        if let Some(hit) = words.and_then(|w| self.cache.values.find(w)) {
-            self.out.encoded_str(&hit.encoded);
-            self.pos += usize::from(hit.len) + 1;
-            return Some(());
+        if let Some(w) = words {
+            if let Some(hit) = self.cache.values.find(w) {
+                self.out.encoded_str(&hit.encoded);
+                self.pos += w.2 + 1;
+                return Some(());
+            }
         }
         let s = self.string()?;
         self.out.str(&s);
