@@ -314,8 +314,8 @@ pub struct Ingestor {
     cfg: IngestConfig,
     /// The fast path's output buffer, kept between events.
     writer: FragmentWriter,
-    /// The fast path's cache of short strings met (encoded ahead), kept between events.
-    strings: json::StringCache,
+    /// The fast path's cache of the keys met (encoded ahead), kept between events.
+    keys_met: json::KeyCache,
     interner: Interner,
     decoder: Decoder,
     keys: TagKeys,
@@ -397,7 +397,7 @@ impl Ingestor {
         };
         Ok(Ingestor {
             writer: FragmentWriter::new(),
-            strings: json::StringCache::default(),
+            keys_met: json::KeyCache::default(),
             decoder: Decoder::with_limits(limits),
             interner,
             keys,
@@ -604,7 +604,7 @@ impl Ingestor {
         let Some(tags) = json::transcode_event(
             text,
             &mut self.writer,
-            &mut self.strings,
+            &mut self.keys_met,
             self.cfg.max_depth,
         ) else {
             self.writer.clear();

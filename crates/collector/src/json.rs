@@ -17,7 +17,7 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
-use sereal::{EncodedString, FragmentWriter, Key, Value};
+use sereal::{EncodedKey, FragmentWriter, Key, Value};
 
 /// Interned keys beyond this many are forgotten (the map is cleared), so that hostile payloads
 /// full of random keys cannot grow it without bound. Already handed-out keys stay valid.
@@ -349,7 +349,7 @@ pub(crate) enum TagValue<'t> {
 pub(crate) fn transcode_event<'t>(
     text: &'t str,
     out: &mut FragmentWriter,
-    cache: &mut StringCache,
+    cache: &mut KeyCache,
     max_depth: usize,
 ) -> Option<Tags<'t>> {
     let mut fast = Fast {
@@ -372,86 +372,74 @@ struct Fast<'t, 'w> {
     bytes: &'t [u8],
     pos: usize,
     out: &'w mut FragmentWriter,
-    cache: &'w mut StringCache,
+    cache: &'w mut KeyCache,
     max_depth: usize,
 }
 
-/// Slots of each [`StringCache`] table (a power of two), in pairs: a string may be in either
-/// slot of its pair. 30 keys in 256 direct-mapped slots collided often enough to miss one key in
-/// five (every event repeats both keys of a colliding pair); three strings for one of 256 pairs
-/// are rare.
-const CACHE_SLOTS: usize = 512;
+/// Slots of the [`KeyCache`] (a power of two), in pairs: a key may be in either slot of its
+/// pair. 30 keys in 256 direct-mapped slots collided often enough to miss one key in five (every
+/// event repeats both keys of a colliding pair); three keys for one of 256 pairs are rare.
+const KEY_SLOTS: usize = 512;
 
-/// One cached string: its raw text as two little-endian words (zero-padded) and its length, its
+/// One cached key: its raw text as two little-endian words (zero-padded) and its length, its
 /// tag index and its encoding.
 #[derive(Clone, Debug)]
-struct CachedString {
+struct CachedKey {
     head: u64,
     tail: u64,
-    /// `u8::MAX` for an empty slot (no cached string is that long).
+    /// `u8::MAX` for an empty slot (no cached key is that long).
     len: u8,
-    /// [`tag_index`] of a key, or `u8::MAX`.
+    /// [`tag_index`] of the key, or `u8::MAX`.
     tag: u8,
-    encoded: EncodedString,
+    encoded: EncodedKey,
 }
 
-/// Short plain strings met before, by their raw text.
+/// Keys met before, by their raw text, so that a repeated key (events repeat the same few dozen)
+/// is recognised with two word comparisons and written as one fixed-size copy instead of being
+/// scanned, checked and copied again: two-way, filled on every miss. Kept between events by the
+/// caller of [`transcode_event`]. A hit writes exactly what a miss writes: the key's text is
+/// equal byte for byte and its next byte is the closing quote.
+///
+/// Short string values were cached the same way (on their second miss in a row, so that unique
+/// ids and addresses did not evict the repeated ones): 4.5 hits per event, −0.24 k instructions
+/// per event, but no CPU time saved (`perf`), so not kept.
 #[derive(Debug)]
-struct ShortStrings {
-    slots: Vec<CachedString>,
-    /// Per pair of slots, the last string that missed it and was not cached (its head, tail and
-    /// length), when strings are cached only when they miss twice in a row: see
-    /// [`ShortStrings::fill_repeated`].
-    candidates: Vec<(u64, u64, usize)>,
+pub(crate) struct KeyCache {
+    slots: Vec<CachedKey>,
 }
 
-impl Default for ShortStrings {
-    fn default() -> ShortStrings {
-        let empty = CachedString {
+impl Default for KeyCache {
+    fn default() -> KeyCache {
+        let empty = CachedKey {
             head: 0,
             tail: 0,
             len: u8::MAX,
             tag: u8::MAX,
-            encoded: EncodedString::new("").expect("the empty string fits"),
+            encoded: EncodedKey::new("").expect("the empty key fits"),
         };
-        ShortStrings {
-            slots: vec![empty; CACHE_SLOTS],
-            candidates: vec![(0, 0, usize::MAX); CACHE_SLOTS / 2],
+        KeyCache {
+            slots: vec![empty; KEY_SLOTS],
         }
     }
 }
 
-impl ShortStrings {
-    /// The entry for the text `words` describes ([`string_words`]).
+impl KeyCache {
+    /// The entry for the key `words` describes ([`key_words`]).
     #[inline]
-    fn find(&self, (head, tail, len, slot): Words) -> Option<&CachedString> {
+    fn find(&self, (head, tail, len, slot): Words) -> Option<&CachedKey> {
         self.slots[slot..slot + 2]
             .iter()
             .find(|s| s.head == head && s.tail == tail && usize::from(s.len) == len)
     }
 
-    /// [`fill`](Self::fill) when `text` is the last string that missed this pair, else only
-    /// remember it: unique values (ids, addresses: about a third of the short values) would
-    /// otherwise each cost an entry and evict a repeated one.
-    #[inline]
-    fn fill_repeated(&mut self, words: Words, text: &str) {
-        let (head, tail, len, slot) = words;
-        let candidate = &mut self.candidates[slot / 2];
-        if *candidate == (head, tail, len) {
-            self.fill(words, text, None);
-        } else {
-            *candidate = (head, tail, len);
-        }
-    }
-
-    /// Cache `text`, which `words` describes (the older entry of the pair moves to the second
+    /// Cache `key`, which `words` describes (the older entry of the pair moves to the second
     /// slot).
-    fn fill(&mut self, (head, tail, len, slot): Words, text: &str, tag: Option<usize>) {
-        let Some(encoded) = EncodedString::new(text).filter(|_| text.len() == len) else {
+    fn fill(&mut self, (head, tail, len, slot): Words, key: &str, tag: Option<usize>) {
+        let Some(encoded) = EncodedKey::new(key).filter(|_| key.len() == len) else {
             return;
         };
         self.slots.swap(slot, slot + 1);
-        self.slots[slot] = CachedString {
+        self.slots[slot] = CachedKey {
             head,
             tail,
             len: len as u8,
@@ -461,28 +449,15 @@ impl ShortStrings {
     }
 }
 
-/// Keys and string values met before, by their raw text, so that a repeated one (events repeat
-/// the same few dozen keys and many short values) is recognised with two word comparisons and
-/// written as one fixed-size copy instead of being scanned, checked and copied again. Two-way
-/// tables, filled on every miss; keys and values apart, so that unique values (ids, addresses)
-/// evict only values. Kept between events by the caller of [`transcode_event`]. A hit writes
-/// exactly what a miss writes: the text is equal byte for byte and its next byte is the closing
-/// quote.
-#[derive(Debug, Default)]
-pub(crate) struct StringCache {
-    keys: ShortStrings,
-    values: ShortStrings,
-}
-
-/// What [`string_words`] reads: the first 8 bytes, the next 8 (both zero-padded past the
-/// string), the string's length, its cache slot.
+/// What [`key_words`] reads: the first 8 bytes, the next 8 (both zero-padded past the key),
+/// the key's length, its cache slot.
 type Words = (u64, u64, usize, usize);
 
-/// The raw text of the string starting at `p` (after its opening quote) when it is plain (no
+/// The raw text of the key starting at `p` (after its opening quote) when it is plain (no
 /// escape, no control character) and at most 15 bytes with its closing quote at `p + len`.
 /// `None` for anything else, and near the end of the text (16 bytes are read).
 #[inline]
-fn string_words(b: &[u8], p: usize) -> Option<Words> {
+fn key_words(b: &[u8], p: usize) -> Option<Words> {
     let w = b.get(p..p + 16)?;
     let mut word = [0u8; 8];
     word.copy_from_slice(&w[..8]);
@@ -505,7 +480,7 @@ fn string_words(b: &[u8], p: usize) -> Option<Words> {
         return None;
     }
     let x = (head ^ tail.rotate_left(29) ^ len as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    Some((head, tail, len, (x >> 48) as usize & (CACHE_SLOTS - 2)))
+    Some((head, tail, len, (x >> 48) as usize & (KEY_SLOTS - 2)))
 }
 
 /// A mask of the lowest `n` bytes of a word (`n < 8`).
@@ -592,9 +567,9 @@ impl<'t> Fast<'t, '_> {
     /// [`tag_index`].
     #[inline]
     fn key(&mut self) -> Option<Option<usize>> {
-        let words = string_words(self.bytes, self.pos);
+        let words = key_words(self.bytes, self.pos);
         if let Some(w) = words {
-            if let Some(hit) = self.cache.keys.find(w) {
+            if let Some(hit) = self.cache.find(w) {
                 self.out.encoded_key(&hit.encoded);
                 // The length as read from the text, not from the entry: parsing goes on
                 // without waiting for the table's load.
@@ -612,28 +587,9 @@ impl<'t> Fast<'t, '_> {
         self.out.key(&key);
         let tag = tag_index(&key);
         if let Some(w) = words {
-            self.cache.keys.fill(w, &key, tag);
+            self.cache.fill(w, &key, tag);
         }
         Some(tag)
-    }
-
-    /// A string value whose opening quote has been consumed, written to `out`.
-    #[inline]
-    fn string_value(&mut self) -> Option<()> {
-        let words = string_words(self.bytes, self.pos);
-        if let Some(w) = words {
-            if let Some(hit) = self.cache.values.find(w) {
-                self.out.encoded_str(&hit.encoded);
-                self.pos += w.2 + 1;
-                return Some(());
-            }
-        }
-        let s = self.string()?;
-        self.out.str(&s);
-        if let Some(w) = words {
-            self.cache.values.fill_repeated(w, &s);
-        }
-        Some(())
     }
 
     /// The value of a top-level tag field: a string or an integer.
@@ -675,7 +631,9 @@ impl<'t> Fast<'t, '_> {
             b'[' => self.array(depth + 1),
             b'"' => {
                 self.pos += 1;
-                self.string_value()
+                let s = self.string()?;
+                self.out.str(&s);
+                Some(())
             }
             b't' => self.literal(b"true").map(|()| self.out.bool(true)),
             b'f' => self.literal(b"false").map(|()| self.out.bool(false)),
@@ -964,8 +922,8 @@ mod tests {
     use sereal::{ArrayEncoder, EncoderOptions};
 
     thread_local! {
-        /// One string cache for every text a test thread checks.
-        static SHARED_CACHE: std::cell::RefCell<StringCache> = std::cell::RefCell::new(StringCache::default());
+        /// One key cache for every text a test thread checks.
+        static SHARED_KEYS: std::cell::RefCell<KeyCache> = std::cell::RefCell::new(KeyCache::default());
     }
 
     /// The transcoder either declines or agrees with serde_json: its fragment encodes byte for
@@ -973,7 +931,7 @@ mod tests {
     /// covered), under both profiles' encoder settings; and it never accepts what serde_json
     /// refuses. Its tags are those of the value.
     fn check(text: &str, max_depth: usize) -> bool {
-        let transcode = |cache: &mut StringCache| {
+        let transcode = |cache: &mut KeyCache| {
             let mut w = FragmentWriter::new();
             transcode_event(text, &mut w, cache, max_depth).map(|tags| {
                 w.end();
@@ -982,10 +940,10 @@ mod tests {
         };
         // Cold, then warm (every cacheable key a hit), then through a cache that every checked
         // text shares (hits, misses and replaced slots of other texts' keys): all the same.
-        let mut cache = StringCache::default();
+        let mut cache = KeyCache::default();
         let got = transcode(&mut cache);
         let warm = transcode(&mut cache);
-        let shared = SHARED_CACHE.with(|c| transcode(&mut c.borrow_mut()));
+        let shared = SHARED_KEYS.with(|c| transcode(&mut c.borrow_mut()));
         for other in [&warm, &shared] {
             assert_eq!(format!("{got:?}"), format!("{other:?}"), "{text:?}");
             assert_eq!(
@@ -1142,7 +1100,7 @@ mod tests {
     fn transcoded_float(number: &str) -> Option<f64> {
         let text = format!(r#"{{"n":{number}}}"#);
         let mut w = FragmentWriter::new();
-        transcode_event(&text, &mut w, &mut StringCache::default(), 8)?;
+        transcode_event(&text, &mut w, &mut KeyCache::default(), 8)?;
         w.end();
         match w.finish().ok()?.to_value().ok()? {
             Value::Hash(mut entries) => match entries.pop()?.1 {

@@ -79,28 +79,27 @@ impl Fragment {
     }
 }
 
-/// Longest string (in bytes) an [`EncodedString`] holds.
-pub const ENCODED_STRING_MAX: usize = 30;
+/// Longest key (in bytes) an [`EncodedKey`] holds.
+pub const ENCODED_KEY_MAX: usize = 30;
 
-/// A string encoded ahead (its string tag and bytes, as [`FragmentWriter::key`] and
-/// [`FragmentWriter::str`] write them), for [`FragmentWriter::encoded_key`] and
-/// [`FragmentWriter::encoded_str`]; padded to a fixed size so that writing it is a constant-size
-/// copy.
+/// A hash key encoded ahead (its string tag and bytes, as [`FragmentWriter::key`] writes them),
+/// for [`FragmentWriter::encoded_key`]; padded to a fixed size so that writing it is a
+/// constant-size copy.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncodedString {
-    bytes: [u8; ENCODED_STRING_MAX + 2],
+pub struct EncodedKey {
+    bytes: [u8; ENCODED_KEY_MAX + 2],
     len: u8,
 }
 
-impl EncodedString {
-    /// `s` encoded, or `None` when it is longer than [`ENCODED_STRING_MAX`] bytes.
-    pub fn new(s: &str) -> Option<EncodedString> {
-        if s.len() > ENCODED_STRING_MAX {
+impl EncodedKey {
+    /// The key `s` encoded, or `None` when it is longer than [`ENCODED_KEY_MAX`] bytes.
+    pub fn new(s: &str) -> Option<EncodedKey> {
+        if s.len() > ENCODED_KEY_MAX {
             return None;
         }
-        // `write_raw_string`'s forms for strings this short, without a vector (caches fill
-        // these on misses); `encoded_strings_are_written_strings` holds them equal.
-        let mut bytes = [0u8; ENCODED_STRING_MAX + 2];
+        // `write_raw_string`'s forms for strings this short, without a vector (a cache fills
+        // these on misses); `encoded_keys_are_written_keys` holds them equal.
+        let mut bytes = [0u8; ENCODED_KEY_MAX + 2];
         let header = if s.is_ascii() {
             bytes[0] = SHORT_BINARY_0 | s.len() as u8;
             1
@@ -110,7 +109,7 @@ impl EncodedString {
             2
         };
         bytes[header..header + s.len()].copy_from_slice(s.as_bytes());
-        Some(EncodedString {
+        Some(EncodedKey {
             bytes,
             len: (header + s.len()) as u8,
         })
@@ -236,34 +235,20 @@ impl FragmentWriter {
         write_raw_string(&mut self.body, s.as_bytes(), !s.is_ascii());
     }
 
-    /// A hash key encoded ahead by [`EncodedString::new`]: the same bytes and mark as
+    /// A hash key encoded ahead by [`EncodedKey::new`]: the same bytes and mark as
     /// [`key`](Self::key) of the same text, with a fixed-size copy instead of a length check,
     /// an ASCII check and a `memcpy` (events repeat the same keys).
     #[inline]
-    pub fn encoded_key(&mut self, k: &EncodedString) {
+    pub fn encoded_key(&mut self, k: &EncodedKey) {
         match self.open.last_mut() {
             Some(o) if o.hash && o.keys == o.values => o.keys += 1,
             _ => self.misuse = true,
         }
         self.mark(MARK_KEY);
-        self.put_encoded(k);
-    }
-
-    /// A string value encoded ahead by [`EncodedString::new`]: the same bytes and mark as
-    /// [`str`](Self::str) of the same text, written as [`encoded_key`](Self::encoded_key) is.
-    #[inline]
-    pub fn encoded_str(&mut self, s: &EncodedString) {
-        self.counted();
-        self.mark(MARK_STR);
-        self.put_encoded(s);
-    }
-
-    #[inline]
-    fn put_encoded(&mut self, e: &EncodedString) {
         let at = self.body.len();
-        // All of `e.bytes` (a constant size: two vector stores), then the padding cut off.
-        self.body.extend_from_slice(&e.bytes);
-        self.body.truncate(at + usize::from(e.len));
+        // All of `k.bytes` (a constant size: two vector stores), then the padding cut off.
+        self.body.extend_from_slice(&k.bytes);
+        self.body.truncate(at + usize::from(k.len));
     }
 
     /// Open a hash: then `key`, value, `key`, value, …, [`end`](Self::end).
