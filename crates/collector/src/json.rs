@@ -10,6 +10,14 @@
 //! document order), except that duplicate keys are kept as they appear; a fragment encodes
 //! byte for byte as that value does (tested below).
 //!
+//! Two shortcuts of the fast path change no byte (tests below):
+//! - Keys met before are found in a [`KeyCache`] by their raw text (up to 15 bytes, no escape)
+//!   and written from their encoding ([`sereal::EncodedKey`]); the caller keeps the cache
+//!   between events, and a cache in any state gives the same fragment as a fresh one.
+//! - A decimal without an exponent whose digits fit 2^53 and whose fraction has at most 22
+//!   digits is one division of two exact doubles ([`decimal_f64`]): the correctly rounded
+//!   value, the bits `str::parse` gives; anything else is parsed by `str::parse` as before.
+//!
 //! [`Fragment`]: sereal::Fragment
 
 use std::borrow::Cow;
