@@ -405,8 +405,9 @@ struct CachedKey {
 /// Keys met before, by their raw text, so that a repeated key (events repeat the same few dozen)
 /// is recognised with two word comparisons and written as one fixed-size copy instead of being
 /// scanned, checked and copied again: two-way, filled on every miss. Kept between events by the
-/// caller of [`transcode_event`]. A hit writes exactly what a miss writes: the key's text is
-/// equal byte for byte and its next byte is the closing quote.
+/// caller of [`transcode_event`] (28 KB, fixed: unknown keys only replace entries). A hit
+/// writes exactly what a miss writes: the key's text is equal byte for byte and its next byte
+/// is the closing quote.
 ///
 /// Short string values were cached the same way (on their second miss in a row, so that unique
 /// ids and addresses did not evict the repeated ones): 4.5 hits per event, −0.24 k instructions

@@ -16,6 +16,9 @@
 //! - [`FragmentWriter`] checks its own use: containers closed in order, as many keys as values
 //!   in a hash, exactly one top-level value; [`FragmentWriter::finish`] refuses anything else
 //!   (and fragments of 1 GiB or more), so a `Fragment` always holds a well-formed value.
+//! - An [`EncodedKey`] (a key of up to [`ENCODED_KEY_MAX`] bytes encoded ahead) is written by
+//!   [`FragmentWriter::encoded_key`] with the very bytes and mark [`FragmentWriter::key`] writes
+//!   for its text, for callers that meet the same keys again and again.
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::header;
