@@ -314,6 +314,8 @@ pub struct Ingestor {
     cfg: IngestConfig,
     /// The fast path's output buffer, kept between events.
     writer: FragmentWriter,
+    /// The fast path's cache of the keys met (encoded ahead), kept between events.
+    keys_met: json::KeyCache,
     interner: Interner,
     decoder: Decoder,
     keys: TagKeys,
@@ -395,6 +397,7 @@ impl Ingestor {
         };
         Ok(Ingestor {
             writer: FragmentWriter::new(),
+            keys_met: json::KeyCache::default(),
             decoder: Decoder::with_limits(limits),
             interner,
             keys,
@@ -598,7 +601,12 @@ impl Ingestor {
     /// [`json::transcode_event`]) or a tag is wrong — and then nothing was recorded: the
     /// authoritative path (value tree, [`Ingestor::tag`]) decides, drop reason included.
     fn json_fast(&mut self, sink: &mut Sink, text: &str) -> bool {
-        let Some(tags) = json::transcode_event(text, &mut self.writer, self.cfg.max_depth) else {
+        let Some(tags) = json::transcode_event(
+            text,
+            &mut self.writer,
+            &mut self.keys_met,
+            self.cfg.max_depth,
+        ) else {
             self.writer.clear();
             return false;
         };

@@ -16,6 +16,9 @@
 //! - [`FragmentWriter`] checks its own use: containers closed in order, as many keys as values
 //!   in a hash, exactly one top-level value; [`FragmentWriter::finish`] refuses anything else
 //!   (and fragments of 1 GiB or more), so a `Fragment` always holds a well-formed value.
+//! - An [`EncodedKey`] (a key of up to [`ENCODED_KEY_MAX`] bytes encoded ahead) is written by
+//!   [`FragmentWriter::encoded_key`] with the very bytes and mark [`FragmentWriter::key`] writes
+//!   for its text, for callers that meet the same keys again and again.
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::header;
@@ -185,6 +188,43 @@ impl FragmentList {
     }
 }
 
+/// Longest key (in bytes) an [`EncodedKey`] holds.
+pub const ENCODED_KEY_MAX: usize = 30;
+
+/// A hash key encoded ahead (its string tag and bytes, as [`FragmentWriter::key`] writes them),
+/// for [`FragmentWriter::encoded_key`]; padded to a fixed size so that writing it is a
+/// constant-size copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncodedKey {
+    bytes: [u8; ENCODED_KEY_MAX + 2],
+    len: u8,
+}
+
+impl EncodedKey {
+    /// The key `s` encoded, or `None` when it is longer than [`ENCODED_KEY_MAX`] bytes.
+    pub fn new(s: &str) -> Option<EncodedKey> {
+        if s.len() > ENCODED_KEY_MAX {
+            return None;
+        }
+        // `write_raw_string`'s forms for strings this short, without a vector (a cache fills
+        // these on misses); `encoded_keys_are_written_keys` holds them equal.
+        let mut bytes = [0u8; ENCODED_KEY_MAX + 2];
+        let header = if s.is_ascii() {
+            bytes[0] = SHORT_BINARY_0 | s.len() as u8;
+            1
+        } else {
+            bytes[0] = STR_UTF8;
+            bytes[1] = s.len() as u8; // a one-byte varint: under 128
+            2
+        };
+        bytes[header..header + s.len()].copy_from_slice(s.as_bytes());
+        Some(EncodedKey {
+            bytes,
+            len: (header + s.len()) as u8,
+        })
+    }
+}
+
 /// An open container of a [`FragmentWriter`].
 #[derive(Debug)]
 struct Open {
@@ -302,6 +342,22 @@ impl FragmentWriter {
         }
         self.mark(MARK_KEY);
         write_raw_string(&mut self.body, s.as_bytes(), !s.is_ascii());
+    }
+
+    /// A hash key encoded ahead by [`EncodedKey::new`]: the same bytes and mark as
+    /// [`key`](Self::key) of the same text, with a fixed-size copy instead of a length check,
+    /// an ASCII check and a `memcpy` (events repeat the same keys).
+    #[inline]
+    pub fn encoded_key(&mut self, k: &EncodedKey) {
+        match self.open.last_mut() {
+            Some(o) if o.hash && o.keys == o.values => o.keys += 1,
+            _ => self.misuse = true,
+        }
+        self.mark(MARK_KEY);
+        let at = self.body.len();
+        // All of `k.bytes` (a constant size: two vector stores), then the padding cut off.
+        self.body.extend_from_slice(&k.bytes);
+        self.body.truncate(at + usize::from(k.len));
     }
 
     /// Open a hash: then `key`, value, `key`, value, …, [`end`](Self::end).

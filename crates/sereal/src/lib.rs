@@ -42,7 +42,9 @@ pub mod varint;
 pub use compress::Compression;
 pub use de::{from_slice, Decoder, Document, Limits};
 pub use error::{Category, Error, Result};
-pub use fragment::{Fragment, FragmentList, FragmentRef, FragmentWriter};
+pub use fragment::{
+    EncodedKey, Fragment, FragmentList, FragmentRef, FragmentWriter, ENCODED_KEY_MAX,
+};
 pub use lazy::{LazyDoc, Path};
 pub use ser::{to_vec, ArrayEncoder, Encoder, EncoderOptions};
 pub use split::{split, SplitOptions};

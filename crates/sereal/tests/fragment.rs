@@ -1,8 +1,12 @@
 //! Fragments (`FragmentWriter` → `ArrayEncoder::push_fragment`) give a document the same bytes as
 //! pushing the value itself, mixed with pushed values in any order, for every option set; a
-//! refused fragment leaves no trace; a misused writer yields no fragment.
+//! refused fragment leaves no trace; a misused writer yields no fragment; keys encoded ahead
+//! write as their text does.
 
-use sereal::{ArrayEncoder, Compression, Encoder, EncoderOptions, FragmentWriter, Key, Value};
+use sereal::{
+    ArrayEncoder, Compression, EncodedKey, Encoder, EncoderOptions, FragmentWriter, Key, Value,
+    ENCODED_KEY_MAX,
+};
 
 /// `v` through the writer (JSON-expressible values only).
 fn write(w: &mut FragmentWriter, v: &Value) {
@@ -205,4 +209,43 @@ fn misuse_yields_no_fragment() {
         sereal::json::to_json_value(&f.to_value().unwrap()),
         serde_json::json!({"k": "v"})
     );
+}
+
+/// A key written from its [`EncodedKey`] gives the very fragment (bytes and marks) that writing
+/// its text gives: ASCII and UTF-8, every length an `EncodedKey` holds, in the event hash and in
+/// a nested one; longer texts are refused.
+#[test]
+fn encoded_keys_are_written_keys() {
+    for len in 0..=ENCODED_KEY_MAX + 2 {
+        let ascii: String = (0..len)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let utf8: String = "é".repeat(len / 2) + &"x".repeat(len % 2);
+        for text in [ascii, utf8] {
+            assert_eq!(text.len(), len);
+            let Some(encoded) = EncodedKey::new(&text) else {
+                assert!(len > ENCODED_KEY_MAX, "{text:?} refused");
+                continue;
+            };
+            assert!(len <= ENCODED_KEY_MAX, "{text:?} taken");
+            let (mut plain, mut fast) = (FragmentWriter::new(), FragmentWriter::new());
+            plain.begin_hash();
+            plain.key(&text);
+            plain.begin_hash();
+            plain.key(&text);
+            fast.begin_hash();
+            fast.encoded_key(&encoded);
+            fast.begin_hash();
+            fast.encoded_key(&encoded);
+            for w in [&mut plain, &mut fast] {
+                w.str(&text);
+                w.end();
+                w.key("next");
+                w.int(1);
+                w.end();
+            }
+            let (plain, fast) = (plain.finish().unwrap(), fast.finish().unwrap());
+            assert_eq!(plain, fast, "{text:?}");
+        }
+    }
 }
