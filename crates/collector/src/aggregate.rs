@@ -77,6 +77,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -293,6 +294,10 @@ const SPARE_ENCODERS: usize = 64;
 /// Largest buffers an encoder may hold to be kept as a spare.
 const MAX_SPARE_BYTES: usize = 4 << 20;
 
+/// Streams whose last count [`Aggregator`] remembers (the map is cleared past it: a guess is
+/// only a guess).
+const MAX_REMEMBERED_COUNTS: usize = 4096;
+
 /// The open groups, found by borrowed tags ([`GroupKeyRef`]).
 type OpenGroups = hashbrown::HashMap<GroupKey, Group, rustc_hash::FxBuildHasher>;
 
@@ -430,6 +435,10 @@ pub struct Aggregator {
     builder: BlobBuilder,
     /// Encoders of closed groups, ready for new ones.
     spare: Vec<ArrayEncoder>,
+    /// Events of each (dc, type, subtype)'s last closed second: a new group's encoder reserves
+    /// the array header for as many (`ArrayEncoder::expect_len`). Forgotten past
+    /// [`MAX_REMEMBERED_COUNTS`] streams.
+    last_counts: FxHashMap<(String, String, String), usize>,
     /// The finished (compressed) document of the group being closed, kept between groups so
     /// that a steady flush allocates only each blob's exact bytes, not a growing buffer for
     /// every group (see `close_group`).
@@ -504,6 +513,7 @@ impl Aggregator {
             store,
             builder,
             spare: vec![first],
+            last_counts: FxHashMap::default(),
             doc_scratch: Vec::new(),
             open: OpenGroups::default(),
             open_events: 0,
@@ -677,15 +687,21 @@ impl Aggregator {
                     .last_key_value()
                     .is_some_and(|(last, _)| last.0 >= key.0)
                     && self.next_chunk.contains_key(&key.to_owned()));
-            let (spare, builder) = (&mut self.spare, &self.builder);
+            let (spare, builder, last_counts) = (&mut self.spare, &self.builder, &self.last_counts);
             // Looked up by the borrowed tags: they are copied only for a new group.
             let group = self.open.entry_ref(&key).or_insert_with(|| {
-                let doc = match spare.pop() {
+                let mut doc = match spare.pop() {
                     Some(doc) => doc,
                     // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
                     None => ArrayEncoder::new(builder.encoder_options().clone())
                         .expect("options checked in new"),
                 };
+                // A stream's seconds are alike: past 16,383 events a right guess spares moving
+                // the whole document at its flush (a big group's encoder is not kept as a spare).
+                let tags = (e.dc.to_string(), e.type_.to_string(), e.subtype.to_string());
+                if let Some(&n) = last_counts.get(&tags) {
+                    doc.expect_len(n);
+                }
                 Group::new(doc)
             });
             let before = group.doc.memory_bytes();
@@ -787,6 +803,11 @@ impl Aggregator {
             bytes: _,
         } = group;
         let total = events as u64;
+        if self.last_counts.len() >= MAX_REMEMBERED_COUNTS {
+            self.last_counts.clear();
+        }
+        self.last_counts
+            .insert((key.1.clone(), key.2.clone(), key.3.clone()), doc.len());
         let what = || format!("building {}", group_name(&key));
         if let Some(err) = error {
             report.errors.push(AggregateError::Blob {

@@ -203,3 +203,35 @@ fn a_reused_encoder_guesses_each_header_from_the_last() {
         }
     }
 }
+
+/// `expect_len` with a right or a wrong guess, before the first element or (ignored) after it:
+/// the same bytes as one-shot encoding.
+#[test]
+fn an_expected_length_right_or_wrong_changes_no_byte() {
+    let all = events(16_500, 5);
+    for opts in option_sets() {
+        let mut arr = ArrayEncoder::new(opts.clone()).unwrap();
+        for (n, guess) in [
+            (16_500, 16_500),
+            (16_500, 10),
+            (10, 16_500),
+            (200, 200),
+            (0, 16_384),
+            (17, 15),
+            (16_384, 16_383),
+        ] {
+            let items = &all[..n];
+            let want = sereal::to_vec(&Value::Array(items.to_vec()), &opts).unwrap();
+            arr.expect_len(guess);
+            for (i, e) in items.iter().enumerate() {
+                arr.push(e).unwrap();
+                if i == 0 {
+                    arr.expect_len(1); // too late: ignored
+                }
+            }
+            let mut got = Vec::new();
+            arr.finish_into(&mut got).unwrap();
+            assert!(got == want, "{n} elements, guessed {guess}, {opts:?}");
+        }
+    }
+}
