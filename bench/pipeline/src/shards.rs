@@ -5,7 +5,9 @@
 //! second is flushed as it would be live):
 //!
 //! - `shards`: acknowledged events/s with `--pipeline-threads 1` and `2` (1,000 events per POST,
-//!   8 connections), and events per CPU-second of the server process.
+//!   8 connections, a 2 GiB memory budget), and events per CPU-second of the server process;
+//!   then the same payloads handed to the pipeline in-process (`Server::ingester`), with no
+//!   HTTP and no wrk on the cores.
 //! - `http`: p50 / p99 of `POST /v1/events` (100 events per POST) at 1, 4 and 16 connections on
 //!   the default settings (pipeline threads = cores), beside the same with one pipeline thread
 //!   (what the unsharded pipeline did: every flush held every acknowledgement).
@@ -28,6 +30,12 @@ function done(summary, latency, requests)
     summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
 end
 "#;
+
+/// The memory budget of the pipeline-threads rows. Open seconds take ~350 bytes per event
+/// (their encoders' tables): near 1 M events/s the default 512 MiB holds less than the open
+/// second, the grace and one flush, and a fifth of the POSTs got 503. These rows measure
+/// throughput, not the budget.
+const BUDGET: u64 = 2 << 30;
 
 /// What one wrk run measured.
 struct WrkRun {
@@ -210,7 +218,8 @@ pub(crate) fn row_shards(_args: &Args, tmp: &Path, out: &mut String) -> Result<(
     const PER_POST: usize = 1000;
     const CONNS: usize = 8;
     out.push_str(&format!(
-        "\n## Pipeline threads (issue 12): acknowledged HTTP ingest into `sluice serve`, {PER_POST} events per POST, {CONNS} connections, {RUN_SECS} s (wrk)\n\n"
+        "\n## Pipeline threads (issue 12): acknowledged HTTP ingest into `sluice serve`, {PER_POST} events per POST, {CONNS} connections, {RUN_SECS} s (wrk), `--max-pending-bytes` {} GiB\n\n",
+        BUDGET >> 30
     ));
     if !wrk_available() {
         out.push_str("n/a: wrk is not installed (`make bench-pipeline` installs it)\n");
@@ -222,7 +231,12 @@ pub(crate) fn row_shards(_args: &Args, tmp: &Path, out: &mut String) -> Result<(
     for threads in [1usize, 2] {
         let serve = Serve::start(
             &tmp.join(format!("shards-{threads}")),
-            &["--pipeline-threads", &threads.to_string()],
+            &[
+                "--pipeline-threads",
+                &threads.to_string(),
+                "--max-pending-bytes",
+                &BUDGET.to_string(),
+            ],
         )?;
         wrk(&serve, tmp, &body, CONNS, 2)?;
         let r = wrk(&serve, tmp, &body, CONNS, RUN_SECS)?;
@@ -257,10 +271,6 @@ fn row_shards_in_process(
     conns: usize,
     out: &mut String,
 ) -> Result<()> {
-    // Open seconds take ~350 bytes per event (their encoders' tables): the default 512 MiB holds
-    // ~1.5 s of events at 1 M events/s, less than the open second plus the grace. The row
-    // measures throughput, not the budget.
-    const BUDGET: u64 = 2 << 30;
     out.push_str(&format!(
         "\n### The pipeline alone: the same payloads handed in-process (`Server::ingester`, no HTTP, no wrk), {conns} at a time, {RUN_SECS} s, `max_pending_bytes` {} GiB\n\n",
         BUDGET >> 30
