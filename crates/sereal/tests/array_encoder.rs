@@ -109,6 +109,29 @@ fn option_sets() -> Vec<EncoderOptions> {
     ]
 }
 
+/// `items` pushed one by one into `arr` and finished: asserts the document is `want`.
+fn streamed(
+    arr: &mut ArrayEncoder,
+    items: &[Value],
+    want: &[u8],
+    opts: &EncoderOptions,
+) -> Vec<u8> {
+    for e in items {
+        arr.push(e).unwrap();
+    }
+    assert_eq!(arr.len(), items.len());
+    let mut got = Vec::new();
+    arr.finish_into(&mut got).unwrap();
+    assert!(
+        got == want,
+        "{} elements with {opts:?}: {} vs {} bytes",
+        items.len(),
+        got.len(),
+        want.len()
+    );
+    got
+}
+
 #[test]
 fn same_bytes_as_one_shot() {
     let all = events(16_500, 7);
@@ -120,18 +143,7 @@ fn same_bytes_as_one_shot() {
         ] {
             let items = &all[..n];
             let want = one.encode(&Value::Array(items.to_vec())).unwrap();
-            for e in items {
-                arr.push(e).unwrap();
-            }
-            assert_eq!(arr.len(), n);
-            let mut got = Vec::new();
-            arr.finish_into(&mut got).unwrap();
-            assert!(
-                got == want,
-                "{n} elements with {opts:?}: {} vs {} bytes",
-                got.len(),
-                want.len()
-            );
+            let got = streamed(&mut arr, items, &want, &opts);
             assert!(sereal::from_slice(&got).is_ok());
         }
     }
@@ -189,17 +201,7 @@ fn a_reused_encoder_guesses_each_header_from_the_last() {
         ] {
             let items = &all[..n];
             let want = sereal::to_vec(&Value::Array(items.to_vec()), &opts).unwrap();
-            for e in items {
-                arr.push(e).unwrap();
-            }
-            let mut got = Vec::new();
-            arr.finish_into(&mut got).unwrap();
-            assert!(
-                got == want,
-                "{n} elements with {opts:?}: {} vs {} bytes",
-                got.len(),
-                want.len()
-            );
+            streamed(&mut arr, items, &want, &opts);
         }
     }
 }
