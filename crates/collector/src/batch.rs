@@ -4,8 +4,8 @@
 //! another thread, they are freed there, and allocators pay for freeing a block on a thread other
 //! than the one that allocated it (mimalloc: an atomic push on the page's remote list, collected
 //! and refilled later by the owner, with the cache misses of memory last written by the other
-//! core). With two pipeline shards that cost a two-shard server 12 % of its CPU, as much as
-//! everything else sharding adds (docs/decisions.md, "Two shards, one buffer per routed batch").
+//! core). With two pipeline shards that cost a two-shard server 12 % of its CPU, most of what
+//! sharding added per event (docs/decisions.md, "Two shards, one buffer per routed batch").
 //!
 //! Contract:
 //! - An [`EventBatch`] keeps its events in order, each with its epoch, its group's tags and its
