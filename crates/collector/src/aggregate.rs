@@ -92,6 +92,7 @@ use sluice_store::{
 use crate::batch::{BodyRef, EventBatch, EventRef};
 use crate::ingest::ParsedEvent;
 use crate::note::DoneNote;
+use crate::spares::Spares;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
 
@@ -117,6 +118,10 @@ pub struct AggregatorConfig {
     /// Spill pending batches to disk while the store fails (see the [module docs](self)).
     /// `None` (default): pending batches are only kept in memory.
     pub spool: Option<SpoolConfig>,
+    /// Bytes the encoders of closed groups bigger than 4 MiB may hold, kept for the next
+    /// second's groups (default 128 MiB; see `crate::spares`). Memory beside what
+    /// [`Aggregator::pending_bytes`] counts.
+    pub max_spare_bytes: u64,
 }
 
 impl Default for AggregatorConfig {
@@ -127,6 +132,7 @@ impl Default for AggregatorConfig {
             blob: BlobOptions::default(),
             forget_after_secs: 3600,
             spool: None,
+            max_spare_bytes: 128 << 20,
         }
     }
 }
@@ -288,11 +294,16 @@ impl FlushReport {
 /// (epoch, dc, type, subtype)
 pub use crate::note::GroupKey;
 
-/// Spare encoders kept from closed groups (their buffers and tables are reused).
-const SPARE_ENCODERS: usize = 64;
+/// Largest buffer the finished document's scratch space may keep between groups.
+const MAX_SCRATCH_BYTES: usize = 4 << 20;
 
-/// Largest buffers an encoder may hold to be kept as a spare.
-const MAX_SPARE_BYTES: usize = 4 << 20;
+/// What a stream's last closed second held.
+#[derive(Debug, Clone, Copy)]
+struct LastSecond {
+    events: usize,
+    /// Its encoder's `memory_bytes()`.
+    bytes: usize,
+}
 
 /// Streams whose last count [`Aggregator`] remembers (the map is cleared past it: a guess is
 /// only a guess).
@@ -434,11 +445,11 @@ pub struct Aggregator {
     store: Arc<dyn Store>,
     builder: BlobBuilder,
     /// Encoders of closed groups, ready for new ones.
-    spare: Vec<ArrayEncoder>,
-    /// Events of each (dc, type, subtype)'s last closed second: a new group's encoder reserves
-    /// the array header for as many (`ArrayEncoder::expect_len`). Forgotten past
-    /// [`MAX_REMEMBERED_COUNTS`] streams.
-    last_counts: FxHashMap<(String, String, String), usize>,
+    spare: Spares,
+    /// Events and encoder bytes of each (dc, type, subtype)'s last closed second: a new
+    /// group's encoder reserves the array header for as many (`ArrayEncoder::expect_len`), and
+    /// is the spare that holds as many bytes. Forgotten past [`MAX_REMEMBERED_COUNTS`] streams.
+    last_counts: FxHashMap<(String, String, String), LastSecond>,
     /// The finished (compressed) document of the group being closed, kept between groups so
     /// that a steady flush allocates only each blob's exact bytes, not a growing buffer for
     /// every group (see `close_group`).
@@ -480,6 +491,8 @@ impl fmt::Debug for Aggregator {
             .field("cfg", &self.cfg)
             .field("open_groups", &self.open.len())
             .field("open_events", &self.open_events)
+            .field("spare_encoders", &self.spare.len())
+            .field("spare_big_bytes", &self.spare.big_bytes())
             .field("pending_batches", &self.outbox.len())
             .field("watermark", &self.watermark)
             .field("spool", &self.spool)
@@ -508,11 +521,13 @@ impl Aggregator {
         // Batches left in the spool by an earlier run hold no WAL sequence numbers: their done
         // notes keep the WAL replay from adding them again.
         let pending_seqs = BTreeMap::new();
+        let mut spare = Spares::new(cfg.max_spare_bytes);
+        spare.keep(first);
         Ok(Aggregator {
             cfg,
             store,
             builder,
-            spare: vec![first],
+            spare,
             last_counts: FxHashMap::default(),
             doc_scratch: Vec::new(),
             open: OpenGroups::default(),
@@ -690,17 +705,19 @@ impl Aggregator {
             let (spare, builder, last_counts) = (&mut self.spare, &self.builder, &self.last_counts);
             // Looked up by the borrowed tags: they are copied only for a new group.
             let group = self.open.entry_ref(&key).or_insert_with(|| {
-                let mut doc = match spare.pop() {
+                // A stream's seconds are alike: its encoder comes back with the capacity it
+                // needs, and past 16,383 events a right guess spares moving the whole document
+                // at its flush.
+                let tags = (e.dc.to_string(), e.type_.to_string(), e.subtype.to_string());
+                let last = last_counts.get(&tags);
+                let mut doc = match spare.take(last.map(|l| l.bytes)) {
                     Some(doc) => doc,
                     // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
                     None => ArrayEncoder::new(builder.encoder_options().clone())
                         .expect("options checked in new"),
                 };
-                // A stream's seconds are alike: past 16,383 events a right guess spares moving
-                // the whole document at its flush (a big group's encoder is not kept as a spare).
-                let tags = (e.dc.to_string(), e.type_.to_string(), e.subtype.to_string());
-                if let Some(&n) = last_counts.get(&tags) {
-                    doc.expect_len(n);
+                if let Some(l) = last {
+                    doc.expect_len(l.events);
                 }
                 Group::new(doc)
             });
@@ -722,6 +739,7 @@ impl Aggregator {
     /// Flushes every group whose grace period has passed (`epoch + grace_secs < now`), and
     /// retries batches left by earlier store errors.
     pub fn flush_due(&mut self, now: i64) -> FlushReport {
+        self.spare.expire();
         let grace = i64::try_from(self.cfg.grace_secs).unwrap_or(i64::MAX);
         let cutoff = now.saturating_sub(grace).saturating_sub(1);
         self.watermark = Some(self.watermark.map_or(cutoff, |w| w.max(cutoff)));
@@ -806,8 +824,13 @@ impl Aggregator {
         if self.last_counts.len() >= MAX_REMEMBERED_COUNTS {
             self.last_counts.clear();
         }
-        self.last_counts
-            .insert((key.1.clone(), key.2.clone(), key.3.clone()), doc.len());
+        self.last_counts.insert(
+            (key.1.clone(), key.2.clone(), key.3.clone()),
+            LastSecond {
+                events: doc.len(),
+                bytes: doc.memory_bytes(),
+            },
+        );
         let what = || format!("building {}", group_name(&key));
         if let Some(err) = error {
             report.errors.push(AggregateError::Blob {
@@ -838,7 +861,7 @@ impl Aggregator {
                 }
             };
             // A burst's huge document is not kept for the quiet seconds after it.
-            if bytes.capacity() <= MAX_SPARE_BYTES {
+            if bytes.capacity() <= MAX_SCRATCH_BYTES {
                 self.doc_scratch = bytes;
             }
             result
@@ -847,10 +870,7 @@ impl Aggregator {
         // were kept.
         let late_stored = late.min(stored_events);
         doc.clear();
-        // A burst's huge buffers are not kept for the quiet seconds after it.
-        if self.spare.len() < SPARE_ENCODERS && doc.retained_bytes() <= MAX_SPARE_BYTES {
-            self.spare.push(doc);
-        }
+        self.spare.keep(doc);
         let mut chunks = Vec::with_capacity(blobs.len());
         let mut n = start.unwrap_or(0);
         for blob in blobs {

@@ -37,6 +37,7 @@ pub mod ingest;
 mod json;
 pub mod note;
 pub mod replay;
+mod spares;
 pub mod spool;
 pub mod wal;
 

@@ -275,6 +275,8 @@ async fn run_with(
             spool.dir = pipeline::shards::spool_dir(&spool_base, i);
             spool.max_bytes = (spool.max_bytes / shard_count as u64).max(1);
         }
+        // Kept encoders are memory beside the budget: half of it at most, over all shards.
+        agg_cfg.max_spare_bytes = config.max_pending_bytes / 2 / shard_count as u64;
         aggregators.push(
             Aggregator::new(agg_cfg, store.clone()).map_err(|e| Error::Config(e.to_string()))?,
         );
@@ -380,6 +382,11 @@ async fn run_with(
         pipe_threads.push(t);
     }
     let tx = pipeline::PipelineTx::new(txs, shards);
+    // Acknowledgements wait for the WAL on a thread of their own.
+    let acks = Arc::new(
+        pipeline::AckWaiter::start(wal.clone())
+            .map_err(|e| Error::Io(format!("starting the acks thread: {e}")))?,
+    );
 
     let ticker = {
         let tx = tx.clone();
@@ -406,7 +413,7 @@ async fn run_with(
     let tcp_task = sockets.tcp.map(|listener| {
         let server = tcp::TcpServer {
             tx: tx.clone(),
-            wal: wal.clone(),
+            acks: acks.clone(),
             metrics: metrics.clone(),
             max_message: config.max_body_bytes,
             idle_timeout: Duration::from_secs(config.tcp_idle_timeout_secs),
@@ -456,7 +463,7 @@ async fn run_with(
     if let Some(ready) = ready {
         let _ = ready.send(Ingester {
             tx: tx.clone(),
-            wal: wal.clone(),
+            acks: acks.clone(),
             metrics: metrics.clone(),
         });
     }
@@ -467,7 +474,7 @@ async fn run_with(
                 store,
                 metrics: metrics.clone(),
                 timeout: Duration::from_secs(config.request_timeout_secs),
-                wal,
+                acks: acks.clone(),
                 dc: config.dc.clone(),
                 stop: stop_rx.clone(),
                 tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
@@ -490,6 +497,11 @@ async fn run_with(
 
     if let Some(t) = tcp_task {
         let _ = t.await;
+    }
+    // No listener is left to wait for an acknowledgement (an `Ingester` still held fails).
+    {
+        let acks = acks.clone();
+        let _ = tokio::task::spawn_blocking(move || acks.stop()).await;
     }
     udp_stop.store(true, Ordering::Relaxed);
     if let Some(t) = udp_thread {
@@ -621,7 +633,7 @@ pub struct Server {
 #[derive(Clone)]
 pub struct Ingester {
     tx: pipeline::PipelineTx,
-    wal: Arc<sluice_collector::wal::Wal>,
+    acks: Arc<pipeline::AckWaiter>,
     metrics: metrics::SharedMetrics,
 }
 
@@ -639,7 +651,7 @@ impl Ingester {
     /// (`max_body_bytes`, `max_event_bytes`, `max_events`, the memory budget).
     pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, String> {
         let rx = pipeline::submit(&self.tx, "inproc", payload).await?;
-        pipeline::durable(rx, &self.wal, &self.metrics).await
+        pipeline::durable(rx, &self.acks, &self.metrics).await
     }
 }
 

@@ -27,10 +27,12 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::metrics::{as_gauge, IngestCounters, SharedMetrics};
 
+pub(crate) mod acks;
 mod drops;
 pub(crate) mod exactly_once;
 pub mod shards;
 
+pub(crate) use acks::AckWaiter;
 pub use shards::PipelineTx;
 use shards::{Routed, Shards};
 
@@ -615,7 +617,7 @@ pub(crate) async fn submit(
 /// (pipeline stopping, WAL error).
 pub(crate) async fn durable(
     rx: oneshot::Receiver<IngestSummary>,
-    wal: &Arc<Wal>,
+    acks: &AckWaiter,
     metrics: &SharedMetrics,
 ) -> Result<IngestSummary, String> {
     let summary = rx
@@ -626,13 +628,7 @@ pub(crate) async fn durable(
     }
     if let Some(seq) = summary.wal_seq {
         let start = Instant::now();
-        if wal.durable_seq() < seq {
-            let wal = wal.clone();
-            tokio::task::spawn_blocking(move || wal.wait_durable(seq))
-                .await
-                .map_err(|e| e.to_string())?
-                .map_err(|e| e.to_string())?;
-        }
+        acks.wait(seq).await?;
         metrics
             .ingest_durable_seconds
             .observe(start.elapsed().as_secs_f64());

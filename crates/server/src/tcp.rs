@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::pipeline::AckWaiter;
 use axum::body::Bytes;
-use sluice_collector::wal::Wal;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -32,7 +32,7 @@ const MAX_IN_FLIGHT: usize = 256;
 /// Settings and handles of the TCP listener.
 pub(crate) struct TcpServer {
     pub tx: crate::pipeline::PipelineTx,
-    pub wal: Arc<Wal>,
+    pub acks: Arc<AckWaiter>,
     pub metrics: SharedMetrics,
     pub max_message: usize,
     pub idle_timeout: Duration,
@@ -112,7 +112,7 @@ impl TcpServer {
         let writer = tokio::spawn(write_acks(
             wr,
             arx,
-            (self.wal.clone(), self.metrics.clone()),
+            (self.acks.clone(), self.metrics.clone()),
             self.read_timeout,
             state.clone(),
         ));
@@ -312,7 +312,7 @@ pub(crate) fn ack_line(s: &IngestSummary) -> String {
 async fn write_acks(
     wr: OwnedWriteHalf,
     mut arx: mpsc::Receiver<Ack>,
-    (wal, metrics): (Arc<Wal>, crate::metrics::SharedMetrics),
+    (acks, metrics): (Arc<AckWaiter>, crate::metrics::SharedMetrics),
     write_timeout: Duration,
     state: Arc<ConnState>,
 ) {
@@ -320,7 +320,7 @@ async fn write_acks(
     while let Some(ack) = arx.recv().await {
         let mut line = match ack {
             Ack::Line(l) => l,
-            Ack::Pending(rx) => match crate::pipeline::durable(rx, &wal, &metrics).await {
+            Ack::Pending(rx) => match crate::pipeline::durable(rx, &acks, &metrics).await {
                 Ok(s) => ack_line(&s),
                 Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
             },

@@ -43,7 +43,7 @@ pub(crate) async fn post_events(State(st): State<AppState>, body: Bytes) -> Resp
         Ok(rx) => rx,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
     };
-    match crate::pipeline::durable(rx, &st.wal, &st.metrics).await {
+    match crate::pipeline::durable(rx, &st.acks, &st.metrics).await {
         Ok(summary) => ingest_response(&summary),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }

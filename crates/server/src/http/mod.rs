@@ -47,7 +47,7 @@ pub(crate) struct AppState {
     pub store: Arc<dyn Store>,
     pub metrics: SharedMetrics,
     pub timeout: Duration,
-    pub wal: Arc<sluice_collector::wal::Wal>,
+    pub acks: Arc<crate::pipeline::AckWaiter>,
     /// The configured dc (`/v1/counts` probes it for epochs that have counts but no index).
     pub dc: String,
     /// Set when the server shuts down (tail streams end with a `shutdown` event).

@@ -141,14 +141,25 @@ pub(crate) struct ShardStatus {
     pub flushing: AtomicBool,
 }
 
+/// WAL records in flight between shards, and appends under way (see [`Shards::append`]).
+#[derive(Default)]
+struct InFlight {
+    /// Record seq → shards still to add its events.
+    records: BTreeMap<u64, usize>,
+    /// Appends under way: a number at or below their record's → how many.
+    reserved: BTreeMap<u64, usize>,
+    /// The highest record registered.
+    last: u64,
+}
+
 /// State shared by the shards.
 pub(crate) struct Shards {
     pub status: Vec<ShardStatus>,
     /// Each shard's channel for [`Routed`] events.
     pub routes: Vec<mpsc::UnboundedSender<Routed>>,
-    /// WAL records appended whose events are not yet in (and published by) every shard they
-    /// go to: seq → shards still to add them.
-    in_flight: Mutex<BTreeMap<u64, usize>>,
+    /// WAL records whose events are not yet in (and published by) every shard they go to,
+    /// and appends under way.
+    in_flight: Mutex<InFlight>,
     /// Bytes and events of [`Routed`] events sent and not yet added.
     pub routed_bytes: AtomicU64,
     pub routed_events: AtomicU64,
@@ -180,7 +191,7 @@ impl Shards {
                 })
                 .collect(),
             routes,
-            in_flight: Mutex::new(BTreeMap::new()),
+            in_flight: Mutex::new(InFlight::default()),
             routed_bytes: AtomicU64::new(0),
             routed_events: AtomicU64::new(0),
             admitting: AtomicU64::new(0),
@@ -197,12 +208,16 @@ impl Shards {
         self.routes.len()
     }
 
-    fn in_flight(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
+    fn in_flight(&self) -> MutexGuard<'_, InFlight> {
         self.in_flight.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Appends `payload` to `wal` and registers the record as in flight to `shards` shards, in
-    /// one step (so that no checkpoint sees the record appended but not registered).
+    /// Appends `payload` to `wal` and registers the record as in flight to `shards` shards. No
+    /// checkpoint sees the record appended but not registered: before the append a reservation
+    /// holds the floor at a number the record's cannot be below (one past the last registered:
+    /// the log numbers records in order). The lock is not held during the append itself — a
+    /// payload's write took it for as long as the copy into the page cache, and the other
+    /// shards' releases waited behind it.
     pub fn append(
         &self,
         wal: &Wal,
@@ -210,19 +225,33 @@ impl Shards {
         now: i64,
         shards: usize,
     ) -> sluice_collector::wal::Result<u64> {
+        let reserved = {
+            let mut t = self.in_flight();
+            let at = t.last + 1;
+            *t.reserved.entry(at).or_insert(0) += 1;
+            at
+        };
+        let appended = wal.append(payload, now);
         let mut t = self.in_flight();
-        let seq = wal.append(payload, now)?;
-        t.insert(seq, shards);
+        if let Some(n) = t.reserved.get_mut(&reserved) {
+            *n -= 1;
+            if *n == 0 {
+                t.reserved.remove(&reserved);
+            }
+        }
+        let seq = appended?;
+        t.records.insert(seq, shards);
+        t.last = t.last.max(seq);
         Ok(seq)
     }
 
     /// One shard added (and published) its events of record `seq`.
     pub fn release(&self, seq: u64) {
         let mut t = self.in_flight();
-        if let Some(left) = t.get_mut(&seq) {
+        if let Some(left) = t.records.get_mut(&seq) {
             *left -= 1;
             if *left == 0 {
-                t.remove(&seq);
+                t.records.remove(&seq);
             }
         }
     }
@@ -233,10 +262,13 @@ impl Shards {
     pub fn checkpoint_floor(&self, wal: &Wal) -> u64 {
         let floor = {
             let t = self.in_flight();
-            t.keys()
-                .next()
-                .copied()
-                .unwrap_or_else(|| wal.last_seq() + 1)
+            let first = |m: &BTreeMap<u64, usize>| m.keys().next().copied();
+            match (first(&t.records), first(&t.reserved)) {
+                (Some(a), Some(b)) => a.min(b),
+                (Some(a), None) | (None, Some(a)) => a,
+                // Nothing under way: every record appended so far (done notes too) may go.
+                (None, None) => wal.last_seq() + 1,
+            }
         };
         self.status
             .iter()
@@ -521,6 +553,57 @@ mod tests {
         assert!(!shards.try_flush(1));
         shards.flushed(0);
         assert!(shards.try_flush(1));
+        drop(wal);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Appends run without the lock: while one is under way, no checkpoint floor may pass its
+    /// record (floors only grow past a record once it is released).
+    #[test]
+    fn no_floor_passes_a_record_being_appended() {
+        use std::sync::atomic::AtomicBool;
+        let dir = std::env::temp_dir().join(format!("sluice-shards-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (wal, _) = Wal::open(&dir, Default::default()).unwrap();
+        let wal = Arc::new(wal);
+        let (a, _ra) = mpsc::unbounded_channel();
+        let (b, _rb) = mpsc::unbounded_channel();
+        let shards = Arc::new(Shards::new(vec![a, b]));
+        let highest_floor = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let checker = {
+            let (shards, wal, highest, stop) = (
+                shards.clone(),
+                wal.clone(),
+                highest_floor.clone(),
+                stop.clone(),
+            );
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    highest.fetch_max(shards.checkpoint_floor(&wal), Ordering::SeqCst);
+                }
+            })
+        };
+        let appenders: Vec<_> = (0..2)
+            .map(|_| {
+                let (shards, wal, highest) = (shards.clone(), wal.clone(), highest_floor.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..2000 {
+                        let seq = shards.append(&wal, b"{\"type\":\"T\"}", 1, 1).unwrap();
+                        // Every floor computed so far (before this record was released).
+                        let floor = highest.load(Ordering::SeqCst);
+                        assert!(floor <= seq, "floor {floor} passed record {seq} in flight");
+                        shards.release(seq);
+                    }
+                })
+            })
+            .collect();
+        for t in appenders {
+            t.join().unwrap();
+        }
+        stop.store(true, Ordering::SeqCst);
+        checker.join().unwrap();
+        assert_eq!(shards.checkpoint_floor(&wal), wal.last_seq() + 1);
         drop(wal);
         std::fs::remove_dir_all(&dir).unwrap();
     }

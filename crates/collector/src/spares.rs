@@ -1,0 +1,134 @@
+//! Encoders kept from closed groups for the next second's groups.
+//!
+//! A group's encoder holds its body and de-duplication tables; at a high rate one second of
+//! one stream is a big one (~150 MB for 500 k of the bench's events). Freed at the flush and
+//! allocated again a moment later by the same stream's next second, that memory went back to
+//! the OS and was faulted in — zeroed by the kernel — once more, and every doubling of the
+//! growing body copied it again: with two pipeline threads near 1 M events/s, the kernel's
+//! `clear_page_erms` alone took 13.8 % of the process's CPU (`docs/decisions.md`, "Spare
+//! encoders by size"). Kept here, the stream's next group takes its encoder back with the
+//! capacity it needs.
+//!
+//! The rules, all in this file:
+//! - small encoders (at most [`SMALL_BYTES`] held) are kept up to [`MAX_SPARES`] in all, for as
+//!   long as they wait;
+//! - bigger ones are kept while the big spares' total stays within the aggregator's
+//!   `max_spare_bytes`, and dropped once unused for [`MAX_IDLE`]: a burst's buffers do not stay
+//!   for the quiet seconds after it;
+//! - a new group takes the smallest spare that holds as much as its stream's last second did
+//!   (the largest if none does; the smallest for a stream not seen yet).
+//!
+//! Spares are memory outside the pending-bytes budget; the server gives each shard's
+//! aggregator a share of it (`max_pending_bytes` / 2 over all shards).
+
+use std::time::{Duration, Instant};
+
+use sereal::ArrayEncoder;
+
+/// Spare encoders kept at most.
+pub const MAX_SPARES: usize = 64;
+
+/// An encoder holding at most this many bytes is "small": kept without counting against the
+/// big spares' budget, and without expiring.
+pub const SMALL_BYTES: usize = 4 << 20;
+
+/// A big spare not taken within this long is dropped (its memory returned).
+pub const MAX_IDLE: Duration = Duration::from_secs(2);
+
+/// One kept encoder.
+struct Spare {
+    doc: ArrayEncoder,
+    /// Its `memory_bytes()` when kept.
+    bytes: usize,
+    kept_at: Instant,
+}
+
+/// The kept encoders of an aggregator (see the [module docs](self)).
+pub(crate) struct Spares {
+    kept: Vec<Spare>,
+    /// Sum of the big spares' bytes.
+    big_bytes: u64,
+    /// Budget of the big spares.
+    max_big_bytes: u64,
+}
+
+impl Spares {
+    /// Keeps big spares up to `max_big_bytes` in all.
+    pub fn new(max_big_bytes: u64) -> Spares {
+        Spares {
+            kept: Vec::new(),
+            big_bytes: 0,
+            max_big_bytes,
+        }
+    }
+
+    /// A spare for a group whose stream held `want` bytes last second (`None`: unknown).
+    pub fn take(&mut self, want: Option<usize>) -> Option<ArrayEncoder> {
+        let smallest = |s: &[Spare]| {
+            s.iter()
+                .enumerate()
+                .min_by_key(|(_, s)| s.bytes)
+                .map(|(i, _)| i)
+        };
+        let at = match want {
+            None => smallest(&self.kept),
+            Some(want) => self
+                .kept
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.bytes >= want)
+                .min_by_key(|(_, s)| s.bytes)
+                .or_else(|| self.kept.iter().enumerate().max_by_key(|(_, s)| s.bytes))
+                .map(|(i, _)| i),
+        }?;
+        let spare = self.kept.swap_remove(at);
+        if spare.bytes > SMALL_BYTES {
+            self.big_bytes -= spare.bytes as u64;
+        }
+        Some(spare.doc)
+    }
+
+    /// Keeps `doc` (cleared) if the rules allow; otherwise it is dropped.
+    pub fn keep(&mut self, doc: ArrayEncoder) {
+        if self.kept.len() >= MAX_SPARES {
+            return;
+        }
+        let bytes = doc.memory_bytes();
+        if bytes > SMALL_BYTES {
+            if self.big_bytes + bytes as u64 > self.max_big_bytes {
+                return;
+            }
+            self.big_bytes += bytes as u64;
+        }
+        self.kept.push(Spare {
+            doc,
+            bytes,
+            kept_at: Instant::now(),
+        });
+    }
+
+    /// Drops the big spares unused for [`MAX_IDLE`].
+    pub fn expire(&mut self) {
+        if self.big_bytes == 0 {
+            return;
+        }
+        let big_bytes = &mut self.big_bytes;
+        self.kept.retain(|s| {
+            let stale = s.bytes > SMALL_BYTES && s.kept_at.elapsed() > MAX_IDLE;
+            if stale {
+                *big_bytes -= s.bytes as u64;
+            }
+            !stale
+        });
+    }
+
+    /// Bytes held by the big spares.
+    pub fn big_bytes(&self) -> u64 {
+        self.big_bytes
+    }
+
+    /// How many encoders are kept.
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+}
