@@ -599,6 +599,12 @@ impl Aggregator {
                 .sum::<u64>()
     }
 
+    /// Bytes held by kept encoders bigger than 4 MiB, waiting for the next second's groups
+    /// (memory beside [`pending_bytes`](Self::pending_bytes), at most `max_spare_bytes`).
+    pub fn spare_bytes(&self) -> u64 {
+        self.spare.big_bytes()
+    }
+
     /// Bytes held in memory for pending events: what open groups' events added to their
     /// encoders (body and de-duplication tables, by capacity) plus the blobs of batches not yet
     /// fully written. A caller bounds memory by

@@ -109,12 +109,18 @@ impl Spares {
 
     /// Drops the big spares unused for [`MAX_IDLE`].
     pub fn expire(&mut self) {
+        self.expire_at(Instant::now());
+    }
+
+    /// [`expire`](Self::expire) as of `now`.
+    fn expire_at(&mut self, now: Instant) {
         if self.big_bytes == 0 {
             return;
         }
         let big_bytes = &mut self.big_bytes;
         self.kept.retain(|s| {
-            let stale = s.bytes > SMALL_BYTES && s.kept_at.elapsed() > MAX_IDLE;
+            let stale =
+                s.bytes > SMALL_BYTES && now.saturating_duration_since(s.kept_at) > MAX_IDLE;
             if stale {
                 *big_bytes -= s.bytes as u64;
             }
@@ -130,5 +136,71 @@ impl Spares {
     /// How many encoders are kept.
     pub fn len(&self) -> usize {
         self.kept.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sereal::{EncoderOptions, Value};
+
+    /// A cleared encoder that held `events` elements of ~200 bytes.
+    fn used(events: usize) -> ArrayEncoder {
+        let mut doc = ArrayEncoder::new(EncoderOptions::default()).unwrap();
+        for i in 0..events {
+            // Unique strings: de-duplication would keep the body small.
+            let text = Value::String(format!("{i:0200}"));
+            doc.push(&Value::Array(vec![Value::Int(i as i64), text]))
+                .unwrap();
+        }
+        doc.clear();
+        doc
+    }
+
+    #[test]
+    fn a_stream_gets_the_spare_that_holds_its_last_second() {
+        let mut spares = Spares::new(1 << 30);
+        let (small, big) = (used(10), used(40_000));
+        let (small_bytes, big_bytes) = (small.memory_bytes(), big.memory_bytes());
+        assert!(small_bytes <= SMALL_BYTES && big_bytes > SMALL_BYTES);
+        spares.keep(big);
+        spares.keep(small);
+        assert_eq!(spares.big_bytes(), big_bytes as u64);
+        // Unknown stream: the smallest; a big stream: the one that holds as much.
+        assert_eq!(spares.take(None).unwrap().memory_bytes(), small_bytes);
+        spares.keep(used(10));
+        assert_eq!(
+            spares.take(Some(big_bytes)).unwrap().memory_bytes(),
+            big_bytes
+        );
+        assert_eq!(spares.big_bytes(), 0);
+        // None holds as much: the largest there is.
+        spares.keep(used(1000));
+        assert!(spares.take(Some(big_bytes)).unwrap().memory_bytes() > small_bytes);
+        assert_eq!(spares.take(Some(1)).unwrap().memory_bytes(), small_bytes);
+        assert!(spares.take(None).is_none());
+    }
+
+    #[test]
+    fn big_spares_stay_within_their_budget_and_expire_unused() {
+        let big = used(40_000);
+        let bytes = big.memory_bytes() as u64;
+        let mut spares = Spares::new(bytes + bytes / 2);
+        spares.keep(big);
+        spares.keep(used(40_000));
+        assert_eq!(
+            (spares.len(), spares.big_bytes()),
+            (1, bytes),
+            "over the budget: dropped"
+        );
+        for _ in 0..MAX_SPARES + 5 {
+            spares.keep(used(1));
+        }
+        assert_eq!(spares.len(), MAX_SPARES);
+        // Small spares wait for as long as it takes; big ones for MAX_IDLE.
+        spares.expire_at(Instant::now());
+        assert_eq!(spares.big_bytes(), bytes);
+        spares.expire_at(Instant::now() + MAX_IDLE + Duration::from_millis(1));
+        assert_eq!((spares.len(), spares.big_bytes()), (MAX_SPARES - 1, 0));
     }
 }

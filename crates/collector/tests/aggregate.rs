@@ -629,3 +629,60 @@ fn reused_buffers_leak_nothing_into_the_next_second() {
         }
     }
 }
+
+#[test]
+fn a_big_streams_encoder_is_kept_and_its_next_second_stored_as_by_a_fresh_one() {
+    // One stream big enough that its encoder passes 4 MiB: kept (within `max_spare_bytes`) for
+    // the stream's next second, whose blob must be byte for byte a fresh aggregator's.
+    let gen = |seed: u64, count: usize, second: i64| {
+        let mut cfg = GenConfig::web(seed, count);
+        cfg.dcs = vec!["ams1".into()];
+        cfg.subtypes.web = vec!["www".into()];
+        cfg.epoch_start = E0 + second;
+        cfg.events_per_second = count as u32;
+        ingest_generated(&cfg)
+    };
+    // (Two payloads: one would pass the 8 MiB payload limit.)
+    let big_second = || [gen(21, 10_000, 0), gen(23, 10_000, 0)].concat();
+    let (big, next) = (big_second(), gen(22, 3_000, 1));
+    let blob = BlobOptions::default();
+
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let mut reused = agg(store, None, blob.clone());
+    assert_eq!(reused.spare_bytes(), 0);
+    reused.add(big, E0);
+    ok(reused.flush_due(E0 + 2));
+    let kept = reused.spare_bytes();
+    assert!(
+        kept > 4 << 20,
+        "the big encoder was not kept ({kept} bytes)"
+    );
+    reused.add(next.clone(), E0 + 2);
+    assert_eq!(
+        reused.spare_bytes(),
+        0,
+        "the stream's next second took it back"
+    );
+    let second = stored_blobs(&ok(reused.flush_due(E0 + 3)));
+    assert_eq!(reused.spare_bytes(), kept, "and gave it back");
+
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let mut fresh = agg(store, None, blob);
+    fresh.add(next, E0 + 2);
+    let want = stored_blobs(&ok(fresh.flush_due(E0 + 3)));
+    assert!(!want.is_empty());
+    assert_eq!(second, want, "the reused encoder changed the stored bytes");
+
+    // A budget below the encoder: nothing big is kept.
+    let store: Arc<dyn Store> = Arc::new(InMemoryStore::new());
+    let cfg = AggregatorConfig {
+        grace_secs: 0,
+        blob: BlobOptions::default(),
+        max_spare_bytes: 1 << 20,
+        ..AggregatorConfig::default()
+    };
+    let mut small_budget = Aggregator::new(cfg, store).unwrap();
+    small_budget.add(big_second(), E0);
+    ok(small_budget.flush_due(E0 + 2));
+    assert_eq!(small_budget.spare_bytes(), 0);
+}

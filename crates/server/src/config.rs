@@ -195,8 +195,9 @@ pub struct ServerConfig {
     /// the same backpressure as for a full spool: acknowledged payloads get 503 / a TCP `error`
     /// (not logged, the sender retries), UDP events are shed (counted). A payload is checked
     /// before it is taken, so the budget may be exceeded by one payload (its events and the
-    /// buffer growth they cause). RSS stays within about 2–3× the budget above the idle
-    /// process (`tests/memory.rs`).
+    /// buffer growth they cause). Encoders of closed seconds kept for the next ones take up to
+    /// half the budget more (`sluice_spare_encoder_bytes`). RSS stays within about 2–3× the
+    /// budget above the idle process (`tests/memory.rs`).
     pub max_pending_bytes: u64,
     /// Free-space reserve, bytes (default 64 MiB): while a disk holding the data, WAL or spool
     /// directory has less free, acknowledged ingest is refused (503 / TCP `error unavailable`),

@@ -108,6 +108,8 @@ pub struct Metrics {
     pub spool_events: IntGauge,
     /// Batches written to neither store nor spool yet, in memory.
     pub memory_batches: IntGauge,
+    /// Bytes of big encoders kept for the next second's groups (beside `pending_bytes`).
+    pub spare_encoder_bytes: IntGauge,
     /// The spool's bound (`spool_max_bytes`).
     pub spool_max_bytes: IntGauge,
     /// 1 while backpressure is on: acknowledged payloads get 503, UDP is shed.
@@ -224,6 +226,7 @@ impl Metrics {
             spool_bytes: reg(&r, gauge("sluice_spool_bytes", "Bytes of batches waiting in the spool.")),
             spool_events: reg(&r, gauge("sluice_spool_events", "Events in batches waiting in the spool.")),
             memory_batches: reg(&r, gauge("sluice_memory_batches", "Closed batches held in memory, not yet stored or spooled.")),
+            spare_encoder_bytes: reg(&r, gauge("sluice_spare_encoder_bytes", "Bytes of big encoders of closed groups kept for the next second's groups (beside sluice_pending_bytes; at most half of max_pending_bytes).")),
             spool_max_bytes: reg(&r, gauge("sluice_spool_max_bytes", "Spool bound; beyond it the server applies backpressure.")),
             backpressure: reg(&r, gauge("sluice_backpressure", "1 while the spool is full or pending events exceed max_pending_bytes: acknowledged payloads get 503, UDP events are shed.")),
             payloads_shed: reg(&r, counter("sluice_payloads_shed_total", "Acknowledged payloads refused under backpressure (the sender retries).")),

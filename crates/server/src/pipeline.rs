@@ -558,6 +558,7 @@ impl Pipeline {
         set(&st.spooled_bytes, a.spooled_bytes());
         set(&st.spooled_events, a.spooled_events());
         set(&st.memory_batches, a.memory_batches() as u64);
+        set(&st.spare_bytes, a.spare_bytes());
         st.backpressured
             .store(a.is_backpressured(), Ordering::Relaxed);
     }

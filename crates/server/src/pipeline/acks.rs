@@ -181,3 +181,87 @@ fn sync_loop(inner: &Inner) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_collector::wal::{FsyncPolicy, WalConfig};
+    use std::time::Duration;
+
+    fn wal(name: &str) -> (Arc<Wal>, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("sluice-acks-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = WalConfig {
+            // The background fsync never comes first: only the acks thread makes records durable.
+            fsync: FsyncPolicy::Batch {
+                max_delay: Duration::from_secs(3600),
+            },
+            ..WalConfig::default()
+        };
+        let (wal, _) = Wal::open(&dir, cfg).unwrap();
+        (Arc::new(wal), dir)
+    }
+
+    #[test]
+    fn every_waiter_returns_once_its_record_is_durable() {
+        let (wal, dir) = wal("durable");
+        let acks = Arc::new(AckWaiter::start(wal.clone()).unwrap());
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..16 {
+                let (wal, acks) = (wal.clone(), acks.clone());
+                tasks.spawn(async move {
+                    for _ in 0..50 {
+                        let seq = wal.append(b"{}", 1).unwrap();
+                        acks.wait(seq).await.unwrap();
+                        assert!(wal.durable_seq() >= seq, "acknowledged before durable");
+                    }
+                });
+            }
+            while let Some(r) = tasks.join_next().await {
+                r.unwrap();
+            }
+        });
+        // Group commit: fewer fsyncs than records.
+        assert!(
+            wal.fsyncs() < 800,
+            "{} fsyncs for 800 records",
+            wal.fsyncs()
+        );
+
+        // Stopped: what was asked is synced, later waits fail.
+        let seq = wal.append(b"{}", 1).unwrap();
+        acks.stop();
+        let after = rt.block_on(acks.wait(seq));
+        assert!(after.is_err(), "{after:?}");
+        assert!(wal.durable_seq() < seq);
+        drop((acks, wal));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_stop_syncs_what_was_asked_before_it() {
+        let (wal, dir) = wal("stop");
+        let acks = Arc::new(AckWaiter::start(wal.clone()).unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let seq = wal.append(b"{}", 1).unwrap();
+        let waiting = {
+            let acks = acks.clone();
+            rt.spawn(async move { acks.wait(seq).await })
+        };
+        // The waiter has asked once it is polled; then the stop.
+        rt.block_on(tokio::task::yield_now());
+        acks.stop();
+        let r = rt.block_on(waiting).unwrap();
+        assert!(r.is_ok(), "{r:?}");
+        assert!(wal.durable_seq() >= seq);
+        drop((acks, wal));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

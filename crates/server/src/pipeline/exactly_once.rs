@@ -106,6 +106,8 @@ impl Pipeline {
             .set(as_gauge(sh.total(|s| &s.spooled_events)));
         m.memory_batches
             .set(as_gauge(sh.total(|s| &s.memory_batches)));
+        m.spare_encoder_bytes
+            .set(as_gauge(sh.total(|s| &s.spare_bytes)));
         m.backpressure.set(i64::from(
             sh.backpressured() || sh.total(|s| &s.pending_bytes) >= self.max_pending_bytes,
         ));

@@ -136,6 +136,7 @@ pub(crate) struct ShardStatus {
     pub spooled_bytes: AtomicU64,
     pub spooled_events: AtomicU64,
     pub memory_batches: AtomicU64,
+    pub spare_bytes: AtomicU64,
     pub backpressured: AtomicBool,
     /// Flushing now (handlers send payloads elsewhere).
     pub flushing: AtomicBool,
