@@ -233,6 +233,15 @@ start() {
     if ((up)); then echo "cassandra: $n-node cluster already up"; return; fi
   fi
   stop_all
+  # Our nodes are stopped: whatever still answers there is another cluster (another checkout's),
+  # and the tests would silently use it — and never see their own `stop-node` take it down.
+  for k in $(seq 1 "$n"); do
+    if cql_open "$k"; then
+      echo "cassandra: $NET.$k:9042 answers, but not from $HOME_DIR: another cluster holds the" \
+        "port (another checkout's? run its 'scripts/cassandra.sh stop')" >&2
+      exit 1
+    fi
+  done
   deps
   for k in $(seq 1 "$n"); do rm -rf "$(node_dir "$k")"; write_config "$k" "$n"; done
   echo "$n" >"$HOME_DIR/shape"
