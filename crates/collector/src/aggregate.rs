@@ -305,9 +305,9 @@ struct LastSecond {
     bytes: usize,
 }
 
-/// Streams whose last count [`Aggregator`] remembers (the map is cleared past it: a guess is
+/// Streams whose last second [`Aggregator`] remembers (the map is cleared past it: a guess is
 /// only a guess).
-const MAX_REMEMBERED_COUNTS: usize = 4096;
+const MAX_REMEMBERED_STREAMS: usize = 4096;
 
 /// The open groups, found by borrowed tags ([`GroupKeyRef`]).
 type OpenGroups = hashbrown::HashMap<GroupKey, Group, rustc_hash::FxBuildHasher>;
@@ -448,8 +448,8 @@ pub struct Aggregator {
     spare: Spares,
     /// Events and encoder bytes of each (dc, type, subtype)'s last closed second: a new
     /// group's encoder reserves the array header for as many (`ArrayEncoder::expect_len`), and
-    /// is the spare that holds as many bytes. Forgotten past [`MAX_REMEMBERED_COUNTS`] streams.
-    last_counts: FxHashMap<(String, String, String), LastSecond>,
+    /// is the spare that holds as many bytes. Forgotten past [`MAX_REMEMBERED_STREAMS`] streams.
+    last_seconds: FxHashMap<(String, String, String), LastSecond>,
     /// The finished (compressed) document of the group being closed, kept between groups so
     /// that a steady flush allocates only each blob's exact bytes, not a growing buffer for
     /// every group (see `close_group`).
@@ -528,7 +528,7 @@ impl Aggregator {
             store,
             builder,
             spare,
-            last_counts: FxHashMap::default(),
+            last_seconds: FxHashMap::default(),
             doc_scratch: Vec::new(),
             open: OpenGroups::default(),
             open_events: 0,
@@ -708,14 +708,15 @@ impl Aggregator {
                     .last_key_value()
                     .is_some_and(|(last, _)| last.0 >= key.0)
                     && self.next_chunk.contains_key(&key.to_owned()));
-            let (spare, builder, last_counts) = (&mut self.spare, &self.builder, &self.last_counts);
+            let (spare, builder, last_seconds) =
+                (&mut self.spare, &self.builder, &self.last_seconds);
             // Looked up by the borrowed tags: they are copied only for a new group.
             let group = self.open.entry_ref(&key).or_insert_with(|| {
                 // A stream's seconds are alike: its encoder comes back with the capacity it
                 // needs, and past 16,383 events a right guess spares moving the whole document
                 // at its flush.
                 let tags = (e.dc.to_string(), e.type_.to_string(), e.subtype.to_string());
-                let last = last_counts.get(&tags);
+                let last = last_seconds.get(&tags);
                 let mut doc = match spare.take(last.map(|l| l.bytes)) {
                     Some(doc) => doc,
                     // These options were accepted by `ArrayEncoder::new` in `Aggregator::new`.
@@ -827,10 +828,10 @@ impl Aggregator {
             bytes: _,
         } = group;
         let total = events as u64;
-        if self.last_counts.len() >= MAX_REMEMBERED_COUNTS {
-            self.last_counts.clear();
+        if self.last_seconds.len() >= MAX_REMEMBERED_STREAMS {
+            self.last_seconds.clear();
         }
-        self.last_counts.insert(
+        self.last_seconds.insert(
             (key.1.clone(), key.2.clone(), key.3.clone()),
             LastSecond {
                 events: doc.len(),

@@ -64,23 +64,13 @@ impl Spares {
 
     /// A spare for a group whose stream held `want` bytes last second (`None`: unknown).
     pub fn take(&mut self, want: Option<usize>) -> Option<ArrayEncoder> {
-        let smallest = |s: &[Spare]| {
-            s.iter()
-                .enumerate()
-                .min_by_key(|(_, s)| s.bytes)
-                .map(|(i, _)| i)
-        };
-        let at = match want {
-            None => smallest(&self.kept),
-            Some(want) => self
-                .kept
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.bytes >= want)
-                .min_by_key(|(_, s)| s.bytes)
-                .or_else(|| self.kept.iter().enumerate().max_by_key(|(_, s)| s.bytes))
-                .map(|(i, _)| i),
-        }?;
+        // An unknown stream wants nothing: the smallest spare holds as much.
+        let want = want.unwrap_or(0);
+        let spares = || self.kept.iter().enumerate();
+        let (at, _) = spares()
+            .filter(|(_, s)| s.bytes >= want)
+            .min_by_key(|(_, s)| s.bytes)
+            .or_else(|| spares().max_by_key(|(_, s)| s.bytes))?;
         let spare = self.kept.swap_remove(at);
         if spare.bytes > SMALL_BYTES {
             self.big_bytes -= spare.bytes as u64;
