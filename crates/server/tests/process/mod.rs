@@ -89,8 +89,12 @@ impl Server {
             .arg("--config")
             .arg(config)
             .args(["--http", "127.0.0.1:0"])
-            // The sharded pipeline is what the tests test (an `extra` flag may override it).
-            .args(["--pipeline-threads", "2"])
+            // The sharded pipeline is what the tests test, unless `extra` says how many.
+            .args(
+                ["--pipeline-threads", "2"]
+                    .into_iter()
+                    .filter(|_| !extra.contains(&"--pipeline-threads")),
+            )
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
