@@ -351,8 +351,10 @@ struct Group {
     late: u64,
     /// The first error met encoding an event (such events are not in `doc`).
     error: Option<BlobError>,
-    /// WAL sequence numbers of the payloads these events came from (ascending, no repeats when
-    /// added in order).
+    /// WAL sequence numbers of the payloads these events came from, ascending without repeats
+    /// whatever order they are added in ([`Group::hold`]): a sharded server adds a record routed
+    /// from another shard after later records it parsed itself, and a done note names its
+    /// records as ascending runs (issue 21: out of order, a note named the wrong records).
     seqs: Vec<u64>,
     /// Heap bytes its events added to the encoder (body and tables; counted in
     /// [`Aggregator::pending_bytes`]).
@@ -369,6 +371,26 @@ impl Group {
             seqs: Vec::new(),
             bytes: 0,
         }
+    }
+
+    /// Records that some of these events came from WAL record `seq`: true the first time (the
+    /// caller then holds `seq` once for this group). Keeps `seqs` ascending: appending is the
+    /// usual case, an older record (routed from another shard) is inserted in place.
+    fn hold(&mut self, seq: u64) -> bool {
+        match self.seqs.last() {
+            None => {}
+            Some(&last) if last < seq => {}
+            Some(&last) if last == seq => return false,
+            Some(_) => match self.seqs.binary_search(&seq) {
+                Ok(_) => return false,
+                Err(at) => {
+                    self.seqs.insert(at, seq);
+                    return true;
+                }
+            },
+        }
+        self.seqs.push(seq);
+        true
     }
 
     fn push(&mut self, event: BodyRef<'_>, late: bool) {
@@ -735,8 +757,7 @@ impl Aggregator {
             self.open_bytes += added;
             self.open_events += 1;
             if let Some(seq) = wal_seq {
-                if group.seqs.last() != Some(&seq) {
-                    group.seqs.push(seq);
+                if group.hold(seq) {
                     *self.pending_seqs.entry(seq).or_insert(0) += 1;
                 }
             }

@@ -20,7 +20,7 @@ const MAX_SEQS: u64 = 1 << 24;
 pub struct DoneNote {
     /// (epoch, dc, type, subtype).
     pub group: GroupKey,
-    /// WAL sequence numbers, ascending.
+    /// WAL sequence numbers (encoded ascending without repeats, whatever their order here).
     pub seqs: Vec<u64>,
     /// The batch went to the spool (already durable: the note need not wait for a store sync).
     /// Not encoded; [`decode`](Self::decode) gives `false`.
@@ -62,13 +62,25 @@ impl DoneNote {
             out.extend_from_slice(&(t.len() as u16).to_le_bytes());
             out.extend_from_slice(t);
         }
+        // Runs are gaps from the previous run's end: they need ascending numbers. A list out of
+        // order (never made by the aggregator, see `Group::hold`) is sorted first rather than
+        // written as runs that name other records.
+        let sorted;
+        let seqs: &[u64] = if self.seqs.windows(2).all(|w| w[0] < w[1]) {
+            &self.seqs
+        } else {
+            let mut s = self.seqs.clone();
+            s.sort_unstable();
+            s.dedup();
+            sorted = s;
+            &sorted
+        };
         let mut prev_end = 0u64;
         let mut i = 0;
-        while i < self.seqs.len() {
-            let start = self.seqs[i];
+        while i < seqs.len() {
+            let start = seqs[i];
             let mut len = 1u64;
-            while i + (len as usize) < self.seqs.len() && self.seqs[i + len as usize] == start + len
-            {
+            while i + (len as usize) < seqs.len() && seqs[i + len as usize] == start + len {
                 len += 1;
             }
             sereal::varint::write(&mut out, start.saturating_sub(prev_end));
@@ -166,6 +178,20 @@ mod tests {
         };
         assert!(many.encode().len() < 40, "consecutive records are one run");
         assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
+    }
+
+    /// Issue 21: a sharded aggregator held records out of order ([105, 103]); the runs then
+    /// named 105 and 106, so a replay stored 103's events twice and skipped 106's.
+    #[test]
+    fn records_out_of_order_are_named_as_they_are() {
+        let note = DoneNote {
+            group: (1, "a".into(), "b".into(), "c".into()),
+            seqs: vec![105, 103, 104, 103, 7],
+            spooled: false,
+            proof: Some("b:c:2".into()),
+        };
+        let back = DoneNote::decode(&note.encode()).unwrap();
+        assert_eq!(back.seqs, vec![7, 103, 104, 105]);
     }
 
     #[test]
