@@ -44,13 +44,13 @@
 //!   sequence numbers are released (the WAL may be checkpointed past it and stays small while the
 //!   store is down) and a [`DoneNote`] is recorded for it, as for a stored batch: the caller
 //!   writes the notes ([`Aggregator::take_done`]) to the WAL so that a replay after a crash does
-//!   not add those events a second time (see [`crate::replay`]). An aggregator opened on a spool
+//!   not add those events a second time (see [`crate::exactly_once`]). An aggregator opened on a spool
 //!   directory left by a crashed one replays what it holds.
 //! - **Note log** ([`Aggregator::set_note_log`]): the done note of a stored batch is appended
 //!   through it *before* the batch's epoch-index entries are written, with the first entry as
 //!   its proof, so that no SIGKILL timing leaves an indexed batch without its note (a restarted
 //!   collector numbers its chunks after the index, so a replayed group never collides with its
-//!   earlier copy and write-once cannot dedupe it: the note must). See [`crate::replay`].
+//!   earlier copy and write-once cannot dedupe it: the note must). See [`crate::exactly_once`].
 //! - **Backpressure**: when the spool refuses a batch (full: [`SpoolConfig::max_bytes`]), the
 //!   batch stays in memory, and while more than `memory_batches` batches are in memory
 //!   ([`Aggregator::is_backpressured`]) `flush_due`/`flush_all` only retry the pending work and
@@ -574,13 +574,13 @@ impl Aggregator {
     /// the batch's epoch-index entries are written (and no longer returns it from
     /// [`take_done`](Self::take_done)). When `log` fails, the batch is not indexed and stays
     /// pending (retried on the next flush). Notes of spooled batches still come from
-    /// `take_done`. See [`crate::replay`].
+    /// `take_done`. See [`crate::exactly_once`].
     pub fn set_note_log(&mut self, log: NoteLog) {
         self.note_log = Some(log);
     }
 
     /// The entries of the store's epoch index of (epoch, dc), as stored (for
-    /// [`crate::replay`], which checks notes' proofs against them).
+    /// [`crate::exactly_once`], which checks notes' proofs against them).
     pub fn epoch_index_entries(&self, epoch: i64, dc: &str) -> Result<Vec<String>, AggregateError> {
         Ok(self.stored_index(epoch, dc)?.into_iter().collect())
     }
@@ -599,7 +599,7 @@ impl Aggregator {
             })
     }
 
-    /// The done notes recorded since the last call (see [`crate::replay`]): append them to the
+    /// The done notes recorded since the last call (see [`crate::exactly_once`]): append them to the
     /// WAL once the store writes they stand for are synced.
     pub fn take_done(&mut self) -> Vec<DoneNote> {
         std::mem::take(&mut self.done)
@@ -665,6 +665,55 @@ impl Aggregator {
     /// Events in the batches waiting in the spool (0 without a spool).
     pub fn spooled_events(&self) -> u64 {
         self.spool.as_ref().map_or(0, Spool::events)
+    }
+
+    /// The group and WAL records of every batch in the spool (see [`Spool::groups`]): a WAL
+    /// replay skips those records' events of those groups.
+    pub fn spooled_groups(&self) -> Vec<(GroupKey, Vec<u64>)> {
+        self.spool.as_ref().map_or_else(Vec::new, |sp| {
+            sp.groups()
+                .map(|(g, seqs)| (g.clone(), seqs.to_vec()))
+                .collect()
+        })
+    }
+
+    /// Adds, at most once per token, the completeness counts that stored batches' done notes
+    /// carry (`(group, token, counts)`, the token being the note's proof entry): after a crash
+    /// between a batch's index write and its counts write, a replay adds the counts the batch
+    /// never got, and adds nothing for the batches that got them. One result per item.
+    pub fn restore_counts(
+        &self,
+        items: &[(&GroupKey, &str, &Counts)],
+    ) -> Vec<Result<(), AggregateError>> {
+        let writer = self.cfg.collector_id.as_deref().unwrap_or("");
+        let adds: Vec<CountsAdd<'_>> = items
+            .iter()
+            .map(|(g, token, counts)| CountsAdd {
+                write: CountsWrite::new(writer, token),
+                epoch: g.0,
+                dc: &g.1,
+                event_type: &g.2,
+                subtype: &g.3,
+                counts,
+            })
+            .collect();
+        let mut results = self.store.add_counts_once_many(&adds).into_iter();
+        items
+            .iter()
+            .map(|(g, _, _)| match results.next() {
+                Some(Ok(())) => Ok(()),
+                Some(Err(source)) => Err(AggregateError::Store {
+                    what: format!("restoring the counts of {}", group_name(g)),
+                    source,
+                }),
+                None => Err(AggregateError::Store {
+                    what: format!("restoring the counts of {}", group_name(g)),
+                    source: StoreError::Unavailable {
+                        reason: "add_counts_once_many answered fewer items".into(),
+                    },
+                }),
+            })
+            .collect()
     }
 
     /// Whether flushes close no new group because the spool is full and more than
@@ -1180,6 +1229,8 @@ impl Aggregator {
             let b = self.outbox.front().expect("non-empty");
             match spool.push(&spooled_from_batch(b)) {
                 Ok(()) => {
+                    // Spooled (fsynced), its note not yet recorded.
+                    crate::failpoint::hit("spool.pushed");
                     if let Some(mut b) = self.outbox.pop_front() {
                         self.batch_done(&mut b, true);
                     }
@@ -1327,9 +1378,12 @@ impl Aggregator {
                 }
             }
             live = stop_at_transient(&errors, live);
+            crate::failpoint::hit("flush.stored");
         }
 
-        // Notes, before the index: an indexed batch must never lack its note (see crate::replay).
+        // Notes, before the index: an indexed batch must never lack its note (see
+        // crate::exactly_once).
+        let mut noted = false;
         for i in 0..live {
             let b = &mut batches[i];
             if errors[i].is_some() || b.indexed || b.noted || b.seqs.is_empty() {
@@ -1337,7 +1391,10 @@ impl Aggregator {
             }
             if let Some(log) = self.note_log.as_mut() {
                 match log(&done_note(b, false)) {
-                    Ok(()) => b.noted = true,
+                    Ok(()) => {
+                        b.noted = true;
+                        noted = true;
+                    }
                     Err(reason) => {
                         errors[i] = Some(AggregateError::NoteLog {
                             what: group_name(&b.key),
@@ -1346,6 +1403,10 @@ impl Aggregator {
                     }
                 }
             }
+        }
+
+        if noted {
+            crate::failpoint::hit("flush.noted");
         }
 
         // Index.
@@ -1384,6 +1445,7 @@ impl Aggregator {
                 }
             }
             live = stop_at_transient(&errors, live);
+            crate::failpoint::hit("flush.indexed");
         }
 
         // Counts.
@@ -1430,6 +1492,7 @@ impl Aggregator {
                     }
                 }
             }
+            crate::failpoint::hit("flush.counted");
         }
         errors
     }
@@ -1617,17 +1680,21 @@ fn counts_batch_id(b: &Batch) -> &str {
     }
 }
 
-/// The done note of a batch: a stored one is proved by its first index entry.
+/// The done note of a batch: a stored one is proved by its first index entry, which is also the
+/// token its counts are added under, and carries those counts (a replay adds them once more,
+/// once per token: see [`crate::exactly_once`]).
 fn done_note(b: &Batch, spooled: bool) -> DoneNote {
+    let proof = if spooled {
+        None
+    } else {
+        b.chunks.first().map(|c| c.entry.clone())
+    };
     DoneNote {
         group: b.key.clone(),
         seqs: b.seqs.clone(),
         spooled,
-        proof: if spooled {
-            None
-        } else {
-            b.chunks.first().map(|c| c.entry.clone())
-        },
+        counts: proof.as_ref().map(|_| b.counts.clone()),
+        proof,
     }
 }
 

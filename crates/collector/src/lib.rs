@@ -22,6 +22,9 @@
 //! - [`wal`]: the write-ahead log of accepted payloads ([`wal::Wal`]) that makes acknowledged
 //!   ingest durable before its events are stored; replayed through an [`Ingestor`] on restart.
 //! - [`spool`]: the bounded on-disk queue of batches used while the store is unavailable.
+//! - [`exactly_once`]: the protocol that stores every acknowledged event once across crashes
+//!   ([`exactly_once::ExactlyOnce`], driven after each flush; [`exactly_once::replay`] at start),
+//!   proven step by step at the crash points of [`failpoint`].
 //! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
 //!   counters for `/metrics` ([`DropCounters`]).
 //!
@@ -33,10 +36,11 @@
 pub mod aggregate;
 pub mod batch;
 pub mod drops;
+pub mod exactly_once;
+pub mod failpoint;
 pub mod ingest;
 mod json;
 pub mod note;
-pub mod replay;
 mod spares;
 pub mod spool;
 pub mod wal;

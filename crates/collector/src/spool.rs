@@ -335,6 +335,8 @@ struct Entry {
     events: u64,
     /// Its WAL sequence numbers.
     seqs: Vec<u64>,
+    /// Its group (epoch, dc, type, subtype).
+    group: crate::note::GroupKey,
     segment: u64,
     /// Offset of the frame.
     offset: u64,
@@ -423,6 +425,7 @@ impl Spool {
                         all.push(Entry {
                             id,
                             events: b.events,
+                            group: (b.epoch, b.dc, b.type_, b.subtype),
                             seqs: b.seqs,
                             segment: n,
                             offset: off as u64,
@@ -543,6 +546,13 @@ impl Spool {
         self.live.iter().map(|e| e.seqs.as_slice())
     }
 
+    /// The group and WAL sequence numbers of every batch held, oldest first: the spool's own
+    /// done facts, which a WAL replay honours like done notes (the spool is fsynced before the
+    /// batch's note is logged: see [`crate::exactly_once`]).
+    pub fn groups(&self) -> impl Iterator<Item = (&crate::note::GroupKey, &[u64])> + '_ {
+        self.live.iter().map(|e| (&e.group, e.seqs.as_slice()))
+    }
+
     /// Bytes of torn or corrupt tails truncated by [`open`](Self::open).
     pub fn dropped_bytes_on_open(&self) -> u64 {
         self.dropped_on_open
@@ -569,6 +579,12 @@ impl Spool {
         self.live.push_back(Entry {
             id: self.next_id,
             events: batch.events,
+            group: (
+                batch.epoch,
+                batch.dc.clone(),
+                batch.type_.clone(),
+                batch.subtype.clone(),
+            ),
             seqs: batch.seqs.clone(),
             segment,
             offset,

@@ -40,7 +40,7 @@
 //!   its records are stored. It is reported and skipped.
 //! - An unreadable checkpoint file is reported; every record present is returned (from the
 //!   oldest segment on, which bounds the lost checkpoint). Done notes live in the log after the
-//!   records they name, so [`crate::replay`] still skips what is stored: exactly once.
+//!   records they name, so [`crate::exactly_once`] still skips what is stored: exactly once.
 //! - Records of a segment from the first number of the next segment on were re-logged there
 //!   (see *Errors*): ignored, and reported.
 //!
@@ -71,8 +71,8 @@
 //! Replay never re-stores a payload whose events were all written before the checkpoint. A
 //! payload whose events span several groups (epochs, types…) is held until all of them are
 //! stored; the groups already stored (or spooled) are named by *done notes* the server appends
-//! after each flush, and [`crate::replay::replay`] skips them. What remains at least once
-//! (never lost): see [`crate::replay`] (notes logged before the index close the store-write
+//! after each flush, and [`crate::exactly_once::replay`] skips them. What remains at least once
+//! (never lost): see [`crate::exactly_once`] (notes logged before the index close the store-write
 //! window); and a caller that writes no notes gets the whole payload again.
 //!
 //! # Errors
@@ -931,7 +931,7 @@ impl Wal {
     /// - a torn tail cut away (with its size);
     /// - damage in a segment wholly behind the checkpoint (its records are stored: skipped);
     /// - an unreadable checkpoint file: every record of the segments present is replayed, and
-    ///   the done notes among them keep that exactly once (see [`crate::replay`]).
+    ///   the done notes among them keep that exactly once (see [`crate::exactly_once`]).
     ///
     /// With `salvage`, a damaged segment is first copied to `damaged/<name>.<unix time>` in
     /// `dir`, then cut at the damage (its records after it are lost, and said so), and gaps
@@ -1164,7 +1164,7 @@ impl Wal {
 
     /// Appends a [`RecordKind::Note`] (durable as [`append`](Self::append) says) and returns its
     /// sequence number. [`Wal::open`] returns notes after the checkpoint like payloads; the
-    /// aggregator's done notes use this (see [`crate::replay`]).
+    /// aggregator's done notes use this (see [`crate::exactly_once`]).
     pub fn append_note(&self, note: &[u8], now: i64) -> Result<u64> {
         self.append_kind(RecordKind::Note, note, now)
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
-use sluice_collector::replay::replay;
+use sluice_collector::exactly_once::replay;
 use sluice_collector::wal::{FsyncPolicy, Wal, WalConfig};
 use sluice_collector::{IngestConfig, Ingestor};
 use sluice_store::{Faults, FaultyStore, InMemoryStore, Store};

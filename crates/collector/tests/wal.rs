@@ -735,7 +735,7 @@ fn span_crash_replay(name: &str, with_notes: bool) -> BTreeMap<String, usize> {
     assert_eq!(records.len(), if with_notes { 2 } else { 1 });
     let mut ing = Ingestor::new(IngestConfig::default()).unwrap();
     let mut agg = Aggregator::new(AggregatorConfig::default(), store.clone()).unwrap();
-    let report = sluice_collector::replay::replay(&records, &mut ing, &mut agg, |now| now);
+    let report = sluice_collector::exactly_once::replay(&records, &mut ing, &mut agg, |now| now);
     assert_eq!((report.records, report.skipped), (1, u64::from(with_notes)));
     assert!(report.bad_notes.is_empty());
     assert!(agg.flush_all(E0 + 10).is_ok());

@@ -50,7 +50,7 @@ use sluice_collector::Ingestor;
 use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use sluice_collector::replay::ReplayReport;
+use sluice_collector::exactly_once::{ExactlyOnce, ReplayReport};
 use sluice_collector::wal::{Wal, WalConfig, WalError};
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -336,8 +336,9 @@ async fn run_with(
     let mut replay_ingestor = Some(ingestor);
     for (i, mut aggregator) in aggregators.into_iter().enumerate() {
         // Done notes of stored batches go to the WAL before their index entries.
+        let exactly_once = ExactlyOnce::new(wal.clone());
         aggregator.set_note_log(pipeline::exactly_once::note_log(
-            wal.clone(),
+            &exactly_once,
             metrics.clone(),
         ));
         let ingestor = match replay_ingestor.take() {
@@ -362,7 +363,7 @@ async fn run_with(
             max_future_secs: config.ingest_config().max_future_secs,
             pending_drops: Default::default(),
             clock,
-            pending_notes: Vec::new(),
+            exactly_once,
             max_pending_bytes: config.max_pending_bytes,
             ingest_counters: Default::default(),
             disk: disk.clone(),
@@ -571,7 +572,7 @@ fn replay_wal(
         eprintln!("sluice-server: WAL open: {w}");
     }
     let n = aggregators.len();
-    let report = sluice_collector::replay::replay_log_routed(
+    let report = sluice_collector::exactly_once::replay_log_routed(
         &records,
         &mut ingestor,
         &mut aggregators,
@@ -582,6 +583,12 @@ fn replay_wal(
     for bad in &report.bad_notes {
         eprintln!("sluice-server: WAL replay: {bad} (its events are replayed: at least once)");
     }
+    for e in &report.counts_errors {
+        eprintln!(
+            "sluice-server: WAL replay: {e} (that batch's completeness counts may be missing)"
+        );
+    }
+    sluice_collector::failpoint::hit("replay.done");
     if report.unproven > 0 {
         eprintln!(
             "sluice-server: WAL replay: {} done notes without their index entries (a crash before indexing): their events are replayed",

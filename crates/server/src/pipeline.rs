@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use sluice_collector::aggregate::{Aggregator, FlushReport};
-use sluice_collector::replay::DoneNote;
+use sluice_collector::exactly_once::ExactlyOnce;
+use sluice_collector::failpoint;
 use sluice_collector::wal::Wal;
 use sluice_collector::{Drop, DropReason, EventBatch, Ingestor, ParsedEvent};
 use sluice_store::Store;
@@ -159,9 +160,9 @@ pub(crate) struct Pipeline {
     pub pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
     /// The aggregator's clock (wall time set back by the grace period).
     pub clock: FlushClock,
-    /// Done notes waiting for a store sync before they go to the WAL (see
-    /// [`sluice_collector::replay`]).
-    pub pending_notes: Vec<DoneNote>,
+    /// The exactly-once bookkeeping of this shard's aggregator over the shared WAL (see
+    /// [`sluice_collector::exactly_once`]).
+    pub exactly_once: ExactlyOnce,
     /// The memory budget for pending events (`max_pending_bytes`).
     pub max_pending_bytes: u64,
     /// Free space and WAL health: whether ingest is available (see [`crate::disk`]); shared by
@@ -313,6 +314,7 @@ impl Pipeline {
         self.aggregator
             .add_batch(&r.events, self.clock.now(), r.seq);
         self.publish_status();
+        failpoint::hit("route.added");
         self.shards
             .routed_bytes
             .fetch_sub(r.bytes, Ordering::Relaxed);
@@ -365,7 +367,9 @@ impl Pipeline {
                 seq,
                 bytes,
             });
-            if sent.is_err() {
+            if sent.is_ok() {
+                failpoint::hit("route.sent");
+            } else {
                 // Only while stopping: the record stays in flight (not checkpointed), so the
                 // next start replays these events.
                 self.shards.routed_bytes.fetch_sub(bytes, Ordering::Relaxed);
@@ -443,6 +447,7 @@ impl Pipeline {
             return IngestSummary::refused(format!("unavailable: {why}; retry later"));
         }
         let mut out = self.ingestor.ingest(payload, now);
+        failpoint::hit("ingest.parsed");
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
         let mut wal_seq = None;
@@ -461,7 +466,10 @@ impl Pipeline {
                 1
             };
             match self.shards.append(&self.wal, payload, now, owners) {
-                Ok(seq) => wal_seq = Some(seq),
+                Ok(seq) => {
+                    failpoint::hit("ingest.logged");
+                    wal_seq = Some(seq);
+                }
                 Err(e) => {
                     // Logged by the disk guard (once, not per payload).
                     let mut disk = self.disk();
@@ -630,6 +638,7 @@ pub(crate) async fn durable(
     if let Some(seq) = summary.wal_seq {
         let start = Instant::now();
         acks.wait(seq).await?;
+        failpoint::hit("ack.durable");
         metrics
             .ingest_durable_seconds
             .observe(start.elapsed().as_secs_f64());

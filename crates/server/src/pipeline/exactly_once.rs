@@ -1,93 +1,74 @@
-//! The exactly-once bookkeeping of the pipeline, beside its loop: after each flush the WAL and
-//! the store are synced in the order `sluice_collector::replay` requires, the done notes of
-//! spooled batches are logged, the WAL is checkpointed up to what is stored or spooled; while the
-//! WAL fails nothing new is stored (a batch without its done note would be stored again by a
-//! replay), and the disk guard says whether ingest is available.
+//! The pipeline's side of exactly once (the protocol and its rules are
+//! [`sluice_collector::exactly_once`]): after each flush a shard settles through its
+//! [`ExactlyOnce`], counts and logs what happened, publishes its oldest pending record for the
+//! other shards once its batches are durable, and checkpoints the shared WAL to the floor over
+//! all shards; while the WAL fails nothing new is stored, and the disk guard says whether ingest
+//! is available.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use sluice_collector::aggregate::{FlushReport, NoteLog};
-use sluice_collector::wal::Wal;
+use sluice_collector::exactly_once::ExactlyOnce;
 
 use super::{now_unix, Pipeline};
 use crate::metrics::{as_gauge, SharedMetrics};
 
-/// The aggregator's note log: each done note of a stored batch appended to `wal` before the
-/// batch's index entries are written (exactly once across any SIGKILL timing: see
-/// `sluice_collector::replay`), counted in `wal_notes` / `wal_errors`.
-pub(crate) fn note_log(wal: Arc<Wal>, metrics: SharedMetrics) -> NoteLog {
-    Box::new(
-        move |note| match wal.append_note(&note.encode(), now_unix()) {
-            Ok(_) => {
-                metrics.wal_notes.inc();
-                Ok(())
-            }
-            Err(e) => {
-                metrics.wal_errors.inc();
-                Err(e.to_string())
-            }
-        },
-    )
+/// The aggregator's note log over `exactly_once`'s WAL, counted in `wal_notes` / `wal_errors`.
+pub(crate) fn note_log(exactly_once: &ExactlyOnce, metrics: SharedMetrics) -> NoteLog {
+    exactly_once.note_log(move |r| match r {
+        Ok(()) => metrics.wal_notes.inc(),
+        Err(_) => metrics.wal_errors.inc(),
+    })
 }
 
 impl Pipeline {
-    /// Syncs the WAL (the notes of stored batches, logged by the aggregator before their index
-    /// entries) then the store after writes, appends the done notes of spooled batches to the
-    /// WAL (then syncs it), checkpoints the WAL up to what is stored or spooled, and records a
-    /// flush report. See `sluice_collector::replay` for why this order is exactly once.
+    /// Settles a flush (step 4 of the protocol: syncs, notes of spooled batches), publishes this
+    /// shard's oldest pending record once its batches are durable, checkpoints the WAL (step 5)
+    /// and records a flush report.
     pub(super) fn account(&mut self, mut report: FlushReport, start: Instant) {
         let stored = std::mem::take(&mut report.stored);
-        let mut sync_error = false;
-        self.pending_notes.extend(self.aggregator.take_done());
-        let (_, advance) = self.checkpoint_target();
-        if report.blobs > 0 || advance || !self.pending_notes.is_empty() {
-            // The notes the aggregator logged before writing index entries become durable
-            // before those entries do (see sluice_collector::replay).
-            if report.blobs > 0 {
-                if let Err(e) = self.wal.sync() {
-                    eprintln!("sluice-server: WAL sync failed: {e}");
-                    self.metrics.wal_errors.inc();
-                    sync_error = true;
-                }
-            }
-            if let Err(e) = self.store.flush() {
-                // While the disk guard reports the state, it does the logging.
-                if self.disk().why().is_none() {
-                    eprintln!("sluice-server: store flush failed: {e}");
-                }
-                sync_error = true;
+        let due = self.checkpoint_upto().is_some();
+        let settled =
+            self.exactly_once
+                .settle(&mut self.aggregator, &*self.store, report.blobs > 0, due);
+        let m = &self.metrics;
+        m.wal_notes.inc_by(settled.notes);
+        if let Some(e) = &settled.wal_sync_error {
+            eprintln!("sluice-server: WAL sync failed: {e}");
+            m.wal_errors.inc();
+        }
+        if let Some(e) = &settled.store_error {
+            // While the disk guard reports the state, it does the logging.
+            if self.disk().why().is_none() {
+                eprintln!("sluice-server: store flush failed: {e}");
             }
         }
-        // Notes of spooled batches are durable facts already; those of stored batches wait for
-        // the store sync above.
-        if sync_error {
-            self.pending_notes.sort_by_key(|n| !n.spooled);
-            let spooled = self.pending_notes.iter().take_while(|n| n.spooled).count();
-            if spooled > 0 {
-                self.write_notes(spooled);
+        if let Some(e) = &settled.note_error {
+            if self.disk().why().is_none() {
+                eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
             }
-        } else if !self.pending_notes.is_empty() {
-            sync_error = !self.write_notes(self.pending_notes.len());
+            self.disk().failed(e.clone());
+            m.wal_errors.inc();
         }
+        let sync_error = !settled.durable;
         // Stored batches are durable now (synced, notes logged): the other shards may
         // checkpoint past this shard's records that left memory.
-        if !sync_error {
+        if settled.durable {
             self.shards.status[self.shard].min_seq.store(
                 self.aggregator.min_pending_seq().unwrap_or(u64::MAX),
                 std::sync::atomic::Ordering::SeqCst,
             );
-        }
-        // Notes appended just now are covered too when nothing is pending.
-        let (upto, advance) = self.checkpoint_target();
-        if advance && !sync_error {
-            match self.wal.checkpoint(upto) {
-                Ok(()) => self.metrics.wal_checkpointed_seq.set(as_gauge(upto)),
-                Err(e) => {
-                    if self.disk().why().is_none() {
-                        eprintln!("sluice-server: WAL checkpoint failed: {e}");
+            sluice_collector::failpoint::hit("settle.published");
+            // Notes appended just now are covered too when nothing is pending.
+            if let Some(upto) = self.checkpoint_upto() {
+                match self.exactly_once.checkpoint(upto) {
+                    Ok(()) => self.metrics.wal_checkpointed_seq.set(as_gauge(upto)),
+                    Err(e) => {
+                        if self.disk().why().is_none() {
+                            eprintln!("sluice-server: WAL checkpoint failed: {e}");
+                        }
+                        self.metrics.wal_errors.inc();
                     }
-                    self.metrics.wal_errors.inc();
                 }
             }
         }
@@ -137,16 +118,11 @@ impl Pipeline {
         }
     }
 
-    /// How far the WAL may be checkpointed (every record below the oldest one some shard still
-    /// needs: see [`super::shards`]; this shard's own oldest pending one too, published or
-    /// not), and whether that is beyond the current checkpoint.
-    pub(super) fn checkpoint_target(&self) -> (u64, bool) {
-        let floor = self
-            .shards
-            .checkpoint_floor(&self.wal)
-            .min(self.aggregator.min_pending_seq().unwrap_or(u64::MAX));
-        let upto = floor.saturating_sub(1);
-        (upto, upto > self.wal.checkpointed())
+    /// How far the WAL may be checkpointed now: below the oldest record some shard still
+    /// needs (see [`super::shards`]) and this shard's own oldest pending one, published or not.
+    pub(super) fn checkpoint_upto(&self) -> Option<u64> {
+        let floor = self.shards.checkpoint_floor(&self.wal);
+        self.exactly_once.checkpoint_upto(&self.aggregator, floor)
     }
 
     /// Whether the WAL takes writes, so that groups may be stored: a batch stored while its done
@@ -154,7 +130,9 @@ impl Pipeline {
     /// fails, pending notes are retried (by [`account`](Self::account)); with none pending an
     /// empty note probes it (replay ignores empty notes).
     pub(super) fn wal_writable(&mut self) -> bool {
-        let mut disk = self.disk();
+        // The guard is held across the probe, which borrows this shard mutably.
+        let guard = self.disk.clone();
+        let mut disk = guard.lock().unwrap_or_else(|e| e.into_inner());
         if self.wal.failing().is_some() {
             disk.wal_failed = true;
         }
@@ -163,10 +141,7 @@ impl Pipeline {
         }
         // Recovering: the reserve must be back (else a note may not fit after the store took
         // a batch), the pending notes written (`account` retries them), and a write succeed.
-        if !disk.reserve_free() || !self.pending_notes.is_empty() {
-            return false;
-        }
-        if self.wal.append_note(&[], now_unix()).is_err() {
+        if !disk.reserve_free() || !self.exactly_once.probe() {
             return false;
         }
         disk.wal_failed = false;
@@ -179,32 +154,5 @@ impl Pipeline {
         disk.refresh(self.wal.failing());
         self.metrics.set_unavailable(disk.why());
         self.metrics.disk_free_bytes.set(as_gauge(disk.free));
-    }
-
-    /// Appends the first `n` pending done notes to the WAL and syncs it. False (notes kept for the next
-    /// flush, checkpoint held back) on a WAL error.
-    pub(super) fn write_notes(&mut self, n: usize) -> bool {
-        let now = now_unix();
-        for _ in 0..n {
-            let Some(note) = self.pending_notes.first() else {
-                break;
-            };
-            if let Err(e) = self.wal.append_note(&note.encode(), now) {
-                if self.disk().why().is_none() {
-                    eprintln!("sluice-server: WAL note append failed (retried every tick): {e}");
-                }
-                self.disk().failed(e.to_string());
-                self.metrics.wal_errors.inc();
-                return false;
-            }
-            self.pending_notes.remove(0);
-            self.metrics.wal_notes.inc();
-        }
-        if let Err(e) = self.wal.sync() {
-            eprintln!("sluice-server: WAL sync failed: {e}");
-            self.metrics.wal_errors.inc();
-            return false;
-        }
-        true
     }
 }

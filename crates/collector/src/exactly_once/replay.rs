@@ -1,53 +1,13 @@
-//! Exactly-once replay of the write-ahead log: *done notes* say which groups of which payloads
-//! already left memory (stored, or spooled to disk), so replaying a payload after a crash
-//! re-adds only its events that are nowhere else.
-//!
-//! Why: one payload often holds events of several (epoch, dc, type, subtype) groups, flushed at
-//! different times (a late event's group is stored at the next tick, the current second's a
-//! second later). The WAL can be checkpointed past a payload only once all of its groups are
-//! stored; until then a crash replays the whole payload. Without notes its already stored groups
-//! would be stored twice, and a group spooled while the store was down would come back twice
-//! (from the spool and from the WAL).
-//!
-//! The protocol, driven by the server's pipeline:
-//! 1. A stored batch: with a note log ([`Aggregator::set_note_log`]) the [`Aggregator`] appends
-//!    the batch's [`DoneNote`] to the WAL *before* it writes the batch's epoch-index entries,
-//!    naming the first of them as its *proof* ([`DoneNote::proof`]). Without a note log the note
-//!    is recorded once the batch is written and the caller appends it
-//!    ([`Aggregator::take_done`]). A spooled batch: its note (no proof) is recorded when the
-//!    batch is pushed (fsynced) to the spool and the caller appends it at once.
-//! 2. The caller syncs the WAL (before the store, so a note is never less durable than the index
-//!    entries it speaks for), then checkpoints.
-//! 3. At start, [`replay`] feeds every payload record after the checkpoint to the ingestor and
-//!    drops the events whose (record, group) a note names — a note with a proof only if the
-//!    store's epoch index lists the proof entry (the index entries of one batch are written in
-//!    one store call, and a reader sees only indexed chunks). A note whose proof is missing (a
-//!    crash between the note and the index) skips nothing: its events are replayed and stored
-//!    once ([`ReplayReport::unproven`]).
-//!
-//! Why proofs (issue 8, finding 3): notes used to be appended after the store write *and* the
-//! store fsync. Under load that fsync takes tens of milliseconds, and right after a restart the
-//! first flush writes every replayed group at once: a SIGKILL in between replayed those groups
-//! again under new chunk numbers (1,534 events twice in 24 kills of
-//! `crates/server/tests/crashes.rs`, all of them late events). Writing the note first and
-//! proving it by the index closes that window for any kill timing: an indexed batch always has
-//! its note in the WAL, and a note without its index entry is ignored.
-//!
-//! What remains: a batch's completeness counts are added just after its index entries (two
-//! appends to the store's metadata log, microseconds apart); a crash between them loses that
-//! batch's counts (its events are stored once). A spooled batch's note follows the spool's fsync:
-//! a crash between the two (milliseconds, only while the store is failing) replays that batch
-//! once more. A note that does not parse is reported and skips nothing (at least once).
-//!
-//! The caller must not go on storing batches while notes cannot be logged (the server stops
-//! flushing while the WAL fails, e.g. on a full disk). An empty note is a probe (the server's,
-//! while the WAL fails) and names nothing.
+//! The replay at start (step 5 of the protocol in [`super`]): WAL payload records after the
+//! checkpoint go back to the aggregators, without the events that done notes and spools name.
 
 use std::collections::{HashMap, HashSet};
 
+use sluice_store::Counts;
+
 use crate::aggregate::Aggregator;
 use crate::ingest::{Ingestor, ParsedEvent};
-pub use crate::note::{BadNote, DoneNote, GroupKey};
+use crate::note::{DoneNote, GroupKey};
 use crate::wal::{RecordKind, ReplayLog, WalError, WalRecord};
 
 /// What [`replay`] did.
@@ -67,6 +27,15 @@ pub struct ReplayReport {
     /// Notes whose proof entry is not in the epoch index (a crash between the note and the
     /// index write): they skip nothing.
     pub unproven: u64,
+    /// Batches held in the spools, honoured like notes (a crash between a spool's fsync and the
+    /// batch's note).
+    pub spooled: u64,
+    /// Proven notes whose counts were added again (at most once per token: a no-op for a
+    /// batch whose counts were written).
+    pub counts_restored: u64,
+    /// Counts that could not be added again (the store failed): those batches' completeness
+    /// counts may be missing.
+    pub counts_errors: Vec<String>,
 }
 
 /// Replays WAL records (as returned by [`Wal::open`](crate::wal::Wal::open)) into `aggregator`
@@ -82,6 +51,7 @@ pub fn replay(
     let mut r = Replayer::default();
     records.iter().for_each(|rec| r.note(rec, aggregator));
     let aggregators = std::slice::from_mut(aggregator);
+    r.spooled_and_counts(aggregators);
     records
         .iter()
         .for_each(|rec| r.payload(rec, ingestor, aggregators, &|_| 0, &aggregator_now));
@@ -118,6 +88,7 @@ pub fn replay_log_routed(
 ) -> Result<ReplayReport, WalError> {
     let mut r = Replayer::default();
     log.for_each(|rec| r.note(&rec, &aggregators[0]))?;
+    r.spooled_and_counts(aggregators);
     log.for_each(|rec| r.payload(&rec, ingestor, aggregators, &route, &aggregator_now))?;
     Ok(r.report)
 }
@@ -128,6 +99,8 @@ struct Replayer {
     report: ReplayReport,
     done: HashMap<u64, HashSet<GroupKey>>,
     indexes: HashMap<(i64, String), Option<HashSet<String>>>,
+    /// (group, token, counts) of proven notes that carry counts.
+    counts: Vec<(GroupKey, String, Counts)>,
 }
 
 impl Replayer {
@@ -160,11 +133,41 @@ impl Replayer {
                         return;
                     }
                 }
-                for s in note.seqs {
-                    self.done.entry(s).or_default().insert(note.group.clone());
+                for s in &note.seqs {
+                    self.done.entry(*s).or_default().insert(note.group.clone());
+                }
+                if let (Some(proof), Some(counts)) = (note.proof, note.counts) {
+                    if !counts.is_zero() {
+                        self.counts.push((note.group, proof, counts));
+                    }
                 }
             }
             Err(e) => report.bad_notes.push(format!("record {}: {e}", r.seq)),
+        }
+    }
+
+    /// After the notes: the spools' batches are done facts too, and the counts of proven notes
+    /// are added again (once per token).
+    fn spooled_and_counts(&mut self, aggregators: &[Aggregator]) {
+        for agg in aggregators {
+            for (group, seqs) in agg.spooled_groups() {
+                self.report.spooled += 1;
+                for s in seqs {
+                    self.done.entry(s).or_default().insert(group.clone());
+                }
+            }
+        }
+        let counts = std::mem::take(&mut self.counts);
+        if counts.is_empty() {
+            return;
+        }
+        let items: Vec<(&GroupKey, &str, &Counts)> =
+            counts.iter().map(|(g, t, c)| (g, t.as_str(), c)).collect();
+        for r in aggregators[0].restore_counts(&items) {
+            match r {
+                Ok(()) => self.report.counts_restored += 1,
+                Err(e) => self.report.counts_errors.push(e.to_string()),
+            }
         }
     }
 
