@@ -2,7 +2,9 @@
 //! (`Sereal::Encoder` / `Sereal::Decoder`) on the same documents, in the same run.
 //!
 //! Run with `cargo run --release -p sluice-bench` (see `bench/README.md`; `--help` lists the
-//! options). Prints a Markdown table of MB/s per case and direction, and a table of sizes.
+//! options). Prints a Markdown table of MB/s per case and direction, a table of the splitter
+//! (`sereal::split`) beside the reference's decode + re-encode of the same documents, and a table
+//! of sizes.
 //! Exits non-zero only on errors (a failed encode/decode, a failed Perl run, bad arguments),
 //! never because a target was missed.
 
@@ -18,7 +20,8 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
 use sereal::header::{self, Encoding};
-use sereal::{Compression, Decoder, Encoder, EncoderOptions, Value};
+use sereal::split::{split, SplitOptions};
+use sereal::{Compression, Decoder, Encoder, EncoderOptions, Limits, Value};
 
 /// The throughput target: ours at least this many times the reference, both directions.
 const TARGET_RATIO: f64 = 2.0;
@@ -33,8 +36,9 @@ OPTIONS:
   --min-iters N       minimum iterations of each timed loop (default 5)
   --reps N            repetitions per measurement; the median is reported (default 3)
   --events N          WEB events in the event documents (default 10000)
+  --split-events N    WEB events in the splitter's documents (default 50000: ~3 MB compressed)
   --case TEXT         only run cases whose name contains TEXT (repeatable)
-  --direction D       only measure `encode` or `decode` (e.g. under a profiler)
+  --direction D       only measure `encode`, `decode` or `split` (e.g. under a profiler)
   --big PATH          the big.srl test vector (default: testdata/sereal/vectors/Perl_Splitter/big.srl)
   --perl-script PATH  the reference bench script (default: bench/perl/sereal_bench.pl)
   --no-perl           skip the Perl reference (its columns show n/a)
@@ -49,6 +53,7 @@ struct Args {
     min_iters: u64,
     reps: usize,
     events: usize,
+    split_events: usize,
     cases: Vec<String>,
     direction: Option<String>,
     big: PathBuf,
@@ -65,6 +70,7 @@ fn parse_args() -> Result<Args> {
         min_iters: 5,
         reps: 3,
         events: 10_000,
+        split_events: 50_000,
         cases: Vec::new(),
         direction: None,
         big: manifest.join("../testdata/sereal/vectors/Perl_Splitter/big.srl"),
@@ -84,11 +90,14 @@ fn parse_args() -> Result<Args> {
             "--min-iters" => a.min_iters = value("--min-iters")?.parse().context("--min-iters")?,
             "--reps" => a.reps = value("--reps")?.parse::<usize>().context("--reps")?.max(1),
             "--events" => a.events = value("--events")?.parse().context("--events")?,
+            "--split-events" => {
+                a.split_events = value("--split-events")?.parse().context("--split-events")?
+            }
             "--case" => a.cases.push(value("--case")?),
             "--direction" => {
                 let d = value("--direction")?;
-                if d != "encode" && d != "decode" {
-                    bail!("--direction must be encode or decode, not {d:?}");
+                if !["encode", "decode", "split"].contains(&d.as_str()) {
+                    bail!("--direction must be encode, decode or split, not {d:?}");
                 }
                 a.direction = Some(d);
             }
@@ -124,11 +133,16 @@ fn cpu_seconds() -> Option<f64> {
 
 /// Run `f` until both `min_time` seconds of wall time and `min_iters` iterations have passed;
 /// return (iterations, CPU seconds — wall seconds if the CPU clock is unavailable).
-fn timed_loop(
+fn timed_loop(min_time: f64, min_iters: u64, f: impl FnMut() -> Result<()>) -> Result<(u64, f64)> {
+    timed_loop_wall(min_time, min_iters, f).map(|(iters, cpu, _)| (iters, cpu))
+}
+
+/// [`timed_loop`], also returning the wall seconds.
+fn timed_loop_wall(
     min_time: f64,
     min_iters: u64,
     mut f: impl FnMut() -> Result<()>,
-) -> Result<(u64, f64)> {
+) -> Result<(u64, f64, f64)> {
     let wall0 = Instant::now();
     let cpu0 = cpu_seconds();
     let mut iters = 0u64;
@@ -139,11 +153,12 @@ fn timed_loop(
             break;
         }
     }
+    let wall = wall0.elapsed().as_secs_f64();
     let secs = match (cpu0, cpu_seconds()) {
         (Some(a), Some(b)) if b > a => b - a,
-        _ => wall0.elapsed().as_secs_f64(),
+        _ => wall,
     };
-    Ok((iters, secs))
+    Ok((iters, secs, wall))
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -327,12 +342,14 @@ struct PerlResult {
     encoded_bytes: usize,
 }
 
-fn perl_run(case: &Case, doc_path: &Path, args: &Args) -> Result<PerlResult> {
+/// The reference's encode and decode of the document at `doc_path` with `opts`; `name` names
+/// the case in errors.
+fn perl_run(name: &str, opts: &EncoderOptions, doc_path: &Path, args: &Args) -> Result<PerlResult> {
     let out = Command::new("perl")
         .arg(&args.perl_script)
         .arg("--file")
         .arg(doc_path)
-        .args(perl_flags(&case.opts))
+        .args(perl_flags(opts))
         .args([
             "--min-time",
             &args.min_time.to_string(),
@@ -344,7 +361,7 @@ fn perl_run(case: &Case, doc_path: &Path, args: &Args) -> Result<PerlResult> {
     if !out.status.success() {
         bail!(
             "{}: the Perl reference bench failed ({}):\n{}",
-            case.name,
+            name,
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
@@ -392,6 +409,194 @@ fn perl_available(script: &Path) -> std::result::Result<String, String> {
 
 /// (case name, bytes of the reference's encoding of the case's data).
 type PerlSizes = Vec<(String, usize)>;
+
+// ---------------------------------------------------------------------------------------------
+// The splitter
+// ---------------------------------------------------------------------------------------------
+
+/// A document cut into chunks of at most `max` bytes by `sereal::split` (default options: the
+/// chunks keep the input's protocol and compression). The anchor is the reference decoding the
+/// same document and encoding its data again with the same options: what a splitter without
+/// `sereal::split` does (decode the array, encode runs of its elements).
+struct SplitCase {
+    name: String,
+    file: String,
+    doc: Vec<u8>,
+    max: usize,
+    /// The options the document was written with (the reference's re-encode uses them).
+    opts: EncoderOptions,
+}
+
+struct SplitRow {
+    case: String,
+    doc_bytes: usize,
+    max: usize,
+    chunks: usize,
+    /// MB/s of the document per CPU second, compressing on the calling thread (`threads: 1`).
+    ours_one: f64,
+    /// The same per wall second.
+    ours_one_wall: f64,
+    /// MB/s of the document per wall second, compressing on every core (`threads: 0`).
+    ours_all_wall: f64,
+    /// The reference's decode + re-encode of the same document, MB/s per CPU second.
+    perl: Option<f64>,
+}
+
+/// Splits once and checks the chunks (each within `max`, each decoding on its own, the elements
+/// all there in order), so that the timed loop times a correct split; returns the chunk count.
+fn split_checked(case: &SplitCase) -> Result<usize> {
+    let chunks = split(
+        &case.doc,
+        case.max,
+        &SplitOptions::default(),
+        &Limits::default(),
+    )
+    .with_context(|| format!("{}: split", case.name))?;
+    let mut dec = Decoder::new();
+    let whole = match dec.decode(&case.doc)? {
+        Value::Array(items) => items,
+        _ => bail!("{}: not an array document", case.name),
+    };
+    let mut at = 0;
+    for (i, c) in chunks.iter().enumerate() {
+        if c.len() > case.max {
+            bail!(
+                "{}: chunk {i} has {} bytes > {}",
+                case.name,
+                c.len(),
+                case.max
+            );
+        }
+        let Value::Array(items) = dec.decode(c)? else {
+            bail!("{}: chunk {i} is not an array", case.name);
+        };
+        if whole.get(at..at + items.len()) != Some(&items[..]) {
+            bail!("{}: chunk {i} differs from elements {at}..", case.name);
+        }
+        at += items.len();
+    }
+    if at != whole.len() {
+        bail!(
+            "{}: the chunks hold {at} of {} elements",
+            case.name,
+            whole.len()
+        );
+    }
+    Ok(chunks.len())
+}
+
+/// (CPU MB/s on one thread, wall MB/s on one thread, wall MB/s on all threads) of splitting
+/// `case`.
+fn ours_split(case: &SplitCase, args: &Args) -> Result<(f64, f64, f64)> {
+    let mb = case.doc.len() as f64 / 1e6;
+    let run = |threads| {
+        let opts = SplitOptions {
+            threads,
+            ..Default::default()
+        };
+        timed_loop_wall(args.min_time, args.min_iters, || {
+            let chunks = split(black_box(&case.doc), case.max, &opts, &Limits::default())?;
+            black_box(&chunks);
+            Ok(())
+        })
+    };
+    let (iters, cpu, wall) = run(1)?;
+    let (iters_all, _, wall_all) = run(0)?;
+    Ok((
+        mb * iters as f64 / cpu,
+        mb * iters as f64 / wall,
+        mb * iters_all as f64 / wall_all,
+    ))
+}
+
+fn measure_split(
+    args: &Args,
+    cases: &[SplitCase],
+    perl: bool,
+    tmp: &Path,
+) -> Result<Vec<SplitRow>> {
+    let mut rows = Vec::new();
+    for case in cases {
+        let chunks = split_checked(case)?;
+        let doc_path = tmp.join(format!("{}.srl", case.file));
+        std::fs::write(&doc_path, &case.doc)
+            .with_context(|| format!("writing {}", doc_path.display()))?;
+        eprintln!(
+            "measuring split of {} ({} bytes, {chunks} chunks of ≤ {}) ...",
+            case.name,
+            case.doc.len(),
+            case.max
+        );
+        let (mut one, mut one_wall, mut all, mut anchor) = (vec![], vec![], vec![], vec![]);
+        for _ in 0..args.reps {
+            let (o, w, a) =
+                ours_split(case, args).with_context(|| format!("{}: split", case.name))?;
+            one.push(o);
+            one_wall.push(w);
+            all.push(a);
+            if perl {
+                let p = perl_run(&case.name, &case.opts, &doc_path, args)?;
+                // Both loops time the same document size: seconds per MB add up.
+                anchor.push(1.0 / (1.0 / p.decode_mbps + 1.0 / p.encode_mbps));
+            }
+        }
+        rows.push(SplitRow {
+            case: case.name.clone(),
+            doc_bytes: case.doc.len(),
+            max: case.max,
+            chunks,
+            ours_one: median(one),
+            ours_one_wall: median(one_wall),
+            ours_all_wall: median(all),
+            perl: (!anchor.is_empty()).then(|| median(anchor)),
+        });
+    }
+    Ok(rows)
+}
+
+fn print_split_table(rows: &[SplitRow], args: &Args, cores: usize) {
+    println!();
+    println!("## Splitter (sereal::split) vs the Perl reference's decode + re-encode");
+    println!();
+    println!(
+        "| document | bytes | chunk ≤ | chunks | ours MB/s (1 thread, CPU) | reference decode + encode MB/s | \
+         ratio | target | ours MB/s wall: 1 thread | all {cores} cores |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    for r in rows {
+        let (perl_col, ratio_col, target_col) = match r.perl {
+            Some(p) if p > 0.0 => {
+                let ratio = r.ours_one / p;
+                let verdict = if ratio >= TARGET_RATIO {
+                    "met"
+                } else {
+                    "MISSED"
+                };
+                (
+                    format!("{p:.1}"),
+                    format!("{ratio:.2}×"),
+                    format!("≥ {TARGET_RATIO}× {verdict}"),
+                )
+            }
+            _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
+        };
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {perl_col} | {ratio_col} | {target_col} | {:.1} | {:.1} |",
+            r.case, r.doc_bytes, r.max, r.chunks, r.ours_one, r.ours_one_wall, r.ours_all_wall
+        );
+    }
+    println!();
+    println!(
+        "MB/s = 10^6 bytes of the input document per second, median of {} runs of ≥ {} s and ≥ {} \
+         iterations each; the chunks keep the input's protocol and compression (zlib 6, zstd 3). \
+         The ratio compares ours on one thread (process CPU time) with the reference's CPU time to \
+         decode the document and encode its data again with the same options (bench/perl/sereal_bench.pl, \
+         the same run): the work of a splitter without sereal::split. The wall columns are the latency \
+         of a split on one thread (`threads: 1`) and with candidate chunks compressed in parallel \
+         (`threads: 0`); on a shared machine they depend on its load.",
+        args.reps, args.min_time, args.min_iters
+    );
+}
 
 struct Row {
     case: String,
@@ -470,9 +675,50 @@ fn run() -> Result<()> {
         )?,
     ];
     drop(events_value);
+    let mut split_cases = Vec::new();
+    if args.direction.as_deref().unwrap_or("split") == "split" {
+        let m = args.split_events;
+        let value = sluice_gen::events_array(&sluice_gen::GenConfig::web(2, m));
+        for (label, file, opts) in [
+            (
+                "v3 zlib 6 + dedupe [original]",
+                "split_v3_zlib_dedupe",
+                EncoderOptions::original_events(),
+            ),
+            (
+                "v5 zstd 3 + dedupe",
+                "split_v5_zstd_dedupe",
+                EncoderOptions {
+                    protocol: 5,
+                    compression: Compression::Zstd { level: 3 },
+                    dedupe_strings: true,
+                    ..Default::default()
+                },
+            ),
+        ] {
+            split_cases.push(SplitCase {
+                name: format!("events ({m} WEB), {label}"),
+                file: file.into(),
+                doc: sereal::to_vec(&value, &opts).with_context(|| format!("encoding {label}"))?,
+                max: 500_000,
+                opts,
+            });
+        }
+    }
     let mut notes = Vec::new();
     if args.big.is_file() {
         let (case, note) = big_case(&args.big)?;
+        if args.direction.as_deref().unwrap_or("split") == "split" {
+            for max in [100_000, 500_000] {
+                split_cases.push(SplitCase {
+                    name: "big.srl (Perl_Splitter)".into(),
+                    file: "split_big".into(),
+                    doc: case.doc.clone(),
+                    max,
+                    opts: case.opts.clone(),
+                });
+            }
+        }
         cases.push(case);
         notes.push(note);
     } else {
@@ -482,64 +728,73 @@ fn run() -> Result<()> {
         );
     }
     if !args.cases.is_empty() {
-        cases.retain(|c| {
+        let chosen = |name: &str, file: &str| {
             args.cases
                 .iter()
-                .any(|f| c.name.contains(f.as_str()) || c.file.contains(f.as_str()))
-        });
+                .any(|f| name.contains(f.as_str()) || file.contains(f.as_str()))
+        };
+        cases.retain(|c| chosen(&c.name, &c.file));
+        split_cases.retain(|c| chosen(&c.name, &c.file));
     }
 
     let tmp = std::env::temp_dir().join(format!("sluice-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let result = measure_all(&args, &cases, perl.is_some(), &tmp);
+    let result = measure_all(&args, &cases, perl.is_some(), &tmp)
+        .and_then(|r| Ok((r, measure_split(&args, &split_cases, perl.is_some(), &tmp)?)));
     if args.keep_docs {
         eprintln!("documents kept in {}", tmp.display());
     } else {
         let _ = std::fs::remove_dir_all(&tmp);
     }
-    let (rows, perl_sizes) = result?;
+    let ((rows, perl_sizes), split_rows) = result?;
 
     // --- report ------------------------------------------------------------------------------
-    println!();
-    println!("## Sereal codec throughput: ours vs the Perl reference");
-    println!();
-    println!("| case | direction | ours MB/s | Perl reference MB/s | ratio | target |");
-    println!("|---|---|---:|---:|---:|---|");
-    for r in &rows {
-        let (perl_col, ratio_col, target_col) = match r.perl {
-            Some(p) if p > 0.0 => {
-                let ratio = r.ours / p;
-                let verdict = if ratio >= TARGET_RATIO {
-                    "met"
-                } else {
-                    "MISSED"
-                };
-                (
-                    format!("{p:.1}"),
-                    format!("{ratio:.2}×"),
-                    format!("≥ {TARGET_RATIO}× {verdict}"),
-                )
-            }
-            _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
-        };
+    if !rows.is_empty() {
+        println!();
+        println!("## Sereal codec throughput: ours vs the Perl reference");
+        println!();
+        println!("| case | direction | ours MB/s | Perl reference MB/s | ratio | target |");
+        println!("|---|---|---:|---:|---:|---|");
+        for r in &rows {
+            let (perl_col, ratio_col, target_col) = match r.perl {
+                Some(p) if p > 0.0 => {
+                    let ratio = r.ours / p;
+                    let verdict = if ratio >= TARGET_RATIO {
+                        "met"
+                    } else {
+                        "MISSED"
+                    };
+                    (
+                        format!("{p:.1}"),
+                        format!("{ratio:.2}×"),
+                        format!("≥ {TARGET_RATIO}× {verdict}"),
+                    )
+                }
+                _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
+            };
+            println!(
+                "| {} | {} | {:.1} | {} | {} | {} |",
+                r.case, r.direction, r.ours, perl_col, ratio_col, target_col
+            );
+        }
+        println!();
         println!(
-            "| {} | {} | {:.1} | {} | {} | {} |",
-            r.case, r.direction, r.ours, perl_col, ratio_col, target_col
+            "MB/s = 10^6 bytes of the Sereal document per second of process CPU time, median of {} runs of \
+             ≥ {} s and ≥ {} iterations each. Both directions and both sides count the same document size; \
+             for compressed documents that is the compressed document's size (so their MB/s are not \
+             comparable with the plain cases', only their ratios are).",
+            args.reps, args.min_time, args.min_iters
         );
+        if let Some(v) = &perl {
+            println!("Reference: Perl Sereal::Encoder/Decoder {v}, run by bench/perl/sereal_bench.pl on the same documents.");
+        }
+        for note in &notes {
+            println!("{note}.");
+        }
     }
-    println!();
-    println!(
-        "MB/s = 10^6 bytes of the Sereal document per second of process CPU time, median of {} runs of \
-         ≥ {} s and ≥ {} iterations each. Both directions and both sides count the same document size; \
-         for compressed documents that is the compressed document's size (so their MB/s are not \
-         comparable with the plain cases', only their ratios are).",
-        args.reps, args.min_time, args.min_iters
-    );
-    if let Some(v) = &perl {
-        println!("Reference: Perl Sereal::Encoder/Decoder {v}, run by bench/perl/sereal_bench.pl on the same documents.");
-    }
-    for note in &notes {
-        println!("{note}.");
+    if !split_rows.is_empty() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        print_split_table(&split_rows, &args, cores);
     }
 
     println!();
@@ -586,6 +841,12 @@ fn run() -> Result<()> {
             "sizes": cases.iter().map(|c| serde_json::json!({
                 "case": c.name, "doc_bytes": c.doc.len(), "events": c.events,
             })).collect::<Vec<_>>(),
+            "split": split_rows.iter().map(|r| serde_json::json!({
+                "case": r.case, "doc_bytes": r.doc_bytes, "max_bytes": r.max, "chunks": r.chunks,
+                "ours_mbps_one_thread": r.ours_one, "ours_mbps_one_thread_wall": r.ours_one_wall,
+                "ours_mbps_all_threads_wall": r.ours_all_wall,
+                "perl_decode_encode_mbps": r.perl, "ratio": r.perl.map(|p| r.ours_one / p),
+            })).collect::<Vec<_>>(),
             "reps": args.reps, "min_time_s": args.min_time, "perl_version": perl,
         });
         std::fs::write(path, serde_json::to_string_pretty(&j)?)
@@ -604,6 +865,10 @@ fn measure_all(
 ) -> Result<(Vec<Row>, PerlSizes)> {
     let mut rows = Vec::new();
     let mut perl_sizes = Vec::new();
+    let wants = |d: &str| args.direction.as_deref().unwrap_or(d) == d;
+    if !wants("encode") && !wants("decode") {
+        return Ok((rows, perl_sizes));
+    }
     for case in cases {
         let doc_path = tmp.join(format!("{}.srl", case.file));
         std::fs::write(&doc_path, &case.doc)
@@ -611,7 +876,6 @@ fn measure_all(
         eprintln!("measuring {} ({} bytes) ...", case.name, case.doc.len());
         let (mut enc, mut dec, mut penc, mut pdec) = (vec![], vec![], vec![], vec![]);
         let mut perl_bytes = None;
-        let wants = |d: &str| args.direction.as_deref().unwrap_or(d) == d;
         for _ in 0..args.reps {
             if wants("encode") {
                 enc.push(
@@ -624,7 +888,7 @@ fn measure_all(
                 );
             }
             if perl {
-                let p = perl_run(case, &doc_path, args)?;
+                let p = perl_run(&case.name, &case.opts, &doc_path, args)?;
                 penc.push(p.encode_mbps);
                 pdec.push(p.decode_mbps);
                 perl_bytes = Some(p.encoded_bytes);
