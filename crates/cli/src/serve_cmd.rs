@@ -53,7 +53,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_bytes)]
     max_pending_bytes: Option<u64>,
     /// Free-space reserve: while a data, WAL or spool disk has less free, acknowledged ingest
-    /// gets 503 / `error unavailable` (bytes, or with a unit: 512k, 64m, 1g; 0 = off; default 64m).
+    /// gets 503 / `error unavailable` (bytes, or with a unit: 512k, 64m, 1g; 0 = off; default:
+    /// per disk the smaller of 64m and 5 % of its size). The value in force is logged at start.
     #[arg(long, value_parser = parse_bytes)]
     min_free: Option<u64>,
     /// Pipeline threads: each parses payloads and aggregates and flushes the (dc, type,
@@ -154,7 +155,7 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
         c.max_pending_bytes = n;
     }
     if let Some(m) = a.min_free {
-        c.min_free_bytes = m;
+        c.min_free_bytes = Some(m);
     }
     if let Some(n) = a.pipeline_threads {
         c.pipeline_threads = Some(n);

@@ -31,8 +31,11 @@ pub const DEFAULT_MAX_PENDING_BYTES: u64 = 512 << 20;
 pub const DEFAULT_GRACE_MS: u64 = 250;
 /// The most pipeline threads (`pipeline_threads`).
 pub const MAX_PIPELINE_THREADS: usize = 256;
-/// Default free-space reserve of the data disks (`min_free_bytes`): 64 MiB.
+/// Largest default free-space reserve of a data disk (`min_free_bytes` not set): 64 MiB.
 pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
+/// Default free-space reserve of a data disk, in percent of its total size, when that is below
+/// [`DEFAULT_MIN_FREE_BYTES`] (`min_free_bytes` not set): 5 %.
+pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 
 /// Settings of the server. Every field has a default (`ServerConfig::default()`, or an empty
 /// TOML file); unknown TOML keys are refused.
@@ -74,7 +77,8 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 64 << 20;
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
 /// max_pending_bytes = 536870912 # events held in memory (future-dated ones too); then 503
-/// min_free_bytes = 67108864    # ingest refused (503) while the data disk has less free
+/// # min_free_bytes = 67108864  # ingest refused (503) while a data disk has less free
+/// #                            # (default: the smaller of 64 MiB and 5 % of each disk; 0 = off)
 /// wal_segment_bytes = 67108864 # WAL segment size
 /// salvage_wal = false          # start past WAL damage after copying it to <wal>/damaged/
 /// substream_queue = 1024       # stored chunks waiting for their substreams; more are shed
@@ -199,10 +203,16 @@ pub struct ServerConfig {
     /// half the budget more (`sluice_spare_encoder_bytes`). RSS stays within about 2–3× the
     /// budget above the idle process (`tests/memory.rs`).
     pub max_pending_bytes: u64,
-    /// Free-space reserve, bytes (default 64 MiB): while a disk holding the data, WAL or spool
-    /// directory has less free, acknowledged ingest is refused (503 / TCP `error unavailable`),
-    /// so the store can still flush and the WAL checkpoint and shrink. 0 disables the check.
-    pub min_free_bytes: u64,
+    /// Free-space reserve, bytes: while a disk holding the data, WAL or spool directory has
+    /// less free, acknowledged ingest is refused (503 / TCP `error unavailable`), so the store
+    /// can still flush and the WAL checkpoint and shrink. `Some(n)` (the TOML key, `sluice serve
+    /// --min-free`): `n` bytes on every disk, as given; 0 disables the check. `None` (default):
+    /// per disk, the smaller of [`DEFAULT_MIN_FREE_BYTES`] (64 MiB) and
+    /// [`DEFAULT_MIN_FREE_PERCENT`] (5 %) of its total size (`statvfs`), so that a small disk
+    /// (a 48 MiB volume: 2.4 MiB) still takes data. The reserve in force is logged at start
+    /// (`free-space reserve …`, with a warning when it exceeds the disk or its free space) and
+    /// shown as `sluice_disk_min_free_bytes`; see [`crate::disk::reserve_for`].
+    pub min_free_bytes: Option<u64>,
     /// A WAL segment is closed once it holds this many bytes (default 64 MiB).
     pub wal_segment_bytes: u64,
     /// Start past damaged WAL records (default false): the damaged files are first copied to
@@ -273,7 +283,7 @@ impl Default for ServerConfig {
             spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
             spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
             max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
-            min_free_bytes: DEFAULT_MIN_FREE_BYTES,
+            min_free_bytes: None,
             wal_segment_bytes: WalConfig::default().segment_size,
             salvage_wal: false,
             substream_queue: 1024,

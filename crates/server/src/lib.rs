@@ -306,7 +306,6 @@ async fn run_with(
         m.pending_bytes.set(as_gauge(sum(&|a| a.pending_bytes())));
         m.max_pending_bytes.set(as_gauge(config.max_pending_bytes));
         m.wal_checkpointed_seq.set(as_gauge(wal.checkpointed()));
-        m.min_free_bytes.set(as_gauge(config.min_free_bytes));
     }
     let mut watched = vec![
         config.data_dir.clone(),
@@ -315,9 +314,11 @@ async fn run_with(
     ];
     watched.dedup();
     let mut disk = disk::DiskGuard::new(watched, config.min_free_bytes);
+    eprintln!("sluice-server: {}", disk.reserve_line());
     disk.refresh(wal.failing());
     metrics.set_unavailable(disk.why());
     metrics.disk_free_bytes.set(as_gauge(disk.free));
+    metrics.min_free_bytes.set(as_gauge(disk.reserve));
 
     // Substreams run on their own threads, fed by the pipeline's flush reports.
     let substreams = Arc::new(sluice_substreams::Runner::start(

@@ -121,7 +121,8 @@ pub struct Metrics {
     unavailable_reason: RwLock<Option<String>>,
     /// Lowest free space of the data, WAL and spool disks at the last check, bytes.
     pub disk_free_bytes: IntGauge,
-    /// The free-space reserve (`min_free_bytes`).
+    /// The free-space reserve in force on the data directory's disk (`min_free_bytes`, or its
+    /// default for that disk: see `disk::reserve_for`).
     pub min_free_bytes: IntGauge,
     /// Acknowledged payloads refused while ingest was unavailable.
     pub payloads_refused_unavailable: IntCounter,
@@ -233,7 +234,7 @@ impl Metrics {
             disk_unavailable: reg(&r, gauge("sluice_disk_unavailable", "1 while acknowledged ingest is refused: a disk below min_free_bytes, or WAL writes failing.")),
             unavailable_reason: RwLock::new(None),
             disk_free_bytes: reg(&r, gauge("sluice_disk_free_bytes", "Lowest free space of the data, WAL and spool disks at the last check.")),
-            min_free_bytes: reg(&r, gauge("sluice_disk_min_free_bytes", "The free-space reserve below which ingest is refused.")),
+            min_free_bytes: reg(&r, gauge("sluice_disk_min_free_bytes", "The free-space reserve in force on the data directory's disk (min_free_bytes, or the smaller of 64 MiB and 5 % of the disk): below it ingest is refused.")),
             payloads_refused_unavailable: reg(&r, counter("sluice_payloads_refused_unavailable_total", "Acknowledged payloads refused while ingest was unavailable (the sender retries).")),
             tcp_connections: reg(&r, counter("sluice_tcp_connections_total", "TCP connections accepted.")),
             tcp_connections_open: reg(&r, gauge("sluice_tcp_connections_open", "TCP connections open.")),

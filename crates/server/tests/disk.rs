@@ -109,7 +109,7 @@ fn server_config(data: &Path, grace_secs: u64) -> ServerConfig {
         udp: None,
         grace_secs: Some(grace_secs),
         fsync: "batch".parse().expect("fsync policy"),
-        min_free_bytes: 2 << 20,
+        min_free_bytes: Some(2 << 20),
         wal_segment_bytes: 256 << 10,
         spool_max_bytes: 4 << 20,
         pipeline_threads: Some(2),
@@ -528,4 +528,176 @@ fn bad_checkpoint_file_warns_and_stores_nothing_twice() {
     assert_exactly_once(&stored_ids(addr, start - 2, now() + 2), &ids);
     server.shutdown().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+const RESERVE_CHILD_ENV: &str = "SLUICE_TEST_RESERVE_CHILD";
+
+/// Not a test on its own: a server with the default config but for its addresses (HTTP only)
+/// and, when given, `min_free_bytes`, run when the test binary is started again with
+/// `RESERVE_CHILD_ENV` = `<data dir>:<min_free_bytes, or "default">`. Its log is its stderr.
+#[test]
+fn reserve_child_server() {
+    let Ok(arg) = std::env::var(RESERVE_CHILD_ENV) else {
+        return;
+    };
+    let (dir, reserve) = arg.rsplit_once(':').expect("<dir>:<reserve>");
+    let server = spawn(ServerConfig {
+        data_dir: PathBuf::from(dir),
+        http: Some("127.0.0.1:0".parse().unwrap()),
+        tcp: None,
+        udp: None,
+        min_free_bytes: (reserve != "default").then(|| reserve.parse().expect("reserve bytes")),
+        ..ServerConfig::default()
+    })
+    .unwrap();
+    println!("ADDR {}", server.http_addr.unwrap());
+    std::io::stdout().flush().unwrap();
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+/// A [`reserve_child_server`] process with its log (stderr) collected; SIGKILLed on drop.
+struct LoggedChild {
+    proc: std::process::Child,
+    http: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl LoggedChild {
+    fn start(data: &Path, min_free_bytes: Option<u64>) -> LoggedChild {
+        use std::process::{Command, Stdio};
+        let reserve = min_free_bytes.map_or("default".to_owned(), |n| n.to_string());
+        let mut proc = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "reserve_child_server",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(RESERVE_CHILD_ENV, format!("{}:{reserve}", data.display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let mut err = BufReader::new(proc.stderr.take().unwrap());
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while err.read_line(&mut line).unwrap_or(0) > 0 {
+                eprint!("child: {line}");
+                sink.lock().unwrap().push_str(&line);
+                line.clear();
+            }
+        });
+        let mut out = BufReader::new(proc.stdout.take().unwrap());
+        let http = loop {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap() == 0 {
+                let _ = proc.kill();
+                let _ = proc.wait();
+                panic!("child exited before serving: {}", log.lock().unwrap());
+            }
+            if let Some(i) = line.find("ADDR ") {
+                break line[i + 5..].trim().parse().unwrap();
+            }
+        };
+        LoggedChild { proc, http, log }
+    }
+
+    /// The first log line containing `what` (waits up to 10 s for it).
+    fn log_line(&self, what: &str) -> String {
+        let mut found = None;
+        wait_until(&format!("a log line with {what:?}"), 10, || {
+            found = self
+                .log
+                .lock()
+                .unwrap()
+                .lines()
+                .find(|l| l.contains(what))
+                .map(str::to_owned);
+            found.is_some()
+        });
+        found.unwrap()
+    }
+}
+
+impl Drop for LoggedChild {
+    fn drop(&mut self) {
+        let _ = self.proc.kill();
+        let _ = self.proc.wait();
+    }
+}
+
+/// One small payload over HTTP: the status and the reply.
+fn post_one(addr: SocketAddr) -> (u16, String) {
+    let body = format!("{}\n", events("r", 0, 1)[0]);
+    request(addr, "POST", "/v1/events", body.as_bytes()).unwrap()
+}
+
+#[test]
+fn default_reserve_fits_a_48_mib_disk_ingest_and_healthz_work_and_the_log_says_so() {
+    if !is_root() {
+        println!("SKIPPED: needs root (mounts a tmpfs)");
+        return;
+    }
+    let fs = Tmpfs::mount(temp_dir("reserve-default"), 48);
+    let data = fs.0.join("data");
+    let child = LoggedChild::start(&data, None);
+    let (status, text) = post_one(child.http);
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = request(child.http, "GET", "/healthz", b"").unwrap();
+    assert_eq!(status, 200, "{text}");
+    // 5 % of 48 MiB = 2516582 bytes.
+    let line = child.log_line("free-space reserve");
+    assert!(
+        line.contains(&format!(
+            "free-space reserve 2.4 MiB (5 % of the 48 MiB disk holding {}",
+            data.display()
+        )) && line.contains("min_free_bytes"),
+        "{line}"
+    );
+    assert!(!line.contains("refused"), "{line}");
+    let metrics = request(child.http, "GET", "/metrics", b"").unwrap().1;
+    assert_eq!(
+        metric_value(&metrics, "sluice_disk_min_free_bytes"),
+        2_516_582.0
+    );
+    assert_eq!(metric_value(&metrics, "sluice_disk_unavailable"), 0.0);
+}
+
+#[test]
+fn explicit_reserve_larger_than_the_disk_is_used_and_the_log_names_the_setting() {
+    if !is_root() {
+        println!("SKIPPED: needs root (mounts a tmpfs)");
+        return;
+    }
+    let fs = Tmpfs::mount(temp_dir("reserve-explicit"), 48);
+    let data = fs.0.join("data");
+    let child = LoggedChild::start(&data, Some(64 << 20));
+    let line = child.log_line("free-space reserve");
+    assert!(
+        line.contains(&format!(
+            "free-space reserve 64 MiB (min_free_bytes) is larger than the whole disk (48 MiB) holding {}: ingest will be refused; lower min_free_bytes (sluice serve --min-free)",
+            data.display()
+        )),
+        "{line}"
+    );
+    // As given, not scaled: ingest is refused, health says why.
+    let (status, text) = post_one(child.http);
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("min_free_bytes"), "{text}");
+    let (status, text) = request(child.http, "GET", "/healthz", b"").unwrap();
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.contains("larger than the whole disk") && text.contains("min_free_bytes"),
+        "{text}"
+    );
+    let metrics = request(child.http, "GET", "/metrics", b"").unwrap().1;
+    assert_eq!(
+        metric_value(&metrics, "sluice_disk_min_free_bytes"),
+        (64u64 << 20) as f64
+    );
+    assert_eq!(metric_value(&metrics, "sluice_disk_unavailable"), 1.0);
 }
