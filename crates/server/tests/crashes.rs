@@ -1,8 +1,9 @@
 //! Exactly once across repeated SIGKILLs of a real `sluice serve` (issue 8, finding 3; issue 21):
-//! HTTP clients post acknowledged batches of events of several (dc, type, subtype) groups, a
-//! fifth of each batch dated 2–3 s back (late), while the server is killed every 0.3–1.5 s
-//! (randomised); after a final clean start and flush every acknowledged id is read back exactly
-//! once, every unacknowledged one at most once. Run with 1, 2 and 4 pipeline threads: with more
+//! HTTP clients, and a TCP client, send acknowledged batches of events of several (dc, type,
+//! subtype) groups, a fifth of each batch dated 2–3 s back (late), and a UDP client fire-and-
+//! forget ones, while the server is killed every 0.3–1.5 s (randomised); after a final clean
+//! start and flush every acknowledged id is read back exactly once, every other one at most once,
+//! and the completeness counts equal what is stored. Run with 1, 2 and 4 pipeline threads: with more
 //! than one, a payload's events are routed between shards (the case issue 21 found broken).
 //! The deterministic counterpart, a crash at each step in turn, is `failpoints.rs`.
 //!
@@ -19,7 +20,7 @@ mod process;
 use std::time::{Duration, Instant};
 
 use common::now;
-use load::{Load, GROUPS};
+use load::{Clients, Load, Targets, GROUPS};
 use process::{Server, XorShift};
 
 /// What one probe does.
@@ -46,7 +47,7 @@ impl Probe {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| now() as u64);
         println!(
-            "seed {seed} (SLUICE_KILL_SEED to repeat); {} threads, {} clients, {} groups",
+            "seed {seed} (SLUICE_KILL_SEED to repeat); {} threads, {} HTTP + 1 TCP + 1 UDP clients, {} groups",
             self.threads,
             self.clients,
             GROUPS.len()
@@ -58,7 +59,7 @@ impl Probe {
         std::fs::write(
             &config,
             format!(
-                "data_dir = {:?}\ntcp = \"off\"\nudp = \"off\"\n",
+                "data_dir = {:?}\ntcp = \"127.0.0.1:0\"\nudp = \"127.0.0.1:0\"\n",
                 dir.join("data")
             ),
         )
@@ -66,11 +67,16 @@ impl Probe {
         let threads = self.threads.to_string();
         let flags = ["--pipeline-threads", threads.as_str()];
         let start = now();
-        let load = Load::start(self.clients);
+        let load = Load::start_mixed(Clients {
+            http: self.clients,
+            tcp: 1,
+            udp: 1,
+        });
+        let log = dir.join("server.log");
         let deadline = Instant::now() + Duration::from_secs(60 + 6 * self.kills);
         for k in 0..self.kills {
             let mut server = Server::start_with(&config, &dir.join("data"), &flags);
-            load.target(Some(server.addr));
+            load.target_all(Some(Targets::of(server.addr, &log)));
             // Counted from the spawn: a kill may land in the first flush of what was replayed.
             let wait = Duration::from_millis(300 + rng.below(1201));
             let started = server.spawned.elapsed();
@@ -97,7 +103,7 @@ impl Probe {
         let events = server.read(from, to);
         let verdict = load::check(&sent, &events);
         println!(
-            "{} threads, {} clients, {} kills: {} acked batches, {} unacked: {}",
+            "{} threads, {} HTTP + 1 TCP + 1 UDP clients, {} kills: {} acked batches, {} unacked: {}",
             self.threads,
             self.clients,
             self.kills,
@@ -112,7 +118,7 @@ impl Probe {
             "completeness counts"
         );
         server.stop();
-        let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
         println!(
             "restarts that found a done note without its index entries (a kill inside a flush): {}",
             log.matches("without their index entries").count()

@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::now;
-use load::Load;
+use load::{Clients, Load, Targets};
 use process::{sluice_bin, Server};
 
 const THREADS: &str = "2";
@@ -92,32 +92,38 @@ fn crash_at(point: &str, n: u64) {
     let config = dir.join("sluice.toml");
     std::fs::write(
         &config,
-        format!("data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\n"),
+        format!("data_dir = {data:?}\ntcp = \"127.0.0.1:0\"\nudp = \"127.0.0.1:0\"\n"),
     )
     .unwrap();
     let flags = ["--pipeline-threads", THREADS];
     let start = now();
-    let load = Load::start(2);
+    let load = Load::start_mixed(Clients {
+        http: 2,
+        tcp: 1,
+        udp: 1,
+    });
+    let log = dir.join("server.log");
     if point == "replay.done" {
         // Something to replay first: a loaded server killed mid-stream.
         let mut s = Server::start_with(&config, &data, &flags);
-        load.target(Some(s.addr));
+        load.target_all(Some(Targets::of(s.addr, &log)));
         std::thread::sleep(Duration::from_millis(1500));
         s.kill();
         load.target(None);
     }
     let (mut child, addr) = spawn_armed(&config, &data, point, n);
-    load.target(addr);
+    // (A server that died during its start has no listeners to send to.)
+    load.target_all(addr.map(|a| Targets::of(a, &log)));
     wait_for_crash(&mut child, point);
     load.target(None);
-    let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
-        log.contains(&format!("crash point {point} reached")),
-        "{point}: the server died of something else:\n{log}"
+        text.contains(&format!("crash point {point} reached")),
+        "{point}: the server died of something else:\n{text}"
     );
     // The replay of what the crash left, under load, itself killed mid-flush.
     let mut s = Server::start_with(&config, &data, &flags);
-    load.target(Some(s.addr));
+    load.target_all(Some(Targets::of(s.addr, &log)));
     std::thread::sleep(Duration::from_millis(1200));
     s.kill();
     let sent = load.stop();

@@ -1,12 +1,14 @@
-//! Acknowledged load for the crash tests (`crashes.rs`, `failpoints.rs`): HTTP clients posting
-//! batches of events over several (dc, type, subtype) groups, a fifth of each batch dated 2–3 s
-//! back (late), to whichever server is running; then the check that every acknowledged id was
-//! stored exactly once and nothing else appeared.
+//! Load for the crash tests (`crashes.rs`, `failpoints.rs`): clients sending batches of events
+//! over several (dc, type, subtype) groups, a fifth of each batch dated 2–3 s back (late), to
+//! whichever server is running — HTTP POSTs and TCP messages (acknowledged) and UDP datagrams
+//! (fire and forget); then the check that every acknowledged id was stored exactly once, no
+//! other id more than once, and nothing that was not sent.
 
 #![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -45,46 +47,117 @@ pub fn is_late(id: u64) -> bool {
 /// What the clients sent.
 #[derive(Default, Debug)]
 pub struct Sent {
-    /// Batches answered 200 (every event of them must be stored exactly once).
+    /// Batches acknowledged (HTTP 200, TCP `ok`): every event of them must be stored once.
     pub acked: Vec<u64>,
-    /// Batches sent but not acknowledged (at most once).
+    /// Batches sent but not acknowledged, or sent by UDP: at most once.
     pub unacked: Vec<u64>,
 }
 
-/// Clients posting batches to the server at `addr` (none while it is `None`).
+/// How many clients of each transport.
+#[derive(Debug, Clone, Copy)]
+pub struct Clients {
+    pub http: usize,
+    pub tcp: usize,
+    pub udp: usize,
+}
+
+/// Where a running server listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Targets {
+    pub http: SocketAddr,
+    pub tcp: Option<SocketAddr>,
+    pub udp: Option<SocketAddr>,
+}
+
+impl Targets {
+    /// The listeners of the server whose HTTP address is `http` (from `DATA/SERVER`), read from
+    /// the `serving from … (http A, tcp B, udp C)` line of its log `log` (waits 10 s at most).
+    pub fn of(http: SocketAddr, log: &std::path::Path) -> Targets {
+        let want = format!("(http {http}, ");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            if let Some(line) = text.lines().rev().find(|l| l.contains(&want)) {
+                let field = |name: &str| -> Option<SocketAddr> {
+                    let rest = line.split(&format!(" {name} ")).nth(1)?;
+                    rest.split([',', ')']).next()?.parse().ok()
+                };
+                return Targets {
+                    http,
+                    tcp: field("tcp"),
+                    udp: field("udp"),
+                };
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no serving line for {http} in {}",
+                log.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Clients sending batches to the server at `targets` (none while it is `None`).
 pub struct Load {
-    pub addr: Arc<Mutex<Option<SocketAddr>>>,
+    targets: Arc<Mutex<Option<Targets>>>,
     stop: Arc<AtomicBool>,
     sent: Arc<Mutex<Sent>>,
     clients: Vec<JoinHandle<()>>,
 }
 
+/// The transport of one client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Http,
+    Tcp,
+    Udp,
+}
+
 impl Load {
-    /// Starts `clients` posting threads.
+    /// Starts `clients` HTTP clients.
     pub fn start(clients: usize) -> Load {
-        let addr: Arc<Mutex<Option<SocketAddr>>> = Arc::new(Mutex::new(None));
+        Load::start_mixed(Clients {
+            http: clients,
+            tcp: 0,
+            udp: 0,
+        })
+    }
+
+    /// Starts clients of every transport.
+    pub fn start_mixed(clients: Clients) -> Load {
+        let targets: Arc<Mutex<Option<Targets>>> = Arc::new(Mutex::new(None));
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(Mutex::new(Sent::default()));
         let next_batch = Arc::new(AtomicU64::new(0));
-        let clients = (0..clients)
-            .map(|_| {
-                let (addr, stop, sent, next_batch) =
-                    (addr.clone(), stop.clone(), sent.clone(), next_batch.clone());
+        let kinds = std::iter::repeat_n(Transport::Http, clients.http)
+            .chain(std::iter::repeat_n(Transport::Tcp, clients.tcp))
+            .chain(std::iter::repeat_n(Transport::Udp, clients.udp));
+        let clients = kinds
+            .map(|kind| {
+                let (targets, stop, sent, next_batch) = (
+                    targets.clone(),
+                    stop.clone(),
+                    sent.clone(),
+                    next_batch.clone(),
+                );
                 std::thread::spawn(move || {
+                    let mut client = Client::new(kind);
                     while !stop.load(Ordering::Relaxed) {
-                        let Some(a) = *addr.lock().unwrap() else {
+                        let Some(t) = *targets.lock().unwrap() else {
+                            client.tcp = None;
                             std::thread::sleep(Duration::from_millis(10));
                             continue;
                         };
                         let batch = next_batch.fetch_add(1, Ordering::Relaxed);
-                        let body = batch_body(batch, now());
-                        match try_request(a, "POST", "/v1/events", body.as_bytes()) {
-                            Ok(r) if r.status == 200 => sent.lock().unwrap().acked.push(batch),
-                            // Refused (backpressure, unavailable): not acknowledged.
-                            Ok(r) if r.status == 503 => sent.lock().unwrap().unacked.push(batch),
-                            Ok(r) => panic!("batch {batch}: {} {}", r.status, r.text()),
-                            Err(_) => {
-                                sent.lock().unwrap().unacked.push(batch);
+                        let acked = client.send(&t, batch);
+                        let mut s = sent.lock().unwrap();
+                        if acked {
+                            s.acked.push(batch);
+                        } else {
+                            s.unacked.push(batch);
+                            drop(s);
+                            if kind != Transport::Udp {
                                 std::thread::sleep(Duration::from_millis(10));
                             }
                         }
@@ -93,16 +166,26 @@ impl Load {
             })
             .collect();
         Load {
-            addr,
+            targets,
             stop,
             sent,
             clients,
         }
     }
 
-    /// Points the clients at `addr` (`None`: they wait).
+    /// Points the clients at the HTTP address `addr` only (`None`: they wait).
     pub fn target(&self, addr: Option<SocketAddr>) {
-        *self.addr.lock().unwrap() = addr;
+        self.target_all(addr.map(|http| Targets {
+            http,
+            tcp: None,
+            udp: None,
+        }));
+    }
+
+    /// Points the clients at `targets` (`None`: they wait). TCP and UDP clients send nothing to
+    /// a server without those listeners.
+    pub fn target_all(&self, targets: Option<Targets>) {
+        *self.targets.lock().unwrap() = targets;
     }
 
     /// Batches acknowledged so far.
@@ -117,6 +200,82 @@ impl Load {
             c.join().unwrap();
         }
         std::mem::take(&mut *self.sent.lock().unwrap())
+    }
+}
+
+/// One client's connection state.
+struct Client {
+    kind: Transport,
+    /// The TCP connection and the address it goes to.
+    tcp: Option<(SocketAddr, BufReader<TcpStream>)>,
+    udp: Option<UdpSocket>,
+}
+
+impl Client {
+    fn new(kind: Transport) -> Client {
+        Client {
+            kind,
+            tcp: None,
+            udp: None,
+        }
+    }
+
+    /// Sends batch `batch`; whether it was acknowledged (UDP never is).
+    fn send(&mut self, t: &Targets, batch: u64) -> bool {
+        let body = batch_body(batch, now());
+        match self.kind {
+            Transport::Http => match try_request(t.http, "POST", "/v1/events", body.as_bytes()) {
+                Ok(r) if r.status == 200 => true,
+                // Refused (backpressure, unavailable): not acknowledged.
+                Ok(r) if r.status == 503 => false,
+                Ok(r) => panic!("batch {batch}: {} {}", r.status, r.text()),
+                Err(_) => false,
+            },
+            Transport::Tcp => {
+                let Some(addr) = t.tcp else { return false };
+                // One message: the batch as a JSON array on one line.
+                let line = format!("[{}]\n", body.trim_end().replace('\n', ","));
+                match self.tcp_send(addr, line.as_bytes()) {
+                    Ok(reply) if reply.starts_with("ok ") => {
+                        assert_eq!(reply.trim(), format!("ok {BATCH} 0"), "batch {batch}");
+                        true
+                    }
+                    Ok(reply) if reply.starts_with("error unavailable") => false,
+                    Ok(reply) => panic!("batch {batch}: TCP reply {reply:?}"),
+                    Err(_) => {
+                        self.tcp = None;
+                        false
+                    }
+                }
+            }
+            Transport::Udp => {
+                let Some(addr) = t.udp else { return false };
+                let socket = self
+                    .udp
+                    .get_or_insert_with(|| UdpSocket::bind("127.0.0.1:0").expect("udp socket"));
+                let _ = socket.send_to(body.as_bytes(), addr);
+                // Paced like the others (a reply's round trip).
+                std::thread::sleep(Duration::from_millis(2));
+                false
+            }
+        }
+    }
+
+    /// One message on the (re)connected TCP connection to `addr`, and its reply line.
+    fn tcp_send(&mut self, addr: SocketAddr, message: &[u8]) -> std::io::Result<String> {
+        if self.tcp.as_ref().is_none_or(|(a, _)| *a != addr) {
+            let s = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(30)))?;
+            s.set_write_timeout(Some(Duration::from_secs(30)))?;
+            self.tcp = Some((addr, BufReader::new(s)));
+        }
+        let (_, conn) = self.tcp.as_mut().expect("connected above");
+        conn.get_mut().write_all(message)?;
+        let mut reply = String::new();
+        if conn.read_line(&mut reply)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(reply)
     }
 }
 
