@@ -13,18 +13,20 @@
 //! namespace's index). Per-writer status records are not copied (they count a writer's work).
 //!
 //! `check` opens the directory read-only (it changes nothing), loads every partition, verifies
-//! every blob value, prints one line per damaged range and a summary; exit status 0 when clean,
-//! 3 when damage was found, 1 on an error. `check --repair` (or `repair`) then takes the
-//! directory's exclusive lock (refused while a server or a reader has it open), writes a clean
-//! copy of each damaged log (valid records only, the epoch index rebuilt from blob keys) and keeps
-//! each original beside it as `<log>.damaged-<unix time>`.
+//! every blob value, prints one line per damaged range (`damaged: `; a blob whose header is
+//! damaged but whose value its own SHA-1 proves is not lost: `salvaged: `) and a summary; exit
+//! status 0 when clean, 3 when damage was found, 1 on an error. `check --repair` (or `repair`)
+//! then takes the directory's exclusive lock (refused while a server or a reader has it open),
+//! writes a clean copy of each damaged log (valid records only, salvaged blobs with a rewritten
+//! header, the epoch index rebuilt from blob keys) and keeps each original beside it as
+//! `<log>.damaged-<unix time>`.
 
 use crate::output::plural;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use sluice_store::{EmbeddedStore, StoreError};
+use sluice_store::{DamageKind, EmbeddedStore, StoreError};
 
 /// `sluice store ...`
 #[derive(Subcommand)]
@@ -131,12 +133,29 @@ fn check(dir: &std::path::Path) -> Result<bool> {
     let report = store
         .check()
         .with_context(|| format!("checking {}", dir.display()))?;
+    let (salvaged, damaged): (Vec<_>, Vec<_>) = report
+        .damage
+        .iter()
+        .partition(|d| d.kind == DamageKind::Salvaged);
     for d in &report.damage {
-        println!("damaged: {d}");
+        let what = if d.kind == DamageKind::Salvaged {
+            "salvaged"
+        } else {
+            "damaged"
+        };
+        println!("{what}: {d}");
     }
-    let bytes: u64 = report.damage.iter().map(|d| d.len).sum();
+    let bytes: u64 = damaged.iter().map(|d| d.len).sum();
+    let salvaged_note = if salvaged.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} salvaged (header damaged, value proven by its SHA-1; --repair rewrites it)",
+            plural(salvaged.len() as u64, "blob")
+        )
+    };
     println!(
-        "{}: {}, {} (epoch, dc) {}, {} ({} bytes) checked: {} damaged, {bytes} bytes",
+        "{}: {}, {} (epoch, dc) {}, {} ({} bytes) checked: {} damaged, {bytes} bytes{}",
         dir.display(),
         plural(report.partitions, "partition"),
         report.epochs,
@@ -147,7 +166,8 @@ fn check(dir: &std::path::Path) -> Result<bool> {
         },
         plural(report.blobs, "blob"),
         report.blob_bytes,
-        plural(report.damage.len() as u64, "range")
+        plural(damaged.len() as u64, "range"),
+        salvaged_note
     );
     Ok(!report.damage.is_empty())
 }
@@ -170,13 +190,14 @@ fn repair(dir: &std::path::Path) -> Result<()> {
     }
     println!(
         "{} rewritten of {} scanned: {} kept, {} with a bad value dropped, {} bytes \
-         left out, {} index entries rebuilt from blob keys",
+         left out, {} index entries rebuilt from blob keys, {} rewritten",
         plural(report.replaced.len() as u64, "log"),
         report.logs_checked,
         plural(report.blobs_kept, "blob"),
         report.bad_values_dropped,
         report.bytes_left_out,
-        report.index_entries_rebuilt
+        report.index_entries_rebuilt,
+        plural(report.headers_rewritten, "salvaged header")
     );
     Ok(())
 }

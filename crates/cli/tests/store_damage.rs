@@ -409,3 +409,101 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 21 (4), salvaging proven payloads: a chunk whose record header lost only its CRC is
+/// proven by its own `=chk` SHA-1. `sluice cat --data` returns every event (one warning names
+/// the chunk as salvaged; nothing is missing), `sluice store check` reports it salvaged, not
+/// damaged, `--repair` keeps it with a rewritten header, and afterwards nothing is reported.
+#[test]
+fn a_chunk_whose_header_crc_alone_is_damaged_is_salvaged() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("store-salvage-data");
+    let _ = std::fs::remove_dir_all(&dir);
+    let now = now();
+    let hour = now - now.rem_euclid(3600) - 3600;
+    let written = sorted(write_store(&dir, hour + 100, 4000));
+    let part = dir.join(format!("p{hour}"));
+    let blobs_log = part.join("blobs.log");
+    let records = blob_records(&std::fs::read(&blobs_log).expect("blobs.log"));
+    assert!(records.len() >= 8, "{} blobs", records.len());
+    let (victim_at, victim_key) = records[records.len() / 2].clone();
+    flip(&blobs_log, victim_at, 4); // the header CRC field, nothing else
+    let before = snapshot(&dir);
+    let (from, to) = (hour.to_string(), (hour + 3600).to_string());
+    let data = dir.to_str().expect("path");
+
+    // 1. A read returns every event, with one warning naming the salvaged chunk.
+    let out = cat_data(&dir, &from, &to);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(sorted(stdout_events(&out)), written, "{stderr}");
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("sluice: warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("Salvaged") && warnings[0].contains(&victim_key),
+        "the warning names the chunk: {stderr}"
+    );
+    assert!(!stderr.contains("missing"), "{stderr}");
+    assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{stderr}");
+    assert_eq!(snapshot(&dir), before, "cat --data changed the directory");
+
+    // 2. `store check`: salvaged, not damaged; exit 3 (a header to rewrite); nothing changed.
+    let out = sluice(&["store", "check", "--data", data]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(EXIT_PARTIAL), "{stdout}");
+    let salvaged: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("salvaged: "))
+        .collect();
+    assert_eq!(salvaged.len(), 1, "{stdout}");
+    assert!(salvaged[0].contains(&victim_key), "{stdout}");
+    assert!(!stdout.contains("damaged: "), "{stdout}");
+    assert!(
+        stdout.contains("0 ranges damaged") && stdout.contains("1 blob salvaged"),
+        "{stdout}"
+    );
+    assert_eq!(snapshot(&dir), before, "store check changed the directory");
+
+    // 3. `--repair` keeps the chunk with a valid header; the original is kept aside.
+    let out = sluice(&["store", "check", "--data", data, "--repair"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repaired: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("repaired: "))
+        .collect();
+    assert_eq!(repaired.len(), 1, "{stdout}");
+    assert!(repaired[0].contains("blobs.log"), "{stdout}");
+    assert!(stdout.contains("1 salvaged header rewritten"), "{stdout}");
+    let after = std::fs::read(&blobs_log).expect("blobs.log");
+    let mut want = before.get(&blobs_log).expect("blobs.log").clone();
+    flip_bytes(&mut want, victim_at, 4);
+    assert_eq!(
+        after, want,
+        "the header is as written, nothing else changed"
+    );
+
+    // 4. Clean afterwards: no warning, exit 0, every event.
+    let out = sluice(&["store", "check", "--data", data]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(!stdout.contains("salvaged: "), "{stdout}");
+    let out = cat_data(&dir, &from, &to);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert_eq!(sorted(stdout_events(&out)), written);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Undoes (or applies) [`flip`] on bytes in memory.
+fn flip_bytes(bytes: &mut [u8], at: usize, n: usize) {
+    for b in &mut bytes[at..at + n] {
+        *b ^= 0xa5;
+    }
+}

@@ -238,6 +238,11 @@ pub enum DamageKind {
     /// A record whose header is valid but whose value fails its checksum (found by a full check;
     /// a read of that blob gives [`StoreError::Corrupted`]).
     BadValue,
+    /// A blob record whose header fails its checksum but whose value proves itself (its own
+    /// `=chk` SHA-1 holds) and whose lengths lead to the next valid record or the end of the
+    /// log: nothing is lost, the blob is read as stored. The range is the part the failed
+    /// checksum covers (header, namespace, key); a repair rewrites it.
+    Salvaged,
 }
 
 /// A damaged range of stored data: what reads skip, reported instead of silently lost.
@@ -282,6 +287,8 @@ pub struct DamageStats {
     pub torn_tail_bytes: u64,
     /// Epoch index entries rebuilt from blob keys after index records were lost.
     pub index_entries_rebuilt: u64,
+    /// Blob records whose damaged header was salvaged (value proven by its SHA-1; not lost).
+    pub salvaged_records: u64,
 }
 
 /// How much a store holds (for metrics), as far as the backend can tell cheaply.

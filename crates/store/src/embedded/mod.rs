@@ -15,6 +15,15 @@
 //!   kind, lengths that fit in the file; meta: CRC, length, decodable payload), records the
 //!   skipped range as a [`Damage`] and reads on. Only bytes after the last valid record are a
 //!   torn tail; only a writer cuts it, and only it.
+//! - A blob record whose header fails its CRC is **salvaged**, not skipped, when the rest proves
+//!   it: kind 1, lengths within the limits that lead exactly to a record whose header holds, to
+//!   the end of the log or to a torn tail (the end of the durable data), a valid namespace, a key
+//!   that is an event key of the header's epoch, and a value that passes its own `=chk` SHA-1
+//!   (the trailer every blob carries: it proves the value byte for byte, as the CRC would have
+//!   proven the header). It is read as stored, reported as [`DamageKind::Salvaged`] naming the
+//!   blob, never cut as a torn tail and never put in place of a valid record of the same key;
+//!   [`EmbeddedStore::repair`] copies it with a valid header. Anything else that fails its
+//!   header CRC is skipped as above.
 //! - When `meta.log` lost records (skipped or torn), the partition's epoch index is rebuilt from
 //!   the keys of its `events` blobs (they carry epoch, dc, type, subtype and chunk), so no event
 //!   becomes unlisted; lost completeness counts cannot be rebuilt and are reported. A writer that
@@ -22,11 +31,13 @@
 //!   load would not rebuild them); for mid-log damage the rebuild is redone on every load.
 //! - Damage is kept per partition ([`Store::damage`]) and counted ([`Store::damage_stats`]);
 //!   [`EmbeddedStore::check`] also verifies every value; [`EmbeddedStore::repair`] writes clean
-//!   copies of damaged logs and keeps the originals as `<log>.damaged-<unix time>`.
+//!   copies of damaged logs (salvaged records with a rewritten header) and keeps the originals as
+//!   `<log>.damaged-<unix time>`.
 
 mod catalog;
 mod record;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -128,6 +139,7 @@ struct DamageCounters {
     torn_tails: AtomicU64,
     torn_bytes: AtomicU64,
     rebuilt: AtomicU64,
+    salvaged: AtomicU64,
 }
 
 impl EmbeddedStore {
@@ -308,6 +320,26 @@ impl EmbeddedStore {
                     .into(),
             });
         }
+        for s in &scan.salvaged {
+            let (ns, key) = s.id.1.split_once('\0').unwrap_or(("?", &s.id.1));
+            found.push(Damage {
+                location: path.display().to_string(),
+                offset: s.offset,
+                len: s.names_len,
+                kind: DamageKind::Salvaged,
+                what: format!(
+                    "blob {key} (namespace {ns}, epoch {}): its record header fails its CRC, but \
+                     its lengths lead to the next valid record or the end of the log and its \
+                     value passes its own =chk SHA-1: salvaged, read as stored (a repair \
+                     rewrites the header)",
+                    s.id.0
+                ),
+            });
+        }
+        found.sort_by_key(|d| d.offset);
+        self.damage_counters
+            .salvaged
+            .fetch_add(scan.salvaged.len() as u64, Ordering::Relaxed);
         self.note_load(&path, &scan.skipped, scan.torn, &mut found);
         lock(&p.damage).extend(found);
         Ok(p.blobs.get_or_init(|| log))
@@ -968,6 +1000,7 @@ impl Store for EmbeddedStore {
             torn_tails: c.torn_tails.load(Ordering::Relaxed),
             torn_tail_bytes: c.torn_bytes.load(Ordering::Relaxed),
             index_entries_rebuilt: c.rebuilt.load(Ordering::Relaxed),
+            salvaged_records: c.salvaged.load(Ordering::Relaxed),
         }
     }
 }
@@ -1002,6 +1035,9 @@ pub struct RepairReport {
     pub bytes_left_out: u64,
     /// Epoch index entries rebuilt from blob keys and written into clean `meta.log`s.
     pub index_entries_rebuilt: u64,
+    /// Salvaged blob records (header damaged, value proven by its `=chk` SHA-1) copied with a
+    /// rewritten, valid header (also counted in `blobs_kept`).
+    pub headers_rewritten: u64,
 }
 
 /// The result of one get.
@@ -1160,6 +1196,41 @@ struct LogScan {
     skipped: Vec<(u64, u64)>,
     /// The torn tail `(offset, len)`: bytes after the last valid record that hold none.
     torn: Option<(u64, u64)>,
+    /// Blob records whose header fails its CRC but whose value proves itself (`blobs.log`
+    /// only; see [`salvage_blob_at`]), in log order.
+    salvaged: Vec<Salvaged>,
+}
+
+/// A blob record salvaged despite its damaged header (see the module docs).
+struct Salvaged {
+    /// Where the record starts.
+    offset: u64,
+    /// The whole record.
+    len: u64,
+    /// Header, namespace and key: the bytes its failed CRC covers.
+    names_len: u64,
+    id: BlobId,
+    /// Its value, with the CRC-32 computed from the value (proven by its SHA-1).
+    loc: Loc,
+}
+
+/// Keeps each salvaged record of `scan` that `claim` accepts (it takes the record's key: no
+/// valid record, nor an earlier salvaged one, holds it); the others become skipped ranges. A
+/// salvaged record never takes the place of a valid record: write-once, so a second record of
+/// a key can only come from damage (a flipped character in a key).
+fn settle_salvaged(scan: &mut LogScan, mut claim: impl FnMut(&Salvaged) -> bool) {
+    let mut refused = false;
+    for s in std::mem::take(&mut scan.salvaged) {
+        if claim(&s) {
+            scan.salvaged.push(s);
+        } else {
+            scan.skipped.push((s.offset, s.len));
+            refused = true;
+        }
+    }
+    if refused {
+        scan.skipped.sort_unstable();
+    }
 }
 
 impl BlobLog {
@@ -1170,7 +1241,7 @@ impl BlobLog {
     fn load(path: &Path, read_only: bool) -> Result<(BlobLog, LogScan)> {
         let (file, file_len) = LogFile::open(path, read_only)?;
         let mut index = HashMap::new();
-        let scan = match &file.file {
+        let mut scan = match &file.file {
             Some(f) => scan_blobs(f, path, file_len, |_, id, loc, _| {
                 // Write-once: a duplicate can only come from a bug; the first record wins.
                 index.entry(id).or_insert(loc);
@@ -1178,8 +1249,16 @@ impl BlobLog {
             None => LogScan {
                 skipped: Vec::new(),
                 torn: None,
+                salvaged: Vec::new(),
             },
         };
+        settle_salvaged(&mut scan, |s| match index.entry(s.id.clone()) {
+            Entry::Vacant(slot) => {
+                slot.insert(s.loc);
+                true
+            }
+            Entry::Occupied(_) => false,
+        });
         let mut end = file_len;
         if let Some((at, _)) = scan.torn {
             end = at;
@@ -1223,8 +1302,11 @@ impl BlobLog {
 }
 
 /// Walks the headers of a blob log of `file_len` bytes, calling `on_record(offset, id, loc,
-/// record length)` for each valid record in order. Mid-log damage is skipped by
-/// [`resync_blobs`]; the last record's value is verified (a torn write) when it ends the file.
+/// record length)` for each valid record in order. A record whose header fails its CRC but
+/// that [`salvage_blob_at`] proves is listed in [`LogScan::salvaged`] (not passed to
+/// `on_record`; the caller settles it with [`settle_salvaged`]). Other mid-log damage is
+/// skipped by [`resync_blobs`]; the last record's value is verified (a torn write) when it
+/// ends the file.
 fn scan_blobs(
     file: &File,
     path: &Path,
@@ -1236,6 +1318,7 @@ fn scan_blobs(
     let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
     let mut buf = vec![0u8; window];
     let mut skipped = Vec::new();
+    let mut salvaged = Vec::new();
     let mut unknown_kind = false;
     while pos < file_len {
         let want = window.min((file_len - pos) as usize);
@@ -1256,6 +1339,21 @@ fn scan_blobs(
                 format!("{}@{pos}", path.display()),
                 "record of an unknown kind (written by a newer version?)",
             ));
+        }
+        let found = salvage_blob_at(file, path, &buf[..want], pos, file_len, true)?;
+        if let Some((id, loc, rec_len)) = found {
+            if let Some((at, id, loc, len)) = pending.take() {
+                on_record(at, id, loc, len);
+            }
+            salvaged.push(Salvaged {
+                offset: pos,
+                len: rec_len,
+                names_len: loc.value_off - pos,
+                id,
+                loc,
+            });
+            pos += rec_len;
+            continue;
         }
         match resync_blobs(file, path, pos + 1, file_len)? {
             Some(next) => {
@@ -1281,12 +1379,17 @@ fn scan_blobs(
         }
     }
     let torn = (pos < file_len).then(|| (pos, file_len - pos));
-    Ok(LogScan { skipped, torn })
+    Ok(LogScan {
+        skipped,
+        torn,
+        salvaged,
+    })
 }
 
 /// The first offset at or after `from` that holds a valid blob record (header CRC, kind, ns and
-/// key lengths, a value that fits in the file), or `None`: the rest is a torn tail. Reads the
-/// log in 1 MiB pieces; a cheap test of the fixed fields comes before the CRC.
+/// key lengths, a value that fits in the file) or a record [`salvage_blob_at`] proves, or
+/// `None`: the rest is a torn tail. Reads the log in 1 MiB pieces; a cheap test of the fixed
+/// fields comes before the CRC (and before any salvage test).
 fn resync_blobs(file: &File, path: &Path, from: u64, file_len: u64) -> Result<Option<u64>> {
     const PIECE: usize = 1 << 20;
     let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
@@ -1308,7 +1411,10 @@ fn resync_blobs(file: &File, path: &Path, from: u64, file_len: u64) -> Result<Op
             && b[5] > 0
             && usize::from(u16::from_le_bytes([b[6], b[7]])) <= MAX_KEY_LEN
             && u32::from_le_bytes([b[16], b[17], b[18], b[19]]) as usize <= MAX_BLOB_LEN;
-        if plausible && parse_blob_at(b, p, file_len, &mut unknown_kind).is_some() {
+        if plausible
+            && (parse_blob_at(b, p, file_len, &mut unknown_kind).is_some()
+                || salvage_blob_at(file, path, b, p, file_len, false)?.is_some())
+        {
             return Ok(Some(p));
         }
         p += 1;
@@ -1346,6 +1452,90 @@ fn parse_blob_at(
         value_crc: h.value_crc,
     };
     Some((blob_id(ns, h.epoch, key), loc, h.record_len()))
+}
+
+/// The record at `pos` as a salvaged one, when its header fails its CRC (the caller found that)
+/// but the rest proves it: kind 1; lengths within the store's limits (namespace and key ≥ 1
+/// byte, key ≤ [`MAX_KEY_LEN`], value between the `=chk` trailer and [`MAX_BLOB_LEN`]) that
+/// end exactly at a record whose header holds, at the end of the log, or — with `durable_end`
+/// (the header walk, not a resynchronisation) — where only a torn tail follows (no valid record
+/// at or after that offset: the end of the durable data); a valid namespace and a key that is
+/// an event key of the header's epoch (the SHA-1 proves the value, these checks the address);
+/// and a value that passes its own `=chk` SHA-1. `buf` holds the log from `pos` (the header,
+/// namespace and key when they fit in the file). Reads the next header and the value only when
+/// every cheap test passed; allocates at most the value, which fits in the file.
+fn salvage_blob_at(
+    file: &File,
+    path: &Path,
+    buf: &[u8],
+    pos: u64,
+    file_len: u64,
+    durable_end: bool,
+) -> Result<Option<(BlobId, Loc, u64)>> {
+    let Some(head) = buf
+        .get(..BLOB_HEADER_LEN)
+        .and_then(|h| <&[u8; BLOB_HEADER_LEN]>::try_from(h).ok())
+    else {
+        return Ok(None);
+    };
+    let h = BlobHeader::parse(head);
+    let value_len = h.value_len as usize;
+    if h.kind != KIND_BLOB
+        || h.ns_len == 0
+        || h.key_len == 0
+        || h.key_len > MAX_KEY_LEN
+        || !(sluice_blob::TRAILER_LEN..=MAX_BLOB_LEN).contains(&value_len)
+    {
+        return Ok(None);
+    }
+    let Some(end) = pos
+        .checked_add(h.record_len())
+        .filter(|end| *end <= file_len)
+    else {
+        return Ok(None);
+    };
+    let Some(names) = buf.get(BLOB_HEADER_LEN..h.value_offset()) else {
+        return Ok(None);
+    };
+    let (ns, key) = names.split_at(h.ns_len);
+    let (Ok(ns), Ok(key)) = (std::str::from_utf8(ns), std::str::from_utf8(key)) else {
+        return Ok(None);
+    };
+    let addressed = Namespace::parse(ns)
+        .is_ok_and(|n| check_key(&n, BlobKey::new(h.epoch, key)).is_ok())
+        && sluice_blob::EventKey::parse(key).is_ok_and(|k| k.epoch() == h.epoch);
+    if !addressed {
+        return Ok(None);
+    }
+    let mut next_valid = end == file_len;
+    if !next_valid {
+        let window = BLOB_HEADER_LEN + MAX_NAME_LEN + MAX_KEY_LEN;
+        let mut next = vec![0u8; window.min((file_len - end) as usize)];
+        file.read_exact_at(&mut next, end)
+            .map_err(|e| StoreError::io(path, e))?;
+        let mut unknown_kind = false;
+        next_valid = parse_blob_at(&next, end, file_len, &mut unknown_kind).is_some();
+        if !next_valid && !durable_end {
+            return Ok(None);
+        }
+    }
+    let value_off = pos + h.value_offset() as u64;
+    let mut value = vec![0u8; value_len];
+    file.read_exact_at(&mut value, value_off)
+        .map_err(|e| StoreError::io(path, e))?;
+    if sluice_blob::BlobRef::parse(&value).is_err() {
+        return Ok(None);
+    }
+    // Neither a valid record nor the end of the log follows: only a torn tail may.
+    if !next_valid && resync_blobs(file, path, end, file_len)?.is_some() {
+        return Ok(None);
+    }
+    let loc = Loc {
+        value_off,
+        value_len: h.value_len,
+        value_crc: crc32fast::hash(&value),
+    };
+    Ok(Some((blob_id(ns, h.epoch, key), loc, h.record_len())))
 }
 
 type IndexMap = BTreeMap<(i64, String), BTreeSet<String>>;
@@ -1543,7 +1733,11 @@ fn scan_meta<'a>(
         }
     }
     let torn = (pos < bytes.len()).then(|| (pos as u64, (bytes.len() - pos) as u64));
-    Ok(LogScan { skipped, torn })
+    Ok(LogScan {
+        skipped,
+        torn,
+        salvaged: Vec::new(),
+    })
 }
 
 /// The epoch index entries that the `events` blobs of `blobs` imply and `index` lacks, by
@@ -1586,12 +1780,17 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
             .map_err(|e| StoreError::io(&blobs_path, e))?
             .len();
         let mut records = Vec::new();
-        let scan = scan_blobs(&file, &blobs_path, file_len, |at, id, loc, len| {
+        let mut scan = scan_blobs(&file, &blobs_path, file_len, |at, id, loc, len| {
             records.push((at, len, id, loc));
         })?;
-        // First pass: verify every value; only `(offset, len)` of the records kept is held, the
-        // copy streams them again (a partition may be larger than memory).
-        let mut keep = Vec::new();
+        // As a load does: a salvaged record never takes the key of a valid one.
+        let mut held: HashSet<BlobId> = records.iter().map(|r| r.2.clone()).collect();
+        settle_salvaged(&mut scan, |s| held.insert(s.id.clone()));
+        drop(held);
+        // First pass: verify every value; only `(offset, len)` of the records kept is held (and
+        // for a salvaged record what its new header needs), the copy streams them again (a
+        // partition may be larger than memory).
+        let mut keep: Vec<KeptRecord> = Vec::new();
         let mut bad = 0u64;
         let mut kept_bytes = 0u64;
         let mut value = Vec::new();
@@ -1607,19 +1806,36 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
                 continue;
             }
             kept_bytes += len;
-            keep.push((at, len));
+            keep.push((at, len, None));
             blob_index.insert(id, loc);
         }
-        if bad > 0 || !scan.skipped.is_empty() || scan.torn.is_some() {
+        // Salvaged records were proven by their SHA-1 during the scan; each is copied with a
+        // fresh header (same length), so a reader finds a valid record there.
+        for s in &scan.salvaged {
+            kept_bytes += s.len;
+            keep.push((s.offset, s.len, Some((s.id.clone(), s.loc))));
+            blob_index.insert(s.id.clone(), s.loc);
+        }
+        keep.sort_by_key(|k| k.0);
+        let rewritten = scan.salvaged.len() as u64;
+        if bad > 0 || !scan.skipped.is_empty() || scan.torn.is_some() || rewritten > 0 {
             report.blobs_kept += keep.len() as u64;
             report.bad_values_dropped += bad;
+            report.headers_rewritten += rewritten;
             report.bytes_left_out += file_len - kept_bytes;
             let aside = replace_log(&blobs_path, stamp, |w| {
                 let mut rec = Vec::new();
-                for (at, len) in &keep {
-                    rec.resize(*len as usize, 0);
-                    file.read_exact_at(&mut rec, *at)?;
-                    w.write_all(&rec)?;
+                for (at, len, salvaged) in &keep {
+                    match salvaged {
+                        None => {
+                            rec.resize(*len as usize, 0);
+                            file.read_exact_at(&mut rec, *at)?;
+                            w.write_all(&rec)?;
+                        }
+                        Some(((epoch, name), loc)) => {
+                            w.write_all(&rewrite_salvaged(&file, *epoch, name, loc)?)?;
+                        }
+                    }
                 }
                 Ok(())
             })?;
@@ -1671,6 +1887,26 @@ fn repair_partition(dir: &Path, stamp: u64, report: &mut RepairReport) -> Result
     })?;
     report.replaced.push((meta_path, aside));
     Ok(())
+}
+
+/// A record a repair copies: `(offset, length, None)`, or a salvaged one with what its new
+/// header needs.
+type KeptRecord = (u64, u64, Option<(BlobId, Loc)>);
+
+/// The record of a salvaged blob with a valid header: its value read again (and checked
+/// against the CRC-32 computed when its SHA-1 proved it), re-encoded under its namespace, key
+/// and epoch.
+fn rewrite_salvaged(file: &File, epoch: i64, name: &str, loc: &Loc) -> io::Result<Vec<u8>> {
+    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let (ns, key) = name
+        .split_once('\0')
+        .ok_or_else(|| invalid("salvaged blob without a namespace"))?;
+    let mut value = vec![0u8; loc.value_len as usize];
+    file.read_exact_at(&mut value, loc.value_off)?;
+    if crc32fast::hash(&value) != loc.value_crc {
+        return Err(invalid("salvaged blob changed during the repair"));
+    }
+    Ok(record::encode_blob(ns.as_bytes(), epoch, key.as_bytes(), &value).0)
 }
 
 /// Writes the clean copy (`fill`) to `<log>.repair`, fsyncs it, keeps the original as
