@@ -28,6 +28,8 @@ struct Probe {
     threads: usize,
     clients: usize,
     kills: u64,
+    /// `store = …` of the config (`None`: the embedded store in the data directory).
+    store: Option<String>,
 }
 
 impl Probe {
@@ -38,6 +40,7 @@ impl Probe {
             threads: var("SLUICE_KILL_THREADS").map_or(threads, |v| v as usize),
             clients: var("SLUICE_KILL_CLIENTS").map_or(clients, |v| v as usize),
             kills: var("SLUICE_KILL_COUNT").unwrap_or(kills),
+            store: None,
         }
     }
 
@@ -59,8 +62,11 @@ impl Probe {
         std::fs::write(
             &config,
             format!(
-                "data_dir = {:?}\ntcp = \"127.0.0.1:0\"\nudp = \"127.0.0.1:0\"\n",
-                dir.join("data")
+                "data_dir = {:?}\ntcp = \"127.0.0.1:0\"\nudp = \"127.0.0.1:0\"\n{}",
+                dir.join("data"),
+                self.store
+                    .as_ref()
+                    .map_or(String::new(), |s| format!("store = {s:?}\n")),
             ),
         )
         .unwrap();
@@ -140,6 +146,29 @@ fn two_threads_store_every_acked_event_exactly_once() {
 #[test]
 fn four_threads_store_every_acked_event_exactly_once() {
     Probe::from_env(4, 2, 12).run("crashes-4");
+}
+
+/// The same on a real Cassandra cluster (`scripts/cassandra.sh`, one node): blobs by
+/// lightweight transactions, index and count rows; the protocol is the store's contract.
+#[test]
+fn two_threads_on_cassandra_store_every_acked_event_exactly_once() {
+    let Some(cluster) = sluice_store_cassandra::testing::cluster(1, "crashes on cassandra") else {
+        return;
+    };
+    let keyspace = sluice_store_cassandra::testing::fresh_keyspace("crashes");
+    let mut probe = Probe::from_env(2, 2, 8);
+    probe.store = Some(format!("cassandra://{}/{keyspace}", cluster.hosts_csv()));
+    probe.run("crashes-cassandra");
+    let config = sluice_store_cassandra::CassandraConfig::new(
+        cluster.hosts_csv().split(',').map(str::to_owned).collect(),
+        &keyspace,
+    );
+    if let Ok(s) = sluice_store_cassandra::CassandraStore::open_read_only(
+        config,
+        sluice_store::Retention::default(),
+    ) {
+        let _ = s.drop_keyspace();
+    }
 }
 
 /// The closing-note run (see the module docs): 4 clients, 15 kills, `SLUICE_KILL_THREADS`.
