@@ -60,10 +60,13 @@
 //! - **Power loss or an OS crash inside a flush**, before step 4's syncs return (milliseconds;
 //!   never a process crash): the store may keep an index entry whose note the WAL lost; that
 //!   batch is stored once more. At most one flush's batches per crash.
-//! - **A failed fsync under `fsync = batch` whose re-log fails too**: the payloads it covered are
-//!   not acknowledged, so their senders resend; if the cut of the old segment also failed and
-//!   the process then crashes, the replay may find the first copy beside the resend. At most
-//!   the payloads of one group commit (one fsync period, 5 ms by default) per such disk error.
+//! - **A failed fsync whose re-log fails too** (a disk error, under `fsync = batch` or
+//!   `always`; see [`crate::wal`]'s *Errors*): the payloads of that group commit — those appended
+//!   since the last good fsync — are answered with an error, not acknowledged, yet their events
+//!   are already with the aggregators and their records are re-logged by the next write that
+//!   succeeds. A sender that resends them has them stored twice: at least once, never lost. At
+//!   most one group commit per such disk error (the WAL's records between two fsyncs; under load
+//!   the acknowledgement thread fsyncs back to back, so a few milliseconds of payloads).
 //! - **A note that does not parse** (a damaged WAL record that passed its CRC): its events are
 //!   replayed (at least once) and the replay says so.
 //! - **Counts restored at a start while the store is down** fail and are reported
