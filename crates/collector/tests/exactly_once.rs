@@ -182,7 +182,7 @@ impl World {
             for (i, s, part) in late_delivery {
                 add(&mut run.shards[i], part, now, s);
             }
-            if (n + 1) % PER_SECOND == 0 {
+            if (n + 1).is_multiple_of(PER_SECOND) {
                 for i in 0..SHARDS {
                     flush(run, &*self.store, i, now, false);
                 }
