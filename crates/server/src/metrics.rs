@@ -96,7 +96,7 @@ pub struct Metrics {
     pub wal_errors: IntCounter,
     /// Highest WAL sequence number checkpointed (its events are in the store).
     pub wal_checkpointed_seq: IntGauge,
-    /// WAL done notes appended (groups stored or spooled, see `sluice_collector::replay`).
+    /// WAL done notes appended (groups stored or spooled, see `sluice_collector::exactly_once`).
     pub wal_notes: IntCounter,
     /// Events skipped by the WAL replay at start because notes said they were stored/spooled.
     pub wal_replay_skipped_events: IntGauge,
