@@ -70,6 +70,39 @@ pub struct ServeArgs {
     /// to the workers beside their nodes. Default: every chunk.
     #[arg(long, value_name = "ADDR")]
     local_node: Option<String>,
+    /// Every request needs a token with its route's scope (`sluice token create`); `/healthz`
+    /// stays open. Needed to serve beyond loopback (see docs/security.md).
+    #[arg(long)]
+    auth: bool,
+    /// Serve beyond loopback without --auth: anyone who reaches the ports can read every event
+    /// and send any. Logged as a warning on every start.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// `GET /metrics` without a token under --auth.
+    #[arg(long)]
+    metrics_open: bool,
+    /// Code (Python) substreams: registration refused, none run.
+    #[arg(long)]
+    no_python_substreams: bool,
+    /// TLS on HTTP and TCP ingest: the certificate chain (PEM; with --tls-key; reloaded when it
+    /// changes).
+    #[arg(long, value_name = "PEM")]
+    tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "PEM")]
+    tls_key: Option<PathBuf>,
+    /// Mutual TLS: CA certificates (PEM) of the client certificates required on TCP ingest and
+    /// accepted on HTTP.
+    #[arg(long, value_name = "PEM")]
+    tls_client_ca: Option<PathBuf>,
+    /// TLS with a certificate made at start for localhost and the bound addresses (its SHA-256
+    /// fingerprint is printed): a first try, not production.
+    #[arg(long)]
+    tls_self_signed: bool,
+    /// UDP sources taken (CIDRs, comma-separated or repeated; default 127.0.0.0/8,::1/128);
+    /// datagrams from others are refused and counted.
+    #[arg(long, value_delimiter = ',', value_name = "CIDR")]
+    udp_allow: Vec<String>,
 }
 
 /// A size: plain bytes or with a binary unit `k`, `m`, `g` (case-insensitive, optional `b`/`ib`).
@@ -165,6 +198,25 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(n) = &a.local_node {
         c.local_node = Some(n.clone());
+    }
+    c.auth |= a.auth;
+    c.insecure_no_auth |= a.insecure_no_auth;
+    c.metrics_open |= a.metrics_open;
+    if a.no_python_substreams {
+        c.python_substreams = false;
+    }
+    if let Some(p) = &a.tls_cert {
+        c.tls_cert = Some(p.clone());
+    }
+    if let Some(p) = &a.tls_key {
+        c.tls_key = Some(p.clone());
+    }
+    if let Some(p) = &a.tls_client_ca {
+        c.tls_client_ca = Some(p.clone());
+    }
+    c.tls_self_signed |= a.tls_self_signed;
+    if !a.udp_allow.is_empty() {
+        c.udp_allow = a.udp_allow.clone();
     }
     Ok(c)
 }

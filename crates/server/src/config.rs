@@ -77,6 +77,16 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
 /// max_pending_bytes = 536870912 # events held in memory (future-dated ones too); then 503
+/// # auth = true               # every request needs a token (see docs/security.md)
+/// # insecure_no_auth = false  # serve beyond loopback without auth (refused otherwise)
+/// # metrics_open = false      # GET /metrics without a token under auth
+/// # python_substreams = true  # false: code substreams refused and not run
+/// # allowed_origins = []      # browser origins allowed to change state
+/// # tls_cert = "cert.pem"     # TLS on HTTP and TCP (with tls_key); reloaded on change
+/// # tls_key = "key.pem"
+/// # tls_client_ca = "ca.pem"  # mutual TLS: client certificates (required on TCP ingest)
+/// # tls_self_signed = false   # a certificate made at start (fingerprint printed)
+/// # udp_allow = ["127.0.0.0/8", "::1/128"] # UDP sources taken; others refused and counted
 /// # min_free_bytes = 67108864  # ingest refused (503) while a data disk has less free
 /// #                            # (default: the smaller of 64 MiB and 5 % of each disk; 0 = off)
 /// wal_segment_bytes = 67108864 # WAL segment size
@@ -234,6 +244,36 @@ pub struct ServerConfig {
     /// Data locality of the substream runner: only chunks with a replica on this store node
     /// (`IP` or `IP:PORT`; see `sluice_substreams::RunnerConfig::local_node`). Default: all.
     pub local_node: Option<String>,
+    /// Every request needs a token (`sluice token create`) with its route's scope, `/healthz`
+    /// aside (default false: on loopback, ingest and reads are open and admin routes take the
+    /// per-start local secret or an admin token). See `docs/security.md`.
+    pub auth: bool,
+    /// Serve beyond loopback without `auth` (default false: such a start is refused). Every
+    /// start with it logs a warning.
+    pub insecure_no_auth: bool,
+    /// `GET /metrics` without a token even when `auth` is on (default false: `read` scope).
+    pub metrics_open: bool,
+    /// Code (Python) substreams may be registered and run (default true; `sluice serve
+    /// --no-python-substreams` switches them off: registration refused, none run).
+    pub python_substreams: bool,
+    /// Origins (`scheme://host[:port]`) besides the server's own whose browser requests may
+    /// change state (POST, PUT, DELETE); default none: a cross-site request is refused.
+    pub allowed_origins: Vec<String>,
+    /// TLS certificate chain (PEM) for HTTP and TCP ingest, with `tls_key`; reloaded when the
+    /// files change. Default: no TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) whose client certificates are required on TCP ingest and accepted
+    /// on HTTP (mutual TLS). Default: no client certificates.
+    pub tls_client_ca: Option<PathBuf>,
+    /// Serve TLS with a certificate made at start for `localhost` and the bound addresses (its
+    /// SHA-256 fingerprint is printed); for a first try, not for production.
+    pub tls_self_signed: bool,
+    /// Sources (CIDRs) UDP datagrams are taken from (default loopback: `127.0.0.0/8`, `::1/128`);
+    /// others are refused and counted (`sluice_udp_refused_total{reason="source"}`). UDP carries
+    /// no credentials.
+    pub udp_allow: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -292,6 +332,16 @@ impl Default for ServerConfig {
             substream_memory_bytes: 512 << 20,
             substream_nice: 10,
             local_node: None,
+            auth: false,
+            insecure_no_auth: false,
+            metrics_open: false,
+            python_substreams: true,
+            allowed_origins: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
+            tls_self_signed: false,
+            udp_allow: vec!["127.0.0.0/8".into(), "::1/128".into()],
         }
     }
 }
@@ -439,6 +489,35 @@ impl ServerConfig {
         })
     }
 
+    /// `udp_allow` parsed.
+    pub fn udp_allow_nets(&self) -> Result<Vec<ipnet::IpNet>, Error> {
+        self.udp_allow
+            .iter()
+            .map(|c| {
+                // A bare address is a network of one.
+                c.parse::<ipnet::IpNet>()
+                    .or_else(|_| c.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                    .map_err(|_| {
+                        Error::Config(format!("udp_allow: {c:?} is not a CIDR (e.g. 10.0.0.0/8)"))
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether HTTP and TCP ingest serve TLS.
+    pub fn tls(&self) -> bool {
+        self.tls_cert.is_some() || self.tls_self_signed
+    }
+
+    /// The first HTTP or TCP listener bound beyond loopback, if any (UDP is governed by
+    /// `udp_allow`).
+    pub fn public_listener(&self) -> Option<SocketAddr> {
+        [self.http, self.tcp]
+            .into_iter()
+            .flatten()
+            .find(|a| !a.ip().is_loopback())
+    }
+
     /// Checks the values that are not checked elsewhere.
     pub fn validate(&self) -> Result<(), Error> {
         self.wal_config()?;
@@ -504,6 +583,30 @@ impl ServerConfig {
             if n.parse::<std::net::IpAddr>().is_err() && n.parse::<SocketAddr>().is_err() {
                 return Err(Error::Config(format!(
                     "local_node {n:?}: expected IP or IP:PORT of a store node"
+                )));
+            }
+        }
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(Error::Config(
+                "tls_cert and tls_key go together (or tls_self_signed alone)".into(),
+            ));
+        }
+        if self.tls_self_signed && self.tls_cert.is_some() {
+            return Err(Error::Config(
+                "tls_self_signed or tls_cert/tls_key, not both".into(),
+            ));
+        }
+        if self.tls_client_ca.is_some() && !self.tls() {
+            return Err(Error::Config(
+                "tls_client_ca needs TLS (tls_cert/tls_key or tls_self_signed)".into(),
+            ));
+        }
+        self.udp_allow_nets()?;
+        if !self.auth && !self.insecure_no_auth {
+            if let Some(a) = self.public_listener() {
+                return Err(Error::Config(format!(
+                    "{a} is beyond loopback and auth is off: anyone who reaches it could read every event and run code; \
+                     turn on auth (auth = true / --auth, then `sluice token create`) or, knowingly, --insecure-no-auth"
                 )));
             }
         }

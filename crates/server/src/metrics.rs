@@ -138,6 +138,17 @@ pub struct Metrics {
     pub tail_streams: IntGauge,
     /// Connections refused, by transport and reason: `cap`, `backlog`, `tail_cap`.
     pub connections_refused: IntCounterVec,
+    /// Requests refused by authentication or authorization, by transport and reason
+    /// (`missing`, `malformed`, `unknown`, `expired`, `revoked`, `scope`, `types`, `cross_site`).
+    pub auth_refused: IntCounterVec,
+    /// Admin actions done, by action and token name (`local` for the per-start secret).
+    pub admin_actions: IntCounterVec,
+    /// UDP datagrams refused, by reason (`source`: outside `udp_allow`).
+    pub udp_refused: IntCounterVec,
+    /// TLS handshakes that failed, by transport.
+    pub tls_handshake_errors: IntCounterVec,
+    /// Certificate reloads, by outcome (`ok`, `error`).
+    pub tls_reloads: IntCounterVec,
     /// Idle connections closed to make room for a new one, by transport.
     pub connections_evicted: IntCounterVec,
     /// Connections closed by a timeout, by transport and kind (HTTP `header` / `idle` /
@@ -242,6 +253,11 @@ impl Metrics {
             http_connections_open: reg(&r, gauge("sluice_http_connections", "HTTP connections open.")),
             tail_streams: reg(&r, gauge("sluice_tail_streams", "GET /v1/tail streams open.")),
             connections_refused: reg(&r, counter_vec("sluice_connections_refused_total", "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).", &["transport", "reason"])),
+            auth_refused: reg(&r, counter_vec("sluice_auth_refused_total", "Requests refused by authentication or authorization, by transport and reason (missing, malformed, unknown, expired, revoked, scope, types, cross_site).", &["transport", "reason"])),
+            admin_actions: reg(&r, counter_vec("sluice_admin_actions_total", "Admin actions done, by action and token name (local: the per-start secret).", &["action", "token"])),
+            udp_refused: reg(&r, counter_vec("sluice_udp_refused_total", "UDP datagrams refused, by reason (source: outside udp_allow).", &["reason"])),
+            tls_handshake_errors: reg(&r, counter_vec("sluice_tls_handshake_errors_total", "TLS handshakes that failed, by transport.", &["transport"])),
+            tls_reloads: reg(&r, counter_vec("sluice_tls_reloads_total", "Certificate reloads after the files changed, by outcome (ok, error).", &["outcome"])),
             connections_evicted: reg(&r, counter_vec("sluice_connections_evicted_total", "Idle connections closed to admit a new one at the cap.", &["transport"])),
             connection_timeouts: reg(&r, counter_vec("sluice_connection_timeouts_total", "Connections closed by a timeout, by transport and kind (header, idle, write, read).", &["transport", "kind"])),
             max_connections: reg(&r, gauge_vec("sluice_max_connections", "Connection cap in force per transport (after fitting RLIMIT_NOFILE).", &["transport"])),
