@@ -1,0 +1,132 @@
+//! Token secrets: their form, their hash, and the `Authorization` header.
+
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// The prefix of every secret (so a leaked one is recognisable, e.g. by secret scanners).
+const PREFIX: &str = "sluice_";
+/// Characters of a token id.
+const ID_LEN: usize = 8;
+/// Characters of the random part (32 bytes, base64url without padding).
+const RANDOM_LEN: usize = 43;
+/// Longest `Authorization` value looked at.
+const MAX_HEADER: usize = 512;
+
+/// A token's secret: `sluice_<id>_<random>`. Its [`Debug`] form hides the random part.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({PREFIX}{}_…)", self.id())
+    }
+}
+
+impl Secret {
+    /// A new secret with a new random id.
+    pub fn generate() -> Result<Secret, String> {
+        let mut bytes = [0u8; 38];
+        getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+        let id: String = bytes[..ID_LEN / 2]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let random = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes[6..]);
+        Ok(Secret(format!("{PREFIX}{id}_{random}")))
+    }
+
+    /// Parses a presented secret (any other form is refused without looking further).
+    pub fn parse(text: &str) -> Option<Secret> {
+        let rest = text.strip_prefix(PREFIX)?;
+        let (id, random) = rest.split_at_checked(ID_LEN)?;
+        let random = random.strip_prefix('_')?;
+        let ok = id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            && random.len() == RANDOM_LEN
+            && random
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        ok.then(|| Secret(text.to_string()))
+    }
+
+    /// The public id (the catalog name of its record).
+    pub fn id(&self) -> &str {
+        &self.0[PREFIX.len()..PREFIX.len() + ID_LEN]
+    }
+
+    /// The whole secret, to show once.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// SHA-256 of the secret, hex: what the store keeps.
+    pub fn hash_hex(&self) -> String {
+        Sha256::digest(self.0.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// Whether this secret's hash is `hash_hex`, compared in constant time.
+    pub fn matches(&self, hash_hex: &str) -> bool {
+        let mine = self.hash_hex();
+        mine.len() == hash_hex.len() && bool::from(mine.as_bytes().ct_eq(hash_hex.as_bytes()))
+    }
+}
+
+/// The secret of an `Authorization` header value: `Bearer <secret>` (scheme case-insensitive,
+/// spaces around trimmed). `None`: not a bearer header, or not a secret's form.
+pub fn bearer(value: &[u8]) -> Option<Secret> {
+    if value.len() > MAX_HEADER {
+        return None;
+    }
+    let text = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, token) = text.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Secret::parse(token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_secrets_parse_and_match_only_their_hash() {
+        let s = Secret::generate().unwrap();
+        assert_eq!(Secret::parse(s.expose()), Some(s.clone()));
+        assert!(s.matches(&s.hash_hex()));
+        let other = Secret::generate().unwrap();
+        assert_ne!(s.id(), other.id());
+        assert!(!other.matches(&s.hash_hex()));
+        assert!(!format!("{s:?}").contains(&s.expose()[16..]));
+    }
+
+    #[test]
+    fn headers() {
+        let s = Secret::generate().unwrap();
+        assert_eq!(
+            bearer(format!("Bearer {}", s.expose()).as_bytes()),
+            Some(s.clone())
+        );
+        assert_eq!(
+            bearer(format!("bearer  {} ", s.expose()).as_bytes()),
+            Some(s.clone())
+        );
+        for bad in [
+            "".to_string(),
+            "Bearer".to_string(),
+            format!("Basic {}", s.expose()),
+            format!("Bearer {}x", s.expose()),
+            format!("Bearer {}", &s.expose()[..20]),
+            "Bearer sluice_ABCDEF12_".to_string() + &"a".repeat(43),
+            "x".repeat(1000),
+        ] {
+            assert_eq!(bearer(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(bearer(&[0xff, 0xfe]), None);
+    }
+}
