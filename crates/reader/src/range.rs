@@ -455,8 +455,20 @@ where
         for text in &raw {
             match IndexEntry::parse(text) {
                 Ok(entry) => {
-                    self.chunk.facts.see_type(entry.type_());
-                    let keep = self.req.selection.keeps(entry.type_(), entry.subtype())
+                    // Hints name only the types this reader may see.
+                    if self
+                        .req
+                        .selection
+                        .visible
+                        .as_ref()
+                        .is_none_or(|v| v.allows(&dc, entry.type_()))
+                    {
+                        self.chunk.facts.see_type(entry.type_());
+                    }
+                    let keep = self
+                        .req
+                        .selection
+                        .keeps_in(&dc, entry.type_(), entry.subtype())
                         && substream
                             .as_ref()
                             .is_none_or(|v| v.applies(&dc, entry.type_(), entry.subtype()));

@@ -61,6 +61,38 @@ pub struct Selection {
     pub substream: Option<String>,
     /// With `substream`: report a missing result as a gap instead of computing it client-side.
     pub no_fallback: bool,
+    /// Only the (dc, type) pairs this accepts: the reach of the reader's token, applied with
+    /// the other filters to every chunk listed (`None`: everything).
+    pub visible: Option<Visible>,
+}
+
+/// A predicate over (dc, type): which events a reader may see at all.
+#[derive(Clone)]
+pub struct Visible(std::sync::Arc<dyn Fn(&str, &str) -> bool + Send + Sync>);
+
+impl Visible {
+    /// The events of the (dc, type) pairs `allows` accepts.
+    pub fn new(allows: impl Fn(&str, &str) -> bool + Send + Sync + 'static) -> Visible {
+        Visible(std::sync::Arc::new(allows))
+    }
+
+    /// Whether events of `dc` and `type_` are visible.
+    pub fn allows(&self, dc: &str, type_: &str) -> bool {
+        (self.0)(dc, type_)
+    }
+}
+
+impl fmt::Debug for Visible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Visible(..)")
+    }
+}
+
+impl PartialEq for Visible {
+    /// The same predicate (by identity).
+    fn eq(&self, other: &Visible) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl PartialEq for Selection {
@@ -73,6 +105,7 @@ impl PartialEq for Selection {
             && self.filter.as_ref().map(Filter::text) == other.filter.as_ref().map(Filter::text)
             && self.substream == other.substream
             && self.no_fallback == other.no_fallback
+            && self.visible == other.visible
     }
 }
 
@@ -222,6 +255,11 @@ impl Selection {
     pub fn keeps(&self, type_: &str, subtype: &str) -> bool {
         self.type_.as_deref().is_none_or(|t| t == type_)
             && self.subtype.as_deref().is_none_or(|s| s == subtype)
+    }
+
+    /// [`keeps`](Self::keeps), and the chunk's (dc, type) is [`visible`](Self::visible).
+    pub fn keeps_in(&self, dc: &str, type_: &str, subtype: &str) -> bool {
+        self.keeps(type_, subtype) && self.visible.as_ref().is_none_or(|v| v.allows(dc, type_))
     }
 }
 

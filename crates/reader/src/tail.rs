@@ -491,8 +491,16 @@ where
             for text in raw {
                 match IndexEntry::parse(&text) {
                     Ok(entry) => {
-                        self.facts.see_type(entry.type_());
-                        let keep = self.req.keeps(entry.type_(), entry.subtype());
+                        // Hints name only the types this reader may see.
+                        if self
+                            .req
+                            .visible
+                            .as_ref()
+                            .is_none_or(|v| v.allows(&dc, entry.type_()))
+                        {
+                            self.facts.see_type(entry.type_());
+                        }
+                        let keep = self.req.keeps_in(&dc, entry.type_(), entry.subtype());
                         let wait = waiting.as_ref().is_some_and(|(v, done)| {
                             v.applies(&dc, entry.type_(), entry.subtype()) && !done.contains(&text)
                         });

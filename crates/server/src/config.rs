@@ -430,6 +430,7 @@ impl ServerConfig {
             writer: self.collector_id.clone().unwrap_or_else(|| self.dc.clone()),
             nice: self.substream_nice,
             local_node: self.local_node.clone(),
+            python_enabled: self.python_substreams,
             ..Default::default()
         }
     }

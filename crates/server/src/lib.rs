@@ -27,6 +27,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod config;
 pub mod disk;
 mod error;
@@ -320,6 +321,19 @@ async fn run_with(
     metrics.disk_free_bytes.set(as_gauge(disk.free));
     metrics.min_free_bytes.set(as_gauge(disk.reserve));
 
+    // Who may use which route (docs/security.md); this start's local secret, for the CLI of
+    // the server's user, in DATA/admin.secret.
+    let auth = Arc::new(
+        auth::Auth::start(store.clone(), &config.data_dir, &config, metrics.clone())
+            .map_err(Error::Io)?,
+    );
+    if config.insecure_no_auth && config.public_listener().is_some() && !config.auth {
+        eprintln!(
+            "sluice-server: WARNING: --insecure-no-auth: serving beyond loopback without auth; anyone who reaches {} can read every event and send any",
+            config.public_listener().map_or_else(String::new, |a| a.to_string())
+        );
+    }
+
     // Substreams run on their own threads, fed by the pipeline's flush reports.
     let substreams = Arc::new(sluice_substreams::Runner::start(
         store.clone(),
@@ -422,6 +436,7 @@ async fn run_with(
             read_timeout: Duration::from_secs(config.request_timeout_secs),
             limiter: limits::Limiter::new("tcp", caps.tcp.max(1), metrics.clone()),
             drain,
+            auth: auth.clone(),
         };
         tokio::spawn(server.serve(listener, stop_rx.clone()))
     });
@@ -481,6 +496,8 @@ async fn run_with(
                 stop: stop_rx.clone(),
                 tail_streams: Arc::new(http::tail::TailStreams::new(caps.tail.max(1))),
                 substreams: substreams.clone(),
+                auth: auth.clone(),
+                python_substreams: config.python_substreams,
             };
             let router = http::router(state, config.max_body_bytes);
             http_server::serve(
@@ -658,7 +675,7 @@ impl Ingester {
     /// Counted in `/metrics` under transport `inproc`; the limits are a POST body's
     /// (`max_body_bytes`, `max_event_bytes`, `max_events`, the memory budget).
     pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, String> {
-        let rx = pipeline::submit(&self.tx, "inproc", payload).await?;
+        let rx = pipeline::submit(&self.tx, "inproc", payload, None).await?;
         pipeline::durable(rx, &self.acks, &self.metrics).await
     }
 }

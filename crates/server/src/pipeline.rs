@@ -54,6 +54,9 @@ pub struct IngestSummary {
     pub wal_seq: Option<u64>,
     /// The payload could not be logged (WAL error): nothing of it was accepted.
     pub error: Option<String>,
+    /// The sender's token does not reach some of its events' dcs or types: nothing of it was
+    /// accepted (HTTP 403, TCP `error forbidden`), nothing logged.
+    pub forbidden: Option<String>,
 }
 
 impl IngestSummary {
@@ -65,6 +68,7 @@ impl IngestSummary {
             rejected: true,
             wal_seq: None,
             error: Some(why),
+            forbidden: None,
         }
     }
 }
@@ -77,6 +81,8 @@ pub enum Msg {
         transport: &'static str,
         /// The payload as received.
         payload: axum::body::Bytes,
+        /// The sender's reach (its token's dc/type patterns); `None`: any.
+        allowed: Option<Arc<sluice_auth::Allowed>>,
         /// When it was queued.
         queued: Instant,
         /// Where the summary goes.
@@ -211,13 +217,14 @@ impl Pipeline {
                     Msg::Ingest {
                         transport,
                         payload,
+                        allowed,
                         queued,
                         reply,
                     } => {
                         self.metrics
                             .ingest_queue_seconds
                             .observe(queued.elapsed().as_secs_f64());
-                        let summary = self.ingest(transport, &payload);
+                        let summary = self.ingest(transport, &payload, allowed.as_deref());
                         let _ = reply.send(summary);
                     }
                     Msg::Events { events, .. } => {
@@ -423,7 +430,12 @@ impl Pipeline {
         }
     }
 
-    fn ingest(&mut self, transport: &'static str, payload: &[u8]) -> IngestSummary {
+    fn ingest(
+        &mut self,
+        transport: &'static str,
+        payload: &[u8],
+        allowed: Option<&sluice_auth::Allowed>,
+    ) -> IngestSummary {
         let now = now_unix();
         // Held until this payload's events are published as pending or in flight (below).
         let _admitted = match self.admit(payload.len() as u64) {
@@ -448,6 +460,22 @@ impl Pipeline {
         }
         let mut out = self.ingestor.ingest(payload, now);
         failpoint::hit("ingest.parsed");
+        if let Some(a) = allowed {
+            // Refused whole, before the WAL: a replay re-parses the payload without its token.
+            if let Some(e) = out.events.iter().find(|e| !a.allows(&e.dc, &e.type_)) {
+                self.metrics
+                    .auth_refused
+                    .with_label_values(&[transport, "types"])
+                    .inc();
+                return IngestSummary {
+                    forbidden: Some(format!(
+                        "this token does not reach dc {:?} type {:?}; nothing of the payload was accepted",
+                        e.dc, e.type_
+                    )),
+                    ..IngestSummary::default()
+                };
+            }
+        }
         // Log only payloads with accepted events (a wholly rejected one has none); replay
         // reproduces the same events from (payload, now).
         let mut wal_seq = None;
@@ -491,6 +519,7 @@ impl Pipeline {
             dropped: out.dropped,
             wal_seq,
             error: None,
+            forbidden: None,
         };
         if let Some(seq) = wal_seq {
             self.metrics.wal_appends.inc();
@@ -609,11 +638,13 @@ pub(crate) async fn submit(
     tx: &PipelineTx,
     transport: &'static str,
     payload: axum::body::Bytes,
+    allowed: Option<Arc<sluice_auth::Allowed>>,
 ) -> Result<oneshot::Receiver<IngestSummary>, String> {
     let (reply, rx) = oneshot::channel();
     tx.send(Msg::Ingest {
         transport,
         payload,
+        allowed,
         queued: Instant::now(),
         reply,
     })

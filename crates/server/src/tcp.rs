@@ -41,6 +41,8 @@ pub(crate) struct TcpServer {
     pub limiter: Arc<Limiter>,
     /// How long a shutdown waits for busy connections (`shutdown_timeout_secs`).
     pub drain: Duration,
+    /// Who may send (the `auth <token>` first line; required under `auth`).
+    pub auth: Arc<crate::auth::Auth>,
 }
 
 /// One message read from a connection.
@@ -116,6 +118,9 @@ impl TcpServer {
             self.read_timeout,
             state.clone(),
         ));
+        // The sender's reach once its first message was let in (an `auth <token>` line, or a
+        // payload in open mode); `None` before.
+        let mut reach: Option<Option<Arc<sluice_auth::Allowed>>> = None;
         loop {
             // Wait for the start of the next message: idle timeout, eviction, or shutdown.
             let first = tokio::select! {
@@ -150,8 +155,33 @@ impl TcpServer {
             };
             let ack = match read {
                 Read::Payload(p) => {
+                    if reach.is_none() {
+                        // The first message: `auth <token>`, or (open mode only) a payload.
+                        let line = p
+                            .strip_prefix(b"auth ")
+                            .and_then(|t| std::str::from_utf8(t).ok());
+                        match self.auth.check_tcp(line) {
+                            Err(d) => {
+                                let reply = format!("error unauthorized {}; closing", d.message);
+                                let _ = atx.send(Ack::Line(reply)).await;
+                                break;
+                            }
+                            Ok(g) => {
+                                let allowed = (!g.allowed.is_all()).then(|| Arc::new(g.allowed));
+                                reach = Some(allowed);
+                                if line.is_some() {
+                                    let ok = Ack::Line(format!("ok auth {}", g.name));
+                                    if atx.send(ok).await.is_err() {
+                                        break;
+                                    }
+                                    continue;
+                                }
+                            }
+                        }
+                    }
                     self.metrics.tcp_messages.inc();
-                    match crate::pipeline::submit(&self.tx, "tcp", p).await {
+                    let allowed = reach.clone().flatten();
+                    match crate::pipeline::submit(&self.tx, "tcp", p, allowed).await {
                         Ok(rx) => Ack::Pending(rx),
                         Err(e) => {
                             let _ = atx.send(Ack::Line(format!("error unavailable {e}"))).await;
@@ -321,6 +351,9 @@ async fn write_acks(
         let mut line = match ack {
             Ack::Line(l) => l,
             Ack::Pending(rx) => match crate::pipeline::durable(rx, &acks, &metrics).await {
+                Ok(s) if s.forbidden.is_some() => {
+                    format!("error forbidden {}", s.forbidden.unwrap_or_default())
+                }
                 Ok(s) => ack_line(&s),
                 Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
             },

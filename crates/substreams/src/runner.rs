@@ -102,6 +102,9 @@ pub struct RunnerConfig {
     /// node ([`Store::keys_on_node`]), leaving the others to the workers beside their nodes.
     /// `None` (default): every chunk.
     pub local_node: Option<String>,
+    /// Code (Python) substreams run (default true; `sluice serve --no-python-substreams`:
+    /// their definitions are skipped, said once per reload).
+    pub python_enabled: bool,
 }
 
 impl Default for RunnerConfig {
@@ -115,6 +118,7 @@ impl Default for RunnerConfig {
             writer: "local".into(),
             nice: 10,
             local_node: None,
+            python_enabled: true,
         }
     }
 }
@@ -461,6 +465,13 @@ impl Shared {
         }
         let mut compiled = Vec::new();
         for d in defs.values().filter(|d| d.enabled) {
+            if !self.cfg.python_enabled && d.is_python() {
+                eprintln!(
+                    "sluice-substreams: substream {:?} not run: Python substreams are switched off",
+                    d.name
+                );
+                continue;
+            }
             match Compiled::new(d.clone(), &self.cfg.code_dir) {
                 Ok(c) => compiled.push(Arc::new(c)),
                 Err(e) => eprintln!("sluice-substreams: substream {:?} not run: {e}", d.name),

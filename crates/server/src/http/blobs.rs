@@ -22,24 +22,33 @@ use super::{error, AppState};
 /// `GET /buckets/{ns}/keys/{key}`.
 pub(crate) async fn get_blob(
     State(st): State<AppState>,
+    axum::Extension(grant): axum::Extension<sluice_auth::Grant>,
     Path((ns, key)): Path<(String, String)>,
 ) -> Response {
     if ns == "epochs" {
-        return listing_response(st, key).await;
+        return listing_response(st, key, &grant.allowed).await;
     }
-    blob_response(st, ns, key).await
+    blob_response(st, ns, key, &grant.allowed).await
+}
+
+/// Whether `allowed` reaches the event key `key` (`<epoch>:<dc>:<type>:…`); a restricted token
+/// reaches no key it cannot read.
+fn reaches_key(allowed: &sluice_auth::Allowed, key: &str) -> bool {
+    allowed.is_all()
+        || sluice_blob::EventKey::parse(key).is_ok_and(|k| allowed.allows(k.dc(), k.type_()))
 }
 
 /// `GET /buckets/epochs/keys/<epoch>-<dc>`: the pipe-separated listing of that second.
-async fn listing_response(st: AppState, key: String) -> Response {
+async fn listing_response(st: AppState, key: String, allowed: &sluice_auth::Allowed) -> Response {
     let ek = match sluice_blob::EpochKey::parse(&key) {
         Ok(k) => k,
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let store = st.store.clone();
     let (epoch, dc) = (ek.epoch(), ek.dc().to_owned());
+    let listed_dc = dc.clone();
     let res = tokio::task::spawn_blocking(move || store.get_epoch_index(epoch, &dc)).await;
-    let entries = match res {
+    let mut entries = match res {
         Ok(Ok(e)) => e,
         Ok(Err(e @ StoreError::InvalidArgument { .. })) => {
             return error(StatusCode::BAD_REQUEST, e.to_string())
@@ -47,6 +56,13 @@ async fn listing_response(st: AppState, key: String) -> Response {
         Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
+    if !allowed.is_all() {
+        // A restricted token lists only the types it reaches (an entry that does not parse
+        // names no type it may see).
+        entries.retain(|e| {
+            sluice_blob::IndexEntry::parse(e).is_ok_and(|x| allowed.allows(&listed_dc, x.type_()))
+        });
+    }
     if entries.is_empty() {
         return error(StatusCode::NOT_FOUND, "not found");
     }
@@ -73,13 +89,26 @@ async fn listing_response(st: AppState, key: String) -> Response {
 /// `GET /buckets/substreams/{name}/keys/{key}`: the namespace `substreams/<name>`.
 pub(crate) async fn get_substream_blob(
     State(st): State<AppState>,
+    axum::Extension(grant): axum::Extension<sluice_auth::Grant>,
     Path((name, key)): Path<(String, String)>,
 ) -> Response {
-    blob_response(st, format!("substreams/{name}"), key).await
+    blob_response(st, format!("substreams/{name}"), key, &grant.allowed).await
 }
 
 /// The blob `key` of namespace `ns`, read on a blocking thread.
-async fn blob_response(st: AppState, ns: String, key: String) -> Response {
+async fn blob_response(
+    st: AppState,
+    ns: String,
+    key: String,
+    allowed: &sluice_auth::Allowed,
+) -> Response {
+    if !reaches_key(allowed, &key) {
+        st.auth.count_refusal("http", "types");
+        return error(
+            StatusCode::FORBIDDEN,
+            "this token does not reach this blob's dc or type",
+        );
+    }
     let ns = match Namespace::parse(&ns) {
         Ok(ns) => ns,
         Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),

@@ -23,6 +23,8 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
+use sluice_auth::Grant;
 use sluice_reader::reduce::{Plan, PlanArgs, Sink};
 use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
 use sluice_store::Store;
@@ -38,12 +40,20 @@ pub const MAX_LISTED_DROPS: usize = 1000;
 const STREAM_CHUNK: usize = 64 << 10;
 
 /// Answers once the payload's WAL record is durable (see [`crate::pipeline::durable`]).
-pub(crate) async fn post_events(State(st): State<AppState>, body: Bytes) -> Response {
-    let rx = match crate::pipeline::submit(&st.tx, "http", body).await {
+pub(crate) async fn post_events(
+    State(st): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    body: Bytes,
+) -> Response {
+    let allowed = (!grant.allowed.is_all()).then(|| std::sync::Arc::new(grant.allowed));
+    let rx = match crate::pipeline::submit(&st.tx, "http", body, allowed).await {
         Ok(rx) => rx,
         Err(e) => return error(StatusCode::SERVICE_UNAVAILABLE, e),
     };
     match crate::pipeline::durable(rx, &st.acks, &st.metrics).await {
+        Ok(summary) if summary.forbidden.is_some() => {
+            error(StatusCode::FORBIDDEN, summary.forbidden.unwrap_or_default())
+        }
         Ok(summary) => ingest_response(&summary),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
     }
@@ -131,22 +141,31 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, String> {
 }
 
 /// The read options of `selection`: with `substream=NAME`, the registered substream (an unknown
-/// one is answered **404**, a store error **503**).
+/// one is answered **404**, a store error **503**). With Python switched off (`python` false),
+/// a code substream's stored results are read and a missing one is a gap (`no_fallback` is
+/// set): its fallback would run the code here.
 pub(crate) async fn substream_options(
     store: &Arc<dyn Store>,
-    selection: &Selection,
+    selection: &mut Selection,
+    python: bool,
 ) -> Result<ReadOptions, Response> {
-    if selection.substream.is_none() {
+    let Some(name) = selection.substream.clone() else {
         return Ok(ReadOptions::default());
-    }
+    };
     let store = store.clone();
-    let selection = selection.clone();
+    let mut sel = selection.clone();
     match tokio::task::spawn_blocking(move || {
-        sluice_substreams::view::read_options(&*store, &selection)
+        if !python && sluice_substreams::registry::get(&*store, &name)?.is_python() {
+            sel.no_fallback = true;
+        }
+        sluice_substreams::view::read_options(&*store, &sel).map(|o| (o, sel.no_fallback))
     })
     .await
     {
-        Ok(Ok(o)) => Ok(o),
+        Ok(Ok((o, no_fallback))) => {
+            selection.no_fallback = no_fallback;
+            Ok(o)
+        }
         Ok(Err(e @ sluice_substreams::Error::NotFound(_))) => {
             Err(error(StatusCode::NOT_FOUND, e.to_string()))
         }
@@ -156,16 +175,22 @@ pub(crate) async fn substream_options(
 }
 
 /// `GET /v1/events`: validates the parameters, then streams the range read on a blocking thread.
-pub(crate) async fn read_events(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
-    let query = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
+pub(crate) async fn read_events(
+    State(st): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    RawQuery(q): RawQuery,
+) -> Response {
+    let mut query = match read_request(q.as_deref().unwrap_or(""), now_unix()) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, e),
     };
+    query.req.selection.visible = super::visible(&grant);
     let format = query.format;
-    let opts = match substream_options(&st.store, &query.req.selection).await {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
+    let opts =
+        match substream_options(&st.store, &mut query.req.selection, st.python_substreams).await {
+            Ok(o) => o,
+            Err(r) => return r,
+        };
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let store = st.store.clone();

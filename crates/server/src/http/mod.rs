@@ -9,6 +9,11 @@
 //! | `GET /v1/counts` (completeness counts) | [`counts`] |
 //! | `GET /healthz`, `GET /metrics` | [`ops`] |
 //! | `/v1/substreams` (list, add, show, enable / disable, remove, backfill) | [`substreams`] |
+//! | `/v1/tokens` (list, create, revoke) | [`tokens`] |
+//!
+//! Every matched route first passes [`authorize`] (`crate::auth`: the scope it needs, the
+//! request's token, cross-site refusal); the handlers get the [`sluice_auth::Grant`] and apply
+//! its reach (a token limited to some types sees and sends only those).
 //!
 //! The query parameters the read endpoints share (time range, format, unknown keys) are parsed
 //! by [`params`]; the filters (`dc`, `type`, `subtype`, `select`, `where`) by
@@ -26,6 +31,7 @@ pub mod ops;
 pub mod params;
 pub mod substreams;
 pub mod tail;
+pub mod tokens;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,6 +62,10 @@ pub(crate) struct AppState {
     pub tail_streams: Arc<tail::TailStreams>,
     /// The substream runner (re-reads the registry after a change made here).
     pub substreams: Arc<sluice_substreams::Runner>,
+    /// Who may use which route.
+    pub auth: Arc<crate::auth::Auth>,
+    /// Code substreams may be registered (`python_substreams`).
+    pub python_substreams: bool,
 }
 
 /// Every endpoint, each request bounded by `state.timeout`, bodies by `max_body`.
@@ -86,8 +96,11 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         .route("/v1/substreams/{name}/enable", post(substreams::enable))
         .route("/v1/substreams/{name}/disable", post(substreams::disable))
         .route("/v1/substreams/{name}/backfill", post(substreams::backfill))
+        .route("/v1/tokens", get(tokens::list).post(tokens::create))
+        .route("/v1/tokens/{which}", axum::routing::delete(tokens::revoke))
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
@@ -102,6 +115,49 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
             count_response,
         ))
         .with_state(state)
+}
+
+/// Lets a request through with its grant (a request extension), or answers 401 / 403; audits
+/// the admin requests that change something (see [`crate::auth`]).
+async fn authorize(State(st): State<AppState>, mut req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(String::new, |p| p.as_str().to_owned());
+    let method = req.method().clone();
+    let need = st.auth.need(&method, &route);
+    let grant = match st.auth.check_http("http", &method, req.headers(), need) {
+        Ok(g) => g,
+        Err(d) => {
+            let mut resp = error(d.status, d.message);
+            if d.status == StatusCode::UNAUTHORIZED {
+                resp.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static("Bearer realm=\"sluice\""),
+                );
+            }
+            return resp;
+        }
+    };
+    let audited = need == Some(sluice_auth::Scope::Admin) && method != axum::http::Method::GET;
+    let path = req.uri().path().to_owned();
+    req.extensions_mut().insert(grant.clone());
+    let resp = next.run(req).await;
+    if audited && resp.status().is_success() {
+        st.auth.audit(&grant, &format!("{method} {route}"), &path);
+    }
+    resp
+}
+
+/// The reader's view of `grant`: its reach as a [`sluice_reader::Visible`] (`None`: all).
+pub(crate) fn visible(grant: &sluice_auth::Grant) -> Option<sluice_reader::selection::Visible> {
+    if grant.allowed.is_all() {
+        return None;
+    }
+    let allowed = grant.allowed.clone();
+    Some(sluice_reader::selection::Visible::new(move |dc, t| {
+        allowed.allows(dc, t)
+    }))
 }
 
 /// Counts each response by route and status, and how long it took to its head

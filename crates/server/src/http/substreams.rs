@@ -88,6 +88,12 @@ fn parse_spec(body: &[u8], name: Option<String>) -> Result<Spec, String> {
 }
 
 async fn add_spec(st: AppState, spec: Spec) -> Response {
+    if !st.python_substreams && (spec.python_source.is_some() || spec.python_file.is_some()) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "Python substreams are switched off on this server (--no-python-substreams)",
+        );
+    }
     let store = st.store.clone();
     match blocking(move || registry::add(&*store, &spec, now_unix(), None)).await {
         Ok(def) => {
@@ -193,7 +199,17 @@ pub(crate) async fn backfill(
     };
     let store = st.store.clone();
     let python = st.substreams.python_settings();
-    match blocking(move || sluice_substreams::backfill(&*store, &name, from, to, python)).await {
+    let allow_python = st.python_substreams;
+    match blocking(move || {
+        if !allow_python && registry::get(&*store, &name)?.is_python() {
+            return Err(Error::Invalid(
+                "Python substreams are switched off on this server (--no-python-substreams)".into(),
+            ));
+        }
+        sluice_substreams::backfill(&*store, &name, from, to, python)
+    })
+    .await
+    {
         Ok(r) => json(
             StatusCode::OK,
             serde_json::json!({

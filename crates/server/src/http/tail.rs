@@ -89,16 +89,22 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), St
 }
 
 /// `GET /v1/tail`: validates the parameters, takes a slot under the cap, then streams.
-pub(crate) async fn tail(State(st): State<AppState>, RawQuery(q): RawQuery) -> Response {
+pub(crate) async fn tail(
+    State(st): State<AppState>,
+    axum::Extension(grant): axum::Extension<sluice_auth::Grant>,
+    RawQuery(q): RawQuery,
+) -> Response {
     let now = sluice_reader::time::now_unix();
-    let (req, start, hints) = match tail_request(q.as_deref().unwrap_or(""), now) {
+    let (mut req, start, hints) = match tail_request(q.as_deref().unwrap_or(""), now) {
         Ok(r) => r,
         Err(e) => return error(axum::http::StatusCode::BAD_REQUEST, e),
     };
-    let read = match super::events::substream_options(&st.store, &req).await {
-        Ok(o) => o,
-        Err(r) => return r,
-    };
+    req.visible = super::visible(&grant);
+    let read =
+        match super::events::substream_options(&st.store, &mut req, st.python_substreams).await {
+            Ok(o) => o,
+            Err(r) => return r,
+        };
     let Ok(permit) = st.tail_streams.slots.clone().try_acquire_owned() else {
         st.metrics
             .connections_refused
