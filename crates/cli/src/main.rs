@@ -17,6 +17,7 @@ mod store_arg;
 mod store_cmd;
 mod substream_cmd;
 mod tail_cmd;
+mod token_cmd;
 
 use std::io::ErrorKind;
 use std::process::ExitCode;
@@ -58,6 +59,10 @@ enum Command {
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
     Substream(substream_cmd::SubstreamCommand),
+    /// Manage tokens: scoped (ingest, read, admin), limited to dcs/types, expiring; `create`
+    /// prints the secret once (docs/security.md).
+    #[command(subcommand)]
+    Token(token_cmd::TokenCommand),
     /// Print help: `sluice help where` (the --where / --select language), or a command's help.
     Help {
         /// `where` (or `select`, `query`), or a command name.
@@ -132,6 +137,7 @@ fn main() -> ExitCode {
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Substream(cmd) => substream_cmd::run(cmd),
+        Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),
         Command::Help { topic } => help(&topic),
     };

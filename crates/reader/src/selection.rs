@@ -66,9 +66,12 @@ pub struct Selection {
     pub visible: Option<Visible>,
 }
 
+/// The test behind a [`Visible`]: whether events of (dc, type) may be seen.
+type VisibleFn = dyn Fn(&str, &str) -> bool + Send + Sync;
+
 /// A predicate over (dc, type): which events a reader may see at all.
 #[derive(Clone)]
-pub struct Visible(std::sync::Arc<dyn Fn(&str, &str) -> bool + Send + Sync>);
+pub struct Visible(std::sync::Arc<VisibleFn>);
 
 impl Visible {
     /// The events of the (dc, type) pairs `allows` accepts.
