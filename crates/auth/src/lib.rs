@@ -24,6 +24,6 @@ mod token;
 mod tokens;
 
 pub use allowed::Allowed;
-pub use secret::{bearer, Secret};
+pub use secret::{bearer, runtime_secret_path, Secret};
 pub use token::{Scope, Scopes, TokenRecord, TokenSpec};
 pub use tokens::{Grant, Refusal, Tokens, CATALOG_KIND, REFRESH_EVERY};

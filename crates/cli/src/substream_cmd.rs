@@ -122,12 +122,25 @@ fn open(t: &Target) -> Result<Registry> {
         read_timeout: std::time::Duration::from_secs(120),
         ..HttpOptions::default()
     };
+    // Admin credentials: an admin token, else the local secret of the server holding --data.
+    let token = std::env::var("SLUICE_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty());
     if let Some(s) = &t.server {
-        return Ok(Registry::Server(SubstreamAdmin::new(s, &opts)?));
+        let url = sluice_client::base_url(s)?;
+        let token = token.or_else(|| crate::token_cmd::runtime_secret(&url));
+        return Ok(Registry::Server(
+            SubstreamAdmin::new(s, &opts)?.with_token(token),
+        ));
     }
     let dir = t.data.clone().unwrap_or_else(|| PathBuf::from("./data"));
     match sluice_client::resolve_data_dir(&dir)? {
-        DataDir::Server(url) => Ok(Registry::Server(SubstreamAdmin::new(&url, &opts)?)),
+        DataDir::Server(url) => {
+            let token = token.or_else(|| crate::token_cmd::local_secret(&dir));
+            Ok(Registry::Server(
+                SubstreamAdmin::new(&url, &opts)?.with_token(token),
+            ))
+        }
         DataDir::Store(ro) => {
             drop(ro);
             let store = EmbeddedStore::open(&dir)

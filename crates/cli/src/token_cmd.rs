@@ -122,12 +122,14 @@ fn server(t: &Target) -> Result<String> {
     Ok(sluice_client::base_url(text.trim())?)
 }
 
-/// The admin credentials: `--token` / `SLUICE_TOKEN`, else the local secret of `--data`.
+/// The admin credentials: `--token` / `SLUICE_TOKEN`, else the local secret of `--data`, else
+/// the one the server left for its user by its address.
 fn credentials(t: &Target) -> Result<String> {
     if let Some(tok) = &t.token {
         return Ok(tok.trim().to_string());
     }
-    local_secret(&t.data).with_context(|| {
+    let by_address = || server(t).ok().and_then(|url| runtime_secret(&url));
+    local_secret(&t.data).or_else(by_address).with_context(|| {
         format!(
             "no admin credentials: give --token (or SLUICE_TOKEN), or run as the server's user beside {}",
             t.data.join(sluice_server::auth::ADMIN_SECRET_FILE).display()
@@ -135,8 +137,20 @@ fn credentials(t: &Target) -> Result<String> {
     })
 }
 
+/// The local secret the server at `url` (`http://HOST:PORT`) left for the CLI of its user
+/// (`sluice_auth::runtime_secret_path`).
+pub fn runtime_secret(url: &str) -> Option<String> {
+    let addr = url
+        .split_once("://")
+        .map_or(url, |(_, a)| a)
+        .trim_end_matches('/');
+    let text = std::fs::read_to_string(sluice_auth::runtime_secret_path(addr)?).ok()?;
+    let s = text.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
 /// The per-start local secret a server wrote to `dir/admin.secret`.
-fn local_secret(dir: &Path) -> Option<String> {
+pub fn local_secret(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(sluice_server::auth::ADMIN_SECRET_FILE)).ok()?;
     let s = text.trim();
     (!s.is_empty()).then(|| s.to_string())

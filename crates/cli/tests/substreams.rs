@@ -541,8 +541,11 @@ fn bad_registrations_are_refused_and_change_nothing() {
     ]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("select"), "{}", stderr(&out));
-    let resp =
-        ureq::put(&format!("{url}/v1/substreams/x%2Fy")).send_string(r#"{"select":["status"]}"#);
+    // Admin routes need the server's local secret (its user's, in the data directory).
+    let secret = std::fs::read_to_string(dir.join("admin.secret")).expect("the local secret");
+    let resp = ureq::put(&format!("{url}/v1/substreams/x%2Fy"))
+        .set("authorization", &format!("Bearer {}", secret.trim()))
+        .send_string(r#"{"select":["status"]}"#);
     match resp {
         Err(ureq::Error::Status(400, r)) => {
             assert!(r.into_string().expect("body").contains("contains `/`"))

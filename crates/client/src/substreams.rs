@@ -13,6 +13,8 @@ use crate::{base_url, http_error, ClientError, HttpOptions, Result};
 pub struct SubstreamAdmin {
     base: String,
     agent: ureq::Agent,
+    /// `Authorization: Bearer …` on every call (an admin token or the server's local secret).
+    token: Option<String>,
 }
 
 impl SubstreamAdmin {
@@ -22,12 +24,23 @@ impl SubstreamAdmin {
         Ok(SubstreamAdmin {
             base: base_url(server)?,
             agent: opts.agent(),
+            token: None,
         })
+    }
+
+    /// The same API, calling with `token` (admin routes need an admin token or the server's
+    /// local secret: see `docs/security.md`).
+    pub fn with_token(mut self, token: Option<String>) -> SubstreamAdmin {
+        self.token = token;
+        self
     }
 
     fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
         let url = format!("{}{path}", self.base);
-        let req = self.agent.request(method, &url);
+        let mut req = self.agent.request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.set("authorization", &format!("Bearer {t}"));
+        }
         let resp = match body {
             Some(b) => req
                 .set("content-type", "application/json")

@@ -49,6 +49,10 @@ pub struct Auth {
     /// Origins besides the server's own allowed to change state.
     pub allowed_origins: Vec<String>,
     metrics: SharedMetrics,
+    /// This start's local secret.
+    local: Secret,
+    /// The runtime copies of it written for the CLI ([`publish_runtime`](Self::publish_runtime)).
+    runtime_files: std::sync::Mutex<Vec<PathBuf>>,
 }
 
 impl Auth {
@@ -62,14 +66,65 @@ impl Auth {
     ) -> Result<Auth, String> {
         let local = Secret::generate()?;
         write_secret(&data_dir.join(ADMIN_SECRET_FILE), &local)?;
-        let tokens = Tokens::load(store, Some(local))?;
+        let tokens = Tokens::load(store, Some(local.clone()))?;
         Ok(Auth {
             tokens,
             required: config.auth,
             metrics_open: config.metrics_open,
             allowed_origins: config.allowed_origins.clone(),
             metrics,
+            local,
+            runtime_files: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Leaves the local secret where the CLI of this user finds it by the server's address
+    /// ([`sluice_auth::runtime_secret_path`]; an unspecified bind also under 127.0.0.1), so that
+    /// `--server URL` works as the server's user does with `--data`. Best effort: a failure is
+    /// logged, `DATA/admin.secret` still works.
+    pub fn publish_runtime(&self, http: std::net::SocketAddr) {
+        let mut addrs = vec![http];
+        if http.ip().is_unspecified() {
+            addrs.push(std::net::SocketAddr::from(([127, 0, 0, 1], http.port())));
+        }
+        for a in addrs {
+            let Some(path) = sluice_auth::runtime_secret_path(&a.to_string()) else {
+                continue;
+            };
+            let made = path.parent().map_or(Ok(()), |d| {
+                use std::os::unix::fs::DirBuilderExt;
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(d)
+            });
+            match made
+                .map_err(|e| e.to_string())
+                .and_then(|()| write_secret(&path, &self.local))
+            {
+                Ok(()) => self
+                    .runtime_files
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(path),
+                Err(e) => eprintln!(
+                    "sluice-server: the local secret for the CLI at {}: {e}",
+                    path.display()
+                ),
+            }
+        }
+    }
+
+    /// Removes the runtime copies of the local secret (a clean stop).
+    pub fn unpublish_runtime(&self) {
+        for p in self
+            .runtime_files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain(..)
+        {
+            let _ = std::fs::remove_file(p);
+        }
     }
 
     /// The scope `method path` needs (`path`: the matched route), `None`: open to anyone.

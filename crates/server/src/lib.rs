@@ -463,6 +463,7 @@ async fn run_with(
         if let Err(e) = std::fs::write(&server_file, format!("http://{addr}\n")) {
             eprintln!("sluice-server: writing {}: {e}", server_file.display());
         }
+        auth.publish_runtime(addr);
     }
     // Said only now: the store is open (its lock held) and the WAL replayed, so a server that
     // cannot start never claims to serve.
@@ -562,6 +563,7 @@ async fn run_with(
         let _ = tokio::task::spawn_blocking(move || runner.stop()).await;
     }
     let _ = std::fs::remove_file(&server_file);
+    auth.unpublish_runtime();
     Ok(())
 }
 
