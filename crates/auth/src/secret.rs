@@ -90,6 +90,29 @@ pub fn bearer(value: &[u8]) -> Option<Secret> {
     Secret::parse(token.trim())
 }
 
+/// Where a server on this machine leaves its local secret for the CLI of its user, by its HTTP
+/// address (`127.0.0.1:8180`): `$XDG_RUNTIME_DIR/sluice/http-<addr>.secret`, else
+/// `$HOME/.local/state/sluice/run/http-<addr>.secret` (as Jupyter keeps its runtime files).
+/// `None` when neither variable is set.
+pub fn runtime_secret_path(http_addr: &str) -> Option<std::path::PathBuf> {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d).join("sluice"),
+        None => std::path::PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
+            .join(".local/state/sluice/run"),
+    };
+    let name: String = http_addr
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    Some(dir.join(format!("http-{name}.secret")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,27 +152,4 @@ mod tests {
         }
         assert_eq!(bearer(&[0xff, 0xfe]), None);
     }
-}
-
-/// Where a server on this machine leaves its local secret for the CLI of its user, by its HTTP
-/// address (`127.0.0.1:8180`): `$XDG_RUNTIME_DIR/sluice/http-<addr>.secret`, else
-/// `$HOME/.local/state/sluice/run/http-<addr>.secret` (as Jupyter keeps its runtime files).
-/// `None` when neither variable is set.
-pub fn runtime_secret_path(http_addr: &str) -> Option<std::path::PathBuf> {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => std::path::PathBuf::from(d).join("sluice"),
-        None => std::path::PathBuf::from(std::env::var_os("HOME").filter(|h| !h.is_empty())?)
-            .join(".local/state/sluice/run"),
-    };
-    let name: String = http_addr
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    Some(dir.join(format!("http-{name}.secret")))
 }
