@@ -19,6 +19,9 @@
 //!   tails, a blocking thread) forever.
 //! - On shutdown a busy connection finishes its request (hyper's graceful shutdown: the
 //!   response says `connection: close`), bounded by the listener's drain.
+//! - With TLS on ([`crate::tls`]), the handshake comes first, within the header timeout of a
+//!   fresh connection (the request head after it shares that deadline); the timeouts above watch
+//!   the socket's bytes under TLS.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -40,6 +43,7 @@ use tokio::time::Instant;
 use crate::config::ServerConfig;
 use crate::limits::{ConnState, Limiter, Slot};
 use crate::metrics::SharedMetrics;
+use crate::tls::MaybeTls;
 
 /// How long an idle connection that served requests may take to finish writing before it is
 /// dropped when closed (timeout, eviction, shutdown).
@@ -54,7 +58,12 @@ pub(crate) struct HttpServer {
     pub write_timeout: Duration,
     pub metrics: SharedMetrics,
     pub stop: watch::Receiver<bool>,
+    /// TLS only, when set.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
+
+/// The answer to plain HTTP on a TLS port.
+const PLAIN_ON_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: 55\r\n\r\n{\"error\":\"this port serves HTTPS: use an https:// URL\"}";
 
 /// Counts the connection in `sluice_http_connections` while it lives.
 struct OpenGauge(SharedMetrics);
@@ -78,10 +87,28 @@ impl HttpServer {
         let _open = OpenGauge::new(self.metrics.clone());
         let _ = sock.set_nodelay(true);
         let state = slot.state.clone();
-        let io = TokioIo::new(WatchedIo {
-            inner: sock,
+        let watched = |inner: TcpStream| WatchedIo {
+            inner,
             state: state.clone(),
-        });
+        };
+        let io = match &self.tls {
+            None => MaybeTls::Plain(watched(sock)),
+            Some(acceptor) => {
+                let handshake = crate::tls::Handshake {
+                    acceptor,
+                    transport: "http",
+                    deadline: Instant::now() + self.header_timeout,
+                    timeout_kind: "header",
+                    plain_refusal: PLAIN_ON_TLS,
+                    metrics: &self.metrics,
+                };
+                match handshake.accept(sock, watched, &slot, &self.stop).await {
+                    Some(tls) => MaybeTls::Tls(Box::new(tls)),
+                    None => return,
+                }
+            }
+        };
+        let io = TokioIo::new(io);
         let router = TowerToHyperService::new(self.router.clone());
         let busy_state = state.clone();
         let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -276,7 +303,8 @@ impl AsyncWrite for WatchedIo {
 
 /// Serves `router` on `listener` until `stop` is set: at most `cap` connections (at least one;
 /// past it the oldest idle one is evicted, else a 503 and close: [`crate::limits`]), the header,
-/// idle and write timeouts of `config`, busy connections given `drain` to finish at shutdown.
+/// idle and write timeouts of `config`, busy connections given `drain` to finish at shutdown;
+/// TLS only with `tls`.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,
@@ -285,6 +313,7 @@ pub(crate) async fn serve(
     metrics: SharedMetrics,
     stop: watch::Receiver<bool>,
     drain: Duration,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 ) {
     let server = Arc::new(HttpServer {
         router,
@@ -293,6 +322,7 @@ pub(crate) async fn serve(
         write_timeout: Duration::from_secs(config.request_timeout_secs),
         metrics: metrics.clone(),
         stop: stop.clone(),
+        tls,
     });
     let limiter = Limiter::new("http", cap.max(1), metrics);
     let body = format!(

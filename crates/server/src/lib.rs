@@ -38,6 +38,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod tcp;
 pub mod timing;
+pub mod tls;
 pub mod udp;
 
 use std::future::Future;
@@ -245,6 +246,8 @@ async fn run_with(
             .set(caps.tcp as i64);
     }
     let drain = Duration::from_secs(config.shutdown_timeout_secs);
+    let ips: Vec<_> = bound.iter().flatten().map(|a| a.ip()).collect();
+    let tls = tls::Tls::start(&config, &ips, metrics.clone())?;
     let inner = match store {
         Some(s) => s,
         None => open_store(&config)?,
@@ -426,6 +429,9 @@ async fn run_with(
         let _ = stop_tx.send(true);
     });
 
+    if let Some(tls) = &tls {
+        tls.watch(stop_rx.clone());
+    }
     let tcp_task = sockets.tcp.map(|listener| {
         let server = tcp::TcpServer {
             tx: tx.clone(),
@@ -437,6 +443,7 @@ async fn run_with(
             limiter: limits::Limiter::new("tcp", caps.tcp.max(1), metrics.clone()),
             drain,
             auth: auth.clone(),
+            tls: tls.as_ref().map(|t| t.tcp.clone()),
         };
         tokio::spawn(server.serve(listener, stop_rx.clone()))
     });
@@ -460,7 +467,8 @@ async fn run_with(
 
     let server_file = config.data_dir.join(SERVER_FILE);
     if let Some(addr) = sockets.http.as_ref().and_then(|l| l.local_addr().ok()) {
-        if let Err(e) = std::fs::write(&server_file, format!("http://{addr}\n")) {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        if let Err(e) = std::fs::write(&server_file, format!("{scheme}://{addr}\n")) {
             eprintln!("sluice-server: writing {}: {e}", server_file.display());
         }
         auth.publish_runtime(addr);
@@ -509,6 +517,7 @@ async fn run_with(
                 metrics.clone(),
                 stop_rx.clone(),
                 drain,
+                tls.as_ref().map(|t| t.http.clone()),
             )
             .await;
         }

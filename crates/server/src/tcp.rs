@@ -8,14 +8,19 @@
 //! is closed (`kind="idle"`), one whose started message does not arrive within
 //! `request_timeout_secs` too (`kind="read"`). A frame announcing more than `max_body_bytes`
 //! gets `error oversized …` and the connection is closed (its bytes are not read).
+//!
+//! TLS (`tls_cert` or `tls_self_signed`): the same protocol inside a TLS session, the
+//! handshake first (within `request_timeout_secs`; client certificates required with
+//! `tls_client_ca`); see [`crate::tls`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::pipeline::AckWaiter;
 use axum::body::Bytes;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{timeout_at, Instant};
@@ -43,7 +48,14 @@ pub(crate) struct TcpServer {
     pub drain: Duration,
     /// Who may send (the `auth <token>` first line; required under `auth`).
     pub auth: Arc<crate::auth::Auth>,
+    /// TLS only, when set: the handshake within `read_timeout` of the acceptance
+    /// ([`crate::tls`]).
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
+
+/// The answer to a plain-text client on a TLS port.
+const PLAIN_ON_TLS: &[u8] =
+    b"error tls this port expects TLS (a tls://HOST:PORT target); closing\n";
 
 /// One message read from a connection.
 enum Read {
@@ -100,6 +112,7 @@ impl TcpServer {
         .await;
     }
 
+    /// The connection's stream: the socket, or (TLS on) the session after its handshake.
     async fn connection(
         self: Arc<Self>,
         sock: TcpStream,
@@ -107,8 +120,36 @@ impl TcpServer {
         stop: watch::Receiver<bool>,
     ) {
         let _ = sock.set_nodelay(true);
+        let Some(acceptor) = &self.tls else {
+            let (rd, wr) = sock.into_split();
+            return self.messages(rd, wr, slot, stop).await;
+        };
+        let handshake = crate::tls::Handshake {
+            acceptor,
+            transport: "tcp",
+            deadline: Instant::now() + self.read_timeout,
+            timeout_kind: "read",
+            plain_refusal: PLAIN_ON_TLS,
+            metrics: &self.metrics,
+        };
+        if let Some(tls) = handshake.accept(sock, |s| s, slot, &stop).await {
+            let (rd, wr) = tokio::io::split(tls);
+            self.clone().messages(rd, wr, slot, stop).await;
+        }
+    }
+
+    /// Reads messages from `rd` and answers them on `wr`, in order, until the end.
+    async fn messages<R, W>(
+        self: Arc<Self>,
+        rd: R,
+        wr: W,
+        slot: &Slot,
+        stop: watch::Receiver<bool>,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let state = slot.state.clone();
-        let (rd, wr) = sock.into_split();
         let mut rd = BufReader::with_capacity(64 << 10, rd);
         let (atx, arx) = mpsc::channel::<Ack>(MAX_IN_FLIGHT);
         let writer = tokio::spawn(write_acks(
@@ -339,8 +380,8 @@ pub(crate) fn ack_line(s: &IngestSummary) -> String {
 }
 
 /// Writes the replies in order; each written reply ends its message's busy time.
-async fn write_acks(
-    wr: OwnedWriteHalf,
+async fn write_acks<W: AsyncWrite + Unpin>(
+    wr: W,
     mut arx: mpsc::Receiver<Ack>,
     (acks, metrics): (Arc<AckWaiter>, crate::metrics::SharedMetrics),
     write_timeout: Duration,
