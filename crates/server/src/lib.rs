@@ -458,6 +458,7 @@ async fn run_with(
                 ingest: config.ingest_config(),
                 dc: config.dc.clone(),
                 stop: udp_stop.clone(),
+                allow: config.udp_allow_nets()?,
             };
             let _ = handle.ctx.send(ctx);
             Some(handle.thread)

@@ -7,8 +7,14 @@
 //! `(dc = the configured dc, type = "", subtype = "")` — the documented convention for what
 //! cannot be attributed to a type — the datagrams the kernel dropped since the last time
 //! (`kernel_dropped`) and the events dropped at ingest per reason (`dropped`).
+//!
+//! Sources: UDP carries no credentials, so each datagram's source address is checked against
+//! `udp_allow` ([`AllowList`]) before it is parsed; one from elsewhere is dropped and counted in
+//! `sluice_udp_refused_total{reason="source"}` (not in the store's counts: it is not part of the
+//! stream). One log line names a refused source at most once a minute ([`RefusalLog`]).
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +34,79 @@ pub(crate) struct UdpContext {
     pub ingest: IngestConfig,
     pub dc: String,
     pub stop: Arc<AtomicBool>,
+    /// The sources taken (`ServerConfig::udp_allow_nets`).
+    pub allow: Vec<ipnet::IpNet>,
+}
+
+/// The source networks UDP datagrams are taken from. IPv4-mapped IPv6 addresses (a dual-stack
+/// socket's view of an IPv4 sender, `::ffff:a.b.c.d`) count as IPv4, in the networks and in the
+/// sources alike. A linear scan: the list is a few networks.
+#[derive(Clone, Debug)]
+pub(crate) struct AllowList(Vec<ipnet::IpNet>);
+
+impl AllowList {
+    pub(crate) fn new(nets: &[ipnet::IpNet]) -> AllowList {
+        AllowList(nets.iter().map(|n| canonical_net(*n)).collect())
+    }
+
+    pub(crate) fn allows(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.0.iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// A network inside `::ffff:0:0/96` as the IPv4 network it maps.
+fn canonical_net(net: ipnet::IpNet) -> ipnet::IpNet {
+    if let ipnet::IpNet::V6(v6) = net {
+        if let (Some(v4), true) = (v6.addr().to_ipv4_mapped(), v6.prefix_len() >= 96) {
+            if let Ok(n) = ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96) {
+                return ipnet::IpNet::V4(n.trunc());
+            }
+        }
+    }
+    net
+}
+
+/// The refusal log line: at most one a minute, naming the first refused source seen since the
+/// last line and how many were refused in between.
+pub(crate) struct RefusalLog {
+    last: Option<Instant>,
+    since: u64,
+}
+
+impl RefusalLog {
+    pub(crate) const EVERY: Duration = Duration::from_secs(60);
+
+    pub(crate) fn new() -> RefusalLog {
+        RefusalLog {
+            last: None,
+            since: 0,
+        }
+    }
+
+    /// Records a refusal of `from` at `now`; returns the line to log, if it is time for one.
+    pub(crate) fn refused(&mut self, from: IpAddr, now: Instant) -> Option<String> {
+        self.since += 1;
+        if self
+            .last
+            .is_some_and(|t| now.duration_since(t) < Self::EVERY)
+        {
+            return None;
+        }
+        let earlier = self.since - 1;
+        self.last = Some(now);
+        self.since = 0;
+        let more = if earlier > 0 {
+            format!(" ({earlier} refused since the last such line)")
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "UDP datagram from {} refused: not in udp_allow{more}; counted in \
+             sluice_udp_refused_total{{reason=\"source\"}}, next line in a minute at most",
+            from.to_canonical()
+        ))
+    }
 }
 
 impl UdpContext {
@@ -44,15 +123,29 @@ impl UdpContext {
         let mut counters = IngestCounters::new("udp", self.metrics.clone());
         let mut second_drops = DropCounters::new();
         let mut last_report = Instant::now();
+        let allow = AllowList::new(&self.allow);
+        let refused_source = self.metrics.udp_refused.with_label_values(&["source"]);
+        let mut refusal_log = RefusalLog::new();
         while !self.stop.load(Ordering::Relaxed) {
             let now = now_unix();
             let mut events = Vec::new();
             let mut drops = DropCounters::new();
-            let res = receiver.recv_batch(|payload, _from| {
+            let mut refused = 0;
+            let res = receiver.recv_batch(|payload, from| {
+                if !allow.allows(from.ip()) {
+                    refused += 1;
+                    if let Some(line) = refusal_log.refused(from.ip(), Instant::now()) {
+                        eprintln!("sluice-server: {line}");
+                    }
+                    return;
+                }
                 let out = ingestor.ingest(payload, now);
                 drops.add(&out);
                 events.extend(out.events);
             });
+            if refused > 0 {
+                refused_source.inc_by(refused);
+            }
             if let Err(e) = res {
                 eprintln!("sluice-server: UDP receive: {e}");
                 std::thread::sleep(Duration::from_millis(100));
@@ -114,5 +207,61 @@ impl UdpContext {
             }
         }
         stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nets(s: &[&str]) -> AllowList {
+        AllowList::new(&s.iter().map(|n| n.parse().unwrap()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn allow_list_matches_v4_v6_and_mapped() {
+        let a = nets(&["127.0.0.1/32", "10.0.0.0/8", "fd00::/8"]);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert!(a.allows(ip("127.0.0.1")));
+        assert!(!a.allows(ip("127.0.0.2")));
+        assert!(a.allows(ip("10.200.0.1")));
+        assert!(a.allows(ip("::ffff:127.0.0.1")));
+        assert!(a.allows(ip("::ffff:10.1.2.3")));
+        assert!(!a.allows(ip("::ffff:127.0.0.2")));
+        assert!(a.allows(ip("fd12::1")));
+        assert!(!a.allows(ip("::1")));
+        // A mapped network counts as the IPv4 one.
+        let m = nets(&["::ffff:192.168.0.0/112"]);
+        assert!(m.allows(ip("192.168.3.4")));
+        assert!(m.allows(ip("::ffff:192.168.3.4")));
+        assert!(!m.allows(ip("192.169.0.1")));
+        // Empty: nothing.
+        assert!(!nets(&[]).allows(ip("127.0.0.1")));
+        // The defaults.
+        let d = nets(&["127.0.0.0/8", "::1/128"]);
+        assert!(
+            d.allows(ip("127.9.9.9")) && d.allows(ip("::1")) && d.allows(ip("::ffff:127.0.0.5"))
+        );
+        assert!(!d.allows(ip("192.0.2.2")) && !d.allows(ip("fd00::2")));
+    }
+
+    #[test]
+    fn refusal_log_once_a_minute() {
+        let mut l = RefusalLog::new();
+        let t0 = Instant::now();
+        let ip: IpAddr = "::ffff:127.0.0.2".parse().unwrap();
+        let first = l.refused(ip, t0).expect("the first refusal is logged");
+        assert!(
+            first.contains("127.0.0.2 refused") && !first.contains("::ffff"),
+            "{first}"
+        );
+        for s in 1..60 {
+            assert_eq!(l.refused(ip, t0 + Duration::from_secs(s)), None);
+        }
+        let next = l
+            .refused(ip, t0 + Duration::from_secs(60))
+            .expect("a minute later");
+        assert!(next.contains("59 refused since"), "{next}");
+        assert_eq!(l.refused(ip, t0 + Duration::from_secs(61)), None);
     }
 }
