@@ -112,7 +112,10 @@ pub struct Tokens {
 }
 
 impl Tokens {
-    /// Reads the tokens of `store`'s catalog; `local` is the per-start secret (any scope).
+    /// Reads the tokens of `store`'s catalog; `local` is the per-start secret (any scope). A
+    /// store that cannot be read now (a cluster that is down at start) is said on stderr and
+    /// read again every [`REFRESH_EVERY`]: meanwhile only the local secret is known, so token
+    /// holders are refused (closed, not open).
     pub fn load(store: Arc<dyn Store>, local: Option<Secret>) -> Result<Tokens, String> {
         let t = Tokens {
             store,
@@ -120,7 +123,12 @@ impl Tokens {
             local,
             refreshed: RwLock::new(Instant::now()),
         };
-        t.refresh()?;
+        if let Err(e) = t.refresh() {
+            eprintln!(
+                "sluice-auth: {e}; read again every {} s",
+                REFRESH_EVERY.as_secs()
+            );
+        }
         Ok(t)
     }
 
@@ -311,6 +319,24 @@ mod tests {
         assert!(raw
             .values()
             .all(|v| !String::from_utf8_lossy(v).contains(s.expose())));
+    }
+
+    /// A store that is down at start (Cassandra) does not stop the start; tokens are refused
+    /// until the catalog can be read, then work.
+    #[test]
+    fn a_store_down_at_start_is_read_again_later() {
+        let (store, faults) = sluice_store::FaultyStore::new(InMemoryStore::new());
+        let store: Arc<dyn Store> = Arc::new(store);
+        let (s, _) = Tokens::load(store.clone(), None)
+            .unwrap()
+            .create(spec("t", "read", "", None), 1)
+            .unwrap();
+        faults.fail_reads(true);
+        let t = Tokens::load(store, None).unwrap();
+        assert_eq!(t.check(&s, 2), Err(Refusal::Unknown));
+        faults.fail_reads(false);
+        t.refresh().unwrap();
+        assert_eq!(t.check(&s, 2).unwrap().name, "t");
     }
 
     #[test]
