@@ -96,7 +96,16 @@ impl Server {
         })
     }
 
+    /// The sum of the samples of `name` (a family, or a family with labels in any order) in
+    /// `/metrics`. Panics when no sample matches: a missing metric is a failure, not a zero.
     fn metric(&self, name: &str) -> f64 {
+        let (value, body) = self.try_metric(name);
+        value.unwrap_or_else(|| panic!("no metric {name} in /metrics:\n{body}"))
+    }
+
+    /// [`Server::metric`], `None` when no sample matches (a labelled counter appears only once
+    /// it has counted), with the `/metrics` text.
+    fn try_metric(&self, name: &str) -> (Option<f64>, String) {
         let (status, body) = request(self.http, "GET", "/metrics", b"");
         assert_eq!(status, 200, "{body}");
         // Labels in any order (the exporter sorts them by name).
@@ -106,14 +115,16 @@ impl Server {
             .split(',')
             .filter(|l| !l.is_empty())
             .collect();
-        body.lines()
+        let value = body
+            .lines()
             .filter(|l| !l.starts_with('#'))
             .filter_map(|l| l.rsplit_once(' '))
             .filter(|(series, _)| {
                 series.split('{').next() == Some(family) && want.iter().all(|w| series.contains(w))
             })
             .map(|(_, v)| v.trim().parse::<f64>().expect("metric value"))
-            .sum()
+            .fold(None, |sum: Option<f64>, v| Some(sum.unwrap_or(0.0) + v));
+        (value, body)
     }
 }
 
@@ -689,8 +700,11 @@ fn a_client_that_stops_reading_is_cut_after_the_write_timeout() {
     .expect("write");
     // Never read: the server's writes stall, and after 2 s of stall the connection is cut.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while server.metric("sluice_connection_timeouts_total{transport=\"http\",kind=\"write\"}") < 1.0
-    {
+    // Absent until the first write timeout is counted.
+    while !matches!(
+        server.try_metric("sluice_connection_timeouts_total{transport=\"http\",kind=\"write\"}"),
+        (Some(n), _) if n >= 1.0
+    ) {
         assert!(Instant::now() < deadline, "a stalled response is never cut");
         std::thread::sleep(Duration::from_millis(200));
     }

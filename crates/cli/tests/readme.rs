@@ -129,7 +129,15 @@ fn readme_try_it_commands_work_as_written() {
         r
     };
     for (n, cmd) in steps.iter().enumerate() {
-        let Some(code) = status.get(&n) else { continue };
+        // Background steps (`… &`) write no status; every other step must have run.
+        let Some(code) = status.get(&n) else {
+            assert!(
+                cmd.ends_with('&'),
+                "step {n} never finished (no exit status): {cmd}\n{}",
+                report()
+            );
+            continue;
+        };
         // The tail is stopped by `timeout` (SIGINT: it prints its cursor and exits).
         let ok = *code == 0 || (cmd.contains("$S tail") && [124, 130].contains(code));
         assert!(ok, "step {n} failed: {cmd}\n{}", report());

@@ -101,6 +101,9 @@ fn ingest_and_time(url: &str, seed: &str, epoch: i64) -> Duration {
     }
 }
 
+/// The value of the series `name` (labels included, as printed) in `GET /metrics`. Panics when
+/// the series is missing: the runner's metrics are always there while it runs, so a missing one
+/// is a failure, not a zero.
 fn metric(url: &str, name: &str) -> f64 {
     let text = ureq::get(&format!("{url}/metrics"))
         .call()
@@ -108,8 +111,15 @@ fn metric(url: &str, name: &str) -> f64 {
         .into_string()
         .expect("text");
     text.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-        .unwrap_or(0.0)
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            (series == name).then(|| {
+                v.parse()
+                    .unwrap_or_else(|e| panic!("{name}: bad value {v:?}: {e}"))
+            })
+        })
+        .unwrap_or_else(|| panic!("no metric {name} in {url}/metrics:\n{text}"))
 }
 
 /// Waits until the runner has finished every chunk offered (at least `n`): its queue empty and
@@ -119,7 +129,7 @@ fn wait_runner_idle(url: &str, n: f64) {
     loop {
         let run = metric(url, "sluice_substream_blobs_run_total");
         let done = metric(url, "sluice_substream_latency_seconds_count");
-        let queued = metric(url, "sluice_substream_queue ");
+        let queued = metric(url, "sluice_substream_queue");
         if run >= n && done == run && queued == 0.0 {
             return;
         }

@@ -44,6 +44,10 @@ fn histogram(text: &str, name: &str) -> (Vec<(String, u64)>, f64, u64) {
     (buckets, sum.expect("no _sum"), count.expect("no _count"))
 }
 
+/// Checks a histogram of positive observations (durations, sizes): cumulative buckets ending in
+/// `+Inf` = `_count`, and a `_sum` within what the buckets allow: each observation lies in
+/// (previous bound, its bound], so the sum lies between the counts times the lower bounds and
+/// the counts times the upper bounds (no upper limit if any fell in `+Inf`). Returns `_count`.
 fn check_histogram(text: &str, name: &str) -> u64 {
     let (buckets, sum, count) = histogram(text, name);
     assert!(buckets.len() > 2, "{name}: {buckets:?}");
@@ -57,7 +61,29 @@ fn check_histogram(text: &str, name: &str) -> u64 {
         buckets.windows(2).all(|w| w[0].1 <= w[1].1),
         "{name} not cumulative: {buckets:?}"
     );
-    assert!(sum >= 0.0);
+    let (mut low, mut high) = (0.0, 0.0);
+    let (mut below, mut seen) = (0.0_f64, 0u64);
+    for (le, cumulative) in &buckets {
+        let bound: f64 = le
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}: le {le:?}: {e}"));
+        let n = cumulative - seen;
+        if n > 0 {
+            low += n as f64 * below;
+            high += n as f64 * bound;
+        }
+        below = bound;
+        seen = *cumulative;
+    }
+    assert!(
+        sum >= low && sum <= high,
+        "{name}: _sum {sum} outside [{low}, {high}] that the buckets allow: {buckets:?}"
+    );
+    assert_eq!(
+        sum > 0.0,
+        count > 0,
+        "{name}: _sum {sum} of {count} positive observations"
+    );
     count
 }
 
@@ -167,11 +193,31 @@ fn metrics_show_store_latency_blob_sizes_and_events_out() {
     let text = request(addr, "GET", "/metrics", b"").text();
     let writes = check_histogram(&text, "sluice_store_write_seconds");
     let blobs = check_histogram(&text, "sluice_blob_bytes");
-    assert!(blobs >= 1, "{text}");
+    // 50 small events of one (second, dc, type, subtype) in one payload: one blob of one chunk.
+    assert_eq!(blobs, 1, "{text}");
     // Each blob is a put, plus at least the index and counts writes and a flush.
     assert!(writes >= blobs + 2, "{text}");
     assert_eq!(blobs as f64, metric(addr, "sluice_blobs_written_total"));
+    // The blob's bytes are what the store holds: the second's listing names one chunk, whose
+    // size is the histogram's sum and the bytes counter.
+    let listing = request(addr, "GET", &format!("/buckets/epochs/keys/{e}-local"), b"");
+    assert_eq!(listing.status, 200, "{}", listing.text());
+    let entries: Vec<String> = listing
+        .text()
+        .trim()
+        .split('|')
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(entries, ["t::0"], "{}", listing.text());
+    let blob = request(
+        addr,
+        "GET",
+        &format!("/buckets/events/keys/{e}:local:t::0"),
+        b"",
+    );
+    assert_eq!(blob.status, 200, "{}", blob.text());
     let (_, bytes_sum, _) = histogram(&text, "sluice_blob_bytes");
+    assert_eq!(bytes_sum, blob.body.len() as f64, "{text}");
     assert_eq!(bytes_sum, metric(addr, "sluice_blob_bytes_written_total"));
     assert!(
         text.contains("# TYPE sluice_events_out_total counter"),

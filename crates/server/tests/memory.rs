@@ -41,15 +41,18 @@ fn future_batch(batch: u64, now: i64) -> String {
         .collect()
 }
 
-/// Samples the RSS of `pid` every 20 ms until `stop`; returns the highest seen.
+/// Samples the RSS of `pid` every 20 ms until `stop` (at least once); returns the highest seen.
+/// The join panics if the process went away meanwhile (`rss_of`).
 fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut max = 0;
-        while !stop.load(Ordering::Relaxed) {
+        loop {
             max = max.max(rss_of(pid));
+            if stop.load(Ordering::Relaxed) {
+                return max;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        max
     })
 }
 

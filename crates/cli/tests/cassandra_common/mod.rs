@@ -159,20 +159,25 @@ pub fn ids(lines: &[String]) -> BTreeSet<String> {
         .collect()
 }
 
-/// A metric's value from `GET /metrics` (0 when absent or unreachable).
+/// A metric's value from `GET /metrics` (`name` is the whole series, labels included, as
+/// printed). Panics when the server does not answer or has no such series: a missing metric is
+/// a failure, never a zero.
 pub fn metric(base: &str, name: &str) -> f64 {
-    let Ok(resp) = ureq::get(&format!("{base}/metrics"))
+    let text = ureq::get(&format!("{base}/metrics"))
         .timeout(Duration::from_secs(5))
         .call()
-    else {
-        return 0.0;
-    };
-    let text = resp.into_string().unwrap_or_default();
+        .unwrap_or_else(|e| panic!("GET {base}/metrics for {name}: {e}"))
+        .into_string()
+        .unwrap_or_else(|e| panic!("GET {base}/metrics for {name}: body: {e}"));
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .find_map(|l| {
             let (k, v) = l.split_once(' ')?;
-            (k == name).then(|| v.trim().parse().ok()).flatten()
+            (k == name).then(|| {
+                v.trim()
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{name}: bad value {v:?}: {e}"))
+            })
         })
-        .unwrap_or(0.0)
+        .unwrap_or_else(|| panic!("no metric {name} in {base}/metrics:\n{text}"))
 }

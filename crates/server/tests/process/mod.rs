@@ -201,19 +201,28 @@ impl Drop for Server {
     }
 }
 
-/// `VmRSS` of process `pid`, bytes (0 when it is gone).
+/// `VmRSS` of process `pid`, bytes. Panics when the process is gone.
 pub fn rss_of(pid: u32) -> u64 {
     status_bytes(pid, "VmRSS:")
 }
 
-/// The size in line `field` of `/proc/PID/status`, bytes (0 when the process is gone).
+/// The size in line `field` of `/proc/PID/status`, bytes. Panics when the process is gone (no
+/// such file) or has exited (a zombie has no memory lines): a bound on the memory of a process
+/// that is not there must fail, not pass with 0.
 fn status_bytes(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("process {pid} is gone: /proc/{pid}/status: {e}"));
+    let value = status
         .lines()
         .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .unwrap_or_else(|| panic!("process {pid} has no {field} (exited?):\n{status}"));
+    let kb: u64 = value
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("process {pid}: {field} {value:?}: {e}"));
+    kb * 1024
 }
 
 /// A small deterministic random generator (xorshift64*), seeded by the test.
@@ -237,7 +246,7 @@ impl XorShift {
     }
 }
 
-/// `VmHWM` (peak resident set size) of process `pid`, bytes (0 when it is gone).
+/// `VmHWM` (peak resident set size) of process `pid`, bytes. Panics when the process is gone.
 pub fn peak_rss_of(pid: u32) -> u64 {
     status_bytes(pid, "VmHWM:")
 }
