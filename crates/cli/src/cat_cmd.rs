@@ -7,7 +7,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_client::{DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs};
+use sluice_client::{
+    ClientArgs, DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs,
+};
 use sluice_reader::{parse_time_in, range, Selection};
 
 use crate::output::{self, Format, OutputArgs, Printer};
@@ -39,9 +41,12 @@ pub struct CatArgs {
     /// Read a store directly instead: `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?read_cl=one`.
     #[arg(long, conflicts_with = "server")]
     store: Option<String>,
-    /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
+    /// Read from a running server instead (e.g. http://127.0.0.1:8180, https://HOST:PORT or
+    /// 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
     /// Check every chunk's SHA-1 trailer too (by default a chunk the store has just checked
     /// against the CRC-32 written with it is not hashed again). Reads a store, not a server.
     #[arg(long, conflicts_with = "server")]
@@ -70,6 +75,7 @@ pub fn run(a: CatArgs) -> Result<()> {
     if reduce.is_some() && a.limit.is_some() {
         bail!("--limit cuts the events printed; with --group-by/--count-by/--top use --top N");
     }
+    let mut http = HttpOptions::default().with_client(a.client.options());
     let server = match &a.server {
         Some(server) => Some(server.clone()),
         None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {
@@ -83,14 +89,20 @@ pub fn run(a: CatArgs) -> Result<()> {
                 }
                 return print_store(&mut reader, printer, limit, now);
             }
-            crate::store_arg::ReadSource::Server(url) => Some(url),
+            crate::store_arg::ReadSource::Server(url) => {
+                // A server on the data directory with a self-signed certificate: trust it.
+                http.client = http.client.or_ca(sluice_client::self_signed_ca(&a.data));
+                Some(url)
+            }
         },
     };
     let server = server.unwrap_or_default();
     if let Some(plan) = reduce {
-        return crate::reduce_args::reduce_server(plan, &server, from, to, &selection, printer);
+        return crate::reduce_args::reduce_server(
+            plan, &server, &http, from, to, &selection, printer,
+        );
     }
-    from_server(&server, from, to, &selection, printer, limit)
+    from_server(&server, &http, from, to, &selection, printer, limit)
 }
 
 /// Prints a data directory's read (at most `limit` events), then the hints of an empty or
@@ -190,13 +202,14 @@ pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
 /// its hints go to stderr too.
 fn from_server<W: Write>(
     server: &str,
+    http: &HttpOptions,
     from: i64,
     to: i64,
     selection: &Selection,
     mut printer: Printer<W>,
     limit: u64,
 ) -> Result<()> {
-    let reader = HttpReader::new(server, &HttpOptions::default())?;
+    let reader = HttpReader::new(server, http)?;
     let wire = if printer.format() == Format::Sereal {
         range::OutputFormat::Sereal
     } else {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use sluice_client::{DataDir, HttpOptions, HttpReader};
+use sluice_client::{ClientArgs, DataDir, HttpOptions, HttpReader};
 use sluice_reader::counts::{self, CountsRow};
 use sluice_reader::parse_time;
 
@@ -32,9 +32,12 @@ pub struct CountsArgs {
     /// it (its address is in DIR/SERVER).
     #[arg(long, default_value = "./data", conflicts_with = "server")]
     data: PathBuf,
-    /// Read from a running server instead (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180).
+    /// Read from a running server instead (e.g. http://127.0.0.1:8180, https://HOST:PORT or
+    /// 127.0.0.1:8180).
     #[arg(long)]
     server: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 /// Run `sluice counts`: NDJSON, one line per row (the `/v1/counts` line).
@@ -43,18 +46,21 @@ pub fn run(a: CountsArgs) -> Result<()> {
     let from = parse_time(&a.from, now).with_context(|| format!("--from {:?}", a.from))?;
     let to = parse_time(&a.to, now).with_context(|| format!("--to {:?}", a.to))?;
     anyhow::ensure!(from < to, "--from must be before --to (got {from} .. {to})");
+    let mut http = HttpOptions::default().with_client(a.client.options());
     let server = match &a.server {
         Some(s) => s.clone(),
         None => match crate::cat_cmd::open_data_dir(&a.data)? {
-            DataDir::Server(url) => url,
+            DataDir::Server(url) => {
+                http.client = http.client.or_ca(sluice_client::self_signed_ca(&a.data));
+                url
+            }
             DataDir::Store(store) => {
                 let rows = counts::read_counts(&store, from, to, a.dc.as_deref(), a.dc.as_deref())?;
                 return print(&rows, a.total);
             }
         },
     };
-    let body =
-        HttpReader::new(&server, &HttpOptions::default())?.counts(from, to, a.dc.as_deref())?;
+    let body = HttpReader::new(&server, &http)?.counts(from, to, a.dc.as_deref())?;
     let mut rows = Vec::new();
     for line in body.lines().filter(|l| !l.trim().is_empty()) {
         let v: serde_json::Value = serde_json::from_str(line).context("a /v1/counts line")?;

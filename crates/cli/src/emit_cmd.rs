@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_client::{SendOptions, Sender, Transport};
+use sluice_client::{ClientArgs, ClientOptions, SendOptions, Sender, Transport};
 
 use crate::output::plural;
 
@@ -21,9 +21,10 @@ pub struct Target {
     pub udp: Option<String>,
     /// Send NDJSON lines to this TCP address, one message per line (pipelined), and wait for
     /// each line's acknowledgement: a bad line is refused alone, reported with its line number.
+    /// `tls://HOST:PORT` for a TLS listener.
     #[arg(long)]
     pub tcp: Option<String>,
-    /// POST NDJSON batches to this base URL (e.g. http://127.0.0.1:8180).
+    /// POST NDJSON batches to this base URL (e.g. http://127.0.0.1:8180, https://HOST:PORT).
     #[arg(long)]
     pub http: Option<String>,
 }
@@ -35,6 +36,8 @@ pub struct EmitArgs {
     target: Target,
     #[command(flatten)]
     tuning: Tuning,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 /// Batching and timeouts.
@@ -51,9 +54,9 @@ pub struct Tuning {
     timeout: u64,
 }
 
-/// Connects the sender of `sluice_client` to the flags' target; refused batches are reported
-/// on stderr.
-pub fn connect(target: &Target, tuning: &Tuning) -> Result<Sender> {
+/// Connects the sender of `sluice_client` to the flags' target with `client`'s token and TLS
+/// trust; refused batches are reported on stderr.
+pub fn connect(target: &Target, tuning: &Tuning, client: ClientOptions) -> Result<Sender> {
     let to = match (&target.udp, &target.tcp, &target.http) {
         (Some(a), _, _) => Transport::Udp(a.clone()),
         (None, Some(a), _) => Transport::Tcp(a.clone()),
@@ -64,13 +67,14 @@ pub fn connect(target: &Target, tuning: &Tuning) -> Result<Sender> {
         batch: tuning.batch,
         max_datagram: tuning.max_datagram,
         timeout: Duration::from_secs(tuning.timeout.max(1)),
+        client,
     };
     Ok(Sender::connect(&to, &opts)?.on_refusal(|m| eprintln!("sluice: {m}")))
 }
 
 /// Run `sluice emit`.
 pub fn run(a: EmitArgs) -> Result<()> {
-    let mut sender = connect(&a.target, &a.tuning)?;
+    let mut sender = connect(&a.target, &a.tuning, a.client.options())?;
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let mut line = Vec::new();

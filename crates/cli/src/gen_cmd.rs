@@ -65,6 +65,8 @@ pub struct GenArgs {
     live: bool,
     #[command(flatten)]
     tuning: crate::emit_cmd::Tuning,
+    #[command(flatten)]
+    client: sluice_client::ClientArgs,
 }
 
 /// Run `sluice gen`.
@@ -136,7 +138,11 @@ fn send(a: &GenArgs, cfg: GenConfig) -> Result<()> {
         http: a.http.clone(),
     };
     let mut sender = if target.udp.is_some() || target.tcp.is_some() || target.http.is_some() {
-        Some(crate::emit_cmd::connect(&target, &a.tuning)?)
+        Some(crate::emit_cmd::connect(
+            &target,
+            &a.tuning,
+            a.client.options(),
+        )?)
     } else {
         None
     };

@@ -146,12 +146,13 @@ pub fn reduce_items<W: Write>(
 pub fn reduce_server<W: Write>(
     plan: Plan,
     server: &str,
+    http: &HttpOptions,
     from: i64,
     to: i64,
     selection: &Selection,
     out: crate::output::Printer<W>,
 ) -> Result<()> {
-    let reader = HttpReader::new(server, &HttpOptions::default())?;
+    let reader = HttpReader::new(server, http)?;
     let EventStream::Ndjson(events) = reader.events(from, to, selection, OutputFormat::Json)?
     else {
         anyhow::bail!("the server answered Sereal to a request for NDJSON");

@@ -24,6 +24,8 @@ pub struct Target {
     /// A data directory: written directly, or through the server that holds it.
     #[arg(long)]
     data: Option<PathBuf>,
+    #[command(flatten)]
+    client: sluice_client::ClientArgs,
 }
 
 /// `sluice substream …`
@@ -118,14 +120,14 @@ enum Registry {
 
 fn open(t: &Target) -> Result<Registry> {
     // Registering a Python substream imports it on the server: give that time.
-    let opts = HttpOptions {
+    let mut opts = HttpOptions {
         read_timeout: std::time::Duration::from_secs(120),
         ..HttpOptions::default()
-    };
-    // Admin credentials: an admin token, else the local secret of the server holding --data.
-    let token = std::env::var("SLUICE_TOKEN")
-        .ok()
-        .filter(|t| !t.trim().is_empty());
+    }
+    .with_client(t.client.options());
+    // Admin credentials: an admin token (--token, SLUICE_TOKEN), else the local secret of the
+    // server holding --data.
+    let token = opts.client.token.clone();
     if let Some(s) = &t.server {
         let url = sluice_client::base_url(s)?;
         let token = token.or_else(|| crate::token_cmd::runtime_secret(&url));
@@ -137,6 +139,7 @@ fn open(t: &Target) -> Result<Registry> {
     match sluice_client::resolve_data_dir(&dir)? {
         DataDir::Server(url) => {
             let token = token.or_else(|| crate::token_cmd::local_secret(&dir));
+            opts.client = opts.client.or_ca(sluice_client::self_signed_ca(&dir));
             Ok(Registry::Server(
                 SubstreamAdmin::new(&url, &opts)?.with_token(token),
             ))

@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use sluice_client::{Backoff, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart};
+use sluice_client::{
+    Backoff, ClientArgs, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
+};
 use sluice_reader::{parse_time_in, Cursor, ReadItem, Selection, Tail, TailOptions};
 
 use crate::output::{OutputArgs, Printer};
@@ -41,10 +43,12 @@ pub struct TailArgs {
     filters: SelectionArgs,
     #[command(flatten)]
     output: OutputArgs,
-    /// Follow a running server (e.g. http://127.0.0.1:8180 or 127.0.0.1:8180); reconnects from
-    /// the last cursor when the server restarts.
+    /// Follow a running server (e.g. http://127.0.0.1:8180, https://HOST:PORT or
+    /// 127.0.0.1:8180); reconnects from the last cursor when the server restarts.
     #[arg(long, conflicts_with = "data")]
     server: Option<String>,
+    #[command(flatten)]
+    client: ClientArgs,
     /// Follow a data directory directly (or, while `sluice serve` runs on it, through that
     /// server: its address is in DIR/SERVER). Default ./data, as for `sluice cat`.
     #[arg(long, default_value = "./data")]
@@ -159,11 +163,16 @@ pub fn run(a: TailArgs) -> Result<()> {
         .selection()
         .map_err(|e| anyhow::anyhow!("--{e}"))?;
     use crate::store_arg::{open_for_read, ReadSource};
+    let mut http = HttpOptions::tail().with_client(a.client.options());
     let source = match &a.server {
         Some(server) => ReadSource::Server(sluice_client::base_url(server)?),
         None => open_for_read(&a.data, a.store.as_deref())
             .with_context(|| "give --data DIR, --store URL or --server URL".to_string())?,
     };
+    if a.server.is_none() {
+        // A server on the data directory with a self-signed certificate: trust it.
+        http.client = http.client.or_ca(sluice_client::self_signed_ca(&a.data));
+    }
     let output = Output {
         out: a.output.printer(BufWriter::new(std::io::stdout()), false)?,
         cursor: start.to_token(),
@@ -181,7 +190,9 @@ pub fn run(a: TailArgs) -> Result<()> {
         until,
     };
     let result = match source {
-        ReadSource::Server(url) => from_server(&url, &selection, start, stop, a.retry_for, &shared),
+        ReadSource::Server(url) => {
+            from_server(&url, &http, &selection, start, stop, a.retry_for, &shared)
+        }
         ReadSource::Store(store) => from_store(&*store, selection, start, stop, &shared),
     };
     lock(&shared).finish();
@@ -256,6 +267,7 @@ fn from_store(
 /// Follows `GET /v1/tail` (Server-Sent Events), reconnecting from the last cursor.
 fn from_server(
     url: &str,
+    http: &HttpOptions,
     selection: &Selection,
     start: Cursor,
     stop: Stop,
@@ -264,13 +276,7 @@ fn from_server(
 ) -> Result<()> {
     let start = TailStart::Cursor(start.to_token());
     let mut down_since: Option<std::time::Instant> = None;
-    let mut client = TailClient::new(
-        url,
-        selection,
-        start,
-        &HttpOptions::tail(),
-        Backoff::default(),
-    )?;
+    let mut client = TailClient::new(url, selection, start, http, Backoff::default())?;
     let mut printed = 0u64;
     let mut reconnecting = false;
     loop {

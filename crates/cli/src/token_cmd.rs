@@ -21,6 +21,8 @@ pub struct Target {
     /// An admin token (default: $SLUICE_TOKEN, else the local secret of --data).
     #[arg(long, env = "SLUICE_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    #[command(flatten)]
+    tls: sluice_client::TlsArgs,
 }
 
 /// `sluice token …`
@@ -158,10 +160,13 @@ pub fn local_secret(dir: &Path) -> Option<String> {
 
 fn call(t: &Target, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
     let url = format!("{}{path}", server(t)?);
-    let req = ureq::AgentBuilder::new()
-        .timeout_connect(std::time::Duration::from_secs(10))
-        .timeout_read(std::time::Duration::from_secs(60))
-        .build()
+    let client = t.tls.options();
+    let http = sluice_client::HttpOptions::default().with_client(match &t.server {
+        None => client.or_ca(sluice_client::self_signed_ca(&t.data)),
+        Some(_) => client,
+    });
+    let req = http
+        .agent()?
         .request(method, &url)
         .set("authorization", &format!("Bearer {}", credentials(t)?));
     let resp = match body {

@@ -15,7 +15,9 @@ use crate::{base_url, ClientError, Result};
 pub enum DataDir {
     /// No server runs on it: its store, opened read-only.
     Store(EmbeddedStore),
-    /// A server holds its lock: read through that server (`http://ADDR`).
+    /// A server holds its lock: read through that server (`http://ADDR`, or `https://ADDR`
+    /// when it serves TLS: with `--tls-self-signed` its certificate is [`crate::self_signed_ca`]
+    /// of the directory).
     Server(String),
 }
 
@@ -35,7 +37,7 @@ pub fn resolve_data_dir(dir: &Path) -> Result<DataDir> {
             match text
                 .as_deref()
                 .map(str::trim)
-                .filter(|u| u.starts_with("http://"))
+                .filter(|u| u.starts_with("http://") || u.starts_with("https://"))
                 .map(base_url)
             {
                 Some(Ok(url)) => Ok(DataDir::Server(url)),

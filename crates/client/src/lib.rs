@@ -11,10 +11,15 @@
 //!   matches what was handed out (exactly once across reconnects).
 //! - [`data_dir`]: [`resolve_data_dir`] — a data directory read directly, or through the server
 //!   that holds its lock (its address is in `DIR/SERVER`).
-//! - [`args`]: [`SelectionArgs`] — the command-line flags of a [`Selection`].
+//! - [`args`]: [`SelectionArgs`] — the command-line flags of a [`Selection`]; [`ClientArgs`] —
+//!   those of [`ClientOptions`] (`--token`, `--ca`, `--client-cert`, `--client-key`).
+//! - [`options`]: [`ClientOptions`] — the token and TLS trust every client carries;
+//!   [`local_admin_secret`], [`self_signed_ca`] — what a local server leaves in its data
+//!   directory.
 //!
-//! Addresses: a server is `http://HOST:PORT` or just `HOST:PORT` ([`base_url`]); there is no TLS.
-//! Every network call has a timeout ([`HttpOptions`], [`SendOptions::timeout`]).
+//! Addresses: a server is `http://HOST:PORT`, `https://HOST:PORT` or just `HOST:PORT` (plain
+//! HTTP; [`base_url`]); a TCP target is `HOST:PORT` or `tls://HOST:PORT`. Every network call has
+//! a timeout ([`HttpOptions`], [`SendOptions::timeout`]).
 //!
 //! [`Selection`]: sluice_reader::Selection
 //! [`ReadWarning`]: sluice_reader::ReadWarning
@@ -24,6 +29,7 @@
 
 pub mod args;
 pub mod data_dir;
+pub mod options;
 pub mod read;
 pub mod send;
 pub mod substreams;
@@ -32,8 +38,9 @@ pub mod tail;
 use std::fmt;
 use std::time::Duration;
 
-pub use args::SelectionArgs;
+pub use args::{ClientArgs, SelectionArgs, TlsArgs};
 pub use data_dir::{resolve_data_dir, DataDir};
+pub use options::{local_admin_secret, self_signed_ca, ClientOptions};
 pub use read::{EventStream, HttpItem, HttpReader, NdjsonEvents};
 pub use send::{SendOptions, Sender, Sent, Transport};
 pub use substreams::SubstreamAdmin;
@@ -127,13 +134,15 @@ impl ClientError {
 /// The result type of this crate.
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
-/// Timeouts of HTTP requests.
-#[derive(Debug, Clone, Copy)]
+/// Timeouts of HTTP requests, and the token and TLS trust they carry.
+#[derive(Debug, Clone)]
 pub struct HttpOptions {
     /// Connecting (default 10 s).
     pub connect_timeout: Duration,
     /// Waiting for any bytes of an answer (default 60 s; [`HttpOptions::tail`]: 150 s).
     pub read_timeout: Duration,
+    /// The token and TLS trust (default none: no `Authorization`, the built-in roots).
+    pub client: ClientOptions,
 }
 
 impl Default for HttpOptions {
@@ -141,6 +150,7 @@ impl Default for HttpOptions {
         HttpOptions {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
+            client: ClientOptions::default(),
         }
     }
 }
@@ -156,24 +166,55 @@ impl HttpOptions {
         }
     }
 
-    pub(crate) fn agent(&self) -> ureq::Agent {
-        ureq::AgentBuilder::new()
-            .timeout_connect(self.connect_timeout)
-            .timeout_read(self.read_timeout)
-            .build()
+    /// The same options with `client`.
+    pub fn with_client(mut self, client: ClientOptions) -> HttpOptions {
+        self.client = client;
+        self
+    }
+
+    /// An HTTP agent with these timeouts whose every request carries the token (unless it sets
+    /// `Authorization` itself) and trusts the CA of [`HttpOptions::client`]. Fails when a TLS
+    /// file cannot be read.
+    pub fn agent(&self) -> Result<ureq::Agent> {
+        agent_builder(&self.client).map(|b| {
+            b.timeout_connect(self.connect_timeout)
+                .timeout_read(self.read_timeout)
+                .build()
+        })
     }
 }
 
-/// The base URL of a server: `HOST:PORT` gets `http://`; a trailing `/` is dropped. Only
-/// `http://` is supported (the client is built without TLS).
+/// An agent builder carrying `client`'s token and TLS trust.
+pub(crate) fn agent_builder(client: &ClientOptions) -> Result<ureq::AgentBuilder> {
+    let mut b = ureq::AgentBuilder::new();
+    if client.custom_tls() {
+        b = b.tls_config(client.tls_config()?);
+    }
+    if let Some(bearer) = client.bearer() {
+        // The error type is ureq's own (the middleware signature).
+        #[allow(clippy::result_large_err)]
+        let auth = move |req: ureq::Request, next: ureq::MiddlewareNext<'_>| {
+            if req.header("authorization").is_some() {
+                next.handle(req)
+            } else {
+                next.handle(req.set("Authorization", &bearer))
+            }
+        };
+        b = b.middleware(auth);
+    }
+    Ok(b)
+}
+
+/// The base URL of a server: `HOST:PORT` gets `http://`; `http://` and `https://` are kept; a
+/// trailing `/` is dropped.
 pub fn base_url(server: &str) -> Result<String> {
     let s = server.trim();
-    let host = match s.split_once("://") {
-        None => s,
-        Some(("http", rest)) => rest,
+    let (scheme, host) = match s.split_once("://") {
+        None => ("http", s),
+        Some((scheme @ ("http" | "https"), rest)) => (scheme, rest),
         Some((scheme, _)) => {
             return Err(ClientError::Config(format!(
-                "{server:?}: only http:// servers are supported (got {scheme}://)"
+                "{server:?}: a server is http://HOST:PORT or https://HOST:PORT (got {scheme}://)"
             )))
         }
     };
@@ -181,7 +222,16 @@ pub fn base_url(server: &str) -> Result<String> {
     if host.is_empty() {
         return Err(ClientError::Config(format!("{server:?}: no host")));
     }
-    Ok(format!("http://{host}"))
+    Ok(format!("{scheme}://{host}"))
+}
+
+/// What to add to a TLS error: how to trust a server's certificate.
+pub(crate) fn tls_hint(message: &str) -> &'static str {
+    if message.contains("invalid peer certificate") || message.contains("UnknownIssuer") {
+        " (a certificate of a private CA or a self-signed one: give its CA with --ca FILE or SLUICE_CA)"
+    } else {
+        ""
+    }
 }
 
 /// Turns a ureq error into a [`ClientError`] (reading the body of an error status).
@@ -202,6 +252,7 @@ pub(crate) fn http_error(url: &str, e: ureq::Error) -> ClientError {
                 (None, Some(src)) => format!("{}: {src}", t.kind()),
                 (None, None) => t.kind().to_string(),
             };
+            let message = format!("{message}{}", tls_hint(&message));
             ClientError::Transport {
                 url: url.to_owned(),
                 message,
@@ -221,7 +272,9 @@ mod tests {
             base_url("http://127.0.0.1:8190/").unwrap(),
             "http://127.0.0.1:8190"
         );
-        assert!(base_url("https://x:1").is_err());
+        assert_eq!(base_url("https://x:1/").unwrap(), "https://x:1");
+        assert!(base_url("ftp://x:1").is_err());
+        assert!(base_url("https://").is_err());
         assert!(base_url("").is_err());
         assert!(base_url("http://").is_err());
     }

@@ -53,11 +53,12 @@ pub struct NdjsonEvents {
 }
 
 impl HttpReader {
-    /// A reader of `server` (`http://HOST:PORT` or `HOST:PORT`).
+    /// A reader of `server` (`http://HOST:PORT`, `https://HOST:PORT` or `HOST:PORT`), with the
+    /// token and TLS trust of `opts.client`.
     pub fn new(server: &str, opts: &HttpOptions) -> Result<HttpReader> {
         Ok(HttpReader {
             base: base_url(server)?,
-            agent: opts.agent(),
+            agent: opts.agent()?,
         })
     }
 

@@ -23,7 +23,7 @@ impl SubstreamAdmin {
     pub fn new(server: &str, opts: &HttpOptions) -> Result<SubstreamAdmin> {
         Ok(SubstreamAdmin {
             base: base_url(server)?,
-            agent: opts.agent(),
+            agent: opts.agent()?,
             token: None,
         })
     }

@@ -124,7 +124,7 @@ impl TailClient {
         }
         Ok(TailClient {
             url: format!("{}/v1/tail", base_url(server)?),
-            agent: http.agent(),
+            agent: http.agent()?,
             selection: selection.query_pairs(),
             start,
             cursor: None,

@@ -58,6 +58,7 @@ fn partial_batches_are_dropped_and_the_cursor_resumes() {
     let http = HttpOptions {
         connect_timeout: Duration::from_secs(5),
         read_timeout: Duration::from_secs(5),
+        ..HttpOptions::default()
     };
     let backoff = Backoff {
         first: Duration::from_millis(10),

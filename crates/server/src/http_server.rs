@@ -305,6 +305,7 @@ impl AsyncWrite for WatchedIo {
 /// past it the oldest idle one is evicted, else a 503 and close: [`crate::limits`]), the header,
 /// idle and write timeouts of `config`, busy connections given `drain` to finish at shutdown;
 /// TLS only with `tls`.
+#[allow(clippy::too_many_arguments)] // the listener's settings, each once
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     router: Router,

@@ -139,13 +139,8 @@ impl TcpServer {
     }
 
     /// Reads messages from `rd` and answers them on `wr`, in order, until the end.
-    async fn messages<R, W>(
-        self: Arc<Self>,
-        rd: R,
-        wr: W,
-        slot: &Slot,
-        stop: watch::Receiver<bool>,
-    ) where
+    async fn messages<R, W>(self: Arc<Self>, rd: R, wr: W, slot: &Slot, stop: watch::Receiver<bool>)
+    where
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin + Send + 'static,
     {

@@ -135,8 +135,10 @@ impl Tls {
             Some(ca) => {
                 let roots = Arc::new(load_roots(ca).map_err(Error::Config)?);
                 let build = |optional: bool| {
-                    let b =
-                        WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone());
+                    let b = WebPkiClientVerifier::builder_with_provider(
+                        roots.clone(),
+                        provider.clone(),
+                    );
                     let b = if optional {
                         b.allow_unauthenticated()
                     } else {
@@ -152,20 +154,21 @@ impl Tls {
                 (Some(build(true)?), Some(build(false)?))
             }
         };
-        let server_config = |verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
-                             alpn: &[&[u8]]|
-         -> Result<TlsAcceptor> {
-            let b = rustls::ServerConfig::builder_with_provider(provider.clone())
-                .with_safe_default_protocol_versions()
-                .map_err(|e| Error::Config(format!("TLS: {e}")))?;
-            let b = match verifier {
-                Some(v) => b.with_client_cert_verifier(v),
-                None => b.with_no_client_auth(),
+        let server_config =
+            |verifier: Option<Arc<dyn rustls::server::danger::ClientCertVerifier>>,
+             alpn: &[&[u8]]|
+             -> Result<TlsAcceptor> {
+                let b = rustls::ServerConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| Error::Config(format!("TLS: {e}")))?;
+                let b = match verifier {
+                    Some(v) => b.with_client_cert_verifier(v),
+                    None => b.with_no_client_auth(),
+                };
+                let mut c = b.with_cert_resolver(current.clone());
+                c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+                Ok(TlsAcceptor::from(Arc::new(c)))
             };
-            let mut c = b.with_cert_resolver(current.clone());
-            c.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-            Ok(TlsAcceptor::from(Arc::new(c)))
-        };
         Ok(Some(Arc::new(Tls {
             http: server_config(http_verifier, &[b"http/1.1"])?,
             tcp: server_config(tcp_verifier, &[])?,
@@ -238,9 +241,12 @@ fn file_stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
 
 /// Reads a certificate chain (PEM, end entity first) and its private key (PEM: PKCS#8, RSA or
 /// SEC1), checking that they belong together.
-pub fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, String> {
-    let cert_pem =
-        std::fs::read(cert).map_err(|e| format!("tls_cert {}: {e}", cert.display()))?;
+pub fn load_pair(
+    cert: &Path,
+    key: &Path,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, String> {
+    let cert_pem = std::fs::read(cert).map_err(|e| format!("tls_cert {}: {e}", cert.display()))?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<std::result::Result<Vec<_>, _>>()
         .map_err(|e| format!("tls_cert {}: {e}", cert.display()))?;
@@ -283,7 +289,10 @@ fn load_roots(path: &Path) -> Result<RootCertStore, String> {
 
 /// A self-signed certificate for `localhost`, `127.0.0.1`, `::1` and `bound` (valid from the
 /// start of this year for two years), and its PEM.
-fn self_signed(bound: &[IpAddr], provider: &CryptoProvider) -> Result<(CertifiedKey, String), String> {
+fn self_signed(
+    bound: &[IpAddr],
+    provider: &CryptoProvider,
+) -> Result<(CertifiedKey, String), String> {
     let mut names: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
     for ip in bound {
         if !ip.is_unspecified() && !names.contains(&ip.to_string()) {
