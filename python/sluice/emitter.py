@@ -11,14 +11,24 @@ Transports:
 - ``udp="host:port"``: datagrams of many events each, fire and forget (a send error is counted,
   never retried: the collector does not acknowledge UDP).
 - ``tcp="host:port"``: Sereal frames on one connection, each acknowledged by the collector once
-  durable (``ok <accepted> <dropped>``).
-- ``http="http://host:port"``: ``POST /v1/events`` with a Sereal body, acknowledged the same way.
+  durable (``ok <accepted> <dropped>``). ``tls=True`` (or ``tcp="tls://host:port"``) wraps the
+  connection in TLS.
+- ``http="http://host:port"``: ``POST /v1/events`` with a Sereal body, acknowledged the same way
+  (``https://`` for TLS).
+
+Credentials (TCP and HTTP; UDP carries none, the collector takes it by source address): a token
+(``token=`` or ``SLUICE_TOKEN``) goes in ``Authorization: Bearer …`` on HTTP and in the first
+line of each TCP connection (``auth <token>``, answered ``ok auth <name>``). TLS trusts ``ca=`` (a
+PEM file, or ``SLUICE_CA``), or uses ``ssl_context=`` as given. See :mod:`sluice._net`.
 
 Acknowledged transports retry a failed batch (connection refused or lost, timeout, 5xx, the
 collector ``unavailable``) with exponential backoff, ``retries`` times; then its events count as
 ``undelivered`` and ``on_error`` is told. Events the collector refuses (bad tags, too big) count as
-``rejected``; they are not retried. A batch whose acknowledgement was lost (a timeout after the
-collector stored it) is sent again: delivery is at least once.
+``rejected``; they are not retried. A batch refused for its credentials (HTTP 401 or 403, a TCP
+``auth`` line not answered ``ok auth``, ``error unauthorized`` or ``error forbidden``) counts as
+``unauthorized`` and is not retried either (503, the collector being unavailable, is retried).
+A batch whose acknowledgement was lost (a timeout after the collector stored it) is sent again:
+delivery is at least once.
 
 Fork safety: after ``os.fork()`` the child gets an empty queue and starts its own sender thread
 (lazily, at its first ``emit``); what the parent had queued is sent by the parent only. Pre-fork
@@ -33,6 +43,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -40,6 +51,7 @@ import weakref
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _native
+from ._net import AuthRefused, bearer, make_ssl_context, resolve_token, tcp_connect
 
 __all__ = ["Emitter"]
 
@@ -85,7 +97,15 @@ class Emitter:
     Args:
         udp: ``"host:port"`` of the collector's UDP listener (``sluice serve``: 8182).
         tcp: ``"host:port"`` of its TCP listener (8181).
-        http: base URL of its HTTP API (``"http://127.0.0.1:8180"``).
+        http: base URL of its HTTP API (``"http://127.0.0.1:8180"``; ``"https://…"`` for TLS).
+        token: the token for TCP and HTTP (a ``sluice token create --scope ingest`` secret);
+            ``None`` takes ``SLUICE_TOKEN`` from the environment, ``""`` sends none. Not for UDP.
+        tls: wrap the TCP connection in TLS (HTTP follows its URL's scheme); ``tcp="tls://host:port"``,
+            as the CLI spells it, is the same.
+        ca: PEM file of the CA (or the self-signed certificate) to trust for TLS; ``None`` takes
+            ``SLUICE_CA``, and without either the system's CAs are trusted.
+        ssl_context: an :class:`ssl.SSLContext` to use for TLS instead (client certificates,
+            pinning); not with ``ca``.
         dc: the data centre to tag events with; ``None`` lets the collector use its own.
         max_queue: events held while waiting to be sent; more are dropped (and counted).
         batch_size: events that wake the sender at once (it also wakes every ``flush_interval``).
@@ -124,6 +144,10 @@ class Emitter:
         max_backoff: float = 5.0,
         on_error: Optional[Callable[[str, int], None]] = None,
         close_timeout: float = 2.0,
+        token: Optional[str] = None,
+        tls: bool = False,
+        ca: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         given = [(k, v) for k, v in (("udp", udp), ("tcp", tcp), ("http", http)) if v is not None]
         if len(given) != 1:
@@ -136,8 +160,35 @@ class Emitter:
             self._url = u
             self._path = (u.path.rstrip("/") or "") + "/v1/events"
             self._addr: Tuple[str, int] = (u.hostname, u.port or (443 if u.scheme == "https" else 80))
+        elif self.transport == "tcp" and target.startswith("tls://"):
+            # The CLI's spelling (`sluice emit --tcp tls://host:port`): the same as tls=True.
+            self._addr = _host_port(target[len("tls://"):], self.transport)
+            tls = True
         else:
             self._addr = _host_port(target, self.transport)
+        # Credentials and TLS: checked and built here, so the sender thread never meets a bad one.
+        self._token: Optional[str] = None
+        self._ssl: Optional[ssl.SSLContext] = None
+        if self.transport == "udp":
+            if token or tls or ca or ssl_context is not None:
+                raise ValueError(
+                    "udp: no token or TLS (UDP carries no credentials; the collector takes it by "
+                    "source address, udp_allow): use tcp= or http= for those"
+                )
+        else:
+            self._token = resolve_token(token)
+            if self.transport == "http":
+                if tls:
+                    raise ValueError("http: TLS follows the URL: use https://")
+                use_tls = self._url.scheme == "https"
+                if not use_tls and (ca or ssl_context is not None):
+                    raise ValueError("http: ca= and ssl_context= need an https:// URL")
+            else:
+                use_tls = bool(tls)
+                if not use_tls and (ca or ssl_context is not None):
+                    raise ValueError("tcp: ca= and ssl_context= need tls=True")
+            if use_tls:
+                self._ssl = make_ssl_context(ca, ssl_context)
         if max_queue < 1 or batch_size < 1:
             raise ValueError("max_queue and batch_size must be at least 1")
         if timeout <= 0:
@@ -184,7 +235,8 @@ class Emitter:
         self._stats: Dict[str, int] = dict.fromkeys(
             (
                 "emitted", "sent", "dropped_queue_full", "dropped_closed", "dropped_error", "invalid",
-                "oversized", "rejected", "undelivered", "payloads", "send_errors", "retries",
+                "oversized", "rejected", "unauthorized", "undelivered", "payloads", "send_errors",
+                "retries",
             ),
             0,
         )
@@ -282,8 +334,10 @@ class Emitter:
         ``dropped_queue_full``, ``dropped_closed``, ``dropped_error`` (``emit`` itself failed,
         e.g. a bad ``epoch``), ``invalid`` (not encodable, bad tags),
         ``oversized`` (larger than a datagram/payload alone), ``rejected`` (refused by the
-        collector), ``undelivered`` (given up after retries, or lost at close),
-        ``payloads`` (datagrams/frames/requests sent), ``send_errors``, ``retries``."""
+        collector), ``unauthorized`` (refused for the credentials: HTTP 401/403, TCP ``auth``
+        refused, ``error unauthorized|forbidden``; not retried), ``undelivered`` (given up after
+        retries, or lost at close), ``payloads`` (datagrams/frames/requests sent),
+        ``send_errors``, ``retries``."""
         s = dict(self._stats)
         s["queued"] = len(self._queue)
         return s
@@ -295,7 +349,8 @@ class Emitter:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Emitter({self.transport}={self.target!r}, dc={self.dc!r})"
+        tls = ", tls=True" if self._ssl is not None and self.transport == "tcp" else ""
+        return f"Emitter({self.transport}={self.target!r}, dc={self.dc!r}{tls})"
 
     # ---- the sender thread -------------------------------------------------------------------
     def _run(self) -> None:
@@ -398,6 +453,13 @@ class Emitter:
                     self._stats["rejected"] += refused
                     self._report(f"the collector refused {refused} event(s)", refused)
                 return
+            except AuthRefused as e:
+                # Permanent: the same credentials get the same answer. Counted, never resent.
+                self._disconnect()
+                n = _count_events(payload)
+                self._stats["unauthorized"] += n
+                self._report(f"{e}; {n} event(s) not sent (check the token: token= or SLUICE_TOKEN)", n)
+                return
             except _Retryable as e:
                 self._stats["send_errors"] += 1
                 self._disconnect()
@@ -421,8 +483,9 @@ class Emitter:
     def _send_tcp(self, payload: bytes) -> Tuple[int, int]:
         try:
             if self._sock is None:
-                self._sock = socket.create_connection(self._addr, timeout=self._timeout)
-                self._reader = self._sock.makefile("rb")
+                self._sock, self._reader = tcp_connect(
+                    self._addr, self._timeout, token=self._token, context=self._ssl, what=self.target
+                )
             self._sock.sendall(b"S" + len(payload).to_bytes(4, "big") + payload)
             line = self._reader.readline(4096)
         except OSError as e:
@@ -434,6 +497,9 @@ class Emitter:
             return int(parts[1]), int(parts[2])
         if parts[:2] == ["error", "unavailable"]:
             raise _Retryable(f"TCP {self.target}: collector unavailable")
+        if parts[:2] in (["error", "unauthorized"], ["error", "forbidden"]):
+            # As HTTP 401 / 403: the token is refused, or does not reach these events.
+            raise AuthRefused(f"TCP {self.target}: {line.decode('utf-8', 'replace').strip()}")
         # Any other error: the collector refused the payload; resending would not help.
         self._report(f"TCP {self.target}: {line.decode('ascii', 'replace').strip()}", 0)
         return 0, _count_events(payload)
@@ -441,11 +507,14 @@ class Emitter:
     def _send_http(self, payload: bytes) -> Tuple[int, int]:
         try:
             if self._conn is None:
-                cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
-                self._conn = cls(self._addr[0], self._addr[1], timeout=self._timeout)
-            self._conn.request(
-                "POST", self._path, body=payload, headers={"Content-Type": "application/x-sereal"}
-            )
+                if self._ssl is not None:
+                    self._conn = http.client.HTTPSConnection(
+                        self._addr[0], self._addr[1], timeout=self._timeout, context=self._ssl
+                    )
+                else:
+                    self._conn = http.client.HTTPConnection(self._addr[0], self._addr[1], timeout=self._timeout)
+            headers = {"Content-Type": "application/x-sereal", **bearer(self._token)}
+            self._conn.request("POST", self._path, body=payload, headers=headers)
             resp = self._conn.getresponse()
             body = resp.read()
         except (OSError, http.client.HTTPException) as e:
@@ -456,6 +525,11 @@ class Emitter:
             answer = json.loads(body)
         except ValueError:
             answer = {}
+        if not isinstance(answer, dict):
+            answer = {}
+        if resp.status in (401, 403):
+            why = answer.get("error") or body[:200].decode("utf-8", "replace")
+            raise AuthRefused(f"HTTP {self.target}: {resp.status} {why}")
         if resp.status == 200:
             return int(answer.get("accepted", 0)), int(answer.get("dropped_total", 0))
         self._report(f"HTTP {self.target}: {resp.status} {answer.get('error') or body[:200]!r}", 0)

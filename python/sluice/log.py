@@ -3,6 +3,7 @@
 >>> import logging, sluice
 >>> handler = sluice.LoggingHandler(udp="127.0.0.1:8182", type="LOG")   # doctest: +SKIP
 >>> logging.getLogger().addHandler(handler)                             # doctest: +SKIP
+>>> secure = sluice.LoggingHandler(http="https://logs.example:8180", token="sluice_…", ca="ca.pem")  # doctest: +SKIP
 >>> logging.getLogger("app").warning("disk %s is %d%% full", "/var", 93, extra={"host": "web1"})
 
 Each record becomes one event (the record's second as its ``epoch``)::
@@ -60,7 +61,9 @@ class LoggingHandler(logging.Handler):
         subtype: the events' subtype (default empty), or a function of the record, e.g.
             ``lambda r: r.levelname``.
         level: the handler's level.
-        **emitter_options: passed to :class:`~sluice.Emitter` when ``emitter`` is not given.
+        **emitter_options: passed to :class:`~sluice.Emitter` when ``emitter`` is not given,
+            credentials and TLS included (``tcp="…", tls=True, token=…, ca=…`` or
+            ``http="https://…", token=…``; the token defaults to ``SLUICE_TOKEN``).
     """
 
     def __init__(

@@ -9,6 +9,9 @@ Two sources, one interface:
   ``<data_dir>/SERVER``), with the server's JSON mapping for values.
 - ``Reader(server="http://host:8180")`` asks a running ``sluice serve``: ``GET /v1/events``
   (NDJSON) for ranges and ``GET /v1/tail`` (Server-Sent Events, resumable cursors) for tails.
+  ``https://`` for TLS (trusting ``ca=``/``SLUICE_CA``, or ``ssl_context=``); a token
+  (``token=`` or ``SLUICE_TOKEN``, scope ``read``) goes in ``Authorization: Bearer …``. A
+  refused token is a :class:`ReadError` with ``status`` 401 or 403, never retried.
 
 Events are dicts carrying their tags (``epoch``, ``dc``, ``type``, ``subtype``), in epoch order
 (then dc, type, subtype, chunk, as stored). With ``select``, each event is instead a dict of
@@ -27,11 +30,14 @@ import datetime as _dt
 import http.client
 import json
 import logging
+import os
+import ssl
 import time
 import urllib.parse
 from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Union
 
 from . import _native
+from ._net import bearer, make_ssl_context, resolve_token
 from ._types import ReadError
 
 __all__ = ["Reader", "Events", "Tail", "ReadWarning", "ReadError"]
@@ -233,8 +239,19 @@ class Reader:
             directory, by the server otherwise — and listed in the iterator's ``notices``.
         fallback: with ``substream``, ``False`` reports missing results as ``warnings`` (gaps)
             instead of computing them.
+        token: the token sent to the server (scope ``read``); ``None`` takes ``SLUICE_TOKEN``
+            from the environment, ``""`` sends none.
+        ca: PEM file of the CA (or the self-signed certificate) to trust for ``https://``;
+            ``None`` takes ``SLUICE_CA``, and without either the system's CAs are trusted (for a
+            data directory read through its running server: that server's
+            ``tls/self-signed.pem`` when it has one).
+        ssl_context: an :class:`ssl.SSLContext` to use for ``https://`` instead; not with ``ca``.
 
     Exactly one of ``data_dir`` and ``server`` must be given.
+
+    Raises:
+        ValueError: bad arguments (a URL that is not ``http(s)://``, a CA file that cannot be
+            read, a token with spaces).
     """
 
     def __init__(
@@ -246,9 +263,16 @@ class Reader:
         binary: str = "auto",
         substream: Optional[str] = None,
         fallback: bool = True,
+        token: Optional[str] = None,
+        ca: Optional[str] = None,
+        ssl_context: Optional[ssl.SSLContext] = None,
     ) -> None:
         if (data_dir is None) == (server is None):
             raise ValueError("give exactly one of data_dir= or server=")
+        self._token = resolve_token(token)
+        self._ca = ca
+        self._ssl_arg = ssl_context
+        self._ssl: Optional[ssl.SSLContext] = None
         self.data_dir = None if data_dir is None else str(data_dir)
         self.server = server
         self.timeout = timeout
@@ -260,6 +284,10 @@ class Reader:
             if u.scheme not in ("http", "https") or not u.hostname:
                 raise ValueError(f"server: expected a URL like http://127.0.0.1:8180, got {server!r}")
             self._url = u
+            if u.scheme == "https":
+                self._ssl = make_ssl_context(ca, ssl_context)
+            elif ca or ssl_context is not None:
+                raise ValueError("server: ca= and ssl_context= need an https:// URL")
 
     def __repr__(self) -> str:
         src = f"data_dir={self.data_dir!r}" if self.data_dir is not None else f"server={self.server!r}"
@@ -336,11 +364,23 @@ class Reader:
                 url = f.read().strip()
         except OSError:
             return None
-        if not url.startswith("http://"):
+        if url.startswith("https://"):
+            # The server's own self-signed certificate, when nothing else is said to be trusted.
+            own = os.path.join(self.data_dir or ".", "tls", "self-signed.pem")
+            try:
+                ctx = make_ssl_context(
+                    self._ca, self._ssl_arg, default_ca=own if os.path.exists(own) else None
+                )
+            except ValueError as e:
+                raise ReadError(f"{self.data_dir} is served by {url}: {e}") from None
+        elif url.startswith("http://"):
+            ctx = None
+        else:
             return None
         log.info("%s is in use by a running server; reading through %s", self.data_dir, url)
         return Reader(server=url, timeout=self.timeout, binary=self.binary,
-                      substream=self.substream, fallback=self.fallback)
+                      substream=self.substream, fallback=self.fallback,
+                      token=self._token or "", ssl_context=ctx)
 
     @staticmethod
     def _local_events(native: Any, ev: Events) -> Iterator[Dict[str, Any]]:
@@ -391,15 +431,16 @@ class Reader:
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
         u = self._url
-        cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-        return cls(u.hostname, u.port or (443 if u.scheme == "https" else 80), timeout=timeout)
+        if u.scheme == "https":
+            return http.client.HTTPSConnection(u.hostname, u.port or 443, timeout=timeout, context=self._ssl)
+        return http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
 
     def _get(self, path: str, query: List[tuple], timeout: Optional[float] = None) -> Any:
         base = self._url.path.rstrip("/")
         target = f"{base}{path}?{urllib.parse.urlencode(query)}"
         conn = self._connect(self.timeout if timeout is None else timeout)
         try:
-            conn.request("GET", target)
+            conn.request("GET", target, headers=bearer(self._token))
             resp = conn.getresponse()
         except (OSError, http.client.HTTPException) as e:
             conn.close()
@@ -409,8 +450,10 @@ class Reader:
             conn.close()
             try:
                 msg = json.loads(body).get("error", body.decode("utf-8", "replace"))
-            except ValueError:
+            except (ValueError, AttributeError):
                 msg = body.decode("utf-8", "replace")
+            if resp.status in (401, 403):
+                msg = f"{msg} (the token: token= or SLUICE_TOKEN, scope read)"
             err = ReadError(f"{self.server}{path}: {resp.status}: {msg}")
             err.status = resp.status  # type: ignore[attr-defined]
             raise err
