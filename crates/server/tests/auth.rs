@@ -614,10 +614,19 @@ fn a_public_bind_without_auth_refuses_to_start() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
+    // Serving: its address in DATA/SERVER, and /healthz answers (the signal handler is up).
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !Path::new(data).join("SERVER").exists() {
+    loop {
         assert!(std::time::Instant::now() < deadline, "no start");
         assert!(child.try_wait().unwrap().is_none(), "exited");
+        let port = std::fs::read_to_string(Path::new(data).join("SERVER"))
+            .ok()
+            .and_then(|t| t.trim().rsplit(':').next()?.parse::<u16>().ok());
+        if let Some(port) = port {
+            if ureq::get(&format!("http://127.0.0.1:{port}/healthz")).call().is_ok() {
+                break;
+            }
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = Command::new("kill")
