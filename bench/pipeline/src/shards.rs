@@ -88,7 +88,13 @@ impl Serve {
         loop {
             if let Some(a) = std::fs::read_to_string(data.join("SERVER"))
                 .ok()
-                .and_then(|t| t.trim().strip_prefix("http://")?.parse().ok())
+                .and_then(|t| {
+                    let t = t.trim();
+                    let a = t
+                        .strip_prefix("http://")
+                        .or_else(|| t.strip_prefix("https://"))?;
+                    a.parse().ok()
+                })
             {
                 serve.addr = a;
                 return Ok(serve);

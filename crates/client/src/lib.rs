@@ -246,19 +246,25 @@ pub(crate) fn http_error(url: &str, e: ureq::Error) -> ClientError {
             }
         }
         // Its Display repeats the URL with the whole query (a long cursor): say the kind and why.
-        ureq::Error::Transport(t) => {
-            let message = match (t.message(), std::error::Error::source(&t)) {
-                (Some(m), _) => format!("{}: {m}", t.kind()),
-                (None, Some(src)) => format!("{}: {src}", t.kind()),
-                (None, None) => t.kind().to_string(),
-            };
-            let message = format!("{message}{}", tls_hint(&message));
-            ClientError::Transport {
-                url: url.to_owned(),
-                message,
-            }
-        }
+        ureq::Error::Transport(t) => ClientError::Transport {
+            url: url.to_owned(),
+            message: transport_message(&t),
+        },
     }
+}
+
+/// What went wrong, without the URL: the kind, ureq's message and its cause (a TLS error says
+/// why the certificate was refused), and how to trust a private CA when that is the cause.
+pub(crate) fn transport_message(t: &ureq::Transport) -> String {
+    let mut message = t.kind().to_string();
+    if let Some(m) = t.message() {
+        message = format!("{message}: {m}");
+    }
+    if let Some(src) = std::error::Error::source(t) {
+        message = format!("{message}: {src}");
+    }
+    let hint = tls_hint(&message);
+    format!("{message}{hint}")
 }
 
 #[cfg(test)]

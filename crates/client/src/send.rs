@@ -347,10 +347,10 @@ impl Sender {
                             )),
                         }
                     }
-                    Err(e) => {
+                    Err(ureq::Error::Transport(t)) => {
                         return Err(ClientError::Transport {
                             url: format!("POST {url}"),
-                            message: e.to_string(),
+                            message: crate::transport_message(&t),
                         })
                     }
                 }

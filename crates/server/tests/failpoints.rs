@@ -52,10 +52,13 @@ fn spawn_armed(
         .expect("spawn sluice serve");
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Some(a) = std::fs::read_to_string(&server_file)
-            .ok()
-            .and_then(|t| t.trim().strip_prefix("http://")?.parse().ok())
-        {
+        if let Some(a) = std::fs::read_to_string(&server_file).ok().and_then(|t| {
+            let t = t.trim();
+            let a = t
+                .strip_prefix("http://")
+                .or_else(|| t.strip_prefix("https://"))?;
+            a.parse().ok()
+        }) {
             return (child, Some(a));
         }
         if let Ok(Some(_)) = child.try_wait() {

@@ -104,9 +104,11 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr = loop {
             if let Ok(text) = std::fs::read_to_string(&server_file) {
-                if let Some(a) = text
-                    .trim()
+                // `https://` when the server serves TLS.
+                let t = text.trim();
+                if let Some(a) = t
                     .strip_prefix("http://")
+                    .or_else(|| t.strip_prefix("https://"))
                     .and_then(|a| a.parse().ok())
                 {
                     break a;
