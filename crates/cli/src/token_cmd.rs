@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
 
@@ -100,7 +100,7 @@ pub fn run(cmd: TokenCommand) -> Result<()> {
             }
         }
         TokenCommand::Revoke(a) => {
-            let path = format!("/v1/tokens/{}", enc(&a.which));
+            let path = format!("/v1/tokens/{}", sluice_client::substreams::enc(&a.which));
             let v = call(&a.target, "DELETE", &path, None)?;
             println!("{}", v["revoked"]);
         }
@@ -158,46 +158,14 @@ pub fn local_secret(dir: &Path) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
+/// `method path` on the server's admin API with the admin credentials.
 fn call(t: &Target, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
-    let url = format!("{}{path}", server(t)?);
     let client = t.tls.options();
     let http = sluice_client::HttpOptions::default().with_client(match &t.server {
         None => client.or_ca(sluice_client::self_signed_ca(&t.data)),
         Some(_) => client,
     });
-    let req = http
-        .agent()?
-        .request(method, &url)
-        .set("authorization", &format!("Bearer {}", credentials(t)?));
-    let resp = match body {
-        Some(b) => req
-            .set("content-type", "application/json")
-            .send_string(&b.to_string()),
-        None => req.call(),
-    };
-    let text = match resp {
-        Ok(r) => r.into_string().with_context(|| format!("reading {url}"))?,
-        Err(ureq::Error::Status(code, r)) => {
-            let text = r.into_string().unwrap_or_default();
-            let msg = serde_json::from_str::<Value>(&text)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or(text);
-            bail!("{url}: {code}: {msg}");
-        }
-        Err(e) => bail!("{url}: {e}"),
-    };
-    serde_json::from_str(&text).with_context(|| format!("{url}: not JSON: {text}"))
-}
-
-/// A path segment, percent-encoded.
-fn enc(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    let admin =
+        sluice_client::SubstreamAdmin::new(&server(t)?, &http)?.with_token(Some(credentials(t)?));
+    Ok(admin.call(method, path, body)?)
 }

@@ -35,7 +35,8 @@ impl SubstreamAdmin {
         self
     }
 
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
+    /// Any admin route (`/v1/tokens` too): `method path` with a JSON body, the JSON answer.
+    pub fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value> {
         let url = format!("{}{path}", self.base);
         let mut req = self.agent.request(method, &url);
         if let Some(t) = &self.token {
@@ -96,7 +97,7 @@ impl SubstreamAdmin {
 }
 
 /// A path segment, percent-encoded.
-fn enc(s: &str) -> String {
+pub fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
