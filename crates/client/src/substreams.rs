@@ -18,8 +18,10 @@ pub struct SubstreamAdmin {
 }
 
 impl SubstreamAdmin {
-    /// The API of `server` (`http://HOST:PORT` or `HOST:PORT`). Registering a Python substream
-    /// imports it on the server: allow for that in `opts.read_timeout`.
+    /// The API of `server` (`http://HOST:PORT`, `https://HOST:PORT` or `HOST:PORT`), with the
+    /// TLS trust (and, unless [`with_token`](Self::with_token) says otherwise, the token) of
+    /// `opts.client`. Registering a Python substream imports it on the server: allow for that
+    /// in `opts.read_timeout`.
     pub fn new(server: &str, opts: &HttpOptions) -> Result<SubstreamAdmin> {
         Ok(SubstreamAdmin {
             base: base_url(server)?,

@@ -110,8 +110,9 @@ pub struct TailClient {
 }
 
 impl TailClient {
-    /// A tail of `server` (`http://HOST:PORT` or `HOST:PORT`) for `selection`, from `start`.
-    /// Nothing is connected until the first [`next_item`](TailClient::next_item).
+    /// A tail of `server` (`http://HOST:PORT`, `https://HOST:PORT` or `HOST:PORT`) for
+    /// `selection`, from `start`, with the token and TLS trust of `http.client`. Nothing is
+    /// connected until the first [`next_item`](TailClient::next_item).
     pub fn new(
         server: &str,
         selection: &Selection,

@@ -993,3 +993,115 @@ fn self_signed_prints_its_fingerprint_and_works_as_ca() {
         "curl without --cacert must refuse a self-signed certificate"
     );
 }
+
+#[test]
+fn tokens_over_tls_from_the_cli() {
+    let dir = test_dir("tokens");
+    let ca = Ca::new("sluice token CA");
+    let ca_file = dir.join("ca.pem");
+    std::fs::write(&ca_file, ca.pem()).expect("ca");
+    let (cert, key) = ca
+        .issue("sluice server", &["localhost", "127.0.0.1"], false)
+        .write(&dir, "server");
+    let srv = Serve::start(
+        &dir,
+        &ca_file,
+        &[
+            "--tls-cert",
+            path_str(&cert),
+            "--tls-key",
+            path_str(&key),
+            "--auth",
+        ],
+    );
+    let cacert = path_str(&ca_file);
+    let data = path_str(&srv.data);
+    // The local secret over https:// (the server found through DATA/SERVER).
+    let (ok, out, err) = sluice(
+        &[
+            "token",
+            "create",
+            "--data",
+            data,
+            "--ca",
+            cacert,
+            "--name",
+            "tls-test",
+            "--scope",
+            "ingest,read",
+        ],
+        "",
+    );
+    assert!(ok, "sluice token create over https://: {err}");
+    let token = out.trim().to_owned();
+    assert!(token.starts_with("sluice_"), "{out}");
+
+    let epoch = now() - 5;
+    let tcp = format!("tls://{}", srv.tcp);
+    let base = srv.url("");
+    // With the token: TCP (the `auth` line) and HTTP (`Authorization`) are accepted.
+    let (ok, _, err) = sluice(
+        &["emit", "--tcp", &tcp, "--ca", cacert, "--token", &token],
+        &format!("{}\n", event(epoch, "tok-tcp")),
+    );
+    assert!(ok, "emit tls:// with a token: {err}");
+    let (ok, _, err) = sluice(
+        &["emit", "--http", &base, "--ca", cacert, "--token", &token],
+        &format!("{}\n", event(epoch, "tok-http")),
+    );
+    assert!(ok, "emit https:// with a token: {err}");
+    // Without it: refused on both.
+    let (ok, _, err) = sluice(
+        &["emit", "--tcp", &tcp, "--ca", cacert],
+        &format!("{}\n", event(epoch, "anon-tcp")),
+    );
+    assert!(!ok && err.contains("unauthorized"), "{err}");
+    let (ok, _, err) = sluice(
+        &["emit", "--http", &base, "--ca", cacert],
+        &format!("{}\n", event(epoch, "anon-http")),
+    );
+    assert!(!ok && err.contains("401"), "{err}");
+    // A wrong token on TCP fails the connect with the server's line.
+    let (ok, _, err) = sluice(
+        &[
+            "emit",
+            "--tcp",
+            &tcp,
+            "--ca",
+            cacert,
+            "--token",
+            "sluice_nope_nope",
+        ],
+        &format!("{}\n", event(epoch, "bad-tcp")),
+    );
+    assert!(!ok && err.contains("error unauthorized"), "{err}");
+
+    // Reading back needs the token too.
+    let (from, to) = ((epoch - 1).to_string(), (epoch + 2).to_string());
+    let cat = |token: Option<&str>| {
+        let mut args = vec![
+            "cat", "--server", &base, "--ca", cacert, "--from", &from, "--to", &to, "--type", "TLS",
+        ];
+        if let Some(t) = token {
+            args.extend(["--token", t]);
+        }
+        sluice(&args, "")
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (ok, out, err) = cat(Some(&token));
+        assert!(ok, "cat with the token: {err}");
+        let mut ids: Vec<String> = common::lines(&out)
+            .iter()
+            .filter_map(|v| v["id"].as_str().map(str::to_owned))
+            .collect();
+        ids.sort();
+        if ids == ["tok-http", "tok-tcp"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stored {ids:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (ok, _, err) = cat(None);
+    assert!(!ok && err.contains("401"), "cat without a token: {err}");
+}
