@@ -623,7 +623,10 @@ fn a_public_bind_without_auth_refuses_to_start() {
             .ok()
             .and_then(|t| t.trim().rsplit(':').next()?.parse::<u16>().ok());
         if let Some(port) = port {
-            if ureq::get(&format!("http://127.0.0.1:{port}/healthz")).call().is_ok() {
+            if ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
+                .call()
+                .is_ok()
+            {
                 break;
             }
         }
