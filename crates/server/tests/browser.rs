@@ -1,0 +1,512 @@
+//! A real browser against a real `sluice serve` (issue 22): a page on another origin, open in
+//! headless Chromium on the server's machine, tries every admin route as a hostile page can —
+//! simple `no-cors` POSTs, a `text/plain` form posted into an iframe, requests that need a CORS
+//! preflight (JSON, an `Authorization` guess, PUT, DELETE) — and registers, changes and removes
+//! nothing; each refusal is counted in `sluice_auth_refused_total`. Controls show the test can
+//! fail: the page's own bodies, sent by the test with the local secret and no `Origin`, do
+//! register (the form's body as Chromium encoded it, captured by the page's server).
+//!
+//! The page is on `127.0.0.1` too (another port, so another origin): the browser's own rules for
+//! public pages reaching loopback (Local Network Access) do not apply, and the server's guard is
+//! what is tested.
+//!
+//! Needs the `sluice` binary (`cargo build -p sluice` first; `cargo test --workspace` builds
+//! it) and Debian's `chromium` and `chromium-driver` (`scripts/deps.sh` installs them). Without
+//! them the test fails when `CI` is set and is skipped, loudly, when it is not.
+//!
+//! Driving Chromium (fantoccini over chromedriver; `--no-sandbox` as root; the real binary
+//! `/usr/lib/chromium/chromium`, not the `/usr/bin/chromium` wrapper; a profile of its own) is
+//! adapted from the project's research probe (`shared/research/browser.md` and
+//! `browser-probe/tests/browser.rs`, 2026-11-24).
+
+mod common;
+mod process;
+
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::Html;
+use axum::routing::{get, post};
+use fantoccini::{ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
+use process::Server;
+use serde_json::{json, Value};
+
+/// The Chromium binary itself (the `/usr/bin/chromium` wrapper adds flags from /etc/chromium.d).
+const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+
+/// A substream spec the page posts (`NAME` replaced): declarative, so that the control can
+/// register the very same body without a Python interpreter; refused or not, a code substream
+/// takes the same path up to the registry.
+const SPEC: &str = r#"{"name":"NAME","select":["id"]}"#;
+
+/// The hostile page. `SLUICE` is the server's origin. Each attempt appends `<li data-k=KEY>`
+/// with what the page could observe (a `no-cors` answer is opaque: status 0); `#done` last.
+const PAGE: &str = r#"<!doctype html>
+<html><head><meta charset="utf-8"><title>another origin</title></head><body>
+<ul id="log"></ul>
+<iframe name="sink" id="sink"></iframe>
+<!-- text/plain form: the body is NAME=VALUE, arranged to be JSON (the "pad" field is ignored) -->
+<form id="form" method="POST" enctype="text/plain" target="sink" action="/echo">
+<input type="hidden" name='{"name":"browser_form","select":["id"],"pad":"' value='"}'>
+</form>
+<script>
+const S = "SLUICE";
+const spec = (name) => 'SPEC'.replace('NAME', name);
+const guess = 'Bearer sluice_00000000_' + 'A'.repeat(43);
+function log(k, v) {
+  const li = document.createElement('li');
+  li.dataset.k = k;
+  li.textContent = k + ' ' + v;
+  document.getElementById('log').append(li);
+}
+window.onerror = (msg) => log('script_error', String(msg));
+async function attempt(k, path, init) {
+  try {
+    const r = await fetch(S + path, init);
+    log(k, 'answered ' + r.type + ' ' + r.status);
+  } catch (e) {
+    log(k, 'blocked ' + e.name + ': ' + e.message);
+  }
+}
+// Submits the form to `action` into the iframe; resolves on the iframe's load (5 s at most).
+function submit(action) {
+  return new Promise((resolve) => {
+    const sink = document.getElementById('sink');
+    const t = setTimeout(() => resolve('timeout'), 5000);
+    sink.onload = () => { clearTimeout(t); resolve('loaded'); };
+    const form = document.getElementById('form');
+    form.action = action;
+    form.submit();
+  });
+}
+const simple = (body) => ({method: 'POST', mode: 'no-cors',
+                          headers: {'Content-Type': 'text/plain'}, body});
+(async () => {
+  try {
+    // (a) a simple request: no preflight, the browser sends it and hides the answer
+    await attempt('a_post_substream', '/v1/substreams', simple(spec('browser_a')));
+    // (b) JSON and an Authorization guess: a preflight, which Sluice never grants
+    await attempt('b_post_json_auth', '/v1/substreams', {method: 'POST',
+      headers: {'Content-Type': 'application/json', 'Authorization': guess},
+      body: spec('browser_b')});
+    // (c) a classic form, first to the page's own server (which keeps the body it got), then
+    // to Sluice
+    log('c_form_echo', await submit('/echo'));
+    log('c_form', await submit(S + '/v1/substreams'));
+    // (d) PUT and DELETE: a preflight in cors mode, not sendable at all in no-cors mode
+    await attempt('d_put', '/v1/substreams/keep', {method: 'PUT',
+      headers: {'Content-Type': 'text/plain'}, body: spec('keep').replace('"id"', '"evil"')});
+    await attempt('d_put_no_cors', '/v1/substreams/keep', {method: 'PUT', mode: 'no-cors',
+      body: spec('keep')});
+    await attempt('d_delete', '/v1/substreams/keep', {method: 'DELETE'});
+    await attempt('d_delete_token', '/v1/tokens/keeper', {method: 'DELETE'});
+    // (e) a token for the page
+    await attempt('e_post_token', '/v1/tokens',
+      simple('{"name":"browser_e","scopes":"admin,read,ingest"}'));
+    // the other POST routes
+    await attempt('f_disable', '/v1/substreams/keep/disable', simple(''));
+    await attempt('f_enable', '/v1/substreams/keep/enable', simple(''));
+    await attempt('f_backfill', '/v1/substreams/keep/backfill?from=0&to=1', simple(''));
+  } catch (e) {
+    log('script_error', String(e));
+  }
+  const done = document.createElement('p');
+  done.id = 'done';
+  document.body.append(done);
+})();
+</script></body></html>
+"#;
+
+/// The attempts, and what the page must observe: `opaque`: sent, the answer hidden (a simple
+/// request reaches the server: its refusal is counted); `blocked`: not sent (a failed
+/// preflight, or a method `no-cors` cannot send).
+const EXPECTED: &[(&str, &str)] = &[
+    ("a_post_substream", "answered opaque 0"),
+    ("b_post_json_auth", "blocked TypeError"),
+    ("c_form_echo", "loaded"),
+    ("c_form", "loaded"),
+    ("d_put", "blocked TypeError"),
+    ("d_put_no_cors", "blocked TypeError"),
+    ("d_delete", "blocked TypeError"),
+    ("d_delete_token", "blocked TypeError"),
+    ("e_post_token", "answered opaque 0"),
+    ("f_disable", "answered opaque 0"),
+    ("f_enable", "answered opaque 0"),
+    ("f_backfill", "answered opaque 0"),
+];
+
+/// Requests of the page that reach Sluice (a, the form, e, the three f): each a refusal.
+const REACHING: f64 = 6.0;
+
+#[test]
+fn a_page_on_another_origin_cannot_use_the_admin_routes() {
+    let Some(chromedriver) = browser_installed() else {
+        return;
+    };
+    let dir = common::temp_dir("browser");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!("data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\ngrace_ms = 100\n"),
+    )
+    .unwrap();
+    let server = Server::start_with(&config, &data, &[]);
+    let secret = std::fs::read_to_string(data.join("admin.secret"))
+        .expect("the server writes its local secret")
+        .trim()
+        .to_string();
+    let admin = Admin {
+        addr: server.addr,
+        secret,
+    };
+
+    // Something for the page to change or remove: a substream and a token.
+    let (code, text) = admin.call(
+        "POST",
+        "/v1/substreams",
+        Some(&SPEC.replace("NAME", "keep")),
+    );
+    assert_eq!(code, 201, "{text}");
+    let (code, text) = admin.call(
+        "POST",
+        "/v1/tokens",
+        Some(r#"{"name":"keeper","scopes":"read"}"#),
+    );
+    assert_eq!(code, 201, "{text}");
+    let substreams = admin.json("/v1/substreams");
+    let tokens = admin.json("/v1/tokens");
+    let metrics = admin.metrics();
+    // Absent until something is refused.
+    let refused_before = refusals(&metrics).unwrap_or(0.0);
+    let actions_before = common::try_metric_value(&metrics, "sluice_admin_actions_total");
+
+    // The page's server: another origin; it keeps what the form sent to its own /echo.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let echoed: Arc<Mutex<Option<Vec<u8>>>> = Arc::default();
+    let page = PAGE
+        .replace("SLUICE", &format!("http://{}", server.addr))
+        .replace("SPEC", SPEC);
+    let app = axum::Router::new()
+        .route("/", get(move || std::future::ready(Html(page.clone()))))
+        .route(
+            "/echo",
+            post(
+                |State(e): State<Arc<Mutex<Option<Vec<u8>>>>>, body: Bytes| async move {
+                    *e.lock().unwrap() = Some(body.to_vec());
+                    Html("kept")
+                },
+            ),
+        )
+        .with_state(echoed.clone());
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let page_url = format!("http://{}/", listener.local_addr().unwrap());
+    assert_ne!(listener.local_addr().unwrap(), server.addr);
+    rt.spawn(async move { axum::serve(listener, app).await });
+
+    let started = Instant::now();
+    let driver = start_driver(&chromedriver, &dir);
+    let observed = rt.block_on(async {
+        tokio::time::timeout(
+            Duration::from_secs(120),
+            run_page(&driver, &dir.join("chromium"), &page_url),
+        )
+        .await
+        .unwrap_or_else(|_| Err("the browser did not finish within 120 s".into()))
+    });
+    drop(driver); // chromedriver and its browser gone before anything can fail below
+    let observed = observed.unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "browser: {:.1} s; the page observed:\n  {}",
+        started.elapsed().as_secs_f64(),
+        observed.join("\n  ")
+    );
+
+    // What the page saw: the simple requests answered (opaquely), the rest never sent.
+    assert!(
+        !observed.iter().any(|l| l.starts_with("script_error")),
+        "{observed:?}"
+    );
+    for (k, want) in EXPECTED {
+        let line = observed
+            .iter()
+            .find_map(|l| l.strip_prefix(&format!("{k} ")))
+            .unwrap_or_else(|| panic!("the page did not try {k}: {observed:?}"));
+        assert!(line.starts_with(want), "{k}: {line} (wanted {want}…)");
+    }
+
+    // Nothing registered, changed or removed.
+    assert_eq!(admin.json("/v1/substreams"), substreams);
+    assert_eq!(admin.json("/v1/tokens"), tokens);
+    let metrics = admin.metrics();
+    assert_eq!(
+        common::try_metric_value(&metrics, "sluice_admin_actions_total"),
+        actions_before,
+        "an admin action was counted"
+    );
+    // Every request that reached the server was refused and counted.
+    let refused =
+        refusals(&metrics).expect("no sluice_auth_refused_total in /metrics") - refused_before;
+    assert!(
+        refused >= REACHING,
+        "{refused} refusals counted, {REACHING} requests reached the server:\n{}",
+        metrics
+            .lines()
+            .filter(|l| l.starts_with("sluice_auth_refused_total"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    // Controls: the page's bodies, sent with the local secret and no Origin, do register.
+    let form = echoed
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the form reached the page's own server");
+    let form = String::from_utf8(form).unwrap();
+    for (path, body, name) in [
+        (
+            "/v1/substreams",
+            SPEC.replace("NAME", "browser_a"),
+            "browser_a",
+        ),
+        ("/v1/substreams", form.clone(), "browser_form"),
+        (
+            "/v1/tokens",
+            r#"{"name":"browser_e","scopes":"admin,read,ingest"}"#.into(),
+            "browser_e",
+        ),
+    ] {
+        let (code, text) = admin.call("POST", path, Some(&body));
+        assert_eq!(code, 201, "control {path} {body:?}: {text}");
+        assert!(admin.json(path).to_string().contains(name));
+    }
+    let (code, text) = admin.call("DELETE", "/v1/substreams/keep", None);
+    assert_eq!(code, 200, "control DELETE: {text}");
+
+    rt.shutdown_timeout(Duration::from_secs(5));
+    server.stop();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The sum of `sluice_auth_refused_total` for the reasons a browser's request may get without
+/// credentials; `None` when neither is there.
+fn refusals(metrics: &str) -> Option<f64> {
+    ["cross_site", "missing"]
+        .iter()
+        .filter_map(|r| {
+            common::try_metric_value(
+                metrics,
+                &format!("sluice_auth_refused_total{{reason=\"{r}\"}}"),
+            )
+        })
+        .reduce(|a, b| a + b)
+}
+
+/// The test's own admin client: the local secret, no `Origin`.
+struct Admin {
+    addr: SocketAddr,
+    secret: String,
+}
+
+impl Admin {
+    /// `method path` with the local secret: (status, body).
+    fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+        let req = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .request(method, &format!("http://{}{path}", self.addr))
+            .set("authorization", &format!("Bearer {}", self.secret));
+        let r = match body {
+            Some(b) => req.set("content-type", "application/json").send_string(b),
+            None => req.call(),
+        };
+        match r {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    }
+
+    fn json(&self, path: &str) -> Value {
+        let (code, text) = self.call("GET", path, None);
+        assert_eq!(code, 200, "GET {path}: {text}");
+        serde_json::from_str(&text).unwrap()
+    }
+
+    fn metrics(&self) -> String {
+        let (code, text) = self.call("GET", "/metrics", None);
+        assert_eq!(code, 200, "{text}");
+        text
+    }
+}
+
+/// Opens `url` in a fresh headless Chromium (profile under `profile`), waits (30 s at most)
+/// for the page's `#done`, and returns its log lines.
+async fn run_page(driver: &Driver, profile: &Path, url: &str) -> Result<Vec<String>, String> {
+    let caps = json!({ "goog:chromeOptions": {
+        "binary": CHROMIUM,
+        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--window-size=1000,700", "--disable-background-networking",
+                 "--disable-component-update", "--disable-quic", "--no-first-run",
+                 "--disable-breakpad", format!("--user-data-dir={}", profile.display())] } });
+    let caps = caps.as_object().unwrap().clone();
+    // chromedriver may need a moment before it takes sessions.
+    let mut tries = 0;
+    let c = loop {
+        match ClientBuilder::new(HttpConnector::new())
+            .capabilities(caps.clone())
+            .connect(&format!("http://127.0.0.1:{}", driver.port))
+            .await
+        {
+            Ok(c) => break c,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(format!("no WebDriver session: {e}\n{}", driver.log())),
+        }
+    };
+    let result = async {
+        c.goto(url).await.map_err(|e| format!("goto {url}: {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while c
+            .find_all(Locator::Css("#done"))
+            .await
+            .map_err(|e| e.to_string())?
+            .is_empty()
+        {
+            if Instant::now() > deadline {
+                let source = c.source().await.unwrap_or_default();
+                return Err(format!("the page was not done within 30 s:\n{source}"));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut lines = Vec::new();
+        for li in c
+            .find_all(Locator::Css("#log li"))
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            lines.push(li.text().await.map_err(|e| e.to_string())?);
+        }
+        Ok(lines)
+    }
+    .await;
+    let _ = c.close().await;
+    result
+}
+
+/// A running chromedriver (its own process group, so that its browser goes with it).
+struct Driver {
+    child: Child,
+    port: u16,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Driver {
+    /// What chromedriver printed.
+    fn log(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // The group: chromedriver and any browser it left.
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// chromedriver's path, or why the browser test can't run: a failure under `CI`, a loud skip
+/// (`None`) otherwise.
+fn browser_installed() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("chromedriver"))
+        .find(|p| p.is_file());
+    let why = match (&found, Path::new(CHROMIUM).is_file()) {
+        (Some(_), true) => None,
+        (None, _) => Some("chromedriver is not on PATH".to_string()),
+        (_, false) => Some(format!("{CHROMIUM} is missing")),
+    };
+    if let Some(why) = why {
+        let msg = format!(
+            "the browser test needs Debian's chromium and chromium-driver: {why} \
+             (scripts/deps.sh installs them: apt-get install --no-install-recommends \
+             chromium chromium-driver fonts-dejavu-core)"
+        );
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+        if ci {
+            panic!("{msg}");
+        }
+        eprintln!("\n*** SKIPPED (CI is not set): {msg} ***\n");
+        return None;
+    }
+    found
+}
+
+/// Starts chromedriver on a free port, with Chromium's config and cache under `dir`.
+fn start_driver(bin: &Path, dir: &Path) -> Driver {
+    use std::os::unix::process::CommandExt;
+    let home = dir.join("home");
+    let mut child = Command::new(bin)
+        .arg("--port=0")
+        // Chromium's config and cache (crash reports included) out of the user's home: removed
+        // with the test's directory.
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+    let out = child.stdout.take().unwrap();
+    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let kept = lines.clone();
+    // Read its port, then drain its output for as long as it runs (a full pipe would stall it).
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if let Some(p) = line
+                .strip_prefix("ChromeDriver was started successfully on port ")
+                .and_then(|p| p.trim_end_matches('.').parse::<u16>().ok())
+            {
+                let _ = tx.send(p);
+            }
+            kept.lock().unwrap().push(line);
+        }
+    });
+    let mut driver = Driver {
+        child,
+        port: 0,
+        lines,
+    };
+    match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(port) => driver.port = port,
+        Err(_) => panic!("chromedriver did not start within 20 s:\n{}", driver.log()),
+    }
+    driver
+}
