@@ -460,7 +460,12 @@ fn browser_installed() -> Option<PathBuf> {
         if ci {
             panic!("{msg}");
         }
-        eprintln!("\n*** SKIPPED (CI is not set): {msg} ***\n");
+        // Straight to stderr, past the test harness's capture: a skip must be seen.
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** SKIPPED (CI is not set): {msg} ***\n"
+        );
         return None;
     }
     found
