@@ -30,6 +30,7 @@ use sluice_reader::{Filter, RangeReader, ReadItem, ReadOptions, ReadRequest};
 use sluice_store::{BlobKey, EmbeddedStore, Namespace, Store};
 
 mod cassandra;
+mod security;
 mod shards;
 
 const USAGE: &str = "\
@@ -38,7 +39,7 @@ sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams,shards,http (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams,shards,http,security (default: all)
   --cassandra-nodes L  cluster sizes of the cassandra row, e.g. 1,3 (default 1; scripts/cassandra.sh)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
@@ -118,10 +119,11 @@ fn parse_args() -> Result<Args> {
                         "substreams",
                         "shards",
                         "http",
+                        "security",
                     ]
                     .contains(&r)
                     {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams, shards, http)");
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams, shards, http, security)");
                     }
                     a.only.push(r.to_string());
                 }
@@ -2255,6 +2257,9 @@ fn run() -> Result<()> {
             shards::row_shards(&args, &tmp, o)
         })?;
         timed("http", &mut out, &mut |o| shards::row_http(&args, &tmp, o))?;
+        timed("security", &mut out, &mut |o| {
+            security::row_security(&args, &tmp, o)
+        })?;
         Ok(())
     })();
     if args.keep_tmp {

@@ -15,7 +15,7 @@
 use super::*;
 
 /// Seconds of each wrk run (after a 2 s warm-up run that is not reported).
-const RUN_SECS: u64 = 10;
+pub(crate) const RUN_SECS: u64 = 10;
 
 /// The wrk script: POST the body named by `SLUICE_BODY`; print one parsable line at the end.
 const LUA: &str = r#"wrk.method = "POST"
@@ -50,14 +50,14 @@ struct WrkRun {
 }
 
 /// `sluice serve` on its own data directory, stopped (SIGTERM) and removed on drop.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     dir: PathBuf,
 }
 
 impl Serve {
-    fn start(dir: &Path, extra: &[&str]) -> Result<Serve> {
+    pub(crate) fn start(dir: &Path, extra: &[&str]) -> Result<Serve> {
         let exe = std::env::current_exe()?;
         let bin = exe
             .parent()
@@ -107,7 +107,7 @@ impl Serve {
     }
 
     /// CPU-seconds (user + system) the process used so far.
-    fn cpu_secs(&self) -> f64 {
+    pub(crate) fn cpu_secs(&self) -> f64 {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
             return 0.0;
         };
@@ -145,7 +145,7 @@ impl Drop for Serve {
 }
 
 /// Whether wrk is installed (else the rows print why not).
-fn wrk_available() -> bool {
+pub(crate) fn wrk_available() -> bool {
     Command::new("wrk")
         .arg("--version")
         .stdout(Stdio::null())
@@ -155,7 +155,7 @@ fn wrk_available() -> bool {
 }
 
 /// An NDJSON body of `count` generated events without their `epoch` (stamped by the server).
-fn body(tmp: &Path, count: usize) -> Result<PathBuf> {
+pub(crate) fn body(tmp: &Path, count: usize) -> Result<PathBuf> {
     let cfg = sluice_gen::GenConfig {
         count,
         ..sluice_gen::GenConfig::default()
