@@ -154,7 +154,7 @@ impl Tokens {
     }
 
     /// Reads the catalog again if it was read more than [`REFRESH_EVERY`] ago (errors keep the
-    /// tokens known).
+    /// tokens known). A server refreshes off the request path instead (a store read may wait).
     pub fn refresh_if_due(&self) {
         let due = self
             .refreshed

@@ -185,12 +185,10 @@ impl Auth {
             None => return Err(refused(Refusal::Missing, need)),
             Some(v) => match bearer(v.as_bytes()) {
                 None => return Err(refused(Refusal::Malformed, need)),
-                Some(secret) => {
-                    self.tokens.refresh_if_due();
-                    self.tokens
-                        .check(&secret, sluice_reader::time::now_unix())
-                        .map_err(|r| refused(r, need))?
-                }
+                Some(secret) => self
+                    .tokens
+                    .check(&secret, sluice_reader::time::now_unix())
+                    .map_err(|r| refused(r, need))?,
             },
         };
         if !grant.has(need) {
@@ -206,19 +204,17 @@ impl Auth {
             None => Err(refused(Refusal::Missing, Scope::Ingest)),
             Some(secret) => match Secret::parse(secret.trim()) {
                 None => Err(refused(Refusal::Malformed, Scope::Ingest)),
-                Some(s) => {
-                    self.tokens.refresh_if_due();
-                    self.tokens
-                        .check(&s, sluice_reader::time::now_unix())
-                        .map_err(|r| refused(r, Scope::Ingest))
-                        .and_then(|g| {
-                            if g.has(Scope::Ingest) {
-                                Ok(g)
-                            } else {
-                                Err(refused(Refusal::Scope, Scope::Ingest))
-                            }
-                        })
-                }
+                Some(s) => self
+                    .tokens
+                    .check(&s, sluice_reader::time::now_unix())
+                    .map_err(|r| refused(r, Scope::Ingest))
+                    .and_then(|g| {
+                        if g.has(Scope::Ingest) {
+                            Ok(g)
+                        } else {
+                            Err(refused(Refusal::Scope, Scope::Ingest))
+                        }
+                    }),
             },
         };
         if let Err(d) = &r {

@@ -330,6 +330,25 @@ async fn run_with(
         auth::Auth::start(store.clone(), &config.data_dir, &config, metrics.clone())
             .map_err(Error::Io)?,
     );
+    {
+        // Tokens made or revoked by another server sharing the store: read off the request path
+        // (a store read may wait out a timeout).
+        let auth = auth.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(sluice_auth::REFRESH_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let a = auth.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = a.tokens.refresh() {
+                        eprintln!("sluice-server: {e} (the tokens known stay in force)");
+                    }
+                })
+                .await;
+            }
+        });
+    }
     if config.insecure_no_auth && config.public_listener().is_some() && !config.auth {
         eprintln!(
             "sluice-server: WARNING: --insecure-no-auth: serving beyond loopback without auth; anyone who reaches {} can read every event and send any",
