@@ -63,17 +63,31 @@ impl Secret {
 
     /// SHA-256 of the secret, hex: what the store keeps.
     pub fn hash_hex(&self) -> String {
-        Sha256::digest(self.0.as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        String::from_utf8_lossy(&self.hash()).into_owned()
+    }
+
+    /// SHA-256 of the secret as hex digits, without an allocation (a request's check hashes the
+    /// presented secret once and compares this with each candidate).
+    pub fn hash(&self) -> [u8; 64] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digest = Sha256::digest(self.0.as_bytes());
+        let mut out = [0u8; 64];
+        for (i, b) in digest.iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        out
     }
 
     /// Whether this secret's hash is `hash_hex`, compared in constant time.
     pub fn matches(&self, hash_hex: &str) -> bool {
-        let mine = self.hash_hex();
-        mine.len() == hash_hex.len() && bool::from(mine.as_bytes().ct_eq(hash_hex.as_bytes()))
+        hash_matches(&self.hash(), hash_hex)
     }
+}
+
+/// Whether the hex hash `mine` ([`Secret::hash`]) is `hash_hex`, compared in constant time.
+pub fn hash_matches(mine: &[u8; 64], hash_hex: &str) -> bool {
+    hash_hex.len() == mine.len() && bool::from(mine.as_slice().ct_eq(hash_hex.as_bytes()))
 }
 
 /// The secret of an `Authorization` header value: `Bearer <secret>` (scheme case-insensitive,

@@ -62,9 +62,20 @@ impl Scopes {
 
     /// Every scope.
     pub fn all() -> Scopes {
-        Scopes(vec![Scope::Ingest, Scope::Read, Scope::Admin])
+        Scopes::from(vec![Scope::Ingest, Scope::Read, Scope::Admin])
     }
+}
 
+impl From<Vec<Scope>> for Scopes {
+    /// These scopes (sorted, without repeats).
+    fn from(mut v: Vec<Scope>) -> Scopes {
+        v.sort();
+        v.dedup();
+        Scopes(v)
+    }
+}
+
+impl Scopes {
     /// Whether `scope` is among them.
     pub fn has(&self, scope: Scope) -> bool {
         self.0.contains(&scope)

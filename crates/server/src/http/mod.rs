@@ -139,12 +139,15 @@ async fn authorize(State(st): State<AppState>, mut req: Request, next: Next) -> 
             return resp;
         }
     };
-    let audited = need == Some(sluice_auth::Scope::Admin) && method != axum::http::Method::GET;
-    let path = req.uri().path().to_owned();
-    req.extensions_mut().insert(grant.clone());
+    // Admin changes are audited: their grant and path are kept (nothing else copies them).
+    let audited = (need == Some(sluice_auth::Scope::Admin) && method != axum::http::Method::GET)
+        .then(|| (grant.clone(), req.uri().path().to_owned()));
+    req.extensions_mut().insert(grant);
     let resp = next.run(req).await;
-    if audited && resp.status().is_success() {
-        st.auth.audit(&grant, &format!("{method} {route}"), &path);
+    if let Some((grant, path)) = audited {
+        if resp.status().is_success() {
+            st.auth.audit(&grant, &format!("{method} {route}"), &path);
+        }
     }
     resp
 }
