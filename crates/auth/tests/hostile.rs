@@ -12,7 +12,10 @@
 //! - Scope lists re-parse to themselves and hold exactly the scopes named.
 //! - A record that parses serializes and parses back to itself.
 
-use sluice_auth::{bearer, Allowed, Scope, Scopes, Secret, TokenRecord};
+mod invariants;
+
+use invariants::{check, Seen};
+use sluice_auth::{bearer, Secret};
 
 /// xorshift64*: deterministic, seeded by the test.
 struct Rng(u64);
@@ -176,143 +179,6 @@ fn mutate(r: &mut Rng, mut v: Vec<u8>) -> Vec<u8> {
         }
     }
     v
-}
-
-/// Counts of what parsed, so that a generator that never reaches the accepting paths fails.
-#[derive(Default, Debug)]
-struct Seen {
-    bearer: usize,
-    secret: usize,
-    allowed: usize,
-    scopes: usize,
-    record: usize,
-}
-
-/// Every invariant over one input (as in the fuzz target).
-fn check(data: &[u8], seen: &mut Seen) {
-    if let Some(s) = bearer(data) {
-        seen.bearer += 1;
-        assert_eq!(Secret::parse(s.expose()).as_ref(), Some(&s));
-        let text = std::str::from_utf8(data).expect("a bearer value is UTF-8");
-        assert!(text.contains(s.expose()));
-        assert!(text.trim_start()[..6].eq_ignore_ascii_case("bearer"));
-        check_secret(s.expose(), seen);
-    }
-    let text = String::from_utf8_lossy(data);
-    check_secret(&text, seen);
-    let (a, b) = match data.iter().position(|&b| b == 0) {
-        Some(at) => (&data[..at], &data[at + 1..]),
-        None => (data, &[][..]),
-    };
-    let (a, b) = (String::from_utf8_lossy(a), String::from_utf8_lossy(b));
-    check_allowed(&a, &b, seen);
-    check_glob(&a, &b);
-    check_scopes(&text, seen);
-    check_record(data, seen);
-}
-
-fn check_secret(text: &str, seen: &mut Seen) {
-    let Some(s) = Secret::parse(text) else { return };
-    seen.secret += 1;
-    assert_eq!(s.expose(), text);
-    assert_eq!(Secret::parse(s.expose()).as_ref(), Some(&s));
-    assert_eq!(
-        bearer(format!("Bearer {}", s.expose()).as_bytes()).as_ref(),
-        Some(&s)
-    );
-    assert_eq!(
-        bearer(format!(" bEaReR  {}\t", s.expose()).as_bytes()).as_ref(),
-        Some(&s)
-    );
-    let id = s.id();
-    assert!(
-        id.len() == 8 && id.bytes().all(|b| HEX.contains(&b)),
-        "{id:?}"
-    );
-    assert!(s.matches(&s.hash_hex()));
-    assert!(!format!("{s:?}").contains(&text[16..]));
-}
-
-fn check_allowed(dcs: &str, types: &str, seen: &mut Seen) {
-    let Ok(a) = Allowed::parse(dcs, types) else {
-        return;
-    };
-    seen.allowed += 1;
-    for p in a.dcs.iter().chain(&a.types) {
-        assert!(!p.is_empty() && p.len() <= 255, "{p:?}");
-        assert_eq!(p.trim(), p);
-        assert!(
-            !p.contains(',') && !p.chars().any(char::is_control),
-            "{p:?}"
-        );
-    }
-    assert_eq!(a.is_all(), a.dcs.is_empty() && a.types.is_empty());
-    let again = Allowed::parse(&a.dcs.join(","), &a.types.join(",")).expect("re-parses");
-    assert_eq!(again, a);
-    for p in &a.dcs {
-        assert!(a.allows_dc(&p.replace('*', "")), "{p:?}");
-    }
-    let _ = a.allows(dcs, types);
-}
-
-fn check_glob(p: &str, t: &str) {
-    if p.len() > 64 || t.len() > 256 {
-        return;
-    }
-    let a = Allowed {
-        dcs: vec![p.to_owned()],
-        types: Vec::new(),
-    };
-    assert_eq!(
-        a.allows_dc(t),
-        glob(p.as_bytes(), t.as_bytes()),
-        "{p:?} ~ {t:?}"
-    );
-}
-
-/// The reference `*`-glob (dynamic programming over bytes).
-fn glob(p: &[u8], t: &[u8]) -> bool {
-    let mut m = vec![false; t.len() + 1];
-    m[0] = true;
-    for &c in p {
-        if c == b'*' {
-            for j in 1..=t.len() {
-                m[j] = m[j] || m[j - 1];
-            }
-        } else {
-            for j in (1..=t.len()).rev() {
-                m[j] = m[j - 1] && t[j - 1] == c;
-            }
-            m[0] = false;
-        }
-    }
-    m[t.len()]
-}
-
-fn check_scopes(text: &str, seen: &mut Seen) {
-    let Ok(s) = Scopes::parse(text) else { return };
-    seen.scopes += 1;
-    let shown = s.to_text();
-    assert!(!shown.is_empty());
-    assert_eq!(Scopes::parse(&shown).as_ref(), Ok(&s));
-    for scope in [Scope::Ingest, Scope::Read, Scope::Admin] {
-        let named = text.split(',').any(|w| w.trim() == scope.as_str());
-        assert_eq!(s.has(scope), named, "{scope:?} in {text:?}");
-    }
-}
-
-fn check_record(json: &[u8], seen: &mut Seen) {
-    let Ok(r) = serde_json::from_slice::<TokenRecord>(json) else {
-        return;
-    };
-    seen.record += 1;
-    let again: TokenRecord =
-        serde_json::from_slice(&serde_json::to_vec(&r).unwrap()).expect("re-parses");
-    assert_eq!(again, r);
-    let _ = r.public();
-    let _ = r.spec.validate();
-    let probe = Secret::parse(&format!("sluice_{}_{}", "0".repeat(8), "A".repeat(43)));
-    let _ = probe.unwrap().matches(&r.hash);
 }
 
 #[test]
