@@ -564,22 +564,7 @@ fn print_split_table(rows: &[SplitRow], args: &Args, cores: usize) {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---|---:|---:|");
     for r in rows {
-        let (perl_col, ratio_col, target_col) = match r.perl {
-            Some(p) if p > 0.0 => {
-                let ratio = r.ours_one / p;
-                let verdict = if ratio >= TARGET_RATIO {
-                    "met"
-                } else {
-                    "MISSED"
-                };
-                (
-                    format!("{p:.1}"),
-                    format!("{ratio:.2}×"),
-                    format!("≥ {TARGET_RATIO}× {verdict}"),
-                )
-            }
-            _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
-        };
+        let (perl_col, ratio_col, target_col) = verdict_columns(r.ours_one, r.perl);
         println!(
             "| {} | {} | {} | {} | {:.1} | {perl_col} | {ratio_col} | {target_col} | {:.1} | {:.1} |",
             r.case, r.doc_bytes, r.max, r.chunks, r.ours_one, r.ours_one_wall, r.ours_all_wall
@@ -756,22 +741,7 @@ fn run() -> Result<()> {
         println!("| case | direction | ours MB/s | Perl reference MB/s | ratio | target |");
         println!("|---|---|---:|---:|---:|---|");
         for r in &rows {
-            let (perl_col, ratio_col, target_col) = match r.perl {
-                Some(p) if p > 0.0 => {
-                    let ratio = r.ours / p;
-                    let verdict = if ratio >= TARGET_RATIO {
-                        "met"
-                    } else {
-                        "MISSED"
-                    };
-                    (
-                        format!("{p:.1}"),
-                        format!("{ratio:.2}×"),
-                        format!("≥ {TARGET_RATIO}× {verdict}"),
-                    )
-                }
-                _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
-            };
+            let (perl_col, ratio_col, target_col) = verdict_columns(r.ours, r.perl);
             println!(
                 "| {} | {} | {:.1} | {} | {} | {} |",
                 r.case, r.direction, r.ours, perl_col, ratio_col, target_col
@@ -916,4 +886,25 @@ fn measure_all(
         }
     }
     Ok((rows, perl_sizes))
+}
+
+/// The anchor, ratio and target columns of a row: ours (MB/s) over the reference's of the same
+/// run, `met` at [`TARGET_RATIO`] or more; `n/a` without the reference.
+fn verdict_columns(ours: f64, perl: Option<f64>) -> (String, String, String) {
+    match perl {
+        Some(p) if p > 0.0 => {
+            let ratio = ours / p;
+            let verdict = if ratio >= TARGET_RATIO {
+                "met"
+            } else {
+                "MISSED"
+            };
+            (
+                format!("{p:.1}"),
+                format!("{ratio:.2}×"),
+                format!("≥ {TARGET_RATIO}× {verdict}"),
+            )
+        }
+        _ => ("n/a".into(), "n/a".into(), format!("≥ {TARGET_RATIO}×")),
+    }
 }
