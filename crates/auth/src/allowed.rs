@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::SpecError;
+
 /// Which (dc, type) pairs a token reaches: each list holds patterns where `*` matches any run
 /// of characters; an empty list allows every value.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,16 +18,16 @@ pub struct Allowed {
 
 impl Allowed {
     /// From comma-separated pattern lists (`"WEB,LB*"`); blanks are ignored.
-    pub fn parse(dcs: &str, types: &str) -> Result<Allowed, String> {
-        let list = |what: &str, s: &str| -> Result<Vec<String>, String> {
+    pub fn parse(dcs: &str, types: &str) -> Result<Allowed, SpecError> {
+        let list = |what: &str, s: &str| -> Result<Vec<String>, SpecError> {
             s.split(',')
                 .map(str::trim)
                 .filter(|p| !p.is_empty())
                 .map(|p| {
                     if p.len() > 255 || p.chars().any(|c| c.is_control()) {
-                        Err(format!(
+                        Err(SpecError(format!(
                             "{what} pattern {p:?}: at most 255 printable characters"
-                        ))
+                        )))
                     } else {
                         Ok(p.to_string())
                     }

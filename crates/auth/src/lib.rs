@@ -19,11 +19,13 @@
 #![forbid(unsafe_code)]
 
 mod allowed;
+mod error;
 mod secret;
 mod token;
 mod tokens;
 
 pub use allowed::Allowed;
+pub use error::{AuthError, SpecError};
 pub use secret::{bearer, runtime_secret_path, Secret};
 pub use token::{Scope, Scopes, TokenRecord, TokenSpec};
 pub use tokens::{Grant, Refusal, Tokens, CATALOG_KIND, REFRESH_EVERY};

@@ -25,9 +25,9 @@ impl std::fmt::Debug for Secret {
 
 impl Secret {
     /// A new secret with a new random id.
-    pub fn generate() -> Result<Secret, String> {
+    pub fn generate() -> Result<Secret, crate::AuthError> {
         let mut bytes = [0u8; 38];
-        getrandom::fill(&mut bytes).map_err(|e| format!("no randomness: {e}"))?;
+        getrandom::fill(&mut bytes).map_err(crate::AuthError::Random)?;
         let id: String = bytes[..ID_LEN / 2]
             .iter()
             .map(|b| format!("{b:02x}"))

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Allowed;
+use crate::{Allowed, SpecError};
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -28,13 +28,15 @@ impl Scope {
 }
 
 impl std::str::FromStr for Scope {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Scope, String> {
+    type Err = SpecError;
+    fn from_str(s: &str) -> Result<Scope, SpecError> {
         match s.trim() {
             "ingest" => Ok(Scope::Ingest),
             "read" => Ok(Scope::Read),
             "admin" => Ok(Scope::Admin),
-            other => Err(format!("unknown scope {other:?}: ingest, read or admin")),
+            other => Err(SpecError(format!(
+                "unknown scope {other:?}: ingest, read or admin"
+            ))),
         }
     }
 }
@@ -46,7 +48,7 @@ pub struct Scopes(Vec<Scope>);
 
 impl Scopes {
     /// From a comma-separated list (`"ingest,read"`); at least one.
-    pub fn parse(text: &str) -> Result<Scopes, String> {
+    pub fn parse(text: &str) -> Result<Scopes, SpecError> {
         let mut v: Vec<Scope> = text
             .split(',')
             .filter(|s| !s.trim().is_empty())
@@ -55,7 +57,9 @@ impl Scopes {
         v.sort();
         v.dedup();
         if v.is_empty() {
-            return Err("at least one scope: ingest, read or admin".into());
+            return Err(SpecError(
+                "at least one scope: ingest, read or admin".into(),
+            ));
         }
         Ok(Scopes(v))
     }
@@ -108,7 +112,7 @@ pub struct TokenSpec {
 
 impl TokenSpec {
     /// Checks the name.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         let n = &self.name;
         if n.is_empty()
             || n.len() > 64
@@ -116,9 +120,9 @@ impl TokenSpec {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
         {
-            return Err(format!(
+            return Err(SpecError(format!(
                 "token name {n:?}: 1 to 64 characters of A-Z a-z 0-9 . _ -"
-            ));
+            )));
         }
         Ok(())
     }

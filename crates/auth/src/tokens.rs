@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use sluice_store::Store;
 
 use crate::secret::hash_matches;
-use crate::{Allowed, Scope, Scopes, Secret, TokenRecord, TokenSpec};
+use crate::{Allowed, AuthError, Scope, Scopes, Secret, TokenRecord, TokenSpec};
 
 /// The catalog kind of token records.
 pub const CATALOG_KIND: &str = "tokens";
@@ -118,7 +118,7 @@ impl Tokens {
     /// store that cannot be read now (a cluster that is down at start) is said on stderr and
     /// read again every [`REFRESH_EVERY`]: meanwhile only the local secret is known, so token
     /// holders are refused (closed, not open).
-    pub fn load(store: Arc<dyn Store>, local: Option<Secret>) -> Result<Tokens, String> {
+    pub fn load(store: Arc<dyn Store>, local: Option<Secret>) -> Result<Tokens, AuthError> {
         let t = Tokens {
             store,
             records: RwLock::new(HashMap::new()),
@@ -135,11 +135,14 @@ impl Tokens {
     }
 
     /// Reads the catalog again.
-    pub fn refresh(&self) -> Result<(), String> {
+    pub fn refresh(&self) -> Result<(), AuthError> {
         let raw = self
             .store
             .get_catalog(CATALOG_KIND)
-            .map_err(|e| format!("reading the tokens: {e}"))?;
+            .map_err(|source| AuthError::Catalog {
+                what: "reading the tokens".into(),
+                source,
+            })?;
         let mut records = HashMap::with_capacity(raw.len());
         for (id, bytes) in raw {
             match serde_json::from_slice::<TokenRecord>(&bytes) {
@@ -211,17 +214,14 @@ impl Tokens {
     }
 
     /// Makes a token: its record goes to the catalog, its secret is returned (shown once).
-    pub fn create(&self, spec: TokenSpec, now: i64) -> Result<(Secret, TokenRecord), String> {
+    pub fn create(&self, spec: TokenSpec, now: i64) -> Result<(Secret, TokenRecord), AuthError> {
         spec.validate()?;
         if self
             .list()
             .iter()
             .any(|r| r.spec.name == spec.name && r.revoked.is_none())
         {
-            return Err(format!(
-                "a token named {:?} exists: revoke it first",
-                spec.name
-            ));
+            return Err(AuthError::NameTaken(spec.name));
         }
         let secret = Secret::generate()?;
         let record = TokenRecord {
@@ -236,12 +236,12 @@ impl Tokens {
     }
 
     /// Revokes the token named or with the id `which` (at once here).
-    pub fn revoke(&self, which: &str, now: i64) -> Result<TokenRecord, String> {
+    pub fn revoke(&self, which: &str, now: i64) -> Result<TokenRecord, AuthError> {
         let mut r = self
             .list()
             .into_iter()
             .find(|r| r.revoked.is_none() && (r.id == which || r.spec.name == which))
-            .ok_or_else(|| format!("no live token named or with the id {which:?}"))?;
+            .ok_or_else(|| AuthError::NotFound(which.to_string()))?;
         r.revoked = Some(now);
         self.put(&r)?;
         Ok(r)
@@ -258,11 +258,14 @@ impl Tokens {
         v
     }
 
-    fn put(&self, r: &TokenRecord) -> Result<(), String> {
-        let bytes = serde_json::to_vec(r).map_err(|e| e.to_string())?;
+    fn put(&self, r: &TokenRecord) -> Result<(), AuthError> {
+        let bytes = serde_json::to_vec(r)?;
         self.store
             .put_catalog(CATALOG_KIND, &r.id, Some(&bytes))
-            .map_err(|e| format!("storing token {}: {e}", r.spec.name))?;
+            .map_err(|source| AuthError::Catalog {
+                what: format!("storing token {}", r.spec.name),
+                source,
+            })?;
         self.records
             .write()
             .unwrap_or_else(|e| e.into_inner())

@@ -13,7 +13,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
-use sluice_auth::{Allowed, Scopes, TokenSpec};
+use sluice_auth::{Allowed, AuthError, Scopes, TokenSpec};
 
 use super::{error, json, AppState};
 use crate::pipeline::now_unix;
@@ -52,7 +52,7 @@ pub(crate) async fn create(State(st): State<AppState>, body: Bytes) -> Response 
             allowed,
             expires: b.expires,
         },
-        (Err(e), _) | (_, Err(e)) => return error(StatusCode::BAD_REQUEST, e),
+        (Err(e), _) | (_, Err(e)) => return error(StatusCode::BAD_REQUEST, e.to_string()),
     };
     let now = now_unix();
     if spec.expires.is_some_and(|e| e <= now) {
@@ -64,8 +64,7 @@ pub(crate) async fn create(State(st): State<AppState>, body: Bytes) -> Response 
             StatusCode::CREATED,
             serde_json::json!({ "secret": secret.expose(), "token": record.public() }),
         ),
-        Ok(Err(e)) if e.starts_with("storing") => error(StatusCode::SERVICE_UNAVAILABLE, e),
-        Ok(Err(e)) => error(StatusCode::BAD_REQUEST, e),
+        Ok(Err(e)) => error(status_of(&e), e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     }
 }
@@ -78,8 +77,18 @@ pub(crate) async fn revoke(State(st): State<AppState>, Path(which): Path<String>
             StatusCode::OK,
             serde_json::json!({ "revoked": record.public() }),
         ),
-        Ok(Err(e)) if e.starts_with("storing") => error(StatusCode::SERVICE_UNAVAILABLE, e),
-        Ok(Err(e)) => error(StatusCode::NOT_FOUND, e),
+        Ok(Err(e)) => error(status_of(&e), e.to_string()),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// The status of a failed token operation: the client's mistake, a token not found, or a
+/// catalog that cannot be reached now (retry later).
+fn status_of(e: &AuthError) -> StatusCode {
+    match e {
+        AuthError::Spec(_) | AuthError::NameTaken(_) => StatusCode::BAD_REQUEST,
+        AuthError::NotFound(_) => StatusCode::NOT_FOUND,
+        AuthError::Catalog { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        AuthError::Random(_) | AuthError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
