@@ -64,9 +64,9 @@ impl Auth {
         config: &crate::ServerConfig,
         metrics: SharedMetrics,
     ) -> Result<Auth, String> {
-        let local = Secret::generate()?;
+        let local = Secret::generate().map_err(|e| e.to_string())?;
         write_secret(&data_dir.join(ADMIN_SECRET_FILE), &local)?;
-        let tokens = Tokens::load(store, Some(local.clone()))?;
+        let tokens = Tokens::load(store, Some(local.clone())).map_err(|e| e.to_string())?;
         Ok(Auth {
             tokens,
             required: config.auth,
