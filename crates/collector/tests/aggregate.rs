@@ -1,7 +1,6 @@
 //! The aggregator: group per second, flush after the grace period, read everything back.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,6 +13,8 @@ use sluice_store::{
 };
 
 mod common;
+use sluice_test_support::temp_dir;
+
 use common::{
     bag, for_each_stored, ingest_generated, json, total_counts, Hooked, WriteHook, WriteOp, E0,
 };
@@ -50,12 +51,6 @@ fn read_back(store: &dyn Store, from: i64, to: i64) -> BTreeMap<String, usize> {
         *m.entry(j.to_string()).or_insert(0) += 1;
     });
     m
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-agg-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 fn agg(store: Arc<dyn Store>, collector_id: Option<&str>, blob: BlobOptions) -> Aggregator {
@@ -148,7 +143,6 @@ fn round_trip_embedded() {
         bag(&events(7, 2_000, 500, false))
     );
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -279,7 +273,6 @@ fn two_collectors_do_not_overwrite_each_other() {
         .collect();
     assert_eq!(late_chunks.len(), 2, "{late_chunks:?}");
     drop(store);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What happens to the writes a [`Window`] hits.

@@ -3,7 +3,6 @@
 //! exactly once. Deterministic counterparts of `crates/server/tests/crashes.rs`.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
@@ -14,12 +13,7 @@ use sluice_store::{Faults, FaultyStore, InMemoryStore, Store};
 
 mod common;
 use common::{read_back, E0};
-
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sluice-replay-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
+use sluice_test_support::temp_dir;
 
 fn wal_cfg() -> WalConfig {
     WalConfig {
@@ -90,7 +84,6 @@ fn crash_after_late_flush(name: &str, fail_index: bool) -> (BTreeMap<String, usi
     assert!(report.bad_notes.is_empty(), "{:?}", report.bad_notes);
     let r = agg.flush_all(E0 + 10);
     assert!(r.is_ok(), "{:?}", r.errors);
-    std::fs::remove_dir_all(&dir).unwrap();
     (read_back(store.inner(), E0, E0 + 10), report.unproven)
 }
 
@@ -152,7 +145,6 @@ fn records_added_out_of_order_are_noted_as_they_are() {
     assert_eq!((report.skipped, report.events), (2, 1), "{report:?}");
     let r = agg.flush_all(E0 + 10);
     assert!(r.is_ok(), "{:?}", r.errors);
-    std::fs::remove_dir_all(&dir).unwrap();
     let got = read_back(store.as_ref(), E0, E0 + 10);
     assert_eq!(
         got.values().copied().collect::<Vec<_>>(),

@@ -14,13 +14,9 @@ use sluice_gen::GenConfig;
 use sluice_store::{BlobKey, Counts, Faults, FaultyStore, InMemoryStore, Namespace, Store};
 
 mod common;
-use common::{bag, ingest_generated, read_back, total_counts, Hooked, WriteHook, WriteOp, E0};
+use sluice_test_support::temp_dir;
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-spool-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
+use common::{bag, ingest_generated, read_back, total_counts, Hooked, WriteHook, WriteOp, E0};
 
 /// `per_sec` mixed events per second for `secs` seconds from `E0`, grouped per second.
 fn seconds(seed: u64, secs: usize, per_sec: u32) -> Vec<Vec<ParsedEvent>> {
@@ -197,7 +193,6 @@ fn outage_spills_to_disk_and_replays_in_order_exactly_once() {
         .map(|e| e.unwrap().metadata().unwrap().len())
         .collect();
     assert_eq!(files, vec![0]);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -253,7 +248,6 @@ fn spool_survives_a_crash_and_is_replayed_by_a_new_aggregator() {
     // Nothing left for a third run.
     let c = Aggregator::new(cfg(&dir, 0, 1 << 30), store.clone()).unwrap();
     assert_eq!(c.spooled_batches(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn batch(n: u8) -> SpooledBatch {
@@ -309,7 +303,6 @@ fn spool_is_fifo_and_acks_survive_reopen() {
     assert!(s.is_empty());
     assert_eq!(s.bytes(), 0);
     assert_eq!(s.front().unwrap(), None);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -365,7 +358,6 @@ fn torn_tail_is_dropped_on_open() {
     let s = Spool::open(&dir, 1 << 20).unwrap();
     assert_eq!(s.batches(), 1);
     assert_eq!(s.front().unwrap().map(|b| b.events), Some(5));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -442,7 +434,6 @@ fn full_spool_refuses_and_the_aggregator_applies_backpressure() {
         bag(all.iter().copied())
     );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -511,9 +502,6 @@ fn a_replayed_spool_batch_does_not_count_twice() {
         bag(all.iter().copied())
     );
     assert_eq!(stored_count(store.inner(), E0, E0 + 100), all.len() as u64);
-    drop(b);
-    let _ = std::fs::remove_dir_all(&dir);
-    let _ = std::fs::remove_dir_all(&before_drain);
 }
 
 /// With the store down (reads and writes fail), one flush closing many groups asks the store
@@ -552,5 +540,4 @@ fn a_flush_with_the_store_down_asks_it_once_not_per_group() {
     assert!(r.is_ok(), "{:?}", r.errors);
     assert_eq!(a.pending_batches(), 0);
     assert_eq!(read_back(store.inner(), E0, E0 + 100), bag(all.iter()));
-    let _ = std::fs::remove_dir_all(&dir);
 }

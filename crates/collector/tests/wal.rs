@@ -19,13 +19,8 @@ mod common;
 #[path = "common/tmpfs.rs"]
 mod tmpfs;
 use common::{read_back, E0};
+use sluice_test_support::{temp_dir, TempDir};
 use tmpfs::{fill, is_root, Tmpfs};
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("sluice-wal-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
 
 fn cfg(fsync: FsyncPolicy, segment_size: u64) -> WalConfig {
     WalConfig {
@@ -101,7 +96,6 @@ fn append_and_replay_round_trip() {
         drop(wal);
         let (_wal, replay) = Wal::open(&dir, cfg(policy, 64 << 20)).unwrap();
         check_records(&replay, 1, 110);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
 
@@ -138,7 +132,6 @@ fn rotation_across_segments() {
         1,
         210,
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -188,7 +181,6 @@ fn checkpoint_deletes_old_segments_and_limits_replay() {
     let (wal, replay) = Wal::open(&dir, c).unwrap();
     assert!(replay.is_empty());
     assert_eq!(wal.append(b"y", E0).unwrap(), 201);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Offsets of the records in a segment.
@@ -261,8 +253,6 @@ fn torn_tail_is_truncated_at_every_offset() {
             .1;
         check_records(&replay, 1, if damage == "zeros" { 3 } else { 2 });
     }
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::remove_dir_all(&src).unwrap();
 }
 
 #[test]
@@ -327,7 +317,6 @@ fn corrupted_middle_record_is_a_typed_error() {
         matches!(&err, WalError::Corrupted { segment, offset: 0 } if segment == &segs[2]),
         "{err}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -359,7 +348,6 @@ fn bad_checkpoint_warns_and_replays_every_record_present() {
         .unwrap()
         .1
         .is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -398,7 +386,6 @@ fn damaged_segment_behind_the_checkpoint_warns_and_opens() {
         2,
         "{report:?}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -454,7 +441,6 @@ fn garbage_last_segment_is_an_error_and_salvage_sets_it_aside() {
         1,
         4,
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -475,7 +461,6 @@ fn torn_tail_is_reported() {
         report.warnings.iter().any(|w| w.contains("torn tail")),
         "{report:?}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -484,7 +469,9 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(temp_dir("full"), 4);
+    // The tmpfs is unmounted before its mount point is removed (drops in reverse order).
+    let mount_point = temp_dir("full");
+    let fs = Tmpfs::mount(mount_point.to_path_buf(), 4);
     let dir = fs.0.join("wal");
     for policy in [
         FsyncPolicy::Always,
@@ -602,7 +589,6 @@ fn batch_policy_group_commits() {
     wal.sync().unwrap();
     assert_eq!(wal.durable_seq(), seq);
     drop(wal);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Payloads of second `t`: several NDJSON payloads, each with events of that epoch only.
@@ -687,7 +673,6 @@ fn crash_and_replay_stores_every_event_exactly_once() {
     assert_eq!(read_back(&*store, E0, E0 + 20), expected);
     drop(wal);
     assert!(Wal::open(&wal_dir, wcfg).unwrap().1.is_empty());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The pipeline's protocol after a flush: done notes into the WAL, sync, then checkpoint.
@@ -739,9 +724,7 @@ fn span_crash_replay(name: &str, with_notes: bool) -> BTreeMap<String, usize> {
     assert_eq!((report.records, report.skipped), (1, u64::from(with_notes)));
     assert!(report.bad_notes.is_empty());
     assert!(agg.flush_all(E0 + 10).is_ok());
-    let got = read_back(&*store, E0, E0 + 10);
-    std::fs::remove_dir_all(&dir).unwrap();
-    got
+    read_back(&*store, E0, E0 + 10)
 }
 
 #[test]
@@ -796,7 +779,6 @@ fn notes_share_the_sequence_and_survive_reopen() {
         Wal::open(&dir, wcfg),
         Err(WalError::Corrupted { .. })
     ));
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 const CHILD_ENV: &str = "SLUICE_WAL_SIGKILL_DIR";
@@ -865,7 +847,6 @@ fn sigkill_loses_no_acknowledged_record() {
     );
     check_records(&records, 1, records.len() as u64);
     eprintln!("sigkill: {last} acknowledged, {} in the log", records.len());
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// An ext4 file system (no journal) on a loop device whose image lives on a small tmpfs: when
@@ -875,12 +856,15 @@ fn sigkill_loses_no_acknowledged_record() {
 struct FailingFsync {
     backing: Tmpfs,
     loopdev: String,
-    mnt: PathBuf,
+    mnt: TempDir,
+    /// The backing tmpfs's mount point: last, so that it is removed after the unmount.
+    _backing_dir: TempDir,
 }
 
 impl FailingFsync {
     fn new(name: &str) -> Option<FailingFsync> {
-        let backing = Tmpfs::mount(temp_dir(&format!("{name}-backing")), 12);
+        let backing_dir = temp_dir(&format!("{name}-backing"));
+        let backing = Tmpfs::mount(backing_dir.to_path_buf(), 12);
         let img = backing.0.join("img");
         let mnt = temp_dir(&format!("{name}-mnt"));
         std::fs::create_dir_all(&mnt).unwrap();
@@ -895,6 +879,7 @@ impl FailingFsync {
             backing,
             loopdev,
             mnt,
+            _backing_dir: backing_dir,
         };
         fs.mount()?;
         Some(fs)
@@ -924,7 +909,6 @@ impl Drop for FailingFsync {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.mnt).status();
         let _ = Command::new("losetup").args(["-d", &self.loopdev]).status();
-        let _ = std::fs::remove_dir_all(&self.mnt);
     }
 }
 
