@@ -10,7 +10,7 @@ use clap::Args;
 use sluice_client::{
     ClientArgs, DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs,
 };
-use sluice_reader::{parse_time_in, range, Selection};
+use sluice_reader::{parse_time_in, OutputFormat, RangeReader, ReadItem, ReadRequest, Selection};
 
 use crate::output::{self, Format, OutputArgs, Printer};
 
@@ -82,8 +82,8 @@ pub fn run(a: CatArgs) -> Result<()> {
             crate::store_arg::ReadSource::Store(store) => {
                 let mut opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 opts.verify_sha1 = a.verify_sha1;
-                let req = range::ReadRequest::selected(from, to, selection);
-                let mut reader = range::RangeReader::new(&*store, req, opts)?;
+                let req = ReadRequest::selected(from, to, selection);
+                let mut reader = RangeReader::new(&*store, req, opts)?;
                 if let Some(plan) = reduce {
                     return crate::reduce_args::reduce_items(plan, reader, printer);
                 }
@@ -108,7 +108,7 @@ pub fn run(a: CatArgs) -> Result<()> {
 /// Prints a data directory's read (at most `limit` events), then the hints of an empty or
 /// typo'd read.
 fn print_store<W: Write>(
-    reader: &mut range::RangeReader<&dyn sluice_store::Store>,
+    reader: &mut RangeReader<&dyn sluice_store::Store>,
     printer: Printer<W>,
     limit: u64,
     now: i64,
@@ -137,7 +137,7 @@ pub(crate) fn check_range(from: i64, to: i64) -> Result<()> {
 
 /// Prints the events of `items` (at most `limit`), warnings on stderr; `(printed, warnings)`.
 fn print_items<W: Write>(
-    items: impl Iterator<Item = range::ReadItem>,
+    items: impl Iterator<Item = ReadItem>,
     mut printer: Printer<W>,
     limit: u64,
 ) -> Result<(u64, u64)> {
@@ -147,15 +147,15 @@ fn print_items<W: Write>(
             break;
         }
         match item {
-            range::ReadItem::Event(e) => {
+            ReadItem::Event(e) => {
                 printer.value(&e.value)?;
                 printed += 1;
             }
-            range::ReadItem::Warning(w) => {
+            ReadItem::Warning(w) => {
                 eprintln!("sluice: warning: {w}");
                 warnings += 1;
             }
-            range::ReadItem::Notice(w) => print_warning(&w, true),
+            ReadItem::Notice(w) => print_warning(&w, true),
         }
     }
     printer.finish()?;
@@ -211,9 +211,9 @@ fn from_server<W: Write>(
 ) -> Result<()> {
     let reader = HttpReader::new(server, http)?;
     let wire = if printer.format() == Format::Sereal {
-        range::OutputFormat::Sereal
+        OutputFormat::Sereal
     } else {
-        range::OutputFormat::Json
+        OutputFormat::Json
     };
     let events = match reader.events(from, to, selection, wire)? {
         EventStream::Sereal(mut body) => {

@@ -12,9 +12,9 @@ use std::io::Write;
 use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
-use sluice_reader::range::{OutputFormat, ReadItem};
 use sluice_reader::reduce::{Plan, PlanArgs, Sink, DEFAULT_MAX_GROUPS};
 use sluice_reader::Selection;
+use sluice_reader::{OutputFormat, ReadItem};
 
 /// The reduce flags of `sluice cat`.
 #[derive(Args, Debug, Clone)]

@@ -30,10 +30,11 @@ use std::collections::BTreeSet;
 
 use sluice_store::ReadStore;
 
+use crate::facts::{ReadFacts, KIND_NUMBER, KIND_STRING};
 use crate::filter::LiteralKind;
-use crate::range::{
-    RangeReader, ReadFacts, ReadItem, ReadOptions, ReadRequest, ReadStats, KIND_NUMBER, KIND_STRING,
-};
+use crate::item::{ReadItem, ReadStats};
+use crate::range::RangeReader;
+use crate::request::{ReadOptions, ReadRequest};
 use crate::selection::Selection;
 use crate::time::{format_time, Zone};
 
@@ -43,6 +44,29 @@ pub const SAMPLE_EVENTS: usize = 2_000;
 pub const SAMPLE_CHUNKS: usize = 32;
 /// Deepest nesting of the field names sampled (`a.b.c` is depth 3).
 const SAMPLE_DEPTH: usize = 3;
+
+impl<S, T> RangeReader<S>
+where
+    S: std::ops::Deref<Target = T>,
+    T: ReadStore + ?Sized,
+{
+    /// Hints for the user about a read that is done: typos in a type or a field, a string
+    /// compared with a number field, an empty range or one beyond the retention (see the
+    /// [module docs](crate::hints)). Empty when there is nothing to say. Call it after the last
+    /// item; it may sample a few chunks of the range (only when a field was never seen).
+    ///
+    /// Defined here, not beside the reader, so that the hints depend on the reader (they sample
+    /// with one) and never the reverse.
+    pub fn hints(&self, now: i64) -> Vec<String> {
+        for_read(
+            self.store(),
+            self.request(),
+            self.facts(),
+            self.stats(),
+            now,
+        )
+    }
+}
 
 /// The hints for a finished read of `req` over `store` (see the [module docs](self)).
 pub fn for_read<T: ReadStore + ?Sized>(

@@ -2,7 +2,11 @@
 //!
 //! - [`range`]: range reads over a store ([`RangeReader`], an iterator of [`ReadItem`]s: events in
 //!   epoch order, and warnings for chunks that could not be read), with dc / type / subtype
-//!   filters, `--select` and `--where` through the codec's lazy reader, and NDJSON / Sereal output.
+//!   filters, `--select` and `--where` through the codec's lazy reader. Its inputs are in
+//!   [`request`] ([`ReadRequest`], [`ReadOptions`]), its outputs in [`item`], what it saw for
+//!   the hints in [`facts`]; one chunk's decoding is the private `chunk` module.
+//! - [`output`]: the output formats (names, parsing) and their writers ([`EventWriter`],
+//!   [`write_items`]): the one owner for the CLI, the HTTP API and the Python bindings.
 //! - [`time`]: the `--from` / `--to` arguments (Unix seconds or ms, RFC 3339, local times in a
 //!   `--tz`, `now`, `-5m`) and how times are shown (RFC 3339 in a [`Zone`]).
 //! - [`counts`]: the completeness counts of a range ([`counts::read_counts`]), for
@@ -23,21 +27,27 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod chunk;
 pub mod counts;
+pub mod facts;
 pub mod filter;
 pub mod hints;
+pub mod item;
+pub mod output;
 pub mod range;
 pub mod reduce;
+pub mod request;
 pub mod selection;
 pub mod tail;
 pub mod time;
 pub mod transform;
 
+pub use facts::ReadFacts;
 pub use filter::{Filter, FilterError, LiteralKind};
-pub use range::{
-    write_items, write_items_noting, EventWriter, OutputFormat, RangeReader, ReadError, ReadEvent,
-    ReadFacts, ReadItem, ReadOptions, ReadRequest, ReadStats, ReadWarning, WriteSummary,
-};
+pub use item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
+pub use output::{write_items, write_items_noting, EventWriter, OutputFormat, WriteSummary};
+pub use range::{RangeReader, ReadError};
+pub use request::{ReadOptions, ReadRequest};
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};

@@ -1,5 +1,10 @@
 //! Range reads: the events of a time range (and dc / type / subtype), out of a [`ReadStore`].
 //!
+//! The reader's parts, each in its own module: what is asked ([`crate::request`]), what comes
+//! out ([`crate::item`]), what was seen for the hints ([`crate::facts`]), one chunk's decoding
+//! (the private `chunk` module), the writers of the output ([`crate::output`]). This module is the
+//! iterator that drives them.
+//!
 //! ```text
 //! list_epochs(dc, from, to) ──► get_epoch_index per (epoch, dc) ──► keep type/subtype
 //!   ──► get_blobs (a batch of keys; the store fetches in parallel) ──► Blob::parse (SHA-1,
@@ -32,7 +37,7 @@
 //!
 //! # Select and where
 //! With neither, each event is the fully decoded event. With `select` and/or `filter`, chunks
-//! are read with the codec's lazy reader: per event, one [`Selector`] pass picks the select paths
+//! are read with the codec's lazy reader: per event, one [`Selector`](sereal::lazy::Selector) pass picks the select paths
 //! and the filter's paths (nothing else is materialised), the filter is evaluated on those
 //! values, and a matching event becomes either the whole decoded event (no `select`) or a map
 //! `{path text: value}` (a path with `[*]` gives an array of every match, any other path its
@@ -45,144 +50,30 @@
 //! whose index is bad is read by walking, same results, with a [`ReadItem::Notice`] naming it.
 //!
 //! # Substreams
-//! With [`Selection::substream`] (and its [`SubstreamView`] in [`ReadOptions::substream`]) the
+//! With [`crate::Selection::substream`] (and its [`crate::SubstreamView`] in [`ReadOptions::substream`]) the
 //! read lists the same chunks of the events' epoch index, restricted to those the substream
 //! applies to, and reads each one's result from `substreams/<name>` when the substream's index
 //! lists it. A chunk without a stored result (shed, failed, stored before the substream
 //! existed) is read in full from `events` and the result computed here
-//! ([`SubstreamView::compute`]: the bytes the runner would have stored), preceded by a
-//! [`ReadItem::Notice`]; with [`Selection::no_fallback`] it is a [`ReadItem::Warning`] (a gap)
+//! ([`crate::SubstreamView::compute`]: the bytes the runner would have stored), preceded by a
+//! [`ReadItem::Notice`]; with [`crate::Selection::no_fallback`] it is a [`ReadItem::Warning`] (a gap)
 //! instead. `select` / `where` then apply to the substream's results.
 //!
 //! # Output
-//! [`write_items`] writes a stream as NDJSON (one event per line, [`sereal::json`] mapping) or as
-//! Sereal: **one Sereal document per event** (protocol 5, uncompressed), concatenated. Each
-//! document is self-delimiting ([`sereal::Document::len`] / Perl's `decode_with_offset`), so a
-//! consumer reads them in sequence and a stream can be cut after any event (HTTP streaming,
-//! `head`); per-event documents lose the cross-event string de-duplication of a blob, which is
-//! the price of that.
+//! Writing the items out (NDJSON, Sereal, the human formats) is [`crate::output`]'s.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
-use std::io::{self, Write};
 use std::ops::Deref;
-use std::str::FromStr;
 use std::sync::Arc;
 
-use sereal::lazy::{Selector, Step};
-use sereal::{Decoder, Encoder, EncoderOptions, Key, Limits, Value};
-use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
+use sluice_blob::{EpochKey, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
-use crate::filter::Filter;
-use crate::selection::Selection;
-use crate::transform::SubstreamView;
-
-/// What to read: a half-open range of epochs and a [`Selection`].
-#[derive(Debug, Clone, Default)]
-pub struct ReadRequest {
-    /// First epoch (Unix second) included.
-    pub from: i64,
-    /// First epoch *not* included (`to == from` reads nothing).
-    pub to: i64,
-    /// Which events, and which parts of them.
-    pub selection: Selection,
-}
-
-impl ReadRequest {
-    /// Every event of `from <= epoch < to`.
-    pub fn new(from: i64, to: i64) -> ReadRequest {
-        ReadRequest {
-            from,
-            to,
-            ..ReadRequest::default()
-        }
-    }
-
-    /// The events `selection` picks from `from <= epoch < to`.
-    pub fn selected(from: i64, to: i64, selection: Selection) -> ReadRequest {
-        ReadRequest {
-            from,
-            to,
-            selection,
-        }
-    }
-
-    /// Whether the lazy reader is used (a `select` or a `filter` is given).
-    pub fn is_lazy(&self) -> bool {
-        self.selection.is_lazy()
-    }
-}
-
-/// How to read.
-#[derive(Debug, Clone)]
-pub struct ReadOptions {
-    /// The namespace to read (`events`, or a substream: same keys, same blob format).
-    pub namespace: Namespace,
-    /// Limits of the Sereal decoder (per chunk).
-    pub limits: Limits,
-    /// Chunks fetched per [`ReadStore::get_blobs`] call (at least 1; default 16). The store may fetch
-    /// them in parallel; the reader holds at most this many chunks' bytes at once.
-    pub fetch_batch: usize,
-    /// The substream named by [`Selection::substream`] (required with it; see "Substreams" in
-    /// the module docs). `namespace` is then ignored.
-    pub substream: Option<Arc<dyn SubstreamView>>,
-    /// Check every chunk's SHA-1 trailer even when the store checked a checksum of the same
-    /// bytes on the read ([`ReadStore::checks_each_read`]: the embedded store and Cassandra do,
-    /// so by default their chunks are not hashed twice). Default: false (`sluice cat --verify-sha1`).
-    pub verify_sha1: bool,
-}
-
-impl Default for ReadOptions {
-    fn default() -> Self {
-        ReadOptions {
-            namespace: Namespace::Events,
-            limits: Limits::default(),
-            fetch_batch: 16,
-            substream: None,
-            verify_sha1: false,
-        }
-    }
-}
-
-/// One event read.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ReadEvent {
-    /// The key of the chunk it came from (epoch, dc, type, subtype, chunk); shared by the
-    /// chunk's events.
-    pub key: Arc<EventKey>,
-    /// The event (a map), or with a `select` the map of selected paths.
-    pub value: Value,
-}
-
-/// Something that went wrong with part of a range: the part is skipped, the read goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadWarning {
-    /// The event key of the chunk (`<epoch>:<dc>:<type>:<subtype>:<chunk>`), or the epochs key
-    /// (`<epoch>-<dc>`) when the epoch's index could not be read.
-    pub key: String,
-    /// What went wrong.
-    pub reason: String,
-}
-
-impl fmt::Display for ReadWarning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.key, self.reason)
-    }
-}
-
-/// What a [`RangeReader`] yields.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ReadItem {
-    /// An event (or the selection of one).
-    Event(ReadEvent),
-    /// A chunk or an epoch index that could not be read (and is skipped).
-    Warning(ReadWarning),
-    /// Something the reader did that the caller should know but that loses nothing: a
-    /// substream result computed client-side from the full blob (the "fallback"). Says so on
-    /// stderr / in the HTTP trailer; not a partial read.
-    Notice(ReadWarning),
-}
+use crate::chunk::ChunkDecoder;
+use crate::facts::ReadFacts;
+use crate::item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
+use crate::request::{ReadOptions, ReadRequest};
 
 /// Why a range cannot be read at all.
 #[derive(Debug)]
@@ -212,23 +103,6 @@ impl std::error::Error for ReadError {
     }
 }
 
-/// Counters of a read so far.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadStats {
-    /// `(epoch, dc)` pairs listed.
-    pub epochs: usize,
-    /// Chunks fetched (including ones that turned out bad).
-    pub chunks: usize,
-    /// Bytes of chunks fetched.
-    pub bytes: u64,
-    /// Events yielded (after the filter).
-    pub events: u64,
-    /// Warnings yielded.
-    pub warnings: u64,
-    /// Substream results computed client-side from the full blob (fallbacks).
-    pub fallbacks: u64,
-}
-
 /// Where a chunk is read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {
@@ -239,58 +113,6 @@ enum Source {
     /// The full event blob, to compute the substream's result on the client.
     Fallback,
 }
-
-/// What a read saw besides its output, for [`RangeReader::hints`]: cheap to keep (a flag and a
-/// kind mask per select / where path, a count, the types in the epoch indexes).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ReadFacts {
-    /// Events decoded or scanned (before the `where` filter; 0 for chunks never fetched).
-    pub scanned: u64,
-    /// Event types listed in the range's epoch indexes (before the type filter; at most
-    /// [`MAX_TYPES_SEEN`]).
-    pub types: std::collections::BTreeSet<String>,
-    /// Per lazy path (the select paths, then the filter's): whether any scanned event had it.
-    pub path_seen: Vec<bool>,
-    /// Per lazy path: the kinds of values met ([`KIND_NUMBER`] | [`KIND_STRING`] | [`KIND_OTHER`];
-    /// known for the filter's paths, whose values are decoded for every event).
-    pub path_kinds: Vec<u8>,
-}
-
-impl ReadFacts {
-    /// Records a type listed in an index (up to [`MAX_TYPES_SEEN`]).
-    pub fn see_type(&mut self, type_: &str) {
-        if self.types.len() < MAX_TYPES_SEEN && !self.types.contains(type_) {
-            self.types.insert(type_.to_owned());
-        }
-    }
-
-    /// Adds what another read of the same selection saw (a tail's next poll).
-    pub fn add_scan(&mut self, other: &ReadFacts) {
-        self.scanned += other.scanned;
-        for t in &other.types {
-            self.see_type(t);
-        }
-        if self.path_seen.len() < other.path_seen.len() {
-            self.path_seen.resize(other.path_seen.len(), false);
-            self.path_kinds.resize(other.path_kinds.len(), 0);
-        }
-        for (a, b) in self.path_seen.iter_mut().zip(&other.path_seen) {
-            *a |= *b;
-        }
-        for (a, b) in self.path_kinds.iter_mut().zip(&other.path_kinds) {
-            *a |= *b;
-        }
-    }
-}
-
-/// Most distinct types [`ReadFacts::types`] keeps.
-pub const MAX_TYPES_SEEN: usize = 256;
-/// [`ReadFacts::path_kinds`]: a number was met.
-pub const KIND_NUMBER: u8 = 1;
-/// [`ReadFacts::path_kinds`]: a string was met.
-pub const KIND_STRING: u8 = 2;
-/// [`ReadFacts::path_kinds`]: something else (a map, an array, a boolean, null) was met.
-pub const KIND_OTHER: u8 = 4;
 
 /// Something queued for fetching, in output order.
 enum Pending {
@@ -406,12 +228,9 @@ where
         &self.chunk.facts
     }
 
-    /// Hints for the user about a read that is done: typos in a type or a field, a string
-    /// compared with a number field, an empty range or one beyond the retention
-    /// ([`crate::hints`]). Empty when there is nothing to say. Call it after the last item; it
-    /// may sample a few chunks of the range (only when a field was never seen).
-    pub fn hints(&self, now: i64) -> Vec<String> {
-        crate::hints::for_read(&*self.store, &self.req, &self.chunk.facts, self.stats, now)
+    /// The store read (the hints sample it: [`crate::hints`]).
+    pub(crate) fn store(&self) -> &T {
+        &self.store
     }
 
     /// The request being read.
@@ -672,380 +491,4 @@ where
             }
         }
     }
-}
-
-/// Decodes chunks for one request, reusing buffers across chunks.
-struct ChunkDecoder {
-    lazy: bool,
-    /// Check each chunk's SHA-1 (false: the store checked the bytes, see
-    /// [`ReadOptions::verify_sha1`]).
-    verify_sha1: bool,
-    limits: Limits,
-    decoder: Decoder,
-    /// The select paths, then the filter's: one pass for both.
-    selector: Selector,
-    /// With both a select and a filter: the filter's paths alone, then the select paths alone
-    /// for the events the filter keeps (most events are rejected after a short walk, and with
-    /// an element index never walked further).
-    split: Option<(Selector, Selector)>,
-    /// Set by `decode` when the chunk's element index was bad (read by walking instead).
-    notice: Option<String>,
-    /// Number of select paths (the selector's first paths); the filter's follow.
-    n_select: usize,
-    /// Select path texts (output keys) and whether each has a `[*]`.
-    select_keys: Vec<(Key, bool)>,
-    filter: Option<Filter>,
-    scratch: Vec<u8>,
-    found: Vec<Vec<Value>>,
-    facts: ReadFacts,
-}
-
-impl ChunkDecoder {
-    fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
-        let mut paths = req.selection.select.clone();
-        if let Some(f) = &req.selection.filter {
-            paths.extend(f.paths().iter().cloned());
-        }
-        let select_keys = req
-            .selection
-            .select
-            .iter()
-            .map(|p| {
-                let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
-                (Key::Utf8(Arc::from(p.to_string())), many)
-            })
-            .collect();
-        let n_paths = paths.len();
-        ChunkDecoder {
-            facts: ReadFacts {
-                path_seen: vec![false; n_paths],
-                path_kinds: vec![0; n_paths],
-                ..ReadFacts::default()
-            },
-            lazy: req.is_lazy(),
-            limits: limits.clone(),
-            decoder: Decoder::with_limits(limits.clone()),
-            selector: Selector::new(paths),
-            split: req.selection.filter.as_ref().and_then(|f| {
-                (!req.selection.select.is_empty()).then(|| {
-                    (
-                        Selector::new(f.paths().to_vec()),
-                        Selector::new(req.selection.select.clone()),
-                    )
-                })
-            }),
-            notice: None,
-            verify_sha1: true,
-            n_select: req.selection.select.len(),
-            select_keys,
-            filter: req.selection.filter.clone(),
-            scratch: Vec::new(),
-            found: Vec::new(),
-        }
-    }
-
-    /// The output values of one chunk (all or nothing), or why the chunk is unreadable.
-    fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
-        let blob = if self.verify_sha1 {
-            Blob::parse(bytes)
-        } else {
-            Blob::parse_store_checked(bytes)
-        }
-        .map_err(|e| e.to_string())?;
-        if !self.lazy {
-            let values = blob
-                .decode_with(&mut self.decoder)
-                .map_err(|e| e.to_string())?;
-            self.facts.scanned += values.len() as u64;
-            return Ok(values);
-        }
-        let doc = blob
-            .lazy(&self.limits, &mut self.scratch)
-            .map_err(|e| e.to_string())?;
-        if let sereal::lazy::IndexUse::Ignored(reason) = doc.element_index() {
-            self.notice = Some(format!("{reason}; events found by walking instead"));
-        }
-        let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
-        // One pass per event picks undecoded handles for the select and filter paths; the filter
-        // is evaluated first, and only the events it keeps are decoded (most are not: a
-        // `status >= 500` keeps ~2 %). Handles borrow the body, so they live per chunk.
-        let mut handles: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
-        let mut picked_select: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
-        let mut out = Vec::new();
-        let mut i = 0usize;
-        let n_select = self.n_select;
-        loop {
-            // Filter paths first, the select paths only for the events kept — once every select
-            // path has been seen (until then each event is searched for all paths, so that
-            // `path_seen` means what it says: some scanned event had it).
-            let filter_first = match &self.split {
-                Some(_) => self.facts.path_seen[..n_select].iter().all(|&s| s),
-                None => false,
-            };
-            let next = match (&mut self.split, filter_first) {
-                (Some((filter_sel, _)), true) => filter_sel.next_selected(&mut items, &mut handles),
-                _ => self.selector.next_selected(&mut items, &mut handles),
-            };
-            let Some(item) = next else { break };
-            let event = i;
-            i += 1;
-            let item = item.map_err(|e| format!("event {event}: {e}"))?;
-            self.facts.scanned += 1;
-            // Where the filter's handles start in `handles`.
-            let fbase = if filter_first { 0 } else { n_select };
-            let seen = self.facts.path_seen[n_select - fbase..].iter_mut();
-            for (seen, picked) in seen.zip(&handles) {
-                *seen |= !picked.is_empty();
-            }
-            // One budget per event for all it decodes, as one selection had; set up on first use
-            // (most events only have a plain integer read, which needs no decoder).
-            let mut dec = None;
-            // The common `field <op> literal` on one plain integer (`status >= 500`): evaluated
-            // on that value alone, without the per-path value lists.
-            let one = match (&self.filter, &handles[fbase..]) {
-                (Some(f), [picked]) if picked.len() == 1 => plain_int(&picked[0])
-                    .and_then(|v| f.matches_one(&v).map(|keep| (keep, kind_of(&v)))),
-                _ => None,
-            };
-            if let Some((keep, kind)) = one {
-                self.facts.path_kinds[n_select] |= kind;
-                if !keep {
-                    continue;
-                }
-            } else if let Some(f) = &self.filter {
-                self.found.resize_with(handles.len() - fbase, Vec::new);
-                let kinds = self.facts.path_kinds[n_select..].iter_mut();
-                for ((values, picked), kind) in
-                    self.found.iter_mut().zip(&handles[fbase..]).zip(kinds)
-                {
-                    values.clear();
-                    for h in picked {
-                        let v = match plain_int(h) {
-                            Some(v) => v,
-                            None => dec
-                                .get_or_insert_with(|| doc.item_decoder())
-                                .decode(h)
-                                .map_err(|e| format!("event {event}: {e}"))?,
-                        };
-                        *kind |= kind_of(&v);
-                        values.push(v);
-                    }
-                }
-                if !f.matches_selected(&self.found) {
-                    continue;
-                }
-            }
-            if n_select == 0 {
-                out.push(
-                    dec.get_or_insert_with(|| doc.item_decoder())
-                        .decode(&item)
-                        .map_err(|e| format!("event {event}: {e}"))?,
-                );
-                continue;
-            }
-            let selected = match (&mut self.split, filter_first) {
-                (Some((_, select_sel)), true) => {
-                    select_sel
-                        .select_handles(&item, &mut picked_select)
-                        .map_err(|e| format!("event {event}: {e}"))?;
-                    &picked_select
-                }
-                _ => &handles,
-            };
-            let mut hash = Vec::with_capacity(n_select);
-            for ((key, many), picked) in self.select_keys.iter().zip(selected) {
-                let v = if *many {
-                    let mut all = Vec::with_capacity(picked.len());
-                    for h in picked {
-                        all.push(
-                            dec.get_or_insert_with(|| doc.item_decoder())
-                                .decode(h)
-                                .map_err(|e| format!("event {event}: {e}"))?,
-                        );
-                    }
-                    Value::Array(all)
-                } else {
-                    match picked.first() {
-                        Some(h) => dec
-                            .get_or_insert_with(|| doc.item_decoder())
-                            .decode(h)
-                            .map_err(|e| format!("event {event}: {e}"))?,
-                        None => Value::Undef,
-                    }
-                };
-                hash.push((key.clone(), v));
-            }
-            out.push(Value::Hash(hash));
-        }
-        Ok(out)
-    }
-}
-
-/// The value of an integer written in place (no reference, no track flag), as the decoder would
-/// give it, read without setting up a decoder: most `where` operands are such numbers (a status,
-/// a duration). `None` for anything else.
-#[inline]
-fn plain_int(h: &sereal::lazy::Item<'_>) -> Option<Value> {
-    use sereal::lazy::Scalar;
-    use sereal::tag::{VARINT, ZIGZAG};
-    match h.tag() {
-        0x00..=0x1f | VARINT | ZIGZAG => match h.scalar() {
-            Ok(Some(Scalar::Int(i))) => Some(Value::Int(i)),
-            Ok(Some(Scalar::UInt(u))) => Some(Value::UInt(u)),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-fn kind_of(v: &Value) -> u8 {
-    match v.resolve() {
-        Value::Int(_) | Value::UInt(_) | Value::Float(_) => KIND_NUMBER,
-        Value::String(_) | Value::Binary(_) => KIND_STRING,
-        Value::Ref(inner) => kind_of(inner),
-        _ => KIND_OTHER,
-    }
-}
-
-/// Output format of [`write_items`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    /// NDJSON: one event per line.
-    #[default]
-    Json,
-    /// One Sereal document (protocol 5, uncompressed) per event, concatenated.
-    Sereal,
-}
-
-impl FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<OutputFormat, String> {
-        match s {
-            "json" | "ndjson" => Ok(OutputFormat::Json),
-            "sereal" => Ok(OutputFormat::Sereal),
-            other => Err(format!("unknown format {other:?}: json or sereal")),
-        }
-    }
-}
-
-/// Writes events one at a time in an [`OutputFormat`].
-pub struct EventWriter<W: Write> {
-    out: W,
-    format: OutputFormat,
-    encoder: Option<Encoder>,
-    buf: Vec<u8>,
-}
-
-impl<W: Write> fmt::Debug for EventWriter<W> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EventWriter")
-            .field("format", &self.format)
-            .finish()
-    }
-}
-
-impl<W: Write> EventWriter<W> {
-    /// A writer of `format` into `out` (wrap `out` in a `BufWriter` if it is unbuffered).
-    pub fn new(out: W, format: OutputFormat) -> EventWriter<W> {
-        EventWriter {
-            out,
-            format,
-            encoder: None,
-            buf: Vec::new(),
-        }
-    }
-
-    /// Writes one event (a JSON line, or a Sereal document).
-    pub fn write(&mut self, value: &Value) -> io::Result<()> {
-        match self.format {
-            OutputFormat::Json => {
-                self.buf.clear();
-                sereal::json::to_writer(&mut self.buf, value)?;
-                self.buf.push(b'\n');
-                self.out.write_all(&self.buf)
-            }
-            OutputFormat::Sereal => {
-                if self.encoder.is_none() {
-                    self.encoder =
-                        Some(Encoder::new(EncoderOptions::default()).map_err(io::Error::other)?);
-                }
-                let enc = self.encoder.as_mut().expect("just set");
-                self.buf.clear();
-                enc.encode_into(value, &mut self.buf)
-                    .map_err(io::Error::other)?;
-                self.out.write_all(&self.buf)
-            }
-        }
-    }
-
-    /// Flushes the underlying writer.
-    pub fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-
-    /// The underlying writer, to write around the events (e.g. other formats of them).
-    pub fn get_mut(&mut self) -> &mut W {
-        &mut self.out
-    }
-
-    /// The underlying writer.
-    pub fn into_inner(self) -> W {
-        self.out
-    }
-}
-
-/// What [`write_items`] wrote.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WriteSummary {
-    /// Events written.
-    pub events: u64,
-    /// Warnings met (each also given to the callback).
-    pub warnings: u64,
-    /// Notices met (each also given to the callback, with `true`).
-    pub notices: u64,
-}
-
-/// Writes the events of `items` to `out` in `format`, passing each warning to `on_warning` (e.g.
-/// print it on stderr) as it comes (notices are only counted). Stops only on a write error (e.g.
-/// a closed pipe). The caller exits non-zero if the summary counts warnings.
-pub fn write_items<W: Write>(
-    items: impl IntoIterator<Item = ReadItem>,
-    format: OutputFormat,
-    out: W,
-    mut on_warning: impl FnMut(&ReadWarning),
-) -> io::Result<WriteSummary> {
-    write_items_noting(items, format, out, |w, notice| {
-        if !notice {
-            on_warning(w)
-        }
-    })
-}
-
-/// [`write_items`], passing notices too (with `true`; warnings with `false`).
-pub fn write_items_noting<W: Write>(
-    items: impl IntoIterator<Item = ReadItem>,
-    format: OutputFormat,
-    out: W,
-    mut on_warning: impl FnMut(&ReadWarning, bool),
-) -> io::Result<WriteSummary> {
-    let mut w = EventWriter::new(out, format);
-    let mut summary = WriteSummary::default();
-    for item in items {
-        match item {
-            ReadItem::Event(e) => {
-                w.write(&e.value)?;
-                summary.events += 1;
-            }
-            ReadItem::Warning(warning) => {
-                on_warning(&warning, false);
-                summary.warnings += 1;
-            }
-            ReadItem::Notice(notice) => {
-                on_warning(&notice, true);
-                summary.notices += 1;
-            }
-        }
-    }
-    w.flush()?;
-    Ok(summary)
 }

@@ -67,7 +67,9 @@ use sluice_store::{
     BlobKey, Counts, Damage, Namespace, ReadStore, Retention, StoreError, TypeSubtype,
 };
 
-use crate::range::{RangeReader, ReadError, ReadItem, ReadOptions, ReadRequest, ReadWarning};
+use crate::item::{ReadItem, ReadWarning};
+use crate::range::{RangeReader, ReadError};
+use crate::request::{ReadOptions, ReadRequest};
 use crate::selection::Selection;
 
 /// What to follow: a [`Selection`] (a tail has no range).
@@ -384,7 +386,7 @@ pub struct Tail<S> {
     damage_seen: Mutex<HashSet<(String, u64)>>,
     caught_up: bool,
     /// What the polls saw, for [`Tail::hints`].
-    facts: crate::range::ReadFacts,
+    facts: crate::facts::ReadFacts,
 }
 
 impl<S> fmt::Debug for Tail<S> {
@@ -413,7 +415,7 @@ where
             bad_entries: HashSet::new(),
             damage_seen: Mutex::new(HashSet::new()),
             caught_up: false,
-            facts: crate::range::ReadFacts::default(),
+            facts: crate::facts::ReadFacts::default(),
         }
     }
 
