@@ -28,7 +28,9 @@ run: build
 ## SLUICE_SKIP_CASSANDRA=1 skips them (each prints SKIPPED).
 test: deps
 	@set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
-	  status=0; $(CARGO) test --workspace --no-fail-fast || status=$$?; \
+	  status=0; start=$$SECONDS; $(CARGO) test --workspace --no-run || status=$$?; built=$$SECONDS; \
+	  if [ $$status = 0 ]; then $(CARGO) test --workspace --no-fail-fast || status=$$?; fi; \
+	  echo "make test: build $$((built - start)) s, Rust tests $$((SECONDS - built)) s"; \
 	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; exit $$status
 	$(MAKE) test-python
 
