@@ -3,9 +3,10 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sluice_pyworkers::{find_python, BlobContext, Job, Pool, PoolConfig};
+use sluice_test_support::wait_for;
 
 const CHILD_ENV: &str = "SLUICE_PYWORKERS_LIFECYCLE_CHILD";
 
@@ -53,14 +54,6 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn wait_for(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn config() -> PoolConfig {
     PoolConfig {
         python: find_python().unwrap_or_else(|e| panic!("no Python for the worker tests: {e}")),
@@ -76,7 +69,7 @@ fn dropping_the_pool_kills_its_workers() {
     }
     let pool = Pool::start(config()).expect("pool");
     let me = std::process::id();
-    wait_for("two workers", Duration::from_secs(30), || {
+    wait_for(Duration::from_secs(30), "two workers", || {
         workers_of(me).len() == 2
     });
     let pids = workers_of(me);
@@ -111,7 +104,7 @@ fn sigkill_of_the_owner_kills_its_workers_mid_job() {
                 pool.run(&events, &BlobContext::default(), &[job]);
             });
             let me = std::process::id();
-            wait_for("two workers", Duration::from_secs(30), || {
+            wait_for(Duration::from_secs(30), "two workers", || {
                 workers_of(me).len() == 2
             });
             println!("READY");
@@ -149,7 +142,7 @@ fn sigkill_of_the_owner_kills_its_workers_mid_job() {
     assert_eq!(pids.len(), 2, "{pids:?}");
     child.kill().expect("SIGKILL the owner");
     child.wait().expect("reap the owner");
-    wait_for("orphaned workers to die", Duration::from_secs(10), || {
+    wait_for(Duration::from_secs(10), "orphaned workers to die", || {
         pids.iter().all(|&p| !alive(p))
     });
 }
