@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use sluice_client::DataDir;
 use sluice_store::{Retention, Store};
-use sluice_store_cassandra::{CassandraStore, StoreUrl};
+use sluice_store_cassandra::{OpenMode, StoreUrl};
 
 /// Where a reading command reads from.
 pub(crate) enum ReadSource {
@@ -30,11 +30,11 @@ pub(crate) fn open_for_read(data: &Path, store: Option<&str>) -> Result<ReadSour
     let dir = match store.map(parse).transpose()? {
         None => data.to_path_buf(),
         Some(StoreUrl::Embedded(dir)) => dir,
-        Some(StoreUrl::Cassandra(c)) => {
-            let url = c.to_url();
-            let s = CassandraStore::open_read_only(c, Retention::default())
-                .with_context(|| format!("opening {url}"))?;
-            return Ok(ReadSource::Store(Arc::new(s)));
+        Some(url @ StoreUrl::Cassandra(_)) => {
+            let s = url
+                .open(OpenMode::ReadOnly, Retention::default())
+                .with_context(|| format!("opening {}", url.location()))?;
+            return Ok(ReadSource::Store(s));
         }
     };
     Ok(match crate::cat_cmd::open_data_dir(&dir)? {
@@ -46,20 +46,6 @@ pub(crate) fn open_for_read(data: &Path, store: Option<&str>) -> Result<ReadSour
 /// Opens `url` for writing (`store init`, `store copy --to`): the embedded store in its
 /// directory (created if missing), or a Cassandra keyspace (schema created, cluster required).
 pub(crate) fn open_for_write(url: &StoreUrl, retention: Retention) -> Result<Arc<dyn Store>> {
-    Ok(match url {
-        StoreUrl::Embedded(dir) => {
-            let opts = sluice_store::EmbeddedOptions {
-                retention,
-                ..sluice_store::EmbeddedOptions::default()
-            };
-            Arc::new(
-                sluice_store::EmbeddedStore::open_with(dir, opts)
-                    .with_context(|| format!("opening {}", dir.display()))?,
-            )
-        }
-        StoreUrl::Cassandra(c) => Arc::new(
-            CassandraStore::connect(c.clone(), retention)
-                .with_context(|| format!("opening {}", c.to_url()))?,
-        ),
-    })
+    url.open(OpenMode::Create, retention)
+        .with_context(|| format!("opening {}", url.location()))
 }

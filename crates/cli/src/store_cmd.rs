@@ -26,6 +26,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use sluice_store::copy::{copy_range, CopyPlan, SkippedBlob};
 use sluice_store::{DamageKind, EmbeddedStore, StoreError};
 
 /// `sluice store ...`
@@ -206,88 +207,7 @@ fn retention(days: u32) -> sluice_store::Retention {
     sluice_store::Retention::new(i64::from(days) * 86_400)
 }
 
-/// What `store copy` did.
-#[derive(Default)]
-struct CopyReport {
-    epochs: u64,
-    blobs: u64,
-    bytes: u64,
-    already: u64,
-    damaged: u64,
-    counts: u64,
-    /// Substream results copied (also counted in `blobs` / `already`).
-    results: u64,
-    /// Catalog records copied (the substream registry).
-    catalog: u64,
-}
-
-/// Copies the blobs of `(epoch, dc)` listed by `entries` in `ns`, each checked by its `=chk`
-/// SHA-1 trailer before the write and read back from the target after it; returns the
-/// entries copied (damaged or unreadable ones are reported and counted, not copied).
-fn copy_blobs<'e>(
-    src: &dyn sluice_store::Store,
-    dst: &dyn sluice_store::Store,
-    ns: &sluice_store::Namespace,
-    epoch: i64,
-    dc: &str,
-    entries: &'e std::collections::BTreeSet<String>,
-    r: &mut CopyReport,
-) -> Result<Vec<&'e str>> {
-    use sluice_store::{BlobKey, PutOutcome};
-    let keys: Vec<String> = entries
-        .iter()
-        .map(|e| format!("{epoch}:{dc}:{e}"))
-        .collect();
-    let bkeys: Vec<BlobKey<'_>> = keys.iter().map(|k| BlobKey::new(epoch, k)).collect();
-    let blobs = src.get_blobs(ns, &bkeys);
-    let mut copied_entries = Vec::new();
-    let mut items: Vec<(BlobKey<'_>, Vec<u8>)> = Vec::new();
-    for ((key, entry), got) in bkeys.iter().zip(entries).zip(blobs) {
-        match got {
-            Ok(Some(bytes)) => match sluice_blob::Blob::parse(&bytes) {
-                Ok(_) => {
-                    items.push((*key, bytes));
-                    copied_entries.push(entry.as_str());
-                }
-                Err(e) => {
-                    eprintln!("sluice: damaged blob {ns}/{} not copied: {e}", key.key);
-                    r.damaged += 1;
-                }
-            },
-            Ok(None) => {
-                eprintln!(
-                    "sluice: {ns}/{} is listed but has no blob; not copied",
-                    key.key
-                );
-                r.damaged += 1;
-            }
-            Err(e) => {
-                eprintln!("sluice: reading {ns}/{}: {e}; not copied", key.key);
-                r.damaged += 1;
-            }
-        }
-    }
-    let refs: Vec<(BlobKey<'_>, &[u8])> = items.iter().map(|(k, b)| (*k, b.as_slice())).collect();
-    for (res, (key, bytes)) in dst.put_blobs(ns, &refs).into_iter().zip(&refs) {
-        match res.with_context(|| format!("writing {ns}/{}", key.key))? {
-            PutOutcome::Written => r.blobs += 1,
-            PutOutcome::AlreadyPresent => r.already += 1,
-        }
-        r.bytes += bytes.len() as u64;
-    }
-    // Read back and compare: what the target returns is what the source held.
-    let back = dst.get_blobs(ns, &refs.iter().map(|(k, _)| *k).collect::<Vec<_>>());
-    for ((key, bytes), got) in refs.iter().zip(back) {
-        let got = got.with_context(|| format!("reading back {ns}/{}", key.key))?;
-        if got.as_deref() != Some(*bytes) {
-            bail!("{ns}/{} reads back different from the source", key.key);
-        }
-    }
-    Ok(copied_entries)
-}
-
 fn copy(a: &CopyArgs) -> Result<()> {
-    use sluice_store::{CountsWrite, Namespace};
     let now = sluice_reader::time::now_unix();
     let from = sluice_reader::parse_time(&a.from_time, now)
         .with_context(|| format!("--from-time {:?}", a.from_time))?;
@@ -295,66 +215,39 @@ fn copy(a: &CopyArgs) -> Result<()> {
         .with_context(|| format!("--to-time {:?}", a.to_time))?;
     let src_url = crate::store_arg::parse(&a.from)?;
     let dst_url = crate::store_arg::parse(&a.to)?;
-    let src: std::sync::Arc<dyn sluice_store::Store> = match &src_url {
-        sluice_store_cassandra::StoreUrl::Embedded(dir) => std::sync::Arc::new(
-            EmbeddedStore::open_read_only(dir).with_context(|| dir.display().to_string())?,
-        ),
-        sluice_store_cassandra::StoreUrl::Cassandra(c) => std::sync::Arc::new(
-            sluice_store_cassandra::CassandraStore::open_read_only(
-                c.clone(),
-                sluice_store::Retention::default(),
-            )
-            .with_context(|| c.to_url())?,
-        ),
-    };
+    let src = src_url
+        .open(
+            sluice_store_cassandra::OpenMode::ReadOnly,
+            sluice_store::Retention::default(),
+        )
+        .with_context(|| src_url.location())?;
     let dst = crate::store_arg::open_for_write(&dst_url, retention(a.retention_days))?;
-    let ev = Namespace::Events;
-    let mut r = CopyReport::default();
+    let verify = |bytes: &[u8]| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        sluice_blob::Blob::parse(bytes).map(|_| ()).map_err(Into::into)
+    };
     // The substream registry (definitions and removals; never expiring) first, so the target
     // knows the namespaces whose results follow.
-    let mut substreams = Vec::new();
-    for kind in [
-        sluice_substreams::registry::CATALOG_KIND,
-        sluice_substreams::registry::REMOVED_KIND,
-    ] {
-        for (name, value) in src.get_catalog(kind)? {
-            dst.put_catalog(kind, &name, Some(&value))
-                .with_context(|| format!("copying catalog record {kind}/{name}"))?;
-            r.catalog += 1;
-            if kind == sluice_substreams::registry::CATALOG_KIND {
-                substreams.push(Namespace::Substream(name));
-            }
+    let plan = CopyPlan {
+        from,
+        to,
+        catalog_kinds: &[
+            sluice_substreams::registry::CATALOG_KIND,
+            sluice_substreams::registry::REMOVED_KIND,
+        ],
+        namespace_kind: Some(sluice_substreams::registry::CATALOG_KIND),
+        verify: &verify,
+    };
+    let r = copy_range(&*src, &*dst, &plan, &mut |skipped| match skipped {
+        SkippedBlob::Damaged { ns, key, reason } => {
+            eprintln!("sluice: damaged blob {ns}/{key} not copied: {reason}")
         }
-    }
-    for (epoch, dc) in src.list_epochs(None, from, to)? {
-        let entries = src.get_epoch_index(epoch, &dc)?;
-        let copied_entries = copy_blobs(&*src, &*dst, &ev, epoch, &dc, &entries, &mut r)?;
-        // Results before their index entries, as the runner writes them.
-        for ns in &substreams {
-            let entries = src.get_namespace_index(ns, epoch, &dc)?;
-            if entries.is_empty() {
-                continue;
-            }
-            let copied = copy_blobs(&*src, &*dst, ns, epoch, &dc, &entries, &mut r)?;
-            dst.add_to_namespace_index(ns, epoch, &dc, &copied)?;
-            r.results += copied.len() as u64;
+        SkippedBlob::Missing { ns, key } => {
+            eprintln!("sluice: {ns}/{key} is listed but has no blob; not copied")
         }
-        dst.add_to_epoch_index(epoch, &dc, &copied_entries)?;
-        for ((t, st), c) in src.get_counts(epoch, &dc)? {
-            let batch = format!("copy:{t}:{st}");
-            dst.add_counts_once(
-                CountsWrite::new("sluice-store-copy", &batch),
-                epoch,
-                &dc,
-                &t,
-                &st,
-                &c,
-            )?;
-            r.counts += 1;
+        SkippedBlob::Unreadable { ns, key, error } => {
+            eprintln!("sluice: reading {ns}/{key}: {error}; not copied")
         }
-        r.epochs += 1;
-    }
-    dst.flush()?;
+    })?;
     println!(
         "copied {} (epoch, dc) from {src_url} to {dst_url}: {} blobs written, {} already there, \
          {} bytes verified, {} counts rows, {} substream results, {} registry records; \

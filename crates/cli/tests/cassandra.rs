@@ -97,23 +97,14 @@ fn id_results(store: &dyn sluice_store::Store, from: i64, to: i64) -> (BTreeSet<
 }
 
 /// A reader's store on `url` (`cassandra://…` or `embedded:DIR`).
-fn open_reader(url: &str) -> Box<dyn sluice_store::Store> {
-    if let Some(dir) = url.strip_prefix("embedded:") {
-        return Box::new(sluice_store::EmbeddedStore::open_read_only(dir).expect("embedded"));
-    }
-    match url
-        .parse::<sluice_store_cassandra::StoreUrl>()
+fn open_reader(url: &str) -> std::sync::Arc<dyn sluice_store::Store> {
+    url.parse::<sluice_store_cassandra::StoreUrl>()
         .expect("url")
-    {
-        sluice_store_cassandra::StoreUrl::Cassandra(c) => Box::new(
-            sluice_store_cassandra::CassandraStore::open_read_only(
-                c,
-                sluice_store::Retention::default(),
-            )
-            .expect("open"),
-        ),
-        sluice_store_cassandra::StoreUrl::Embedded(_) => unreachable!("handled above"),
-    }
+        .open(
+            sluice_store_cassandra::OpenMode::ReadOnly,
+            sluice_store::Retention::default(),
+        )
+        .expect("open")
 }
 
 fn sluice_ok(args: &[&str]) -> String {

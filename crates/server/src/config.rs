@@ -470,7 +470,9 @@ impl ServerConfig {
             None => Ok(sluice_store_cassandra::StoreUrl::Embedded(
                 self.data_dir.clone(),
             )),
-            Some(s) => s.parse().map_err(Error::Config),
+            Some(s) => s
+                .parse()
+                .map_err(|e: sluice_store_cassandra::StoreUrlError| Error::Config(e.to_string())),
         }
     }
 

@@ -49,7 +49,7 @@ use std::time::Duration;
 
 use sluice_collector::aggregate::Aggregator;
 use sluice_collector::Ingestor;
-use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store};
+use sluice_store::{Retention, Store};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sluice_collector::exactly_once::{ExactlyOnce, ReplayReport};
@@ -76,24 +76,14 @@ pub use sluice_store::SERVER_FILE;
 /// start fail).
 pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
     let retention = Retention::new(config.retention_secs());
-    match config.store_url()? {
-        sluice_store_cassandra::StoreUrl::Embedded(dir) => {
-            let opts = EmbeddedOptions {
-                retention,
-                ..EmbeddedOptions::default()
-            };
-            let store = EmbeddedStore::open_with(&dir, opts).map_err(Error::Store)?;
-            Ok(Arc::new(store))
-        }
-        sluice_store_cassandra::StoreUrl::Cassandra(c) => {
-            // The WAL, the spool and the SERVER file still live in the data directory.
-            std::fs::create_dir_all(&config.data_dir)
-                .map_err(|e| Error::Io(format!("creating {}: {e}", config.data_dir.display())))?;
-            let store =
-                sluice_store_cassandra::CassandraStore::open(c, retention).map_err(Error::Store)?;
-            Ok(Arc::new(store))
-        }
+    let url = config.store_url()?;
+    if let sluice_store_cassandra::StoreUrl::Cassandra(_) = url {
+        // The WAL, the spool and the SERVER file still live in the data directory.
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|e| Error::Io(format!("creating {}: {e}", config.data_dir.display())))?;
     }
+    url.open(sluice_store_cassandra::OpenMode::Serve, retention)
+        .map_err(Error::Store)
 }
 
 /// The sockets a server serves, bound before it starts.

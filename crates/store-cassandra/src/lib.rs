@@ -5,6 +5,7 @@
 //! |---|---|
 //! | [`CassandraStore`] | [`sluice_store::Store`] on a keyspace, via the `scylla` driver on its own runtime |
 //! | [`StoreUrl`], [`CassandraConfig`] | `embedded:DIR` or `cassandra://HOST:PORT[,…]/KEYSPACE?rf=3&write_cl=quorum&read_cl=one` |
+//! | [`StoreUrl::open`], [`OpenMode`] | the one way to open the store a URL names, as `Arc<dyn Store>` |
 //! | [`schema`] | the CQL tables (reasons in docs/decisions.md) |
 //!
 //! The schema and the choices behind it (sync trait over an own runtime, per-writer count rows
@@ -12,10 +13,12 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod open;
 pub mod schema;
 mod store;
 pub mod testing;
 mod url;
 
+pub use crate::open::OpenMode;
 pub use crate::store::{CassandraStore, ATTEMPTS};
-pub use crate::url::{CassandraConfig, StoreUrl};
+pub use crate::url::{CassandraConfig, StoreUrl, StoreUrlError};

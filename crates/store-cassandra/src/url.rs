@@ -16,6 +16,92 @@ use std::time::Duration;
 
 use scylla::statement::Consistency;
 
+/// Why a store URL was refused (each message says what was wrong).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StoreUrlError {
+    /// `embedded:` without a directory.
+    #[error("embedded: needs a directory (embedded:DIR)")]
+    NoDirectory,
+    /// Neither `embedded:` nor `cassandra://` / `scylla://`.
+    #[error("store {url:?}: expected embedded:DIR or cassandra://HOST:PORT[,HOST:PORT…]/KEYSPACE[?rf=N&write_cl=CL&read_cl=CL]")]
+    UnknownScheme {
+        /// The URL.
+        url: String,
+    },
+    /// No `/KEYSPACE` after the hosts.
+    #[error("store {url:?}: no /KEYSPACE after the hosts")]
+    NoKeyspace {
+        /// The URL.
+        url: String,
+    },
+    /// A keyspace name this store does not accept unquoted.
+    #[error("store {url:?}: keyspace {keyspace:?} must be a letter then letters, digits or _ (at most 48)")]
+    BadKeyspace {
+        /// The URL.
+        url: String,
+        /// The keyspace named.
+        keyspace: String,
+    },
+    /// An empty entry in the host list.
+    #[error("store {url:?}: empty host")]
+    EmptyHost {
+        /// The URL.
+        url: String,
+    },
+    /// A `:PORT` without a host.
+    #[error("store {url:?}: empty host in {entry:?}")]
+    EmptyHostIn {
+        /// The URL.
+        url: String,
+        /// The host list entry.
+        entry: String,
+    },
+    /// A query pair without `=`.
+    #[error("store {url:?}: {pair:?} is not KEY=VALUE")]
+    NotKeyValue {
+        /// The URL.
+        url: String,
+        /// The pair.
+        pair: String,
+    },
+    /// A query key this parser does not know.
+    #[error("store {url:?}: unknown option {key:?} (rf, write_cl, read_cl, timeout_ms, connect_timeout_ms, in_flight)")]
+    UnknownOption {
+        /// The URL.
+        url: String,
+        /// The key.
+        key: String,
+    },
+    /// A number option (or the port) that is not a number.
+    #[error("{key}={value:?}: not a number")]
+    NotANumber {
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+    /// A number option out of its range.
+    #[error("{key}={value}: must be between {min} and {max}")]
+    OutOfRange {
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+        /// The smallest accepted.
+        min: String,
+        /// The largest accepted.
+        max: String,
+    },
+    /// A consistency level this store does not use.
+    #[error("{key}={value:?}: expected one, two, three, quorum, all, local_quorum, each_quorum or local_one")]
+    BadConsistency {
+        /// The option.
+        key: String,
+        /// Its value.
+        value: String,
+    },
+}
+
 /// Where a store lives: what `--store` names.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StoreUrl {
@@ -102,7 +188,7 @@ fn cl_name(c: Consistency) -> &'static str {
     }
 }
 
-fn parse_cl(key: &str, v: &str) -> Result<Consistency, String> {
+fn parse_cl(key: &str, v: &str) -> Result<Consistency, StoreUrlError> {
     Ok(match v.to_ascii_lowercase().as_str() {
         "one" => Consistency::One,
         "two" => Consistency::Two,
@@ -113,22 +199,29 @@ fn parse_cl(key: &str, v: &str) -> Result<Consistency, String> {
         "each_quorum" => Consistency::EachQuorum,
         "local_one" => Consistency::LocalOne,
         _ => {
-            return Err(format!(
-                "{key}={v:?}: expected one, two, three, quorum, all, local_quorum, each_quorum or local_one"
-            ))
+            return Err(StoreUrlError::BadConsistency {
+                key: key.to_owned(),
+                value: v.to_owned(),
+            })
         }
     })
 }
 
-fn parse_num<T>(key: &str, v: &str, min: T, max: T) -> Result<T, String>
+fn parse_num<T>(key: &str, v: &str, min: T, max: T) -> Result<T, StoreUrlError>
 where
     T: FromStr + PartialOrd + std::fmt::Display + Copy,
 {
-    let n: T = v
-        .parse()
-        .map_err(|_| format!("{key}={v:?}: not a number"))?;
+    let n: T = v.parse().map_err(|_| StoreUrlError::NotANumber {
+        key: key.to_owned(),
+        value: v.to_owned(),
+    })?;
     if n < min || n > max {
-        return Err(format!("{key}={v}: must be between {min} and {max}"));
+        return Err(StoreUrlError::OutOfRange {
+            key: key.to_owned(),
+            value: v.to_owned(),
+            min: min.to_string(),
+            max: max.to_string(),
+        });
     }
     Ok(n)
 }
@@ -142,43 +235,44 @@ pub(crate) fn valid_keyspace(name: &str) -> bool {
 }
 
 impl FromStr for StoreUrl {
-    type Err = String;
+    type Err = StoreUrlError;
 
-    fn from_str(s: &str) -> Result<StoreUrl, String> {
+    fn from_str(s: &str) -> Result<StoreUrl, StoreUrlError> {
+        let url = || s.to_owned();
         if let Some(dir) = s.strip_prefix("embedded:") {
             if dir.is_empty() {
-                return Err("embedded: needs a directory (embedded:DIR)".into());
+                return Err(StoreUrlError::NoDirectory);
             }
             return Ok(StoreUrl::Embedded(PathBuf::from(dir)));
         }
         let rest = s
             .strip_prefix("cassandra://")
             .or_else(|| s.strip_prefix("scylla://"))
-            .ok_or_else(|| {
-                format!(
-                    "store {s:?}: expected embedded:DIR or cassandra://HOST:PORT[,HOST:PORT…]/KEYSPACE[?rf=N&write_cl=CL&read_cl=CL]"
-                )
-            })?;
+            .ok_or_else(|| StoreUrlError::UnknownScheme { url: url() })?;
         let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (hosts, keyspace) = path
             .split_once('/')
-            .ok_or_else(|| format!("store {s:?}: no /KEYSPACE after the hosts"))?;
+            .ok_or_else(|| StoreUrlError::NoKeyspace { url: url() })?;
         if !valid_keyspace(keyspace) {
-            return Err(format!(
-                "store {s:?}: keyspace {keyspace:?} must be a letter then letters, digits or _ (at most 48)"
-            ));
+            return Err(StoreUrlError::BadKeyspace {
+                url: url(),
+                keyspace: keyspace.to_owned(),
+            });
         }
         let mut list = Vec::new();
         for h in hosts.split(',') {
             if h.is_empty() {
-                return Err(format!("store {s:?}: empty host"));
+                return Err(StoreUrlError::EmptyHost { url: url() });
             }
             let (host, port) = match h.rsplit_once(':') {
                 Some((host, port)) if !host.ends_with(':') => (host, port),
                 _ => (h, "9042"),
             };
             if host.is_empty() {
-                return Err(format!("store {s:?}: empty host in {h:?}"));
+                return Err(StoreUrlError::EmptyHostIn {
+                    url: url(),
+                    entry: h.to_owned(),
+                });
             }
             let port: u16 = parse_num("port", port, 1, u16::MAX)?;
             list.push(format!("{host}:{port}"));
@@ -187,7 +281,10 @@ impl FromStr for StoreUrl {
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair
                 .split_once('=')
-                .ok_or_else(|| format!("store {s:?}: {pair:?} is not KEY=VALUE"))?;
+                .ok_or_else(|| StoreUrlError::NotKeyValue {
+                    url: url(),
+                    pair: pair.to_owned(),
+                })?;
             match k {
                 "rf" => c.replication_factor = parse_num(k, v, 1, 32)?,
                 "write_cl" => c.write_consistency = parse_cl(k, v)?,
@@ -200,9 +297,10 @@ impl FromStr for StoreUrl {
                 }
                 "in_flight" => c.max_in_flight = parse_num(k, v, 1, 4096)?,
                 _ => {
-                    return Err(format!(
-                        "store {s:?}: unknown option {k:?} (rf, write_cl, read_cl, timeout_ms, connect_timeout_ms, in_flight)"
-                    ))
+                    return Err(StoreUrlError::UnknownOption {
+                        url: url(),
+                        key: k.to_owned(),
+                    })
                 }
             }
         }
