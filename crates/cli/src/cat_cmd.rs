@@ -1,5 +1,5 @@
 //! `sluice cat`: every event of a time range, from a data directory (or the server holding it)
-//! or from `--server`, as NDJSON, Sereal or a human format (`crate::output`), with hints on
+//! or from `--server`, as NDJSON, Sereal or a human format (`sluice_reader::output`), with hints on
 //! stderr when nothing matched or a field was never seen (`sluice_reader::hints`).
 
 use std::io::Write;
@@ -10,9 +10,9 @@ use clap::Args;
 use sluice_client::{
     ClientArgs, DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs,
 };
-use sluice_reader::{parse_time_in, OutputFormat, RangeReader, ReadItem, ReadRequest, Selection};
+use sluice_reader::{parse_time_in, EventWriter, RangeReader, ReadItem, ReadRequest, Selection};
 
-use crate::output::{self, Format, OutputArgs, Printer};
+use crate::output::{self, OutputArgs};
 
 /// Flags of `sluice cat`.
 #[derive(Args)]
@@ -109,7 +109,7 @@ pub fn run(a: CatArgs) -> Result<()> {
 /// typo'd read.
 fn print_store<W: Write>(
     reader: &mut RangeReader<&dyn sluice_store::Store>,
-    printer: Printer<W>,
+    printer: EventWriter<W>,
     limit: u64,
     now: i64,
 ) -> Result<()> {
@@ -138,7 +138,7 @@ pub(crate) fn check_range(from: i64, to: i64) -> Result<()> {
 /// Prints the events of `items` (at most `limit`), warnings on stderr; `(printed, warnings)`.
 fn print_items<W: Write>(
     items: impl Iterator<Item = ReadItem>,
-    mut printer: Printer<W>,
+    mut printer: EventWriter<W>,
     limit: u64,
 ) -> Result<(u64, u64)> {
     let (mut printed, mut warnings) = (0u64, 0u64);
@@ -148,7 +148,7 @@ fn print_items<W: Write>(
         }
         match item {
             ReadItem::Event(e) => {
-                printer.value(&e.value)?;
+                printer.write(&e.value)?;
                 printed += 1;
             }
             ReadItem::Warning(w) => {
@@ -206,16 +206,11 @@ fn from_server<W: Write>(
     from: i64,
     to: i64,
     selection: &Selection,
-    mut printer: Printer<W>,
+    mut printer: EventWriter<W>,
     limit: u64,
 ) -> Result<()> {
     let reader = HttpReader::new(server, http)?;
-    let wire = if printer.format() == Format::Sereal {
-        OutputFormat::Sereal
-    } else {
-        OutputFormat::Json
-    };
-    let events = match reader.events(from, to, selection, wire)? {
+    let events = match reader.events(from, to, selection, printer.format().wire())? {
         EventStream::Sereal(mut body) => {
             if limit != u64::MAX {
                 bail!("--limit with --format sereal reads a data directory only (--data)");

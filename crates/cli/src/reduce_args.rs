@@ -14,7 +14,7 @@ use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
 use sluice_reader::reduce::{Plan, PlanArgs, Sink, DEFAULT_MAX_GROUPS};
 use sluice_reader::Selection;
-use sluice_reader::{OutputFormat, ReadItem};
+use sluice_reader::{EventWriter, OutputFormat, ReadItem};
 
 /// The reduce flags of `sluice cat`.
 #[derive(Args, Debug, Clone)]
@@ -67,7 +67,7 @@ impl ReduceArgs {
 
 struct Printer<W: Write> {
     sink: Sink,
-    out: crate::output::Printer<W>,
+    out: EventWriter<W>,
     warnings: u64,
     no_epoch: u64,
 }
@@ -75,7 +75,7 @@ struct Printer<W: Write> {
 impl<W: Write> Printer<W> {
     fn push(&mut self, epoch: i64, event: &sereal::Value) -> Result<()> {
         for row in self.sink.push(epoch, event)? {
-            self.out.value(&row)?;
+            self.out.write(&row)?;
         }
         Ok(())
     }
@@ -84,7 +84,7 @@ impl<W: Write> Printer<W> {
         let (rows, late) = self.sink.finish();
         let mut out = self.out;
         for row in rows {
-            out.value(&row)?;
+            out.write(&row)?;
         }
         out.finish()?;
         let mut problems = Vec::new();
@@ -112,7 +112,7 @@ impl<W: Write> Printer<W> {
     }
 }
 
-fn printer<W: Write>(plan: Plan, out: crate::output::Printer<W>) -> Result<Printer<W>> {
+fn printer<W: Write>(plan: Plan, out: EventWriter<W>) -> Result<Printer<W>> {
     let sink = Sink::new(plan)?;
     Ok(Printer {
         sink,
@@ -126,7 +126,7 @@ fn printer<W: Write>(plan: Plan, out: crate::output::Printer<W>) -> Result<Print
 pub fn reduce_items<W: Write>(
     plan: Plan,
     items: impl IntoIterator<Item = ReadItem>,
-    out: crate::output::Printer<W>,
+    out: EventWriter<W>,
 ) -> Result<()> {
     let mut p = printer(plan, out)?;
     for item in items {
@@ -150,7 +150,7 @@ pub fn reduce_server<W: Write>(
     from: i64,
     to: i64,
     selection: &Selection,
-    out: crate::output::Printer<W>,
+    out: EventWriter<W>,
 ) -> Result<()> {
     let reader = HttpReader::new(server, http)?;
     let EventStream::Ndjson(events) = reader.events(from, to, selection, OutputFormat::Json)?

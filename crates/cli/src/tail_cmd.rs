@@ -7,7 +7,7 @@
 //! server stops, restarts or is killed (`sluice_client::TailClient`: backoff 0.2 s doubling to
 //! 5 s), saying so on stderr; for ever, or until `--retry-for` seconds pass without a
 //! connection (then it exits 1, its cursor printed to resume with). Events are printed a whole
-//! server batch at a time (in `--format`: `crate::output`), with the cursor recorded after each
+//! server batch at a time (in `--format`: `sluice_reader::output`), with the cursor recorded after each
 //! batch under the same lock the signal handler takes, so the cursor printed on SIGINT /
 //! SIGTERM matches standard output exactly. Interrupted, it exits 0. Typo hints (a type or
 //! field never seen) are printed once on stderr, after the history is read.
@@ -22,9 +22,9 @@ use clap::Args;
 use sluice_client::{
     Backoff, ClientArgs, HttpOptions, SelectionArgs, TailClient, TailItem, TailStart,
 };
-use sluice_reader::{parse_time_in, Cursor, ReadItem, Selection, Tail, TailOptions};
+use sluice_reader::{parse_time_in, Cursor, EventWriter, ReadItem, Selection, Tail, TailOptions};
 
-use crate::output::{OutputArgs, Printer};
+use crate::output::OutputArgs;
 
 /// Flags of `sluice tail`.
 #[derive(Args)]
@@ -72,7 +72,7 @@ pub struct TailArgs {
 
 /// Standard output and the cursor after what it holds, shared with the signal watcher.
 struct Output {
-    out: Printer<BufWriter<Stdout>>,
+    out: EventWriter<BufWriter<Stdout>>,
     cursor: String,
     file: Option<PathBuf>,
     /// Set once the cursor is printed (by the signal watcher or the end of `run`: not both).

@@ -76,10 +76,9 @@ impl HttpReader {
         format: OutputFormat,
     ) -> Result<EventStream> {
         let url = format!("{}/v1/events", self.base);
-        let format_name = match format {
-            OutputFormat::Json => "json",
-            OutputFormat::Sereal => "sereal",
-        };
+        // A server writes the wire formats only; a human format is rendered from NDJSON here.
+        let format = format.wire();
+        let format_name = format.name();
         let mut req = self
             .agent
             .get(&url)
@@ -95,7 +94,7 @@ impl HttpReader {
         let body = resp.into_reader();
         Ok(match format {
             OutputFormat::Sereal => EventStream::Sereal(body),
-            OutputFormat::Json => EventStream::Ndjson(NdjsonEvents {
+            _ => EventStream::Ndjson(NdjsonEvents {
                 url,
                 lines: BufReader::new(body).lines(),
                 warnings: VecDeque::new(),

@@ -45,10 +45,12 @@ pub mod transform;
 pub use facts::ReadFacts;
 pub use filter::{Filter, FilterError, LiteralKind};
 pub use item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
-pub use output::{write_items, write_items_noting, EventWriter, OutputFormat, WriteSummary};
+pub use output::{
+    write_items, write_items_noting, EventWriter, FormatError, OutputFormat, WriteSummary,
+};
 pub use range::{RangeReader, ReadError};
 pub use request::{ReadOptions, ReadRequest};
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};
-pub use transform::{MultiSelect, SubstreamView};
+pub use transform::{MultiSelect, SubstreamView, TransformError};

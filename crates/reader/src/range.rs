@@ -76,31 +76,15 @@ use crate::item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
 use crate::request::{ReadOptions, ReadRequest};
 
 /// Why a range cannot be read at all.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReadError {
     /// The request is invalid (e.g. `to` before `from`).
+    #[error("bad read request: {0}")]
     BadRequest(String),
     /// The store could not list the range.
-    Store(StoreError),
-}
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::BadRequest(m) => write!(f, "bad read request: {m}"),
-            ReadError::Store(e) => write!(f, "listing the range: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for ReadError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ReadError::Store(e) => Some(e),
-            ReadError::BadRequest(_) => None,
-        }
-    }
+    #[error("listing the range: {0}")]
+    Store(#[source] StoreError),
 }
 
 /// Where a chunk is read from.

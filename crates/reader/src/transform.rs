@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use sereal::lazy::{Item, Selector, Step};
 use sereal::{Decoder, Key, Limits, Path, Value};
-use sluice_blob::{Blob, EventKey};
+use sluice_blob::{Blob, BlobError, EventKey};
 
 use crate::filter::Filter;
 use crate::selection::Selection;
@@ -150,16 +150,18 @@ impl MultiSelect {
 
     /// The output of every selection for the chunk `bytes` (a blob: Sereal + `=chk`), in
     /// selection order; or why the chunk is unreadable (for all of them).
-    pub fn apply(&mut self, bytes: &[u8], limits: &Limits) -> Result<Vec<Vec<Value>>, String> {
-        let blob = Blob::parse(bytes).map_err(|e| e.to_string())?;
+    pub fn apply(
+        &mut self,
+        bytes: &[u8],
+        limits: &Limits,
+    ) -> Result<Vec<Vec<Value>>, TransformError> {
+        let blob = Blob::parse(bytes)?;
         let mut outs: Vec<Vec<Value>> = vec![Vec::new(); self.parts.len()];
         if self.whole_only {
             if self.decoder.limits() != limits {
                 self.decoder = Decoder::with_limits(limits.clone());
             }
-            let events = blob
-                .decode_with(&mut self.decoder)
-                .map_err(|e| e.to_string())?;
+            let events = blob.decode_with(&mut self.decoder)?;
             if let Some((last, rest)) = outs.split_last_mut() {
                 for o in rest {
                     o.clone_from(&events);
@@ -168,10 +170,8 @@ impl MultiSelect {
             }
             return Ok(outs);
         }
-        let doc = blob
-            .lazy(limits, &mut self.scratch)
-            .map_err(|e| e.to_string())?;
-        let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
+        let doc = blob.lazy(limits, &mut self.scratch)?;
+        let mut items = doc.items().map_err(TransformError::Body)?;
         let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
         // Per event: the decoded values of each union path (decoded on first use) and the whole
         // event (decoded on first use).
@@ -182,7 +182,7 @@ impl MultiSelect {
         while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
             let event = i;
             i += 1;
-            let ev = |e: sereal::Error| format!("event {event}: {e}");
+            let ev = |source: sereal::Error| TransformError::Event { event, source };
             let item = item.map_err(ev)?;
             if let Some(others) = &mut self.others {
                 handles.truncate(self.n_plain);
@@ -250,16 +250,40 @@ fn decode_path<'d>(
     idx: usize,
     dec: &mut sereal::lazy::ItemDecoder<'d>,
     event: usize,
-) -> Result<(), String> {
+) -> Result<(), TransformError> {
     if !done[idx] {
         let vs = &mut decoded[idx];
         vs.clear();
         for h in &handles[idx] {
-            vs.push(dec.decode(h).map_err(|e| format!("event {event}: {e}"))?);
+            vs.push(
+                dec.decode(h)
+                    .map_err(|source| TransformError::Event { event, source })?,
+            );
         }
         done[idx] = true;
     }
     Ok(())
+}
+
+/// Why a chunk could not be transformed: for every selection, as a chunk is all or nothing.
+/// Its text is the reason a range read's warning gives.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransformError {
+    /// The blob (its checksum, header or compression) is unreadable.
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    /// The body's sequence of events is unreadable.
+    #[error("blob body: {0}")]
+    Body(sereal::Error),
+    /// One event is unreadable.
+    #[error("event {event}: {source}")]
+    Event {
+        /// Its position in the chunk (from 0).
+        event: usize,
+        /// What the codec said.
+        source: sereal::Error,
+    },
 }
 
 /// A substream as a range read sees it: which chunks it covers and how to compute a missing

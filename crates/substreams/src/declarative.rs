@@ -45,7 +45,7 @@ impl DeclarativeSet {
             .sets
             .entry(names)
             .or_insert_with(|| MultiSelect::new(subs.iter().map(|(_, s)| *s)));
-        set.apply(bytes, limits)
+        set.apply(bytes, limits).map_err(|e| e.to_string())
     }
 }
 

@@ -26,7 +26,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use sluice_auth::Grant;
 use sluice_reader::reduce::{Plan, PlanArgs, Sink};
-use sluice_reader::{OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
+use sluice_reader::{
+    EventWriter, OutputFormat, RangeReader, ReadItem, ReadOptions, ReadRequest, Selection,
+};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
@@ -97,16 +99,12 @@ struct EventsQuery {
     plan: Option<Plan>,
 }
 
-fn read_request(query: &str, now: i64) -> Result<EventsQuery, String> {
+fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError> {
     let mut range = TimeRange::default();
     let mut selection = Selection::default();
     let mut format = OutputFormat::Json;
     let mut hints = false;
     let mut plan = PlanArgs::default();
-    let count = |k: &str, v: &str| {
-        v.parse::<usize>()
-            .map_err(|_| format!("{k}: expected a whole number, got {v:?}"))
-    };
     for (k, v) in parse_query(query) {
         if range.accept(&k, &v, now)? {
             continue;
@@ -118,11 +116,11 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, String> {
             "agg" => plan.agg.push(v),
             "count_by" => plan.count_by.push(v),
             "window" => plan.window = Some(v),
-            "top" => plan.top = Some(count(&k, &v)?),
+            "top" => plan.top = Some(params::count(&k, &v)?),
             "by" => plan.by = Some(v),
-            "max_groups" => plan.max_groups = Some(count(&k, &v)?),
+            "max_groups" => plan.max_groups = Some(params::count(&k, &v)?),
             _ => {
-                if !selection.accept(&k, &v).map_err(|e| e.to_string())? {
+                if !selection.accept(&k, &v)? {
                     return Err(params::unknown(&k));
                 }
             }
@@ -130,7 +128,7 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, String> {
     }
     let plan = plan
         .plan(!selection.select.is_empty())
-        .map_err(|e| e.to_string().replace("--", ""))?;
+        .map_err(|e| params::ParamError::Plan(e.to_string().replace("--", "")))?;
     let (from, to) = range.finish(now)?;
     Ok(EventsQuery {
         req: ReadRequest::selected(from, to, selection),
@@ -212,9 +210,10 @@ pub(crate) async fn read_events(
     let stream = futures_util::stream::poll_fn(move |cx| {
         rx.poll_recv(cx).map(|o| o.map(Ok::<_, std::io::Error>))
     });
+    // `params::format` takes only the wire formats: Sereal, or NDJSON.
     let ctype = match format {
-        OutputFormat::Json => "application/x-ndjson",
         OutputFormat::Sereal => "application/x-sereal",
+        _ => "application/x-ndjson",
     };
     ([(header::CONTENT_TYPE, ctype)], Body::from_stream(stream)).into_response()
 }
@@ -258,7 +257,7 @@ fn stream_range(
     if start.send(Ok(())).is_err() {
         return 0;
     }
-    let mut w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
+    let mut w = EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
     let mut warnings = Vec::new();
     let mut notices = Vec::new();
     for item in &mut reader {
@@ -298,14 +297,11 @@ fn stream_range(
                 notices.push(serde_json::json!({ "key": n.key, "reason": n.reason }));
             }
         }
-        let buf = w.into_inner();
-        if buf.len() >= STREAM_CHUNK {
+        if w.get_mut().len() >= STREAM_CHUNK {
+            let buf = std::mem::replace(w.get_mut(), Vec::with_capacity(STREAM_CHUNK * 2));
             if tx.blocking_send(Bytes::from(buf)).is_err() {
                 return served; // client gone
             }
-            w = sluice_reader::EventWriter::new(Vec::with_capacity(STREAM_CHUNK * 2), format);
-        } else {
-            w = sluice_reader::EventWriter::new(buf, format);
         }
     }
     if let Some(sink) = sink {

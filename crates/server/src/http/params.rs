@@ -1,13 +1,14 @@
 //! The query parameters the read endpoints share: the raw query split into pairs
 //! ([`parse_query`]), a time (`from`, `to`: [`time`]), a range read's window ([`TimeRange`]),
-//! the output format ([`format()`]) and the error for a key no endpoint takes ([`unknown`]).
+//! the output format ([`format()`]) and the error for a key no endpoint takes ([`unknown`]);
+//! every refusal is a [`ParamError`].
 //!
 //! Contracts: a bad value is refused with a message naming its parameter (`from: …`), which the
 //! handler answers with **400**; nothing here reads the clock (each handler passes `now`, so a
 //! request sees one `now` for all its relative times). The filters (`dc`, `type`, `subtype`,
 //! `select`, `where`) are parsed by [`sluice_reader::Selection::accept`], not here.
 
-use sluice_reader::OutputFormat;
+use sluice_reader::{CursorError, FormatError, OutputFormat, SelectionError, TimeError};
 
 /// Splits a raw query string into decoded `(key, value)` pairs (`+` is a space).
 pub(crate) use sluice_reader::selection::parse_query;
@@ -16,31 +17,93 @@ pub(crate) use sluice_reader::selection::parse_query;
 pub const FROM_REQUIRED: &str =
     "`from` is required (Unix seconds, RFC 3339, `now` or relative like -5m)";
 
-/// The time in parameter `name`: Unix seconds, RFC 3339, `now` or relative to `now` (`-5m`).
-pub fn time(name: &str, value: &str, now: i64) -> Result<i64, String> {
-    sluice_reader::parse_time(value, now).map_err(|e| format!("{name}: {e}"))
+/// A query parameter refused; its text (the HTTP error body) names the parameter first.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamError {
+    /// A time (`from`, `to`) that does not parse.
+    #[error("{name}: {source}")]
+    Time {
+        /// The parameter.
+        name: String,
+        /// Why.
+        source: TimeError,
+    },
+    /// `format=` names no wire format.
+    #[error("format: {0}")]
+    Format(#[from] FormatError),
+    /// `hints=` is not a boolean.
+    #[error("hints: {0:?} is not 1, 0, true or false")]
+    Hints(String),
+    /// `cursor=` is not a tail's cursor.
+    #[error("cursor: {0}")]
+    Cursor(#[from] CursorError),
+    /// A count (`top`, `max_groups`) that is not a whole number.
+    #[error("{name}: expected a whole number, got {value:?}")]
+    Count {
+        /// The parameter.
+        name: String,
+        /// The value given.
+        value: String,
+    },
+    /// A filter (`dc`, `type`, `select`, `where`…) refused by the selection.
+    #[error("{0}")]
+    Selection(#[from] SelectionError),
+    /// The reduce parameters (`group_by`, `agg`, `window`, …) do not make a plan.
+    #[error("{0}")]
+    Plan(String),
+    /// A range read without `from`.
+    #[error("{FROM_REQUIRED}")]
+    FromRequired,
+    /// A parameter the endpoint does not take.
+    #[error("unknown parameter {0:?}")]
+    Unknown(String),
 }
 
-/// The output format in `format=`: `json` (NDJSON) or `sereal`.
-pub fn format(value: &str) -> Result<OutputFormat, String> {
-    value.parse().map_err(|e| format!("format: {e}"))
+/// The handlers answer a refused parameter with its text.
+impl From<ParamError> for String {
+    fn from(e: ParamError) -> String {
+        e.to_string()
+    }
+}
+
+/// The time in parameter `name`: Unix seconds, RFC 3339, `now` or relative to `now` (`-5m`).
+pub fn time(name: &str, value: &str, now: i64) -> Result<i64, ParamError> {
+    sluice_reader::parse_time(value, now).map_err(|source| ParamError::Time {
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// The output format in `format=`: a wire format, `json` (NDJSON) or `sereal`
+/// ([`OutputFormat::WIRE`]; the names and the message are `sluice_reader::output`'s).
+pub fn format(value: &str) -> Result<OutputFormat, ParamError> {
+    Ok(OutputFormat::parse_among(value, OutputFormat::WIRE)?)
 }
 
 /// `hints=1` (or `true`): the client wants hints (`sluice_reader::hints`: a type or field never
 /// seen, an empty range…) — in `GET /v1/events`' trailer line, as `event: hint` in
 /// `GET /v1/tail`. Off by default, so that a consumer that knows nothing of them never sees
 /// an extra line.
-pub fn hints(value: &str) -> Result<bool, String> {
+pub fn hints(value: &str) -> Result<bool, ParamError> {
     match value {
         "1" | "true" => Ok(true),
         "0" | "false" => Ok(false),
-        other => Err(format!("hints: {other:?} is not 1, 0, true or false")),
+        other => Err(ParamError::Hints(other.to_owned())),
     }
 }
 
+/// A count parameter (`top`, `max_groups`): a whole number.
+pub fn count(name: &str, value: &str) -> Result<usize, ParamError> {
+    value.parse::<usize>().map_err(|_| ParamError::Count {
+        name: name.to_owned(),
+        value: value.to_owned(),
+    })
+}
+
 /// The error for a parameter the endpoint does not take.
-pub fn unknown(key: &str) -> String {
-    format!("unknown parameter {key:?}")
+pub fn unknown(key: &str) -> ParamError {
+    ParamError::Unknown(key.to_owned())
 }
 
 /// The window of a range read: `from` (required) and `to` (exclusive, default `now + 1`).
@@ -52,7 +115,7 @@ pub struct TimeRange {
 
 impl TimeRange {
     /// Takes `key=value` when `key` is `from` or `to` (`Ok(true)`); `Ok(false)` for any other key.
-    pub fn accept(&mut self, key: &str, value: &str, now: i64) -> Result<bool, String> {
+    pub fn accept(&mut self, key: &str, value: &str, now: i64) -> Result<bool, ParamError> {
         match key {
             "from" => self.from = Some(time("from", value, now)?),
             "to" => self.to = Some(time("to", value, now)?),
@@ -61,9 +124,9 @@ impl TimeRange {
         Ok(true)
     }
 
-    /// `(from, to)`; [`FROM_REQUIRED`] without `from`.
-    pub fn finish(self, now: i64) -> Result<(i64, i64), String> {
-        let from = self.from.ok_or(FROM_REQUIRED)?;
+    /// `(from, to)`; [`ParamError::FromRequired`] without `from`.
+    pub fn finish(self, now: i64) -> Result<(i64, i64), ParamError> {
+        let from = self.from.ok_or(ParamError::FromRequired)?;
         Ok((from, self.to.unwrap_or(now + 1)))
     }
 }
@@ -74,7 +137,7 @@ mod tests {
 
     const NOW: i64 = 1_700_000_000;
 
-    fn range(query: &str) -> Result<(i64, i64), String> {
+    fn range(query: &str) -> Result<(i64, i64), ParamError> {
         let mut r = TimeRange::default();
         for (k, v) in parse_query(query) {
             if !r.accept(&k, &v, NOW)? {
@@ -98,21 +161,22 @@ mod tests {
 
     #[test]
     fn range_errors_name_the_parameter() {
-        assert_eq!(range("to=now"), Err(FROM_REQUIRED.to_string()));
-        assert_eq!(range(""), Err(FROM_REQUIRED.to_string()));
-        let e = range("from=yesterday").unwrap_err();
+        assert_eq!(range("to=now").unwrap_err().to_string(), FROM_REQUIRED);
+        assert_eq!(range("").unwrap_err().to_string(), FROM_REQUIRED);
+        let e = range("from=yesterday").unwrap_err().to_string();
         assert!(e.starts_with("from: "), "{e}");
-        let e = range("from=1&to=%00").unwrap_err();
+        let e = range("from=1&to=%00").unwrap_err().to_string();
         assert!(e.starts_with("to: "), "{e}");
         assert_eq!(range("from=1&limit=5"), Err(unknown("limit")));
-        assert_eq!(unknown("limit"), "unknown parameter \"limit\"");
+        assert_eq!(unknown("limit").to_string(), "unknown parameter \"limit\"");
     }
 
     #[test]
     fn format_is_json_or_sereal() {
         assert_eq!(format("json"), Ok(OutputFormat::Json));
         assert_eq!(format("sereal"), Ok(OutputFormat::Sereal));
-        let e = format("xml").unwrap_err();
-        assert!(e.starts_with("format: "), "{e}");
+        let e = format("xml").unwrap_err().to_string();
+        assert_eq!(e, "format: unknown format \"xml\": one of json, sereal");
+        assert!(format("pretty").is_err());
     }
 }

@@ -30,7 +30,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use sluice_reader::{Cursor, ReadItem, Tail, TailOptions, TailRequest};
+use sluice_reader::{Cursor, EventWriter, OutputFormat, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::Store;
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 
@@ -69,7 +69,7 @@ impl Drop for TailSlot {
 }
 
 /// Builds the tail request and starting cursor from the query string.
-fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), String> {
+fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), params::ParamError> {
     let mut selection = TailRequest::default();
     let mut start = None;
     let mut hints = false;
@@ -77,9 +77,9 @@ fn tail_request(query: &str, now: i64) -> Result<(TailRequest, Cursor, bool), St
         match k.as_str() {
             "hints" => hints = params::hints(&v)?,
             "from" => start = Some(Cursor::at(params::time("from", &v, now)?)),
-            "cursor" => start = Some(Cursor::from_str(&v).map_err(|e| format!("cursor: {e}"))?),
+            "cursor" => start = Some(Cursor::from_str(&v)?),
             other => {
-                if !selection.accept(other, &v).map_err(|e| e.to_string())? {
+                if !selection.accept(other, &v)? {
                     return Err(params::unknown(other));
                 }
             }
@@ -191,26 +191,31 @@ fn follow(
                 continue;
             }
         };
-        let mut buf = Vec::new();
+        // An event's `data:` is its NDJSON line (the one JSON writer, `sluice_reader::output`);
+        // the line's newline and one more end the SSE message.
+        let mut events = EventWriter::new(Vec::new(), OutputFormat::Json);
         let mut served = 0u64;
         for item in items {
             match item {
                 ReadItem::Event(e) => {
                     served += 1;
-                    buf.extend_from_slice(b"event: event\ndata: ");
-                    let _ = sereal::json::to_writer(&mut buf, &e.value);
-                    buf.extend_from_slice(b"\n\n");
+                    events.get_mut().extend_from_slice(b"event: event\ndata: ");
+                    let _ = events.write(&e.value);
+                    events.get_mut().push(b'\n');
                 }
                 ReadItem::Warning(w) => {
                     let msg = serde_json::json!({ "key": w.key, "reason": w.reason });
+                    let buf = events.get_mut();
                     buf.extend_from_slice(format!("event: warning\ndata: {msg}\n\n").as_bytes());
                 }
                 ReadItem::Notice(w) => {
                     let msg = serde_json::json!({ "key": w.key, "reason": w.reason });
+                    let buf = events.get_mut();
                     buf.extend_from_slice(format!("event: notice\ndata: {msg}\n\n").as_bytes());
                 }
             }
         }
+        let mut buf = events.into_inner();
         let token = tail.cursor().to_token();
         if token != last_cursor || !buf.is_empty() {
             buf.extend_from_slice(format!("event: cursor\ndata: {token}\n\n").as_bytes());
