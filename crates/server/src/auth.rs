@@ -78,6 +78,41 @@ impl Auth {
         })
     }
 
+    /// [`Auth::start`], shared, with the tokens made or revoked by another server sharing the
+    /// store read every [`sluice_auth::REFRESH_EVERY`] (off the request path: a store read may
+    /// wait out a timeout); warns on stderr when it serves beyond loopback without auth.
+    pub(crate) fn start_refreshing(
+        store: Arc<dyn sluice_store::Store>,
+        config: &crate::ServerConfig,
+        metrics: SharedMetrics,
+    ) -> crate::Result<Arc<Auth>> {
+        let auth = Arc::new(
+            Auth::start(store, &config.data_dir, config, metrics).map_err(crate::Error::Io)?,
+        );
+        let refreshed = auth.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(sluice_auth::REFRESH_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let a = refreshed.clone();
+                let _ = tokio::task::spawn_blocking(move || {
+                    if let Err(e) = a.tokens.refresh() {
+                        eprintln!("sluice-server: {e} (the tokens known stay in force)");
+                    }
+                })
+                .await;
+            }
+        });
+        if config.insecure_no_auth && config.public_listener().is_some() && !config.auth {
+            eprintln!(
+                "sluice-server: WARNING: --insecure-no-auth: serving beyond loopback without auth; anyone who reaches {} can read every event and send any",
+                config.public_listener().map_or_else(String::new, |a| a.to_string())
+            );
+        }
+        Ok(auth)
+    }
+
     /// Leaves the local secret where the CLI of this user finds it by the server's address
     /// ([`sluice_auth::runtime_secret_path`]; an unspecified bind also under 127.0.0.1), so that
     /// `--server URL` works as the server's user does with `--data`. Best effort: a failure is

@@ -8,7 +8,8 @@
 //! The store API is synchronous, so the shards are plain threads (not tokio tasks): their
 //! store writes never block the async workers.
 //!
-//! This file is the loop and the ingest path; beside it, [`shards`] holds what the shards share
+//! This file is the loop and the ingest path; beside it, `build` builds and starts the shards
+//! ([`Pipeline::start`]), [`shards`] holds what the shards share
 //! (group owners, the checkpoint over shards, flush turns, the handlers' dispatch),
 //! [`exactly_once`] the bookkeeping after each flush (syncs, done notes, checkpoint, the
 //! WAL-failing state) and [`drops`] the completeness counts of dropped events.
@@ -29,11 +30,13 @@ use tokio::sync::{mpsc, oneshot};
 use crate::metrics::{as_gauge, IngestCounters, SharedMetrics};
 
 pub(crate) mod acks;
-mod drops;
+mod build;
+pub(crate) mod drops;
 pub(crate) mod exactly_once;
 pub mod shards;
 
 pub(crate) use acks::AckWaiter;
+pub(crate) use build::Running;
 pub use shards::PipelineTx;
 use shards::{Routed, Shards};
 
@@ -141,43 +144,44 @@ impl FlushClock {
 /// The state one shard thread owns.
 pub(crate) struct Pipeline {
     /// This shard's index.
-    pub shard: usize,
+    shard: usize,
     /// What the shards share.
-    pub shards: Arc<Shards>,
+    shards: Arc<Shards>,
     /// A flush is due but was not this shard's turn: retried after the next message.
-    pub flush_wanted: bool,
+    flush_wanted: bool,
     /// Since when this shard holds a flush turn (handlers send elsewhere meanwhile): it
     /// flushes once its queue is empty, or [`TURN_WAIT`] after taking the turn.
-    pub turn_since: Option<Instant>,
-    pub ingestor: Ingestor,
-    pub aggregator: Aggregator,
-    pub store: Arc<dyn Store>,
-    pub metrics: SharedMetrics,
-    pub expire_every: i64,
-    pub wal: Arc<Wal>,
+    turn_since: Option<Instant>,
+    ingestor: Ingestor,
+    aggregator: Aggregator,
+    store: Arc<dyn Store>,
+    metrics: SharedMetrics,
+    expire_every: i64,
+    wal: Arc<Wal>,
     /// The configured dc (drops whose tags are unknown are counted under it).
-    pub dc: String,
+    dc: String,
     /// The ingest epoch window (`now - max_past_secs ..= now + max_future_secs`): a dropped
     /// event's own `epoch` is used for its count only inside it.
     pub max_past_secs: i64,
+    /// The other end of that window.
     pub max_future_secs: i64,
     /// Ingest drops (HTTP, TCP) not yet added to the store's counts, per
     /// (epoch, dc, type, subtype) and reason; written once a second (on each tick).
-    pub pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
+    pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
     /// The aggregator's clock (wall time set back by the grace period).
-    pub clock: FlushClock,
+    clock: FlushClock,
     /// The exactly-once bookkeeping of this shard's aggregator over the shared WAL (see
     /// [`sluice_collector::exactly_once`]).
-    pub exactly_once: ExactlyOnce,
+    exactly_once: ExactlyOnce,
     /// The memory budget for pending events (`max_pending_bytes`).
-    pub max_pending_bytes: u64,
+    max_pending_bytes: u64,
     /// Free space and WAL health: whether ingest is available (see [`crate::disk`]); shared by
     /// the shards (shard 0 measures).
-    pub disk: Arc<Mutex<crate::disk::DiskGuard>>,
+    disk: Arc<Mutex<crate::disk::DiskGuard>>,
     /// The substream runner: each stored batch is offered to it (never blocks).
-    pub substreams: Arc<sluice_substreams::Runner>,
+    substreams: Arc<sluice_substreams::Runner>,
     /// This thread's ingest counters, by transport.
-    pub ingest_counters: BTreeMap<&'static str, IngestCounters>,
+    ingest_counters: BTreeMap<&'static str, IngestCounters>,
 }
 
 /// With one shard, most time it keeps answering the payloads queued to it before it flushes
@@ -511,7 +515,7 @@ impl Pipeline {
         }
         self.count_in(transport, &out);
         for d in &out.dropped {
-            self.note_drop(payload, d, now);
+            self.note_drop(d, now);
         }
         let summary = IngestSummary {
             accepted: out.events.len() as u64,

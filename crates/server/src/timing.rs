@@ -22,6 +22,14 @@ pub(crate) struct TimedStore {
 }
 
 impl TimedStore {
+    /// `inner` with its writes timed into `metrics`.
+    pub(crate) fn wrap(
+        inner: std::sync::Arc<dyn Store>,
+        metrics: SharedMetrics,
+    ) -> std::sync::Arc<dyn Store> {
+        std::sync::Arc::new(TimedStore { inner, metrics })
+    }
+
     fn timed<T>(&self, blob_len: Option<usize>, f: impl FnOnce() -> T) -> T {
         let start = Instant::now();
         let out = f();

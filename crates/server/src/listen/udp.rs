@@ -3,10 +3,11 @@
 //! a Sereal document), fire and forget: nothing is acknowledged or logged in the WAL, bad input
 //! is counted per reason (`/metrics`) and dropped.
 //!
-//! Completeness: once a second the thread adds to the store's counts of the current epoch, for
-//! `(dc = the configured dc, type = "", subtype = "")` — the documented convention for what
-//! cannot be attributed to a type — the datagrams the kernel dropped since the last time
-//! (`kernel_dropped`) and the events dropped at ingest per reason (`dropped`).
+//! Completeness: once a second the thread adds to the store's counts the events dropped at
+//! ingest, as every transport does ([`crate::pipeline::drops`]: under their own tags when
+//! ingest could read them), and, for the current epoch and `(dc = the configured dc, type = "",
+//! subtype = "")` — the documented convention for what cannot be attributed to a type — the
+//! datagrams the kernel dropped (`kernel_dropped`) or truncated (`oversized`) since the last time.
 //!
 //! Sources: UDP carries no credentials, so each datagram's source address is checked against
 //! `udp_allow` ([`AllowList`]) before it is parsed; one from elsewhere is dropped and counted in
@@ -24,6 +25,7 @@ use sluice_store::{Counts, Store};
 use sluice_udp::{UdpReceiver, UdpStats};
 
 use crate::metrics::{IngestCounters, SharedMetrics};
+use crate::pipeline::drops::{self, PendingDrops};
 use crate::pipeline::{now_unix, Msg};
 
 /// What the UDP thread needs.
@@ -121,7 +123,7 @@ impl UdpContext {
         };
         let mut prev = UdpStats::default();
         let mut counters = IngestCounters::new("udp", self.metrics.clone());
-        let mut second_drops = DropCounters::new();
+        let mut pending_drops = PendingDrops::new();
         let mut last_report = Instant::now();
         let allow = AllowList::new(&self.allow);
         let refused_source = self.metrics.udp_refused.with_label_values(&["source"]);
@@ -141,6 +143,9 @@ impl UdpContext {
                 }
                 let out = ingestor.ingest(payload, now);
                 drops.add(&out);
+                for d in &out.dropped {
+                    drops::note_drop(&mut pending_drops, d, now, &self.dc);
+                }
                 events.extend(out.events);
             });
             if refused > 0 {
@@ -155,17 +160,16 @@ impl UdpContext {
                 for e in &events {
                     counters.add_events(&e.type_, 1);
                 }
-                second_drops.merge(&drops);
             }
             if !events.is_empty() && self.tx.blocking_send(Msg::Events { events, now }).is_err() {
                 break; // the pipeline is gone
             }
             if last_report.elapsed() >= Duration::from_secs(1) {
                 last_report = Instant::now();
-                prev = self.report(&mut receiver, prev, &mut second_drops, now);
+                prev = self.report(&mut receiver, prev, &mut pending_drops, now);
             }
         }
-        self.report(&mut receiver, prev, &mut second_drops, now_unix());
+        self.report(&mut receiver, prev, &mut pending_drops, now_unix());
     }
 
     /// Publishes the receiver's counters and adds the second's drops to the store's counts.
@@ -173,7 +177,7 @@ impl UdpContext {
         &self,
         receiver: &mut UdpReceiver,
         prev: UdpStats,
-        drops: &mut DropCounters,
+        pending_drops: &mut PendingDrops,
         now: i64,
     ) -> UdpStats {
         let stats = receiver.stats();
@@ -185,11 +189,7 @@ impl UdpContext {
             .inc_by(stats.truncated.saturating_sub(prev.truncated));
         m.udp_kernel_drops
             .inc_by(stats.kernel_drops.saturating_sub(prev.kernel_drops));
-        let mut dropped: BTreeMap<String, u64> = drops
-            .iter()
-            .filter(|(_, n)| *n > 0)
-            .map(|(r, n)| (r.as_str().to_string(), n))
-            .collect();
+        let mut dropped = BTreeMap::new();
         let truncated = stats.truncated.saturating_sub(prev.truncated);
         if truncated > 0 {
             *dropped.entry("oversized".into()).or_default() += truncated;
@@ -199,7 +199,7 @@ impl UdpContext {
             dropped,
             ..Counts::default()
         };
-        *drops = DropCounters::new();
+        drops::write_drop_counts(pending_drops, self.store.as_ref(), m, "UDP");
         if !counts.is_zero() {
             if let Err(e) = self.store.add_counts(now, &self.dc, "", "", &counts) {
                 eprintln!("sluice-server: recording UDP drops: {e}");
