@@ -19,7 +19,7 @@
 //! - **Flushes take turns.** At most `max(1, N - 1)` shards flush at a time ([`Shards::try_flush`];
 //!   a turn ending is kept for a shard that waited, so one with long flushes cannot starve the rest),
 //!   so with N ≥ 2 a shard is always free to take payloads: an acknowledgement never waits for a
-//!   flush (issue 12: a flush of one second of 230k events held the single pipeline thread
+//!   flush (with one thread, a flush of one second of 230k events held the single pipeline thread
 //!   245 ms, which was the whole p99 of `POST /v1/events`).
 //! - **Checkpoint = min over shards.** A WAL record may be checkpointed once no shard holds its
 //!   events. A record is *in flight* from its append until every shard it was routed to has

@@ -1,26 +1,21 @@
-//! The server's metrics ([`Metrics`]): counters, gauges and histograms of the `prometheus`
-//! crate (each an atomic, or a map of atomics per label set), registered once in one
-//! [`Registry`] and rendered by its text encoder for `GET /metrics` ([`render`]).
+//! The registry of the server's metrics: [`Metrics`], every counter, gauge and histogram with
+//! its name, help and buckets, registered once in one [`Registry`] (the process collector
+//! beside them, see `process.rs`), and the few updates that are more than one add
+//! (why ingest is unavailable, the flush lag's wait).
 //!
-//! Contracts:
-//! - No lock on the ingest path: a count is one atomic add. Labelled families take the crate's
-//!   map lock only to find a label set; the threads that count per event keep their handles
-//!   ([`IngestCounters`]), so a payload costs a few atomic adds.
-//! - Every update leaves the metrics consistent; nothing here can poison (the one piece of
-//!   text, why ingest is unavailable, sits behind a lock that tolerates a panicked holder).
-//! - A new metric: a field here, registered in [`Metrics::new`], updated where the thing
-//!   happens. Values computed at scrape time (flush lag, process) are set in [`render`].
+//! A new metric: a field here, registered in [`Metrics::new`], updated where the thing happens.
+//! The names and labels are a contract with dashboards and tests: a rename is a breaking change.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use prometheus::core::Collector;
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    Gauge, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry,
 };
-use sluice_collector::{DropCounters, DropReason};
+use sluice_collector::DropReason;
 
 /// Most distinct event types counted under their own `sluice_events_in_total` label (all
 /// transports together); the rest count as `_other`.
@@ -43,12 +38,12 @@ const REQUEST_BUCKETS: &[f64] = &[
 
 /// Every metric of the server, shared as [`SharedMetrics`].
 pub struct Metrics {
-    registry: Registry,
+    pub(super) registry: Registry,
     /// Events accepted, by transport and type (see [`IngestCounters`]).
     pub events_in: IntCounterVec,
     /// The (transport, type) label sets of `events_in` (at most [`MAX_TYPE_LABELS`]); taken
     /// only when a thread meets a type it has no handle for.
-    type_labels: Mutex<HashSet<(String, String)>>,
+    pub(super) type_labels: Mutex<HashSet<(String, String)>>,
     /// Events (or payloads) dropped at ingest, by transport and reason.
     pub events_dropped: IntCounterVec,
     /// Payloads received, by transport.
@@ -76,7 +71,7 @@ pub struct Metrics {
     /// Durations of flushes that wrote something (build, write, sync).
     pub flush_seconds: Histogram,
     /// How long an acknowledged payload waited in a pipeline queue before a shard took it
-    /// (issue 12: where the POST tail comes from).
+    /// (where the tail latency of `POST /v1/events` comes from).
     pub ingest_queue_seconds: Histogram,
     /// How long it then waited for its WAL record's fsync.
     pub ingest_durable_seconds: Histogram,
@@ -175,17 +170,15 @@ pub struct Metrics {
     /// Sizes of blobs written.
     pub blob_bytes: Histogram,
     /// Seconds since data last reached the store while data waits (set at scrape time).
-    flush_lag: Gauge,
+    pub(super) flush_lag: Gauge,
     /// Bytes the store holds on disk (set at scrape time, when the backend can tell).
-    store_bytes: IntGauge,
+    pub(super) store_bytes: IntGauge,
     /// Time partitions the store holds (idem).
-    store_partitions: IntGauge,
+    pub(super) store_partitions: IntGauge,
     /// First second of the oldest partition held, Unix time (0: none; idem).
-    store_oldest_epoch: IntGauge,
+    pub(super) store_oldest_epoch: IntGauge,
     /// `sluice_build_info{version}` = 1.
     build_info: IntGaugeVec,
-    /// Process figures read from `/proc/self` at scrape time.
-    process: ProcessGauges,
 }
 
 /// Shared handle to the metrics.
@@ -206,6 +199,7 @@ impl Metrics {
     /// Every metric at zero, registered.
     pub fn new() -> Metrics {
         let r = Registry::new();
+        super::process::register(&r);
         let m = Metrics {
             events_in: reg(&r, counter_vec("sluice_events_in_total", "Events accepted, by transport and type.", &["transport", "type"])),
             type_labels: Mutex::new(HashSet::new()),
@@ -290,7 +284,6 @@ impl Metrics {
                 ),
             ),
             build_info: reg(&r, gauge_vec("sluice_build_info", "1, labelled with the version of this build.", &["version"])),
-            process: ProcessGauges::new(&r),
             registry: r,
         };
         m.build_info
@@ -351,7 +344,7 @@ impl Metrics {
 
     /// A handle on the `sluice_events_in_total` counter of (`transport`, `type_`); `_other`
     /// once [`MAX_TYPE_LABELS`] types have their own.
-    fn events_in_counter(&self, transport: &str, type_: &str) -> IntCounter {
+    pub(super) fn events_in_counter(&self, transport: &str, type_: &str) -> IntCounter {
         let mut known = self.type_labels.lock().unwrap_or_else(|e| e.into_inner());
         let key = (transport.to_owned(), type_.to_owned());
         if known.contains(&key) || known.len() < MAX_TYPE_LABELS {
@@ -362,7 +355,7 @@ impl Metrics {
     }
 
     /// Seconds since data last reached the store while data waits; 0 when nothing waits.
-    fn flush_lag_seconds(&self, now: i64) -> f64 {
+    pub(super) fn flush_lag_seconds(&self, now: i64) -> f64 {
         let since = self.waiting_since_unix.load(Ordering::Relaxed);
         if since == 0 {
             return 0.0;
@@ -372,432 +365,41 @@ impl Metrics {
     }
 }
 
-/// One thread's handles on the ingest counters of one transport (`sluice_events_in_total` by
-/// type, `sluice_payloads_total`, `sluice_payloads_rejected_total`,
-/// `sluice_events_dropped_total` by reason): the counter maps' locks are taken once per new
-/// label set, then each count is one atomic add.
-pub struct IngestCounters {
-    transport: &'static str,
-    metrics: SharedMetrics,
-    by_type: HashMap<String, IntCounter>,
-    /// The `_other` handle, once the cache is full.
-    other: Option<IntCounter>,
-    payloads: IntCounter,
-    payloads_rejected: IntCounter,
-    dropped: Vec<IntCounter>,
-}
-
-impl IngestCounters {
-    /// Handles for `transport` (`http`, `tcp`, `udp`).
-    pub fn new(transport: &'static str, metrics: SharedMetrics) -> IngestCounters {
-        IngestCounters {
-            transport,
-            by_type: HashMap::new(),
-            other: None,
-            payloads: metrics.payloads.with_label_values(&[transport]),
-            payloads_rejected: metrics.payloads_rejected.with_label_values(&[transport]),
-            dropped: DropReason::ALL
-                .iter()
-                .map(|r| {
-                    metrics
-                        .events_dropped
-                        .with_label_values(&[transport, r.as_str()])
-                })
-                .collect(),
-            metrics,
-        }
-    }
-
-    /// Counts `n` accepted events of `type_`.
-    pub fn add_events(&mut self, type_: &str, n: u64) {
-        if let Some(c) = self.by_type.get(type_) {
-            c.inc_by(n);
-            return;
-        }
-        if self.by_type.len() >= MAX_TYPE_LABELS {
-            // The label set is full: a type not met yet counts as `_other` (a flood of distinct
-            // types neither grows this cache nor takes the shared lock per event).
-            let other = self.other.get_or_insert_with(|| {
-                self.metrics
-                    .events_in
-                    .with_label_values(&[self.transport, "_other"])
-            });
-            other.inc_by(n);
-            return;
-        }
-        let c = self.metrics.events_in_counter(self.transport, type_);
-        c.inc_by(n);
-        self.by_type.insert(type_.to_owned(), c);
-    }
-
-    /// Adds ingest outcomes (payloads, rejections, drops by reason).
-    pub fn add_drops(&self, d: &DropCounters) {
-        self.payloads.inc_by(d.payloads);
-        self.payloads_rejected.inc_by(d.payloads_rejected);
-        for ((_, n), c) in d.iter().zip(&self.dropped) {
-            if n > 0 {
-                c.inc_by(n);
-            }
-        }
-    }
-
-    /// Counts `n` events dropped for `reason`.
-    pub fn add_drop(&self, reason: DropReason, n: u64) {
-        if let Some(i) = DropReason::ALL.iter().position(|r| *r == reason) {
-            self.dropped[i].inc_by(n);
-        }
-    }
-}
-
-/// The `process_*` gauges every Prometheus exporter has, read from `/proc/self` on scrape.
-struct ProcessGauges {
-    resident_bytes: IntGauge,
-    virtual_bytes: IntGauge,
-    open_fds: IntGauge,
-    max_fds: IntGauge,
-    cpu_seconds: prometheus::Counter,
-    start_time: Gauge,
-    threads: IntGauge,
-}
-
-impl ProcessGauges {
-    fn new(r: &Registry) -> ProcessGauges {
-        ProcessGauges {
-            resident_bytes: reg(
-                r,
-                gauge(
-                    "process_resident_memory_bytes",
-                    "Resident memory size in bytes.",
-                ),
-            ),
-            virtual_bytes: reg(
-                r,
-                gauge(
-                    "process_virtual_memory_bytes",
-                    "Virtual memory size in bytes.",
-                ),
-            ),
-            open_fds: reg(
-                r,
-                gauge("process_open_fds", "Number of open file descriptors."),
-            ),
-            max_fds: reg(
-                r,
-                gauge(
-                    "process_max_fds",
-                    "Maximum number of open file descriptors (soft RLIMIT_NOFILE).",
-                ),
-            ),
-            cpu_seconds: reg(
-                r,
-                float_counter(
-                    "process_cpu_seconds_total",
-                    "Total user and system CPU time spent in seconds.",
-                ),
-            ),
-            start_time: reg(
-                r,
-                float_gauge(
-                    "process_start_time_seconds",
-                    "Start time of the process since the Unix epoch in seconds.",
-                ),
-            ),
-            threads: reg(
-                r,
-                gauge("process_threads", "Number of OS threads in the process."),
-            ),
-        }
-    }
-
-    /// Reads `/proc/self`; a figure that cannot be read keeps its last value.
-    fn refresh(&self) {
-        let tick = clock_ticks();
-        if let Ok(stat) = std::fs::read_to_string("/proc/self/stat") {
-            // Fields after the command name (which may hold spaces) start after the last ')'.
-            let fields: Vec<&str> = stat
-                .rsplit_once(')')
-                .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
-            let num = |i: usize| fields.get(i).and_then(|v| v.parse::<u64>().ok());
-            // Indexes from field 3 (state) = 0: utime 11, stime 12, threads 17, starttime 19,
-            // vsize 20, rss 21 (pages).
-            if let (Some(u), Some(s)) = (num(11), num(12)) {
-                let total = (u + s) as f64 / tick;
-                // A counter only goes up: add what was spent since the last scrape.
-                let delta = total - self.cpu_seconds.get();
-                if delta > 0.0 {
-                    self.cpu_seconds.inc_by(delta);
-                }
-            }
-            if let Some(t) = num(17) {
-                self.threads.set(t as i64);
-            }
-            if let (Some(start), Some(boot)) = (num(19), boot_time()) {
-                self.start_time.set(boot as f64 + start as f64 / tick);
-            }
-            if let Some(v) = num(20) {
-                self.virtual_bytes.set(v as i64);
-            }
-            if let Some(rss) = num(21) {
-                self.resident_bytes.set((rss * page_size()) as i64);
-            }
-        }
-        if let Ok(dir) = std::fs::read_dir("/proc/self/fd") {
-            self.open_fds.set(dir.count() as i64);
-        }
-        if let Ok((soft, _)) =
-            nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        {
-            self.max_fds.set(i64::try_from(soft).unwrap_or(i64::MAX));
-        }
-    }
-}
-
-fn clock_ticks() -> f64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .map_or(100.0, |t| t as f64)
-}
-
-fn page_size() -> u64 {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-        .ok()
-        .flatten()
-        .map_or(4096, |p| p as u64)
-}
-
-/// The boot time from `/proc/stat` (`btime`), Unix seconds.
-fn boot_time() -> Option<u64> {
-    std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Renders every metric in the Prometheus text format, then the store's damage counters.
-pub(crate) fn render(m: &Metrics, store: &dyn sluice_store::Store, now: i64) -> String {
-    m.flush_lag.set(m.flush_lag_seconds(now));
-    m.process.refresh();
-    if let Some(u) = store.usage() {
-        m.store_bytes.set(as_gauge(u.bytes));
-        m.store_partitions.set(as_gauge(u.partitions));
-        m.store_oldest_epoch.set(u.oldest_epoch.unwrap_or(0));
-    }
-    let damage = &store.damage_stats();
-    let mut buf = Vec::new();
-    if let Err(e) = TextEncoder::new().encode(&m.registry.gather(), &mut buf) {
-        eprintln!("sluice-server: rendering /metrics: {e}");
-    }
-    let mut o = String::from_utf8(buf).unwrap_or_default();
-    render_store_damage(&mut o, damage);
-    o
-}
-
-/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
-/// The substream runner's counters: results stored and misses by substream and reason, the
-/// queue, the latency from a blob's store to its results, the Python pool.
-pub(crate) fn render_substreams(o: &mut String, s: &sluice_substreams::RunnerSnapshot) {
-    use std::fmt::Write as _;
-    // A Prometheus label value: `\`, `"` and newlines escaped.
-    let label = |v: &str| {
-        v.replace('\\', "\\\\")
-            .replace('"', "\\\"")
-            .replace('\n', "\\n")
-    };
-    let head = |o: &mut String, name: &str, help: &str, kind: &str| {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
-    head(
-        o,
-        "sluice_substream_results_total",
-        "Substream results stored, by substream.",
-        "counter",
-    );
-    for (name, st) in &s.substreams {
-        let _ = writeln!(
-            o,
-            "sluice_substream_results_total{{substream=\"{}\"}} {}",
-            label(name),
-            st.stored
-        );
-    }
-    head(
-        o,
-        "sluice_substream_result_bytes_total",
-        "Bytes of substream results stored, by substream.",
-        "counter",
-    );
-    for (name, st) in &s.substreams {
-        let _ = writeln!(
-            o,
-            "sluice_substream_result_bytes_total{{substream=\"{}\"}} {}",
-            label(name),
-            st.stored_bytes
-        );
-    }
-    head(
-        o,
-        "sluice_substream_misses_total",
-        "Substream runs shed or failed (no result stored; readers fall back), by substream and reason.",
-        "counter",
-    );
-    for (name, st) in &s.substreams {
-        for (reason, n) in &st.misses {
-            let _ = writeln!(
-                o,
-                "sluice_substream_misses_total{{substream=\"{}\",reason=\"{}\"}} {n}",
-                label(name),
-                label(reason)
-            );
-        }
-    }
-    let rows: [(&str, &str, &str, f64); 8] = [
-        (
-            "sluice_substream_queue",
-            "Stored chunks waiting for their substreams.",
-            "gauge",
-            s.queued as f64,
-        ),
-        (
-            "sluice_substream_queue_capacity",
-            "Capacity of the substream queue (substream_queue).",
-            "gauge",
-            s.queue_capacity as f64,
-        ),
-        (
-            "sluice_substream_blobs_run_total",
-            "Stored chunks run through their substreams.",
-            "counter",
-            s.blobs_run as f64,
-        ),
-        (
-            "sluice_substream_latency_seconds_sum",
-            "Seconds from a chunk stored to its substream results stored (sum).",
-            "counter",
-            s.latency_sum_secs,
-        ),
-        (
-            "sluice_substream_latency_seconds_count",
-            "Chunks whose substream latency is summed.",
-            "counter",
-            s.latency_count as f64,
-        ),
-        (
-            "sluice_substream_latency_seconds_max",
-            "Largest latency from a chunk stored to its substream results stored.",
-            "gauge",
-            s.latency_max_secs,
-        ),
-        (
-            "sluice_substreams_registered",
-            "Substreams in the registry.",
-            "gauge",
-            s.registered as f64,
-        ),
-        (
-            "sluice_substreams_enabled",
-            "Substreams enabled (run on new blobs).",
-            "gauge",
-            s.enabled as f64,
-        ),
-    ];
-    for (name, help, kind, v) in rows {
-        head(o, name, help, kind);
-        let _ = writeln!(o, "{name} {v}");
-    }
-    if let Some(p) = &s.pool {
-        let rows: [(&str, u64); 8] = [
-            ("spawned", p.spawned),
-            ("recycled", p.recycled),
-            ("killed_wall", p.killed_wall),
-            ("killed_cpu", p.killed_cpu),
-            ("killed_memory", p.killed_memory),
-            ("crashed", p.crashed),
-            ("respawn_throttled", p.respawn_throttled),
-            ("live", p.live),
-        ];
-        head(
-            o,
-            "sluice_substream_python_workers",
-            "The Python worker pool of code substreams, by event (live: workers now).",
-            "counter",
-        );
-        for (what, n) in rows {
-            let _ = writeln!(o, "sluice_substream_python_workers{{what=\"{what}\"}} {n}");
-        }
-    }
-}
-
-/// Appends the store's damage counters (counted as partitions are loaded, see the store README).
-fn render_store_damage(o: &mut String, d: &sluice_store::DamageStats) {
-    use std::fmt::Write as _;
-    let rows = [
-        (
-            "sluice_store_damaged_ranges_total",
-            "Damaged ranges skipped in the middle of store logs.",
-            d.damaged_ranges,
-        ),
-        (
-            "sluice_store_damaged_bytes_total",
-            "Bytes in those damaged ranges.",
-            d.damaged_bytes,
-        ),
-        (
-            "sluice_store_torn_tails_total",
-            "Torn log tails found (cut by this writer).",
-            d.torn_tails,
-        ),
-        (
-            "sluice_store_torn_tail_bytes_total",
-            "Bytes in those torn tails.",
-            d.torn_tail_bytes,
-        ),
-        (
-            "sluice_store_index_entries_rebuilt_total",
-            "Epoch index entries rebuilt from blob keys.",
-            d.index_entries_rebuilt,
-        ),
-    ];
-    for (name, help, v) in rows {
-        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
-    }
-}
-
-// Construction helpers. The names and help texts are constants of this file, so a failure here
+// Construction helpers. The names and help texts are constants of the metrics module, so a failure here
 // is a programming error caught by every test that starts a server; it is reported, not
 // panicked on, by registering a fresh unregistered metric instead (see `reg`).
 
-fn counter(name: &str, help: &str) -> IntCounter {
+pub(super) fn counter(name: &str, help: &str) -> IntCounter {
     IntCounter::new(name, help).unwrap_or_else(|e| invalid(name, e))
 }
 
-fn gauge(name: &str, help: &str) -> IntGauge {
+pub(super) fn gauge(name: &str, help: &str) -> IntGauge {
     IntGauge::new(name, help).unwrap_or_else(|e| invalid(name, e))
 }
 
-fn float_gauge(name: &str, help: &str) -> Gauge {
+pub(super) fn float_gauge(name: &str, help: &str) -> Gauge {
     Gauge::new(name, help).unwrap_or_else(|e| invalid(name, e))
 }
 
-fn float_counter(name: &str, help: &str) -> prometheus::Counter {
-    prometheus::Counter::new(name, help).unwrap_or_else(|e| invalid(name, e))
-}
-
-fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+pub(super) fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     IntCounterVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| invalid(name, e))
 }
 
-fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+pub(super) fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
     IntGaugeVec::new(Opts::new(name, help), labels).unwrap_or_else(|e| invalid(name, e))
 }
 
-fn histogram(name: &str, help: &str, buckets: &[f64]) -> Histogram {
+pub(super) fn histogram(name: &str, help: &str, buckets: &[f64]) -> Histogram {
     Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets.to_vec()))
         .unwrap_or_else(|e| invalid(name, e))
 }
 
-fn histogram_vec(name: &str, help: &str, labels: &[&str], buckets: &[f64]) -> HistogramVec {
+pub(super) fn histogram_vec(
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: &[f64],
+) -> HistogramVec {
     HistogramVec::new(
         HistogramOpts::new(name, help).buckets(buckets.to_vec()),
         labels,
@@ -810,7 +412,7 @@ fn invalid<T>(name: &str, e: prometheus::Error) -> T {
     unreachable!("metric {name} is defined wrongly in metrics.rs: {e}")
 }
 
-fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
+pub(super) fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
     if let Err(e) = r.register(Box::new(c.clone())) {
         unreachable!("metric registered twice in metrics.rs: {e}");
     }
@@ -820,77 +422,6 @@ fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn value(text: &str, line_start: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(line_start).and_then(|r| r.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
-            .parse()
-            .unwrap()
-    }
-
-    #[test]
-    fn renders_counters_gauges_and_labels() {
-        let m = Metrics::new();
-        m.events_flushed.inc_by(3);
-        m.pending_events.set(7);
-        let m = Arc::new(m);
-        let mut d = DropCounters::new();
-        d.payloads = 2;
-        d.record(DropReason::Malformed, 4);
-        let mut c = IngestCounters::new("http", m.clone());
-        c.add_drops(&d);
-        c.add_events("WEB", 1);
-        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
-        assert_eq!(value(&text, "sluice_events_flushed_total"), 3.0);
-        assert_eq!(value(&text, "sluice_pending_events"), 7.0);
-        assert_eq!(
-            value(&text, "sluice_payloads_total{transport=\"http\"}"),
-            2.0
-        );
-        assert_eq!(
-            value(
-                &text,
-                "sluice_events_dropped_total{reason=\"malformed\",transport=\"http\"}"
-            ),
-            4.0
-        );
-        assert_eq!(value(&text, "sluice_flush_lag_seconds"), 0.0);
-        assert!(text.contains("sluice_build_info{version=\""));
-        assert!(value(&text, "process_resident_memory_bytes") > 0.0);
-        assert!(value(&text, "process_open_fds") > 0.0);
-        assert_eq!(value(&text, "sluice_store_damaged_ranges_total"), 0.0);
-    }
-
-    #[test]
-    fn type_labels_are_capped() {
-        let m = Arc::new(Metrics::new());
-        let mut c = IngestCounters::new("http", m.clone());
-        for i in 0..MAX_TYPE_LABELS + 10 {
-            c.add_events(&format!("T{i}"), 1);
-        }
-        c.add_events("T0", 1);
-        let text = render(&m, &sluice_store::InMemoryStore::new(), 0);
-        let series = text
-            .lines()
-            .filter(|l| l.starts_with("sluice_events_in_total{"))
-            .count();
-        assert_eq!(series, MAX_TYPE_LABELS + 1, "{text}");
-        assert_eq!(
-            value(
-                &text,
-                "sluice_events_in_total{transport=\"http\",type=\"_other\"}"
-            ),
-            10.0
-        );
-        assert_eq!(
-            value(
-                &text,
-                "sluice_events_in_total{transport=\"http\",type=\"T0\"}"
-            ),
-            2.0
-        );
-    }
 
     #[test]
     fn flush_lag_is_zero_while_nothing_waits() {
