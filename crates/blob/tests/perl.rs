@@ -6,9 +6,10 @@ mod common;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use common::{json_diff, mixed_events, require_perl_sereal, run_perl, to_json, web_events};
+use common::{json_diff, mixed_events, run_perl, to_json, web_events};
 use sereal::{Limits, Value};
 use sluice_blob::{Blob, BlobBuilder, BlobOptions, Profile};
+use sluice_test_support::perl::require_perl_sereal;
 
 /// Reads each blob file named on the command line: strips the 24-byte trailer, checks `=chk` and
 /// the SHA-1 with Digest::SHA, decodes with Sereal::Decoder, prints one JSON line per blob

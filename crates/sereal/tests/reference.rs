@@ -20,7 +20,7 @@ fn corpus() -> PathBuf {
 }
 
 fn generate_corpus() -> PathBuf {
-    common::require_perl_sereal();
+    sluice_test_support::perl::require_perl_sereal();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sereal-corpus");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference/gen_corpus.pl");
     let stamp = out.join(".complete");

@@ -4,9 +4,6 @@
 
 mod common;
 
-use std::io::Write;
-use std::process::{Command, Stdio};
-
 use sereal::split::{split, SplitOptions};
 use sereal::{from_slice, to_vec, Compression, EncoderOptions, Limits, Value};
 
@@ -616,28 +613,17 @@ my @ev = map { { id => $_, f => My::Frozen->new(name => "frozen " . ($_ % 4), n 
 \@ev
 "#;
 
+/// Runs `script` after the prelude, `input` on its stdin; its stdout.
 fn perl(script: &str, input: &[u8]) -> Vec<u8> {
-    let mut child = Command::new("perl")
-        .arg("-e")
-        .arg(format!("{PERL_PRELUDE}\n{script}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("perl runs");
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    assert!(
-        out.status.success(),
-        "perl failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    sluice_test_support::perl::run_perl(
+        None,
+        &format!(
+            "{PERL_PRELUDE}
+{script}"
+        ),
+        &[],
+        input,
+    )
 }
 
 fn perl_encode(data: &str, opts: &str) -> Vec<u8> {

@@ -23,6 +23,11 @@ impl Resp {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
+    /// The body as JSON; panics with the text when it is not JSON.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.text()))
+    }
+
     /// The status and the body as text.
     pub fn into_pair(self) -> (u16, String) {
         let text = self.text();

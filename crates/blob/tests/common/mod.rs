@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value as J;
 use sereal::Value;
@@ -41,43 +40,9 @@ pub fn perl_lib() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sereal/tests/reference")
 }
 
-/// Fails loudly when the Perl reference is missing (`make test` installs it).
-pub fn require_perl_sereal() {
-    let ok = Command::new("perl")
-        .args([
-            "-MSereal::Encoder",
-            "-MSereal::Decoder",
-            "-MJSON::XS",
-            "-MDigest::SHA",
-            "-e",
-            "1",
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        ok,
-        "the Perl Sereal reference is not installed: apt-get install libsereal-encoder-perl libsereal-decoder-perl libjson-xs-perl"
-    );
-}
-
-/// Run `perl -I<perl_lib> -e script args…`; panics with its stderr on failure; returns stdout.
+/// Runs `perl -I<perl_lib> -e script args…`; panics with its stderr on failure; returns stdout.
 pub fn run_perl(script: &str, args: &[&std::ffi::OsStr]) -> Vec<u8> {
-    let out = Command::new("perl")
-        .arg("-I")
-        .arg(perl_lib())
-        .arg("-e")
-        .arg(script)
-        .args(args)
-        .output()
-        .expect("run perl");
-    assert!(
-        out.status.success(),
-        "perl failed ({}):\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
+    sluice_test_support::perl::run_perl(Some(&perl_lib()), script, args, b"")
 }
 
 /// Panics (with the first difference, not a dump) unless `got` and `want` are the same events in

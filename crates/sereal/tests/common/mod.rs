@@ -26,23 +26,6 @@ pub fn decode_to_json(doc: &[u8]) -> Result<J, sereal::Error> {
     Ok(sereal::json::to_json_value(&sereal::from_slice(doc)?))
 }
 
-/// Is the Perl reference installed? The tests that need it fail loudly when it is not, since
-/// `make test` installs it.
-pub fn require_perl_sereal() {
-    let ok = std::process::Command::new("perl")
-        .args([
-            "-MSereal::Encoder",
-            "-MSereal::Decoder",
-            "-MJSON::XS",
-            "-e",
-            "1",
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(ok, "the Perl Sereal reference is not installed: run `make deps` (apt-get install libsereal-encoder-perl libsereal-decoder-perl libjson-xs-perl)");
-}
-
 /// The body of a document whose references expand exponentially: x0 = [1] tracked (offset 3);
 /// x(n+1) = [REFP xn, REFP xn] tracked, `levels` levels (2^levels paths to x0), all in a
 /// top-level ARRAY of `levels + 1` items.
