@@ -63,10 +63,11 @@ impl Auth {
         data_dir: &Path,
         config: &crate::ServerConfig,
         metrics: SharedMetrics,
-    ) -> Result<Auth, String> {
-        let local = Secret::generate().map_err(|e| e.to_string())?;
-        write_secret(&data_dir.join(ADMIN_SECRET_FILE), &local)?;
-        let tokens = Tokens::load(store, Some(local.clone())).map_err(|e| e.to_string())?;
+    ) -> crate::Result<Auth> {
+        let local = Secret::generate().map_err(|e| crate::Error::Io(e.to_string()))?;
+        write_secret(&data_dir.join(ADMIN_SECRET_FILE), &local).map_err(crate::Error::Io)?;
+        let tokens = Tokens::load(store, Some(local.clone()))
+            .map_err(|e| crate::Error::Io(e.to_string()))?;
         Ok(Auth {
             tokens,
             required: config.auth,
@@ -86,9 +87,7 @@ impl Auth {
         config: &crate::ServerConfig,
         metrics: SharedMetrics,
     ) -> crate::Result<Arc<Auth>> {
-        let auth = Arc::new(
-            Auth::start(store, &config.data_dir, config, metrics).map_err(crate::Error::Io)?,
-        );
+        let auth = Arc::new(Auth::start(store, &config.data_dir, config, metrics)?);
         let refreshed = auth.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(sluice_auth::REFRESH_EVERY);

@@ -52,7 +52,7 @@ use sluice_store::{Retention, Store};
 pub use config::{
     ServerConfig, DEFAULT_GRACE_MS, DEFAULT_HTTP_PORT, DEFAULT_TCP_PORT, DEFAULT_UDP_PORT,
 };
-pub use error::{Error, Result};
+pub use error::{Error, IngestError, Result};
 pub use listen::{http_server, limits, tcp, tls, udp};
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;

@@ -27,6 +27,7 @@ use sluice_collector::{Drop, DropReason, EventBatch, Ingestor, ParsedEvent};
 use sluice_store::Store;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::error::IngestError;
 use crate::metrics::{as_gauge, IngestCounters, SharedMetrics};
 
 pub(crate) mod acks;
@@ -160,11 +161,6 @@ pub(crate) struct Pipeline {
     wal: Arc<Wal>,
     /// The configured dc (drops whose tags are unknown are counted under it).
     dc: String,
-    /// The ingest epoch window (`now - max_past_secs ..= now + max_future_secs`): a dropped
-    /// event's own `epoch` is used for its count only inside it.
-    pub max_past_secs: i64,
-    /// The other end of that window.
-    pub max_future_secs: i64,
     /// Ingest drops (HTTP, TCP) not yet added to the store's counts, per
     /// (epoch, dc, type, subtype) and reason; written once a second (on each tick).
     pending_drops: BTreeMap<(i64, String, String, String), BTreeMap<String, u64>>,
@@ -643,7 +639,7 @@ pub(crate) async fn submit(
     transport: &'static str,
     payload: axum::body::Bytes,
     allowed: Option<Arc<sluice_auth::Allowed>>,
-) -> Result<oneshot::Receiver<IngestSummary>, String> {
+) -> Result<oneshot::Receiver<IngestSummary>, IngestError> {
     let (reply, rx) = oneshot::channel();
     tx.send(Msg::Ingest {
         transport,
@@ -663,12 +659,10 @@ pub(crate) async fn durable(
     rx: oneshot::Receiver<IngestSummary>,
     acks: &AckWaiter,
     metrics: &SharedMetrics,
-) -> Result<IngestSummary, String> {
-    let summary = rx
-        .await
-        .map_err(|_| "pipeline is shutting down".to_string())?;
+) -> Result<IngestSummary, IngestError> {
+    let summary = rx.await.map_err(|_| IngestError::Stopping)?;
     if let Some(e) = &summary.error {
-        return Err(e.clone());
+        return Err(IngestError::Refused(e.clone()));
     }
     if let Some(seq) = summary.wal_seq {
         let start = Instant::now();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sluice_store::Store;
 use tokio::sync::oneshot;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IngestError, Result};
 use crate::listen::Bound;
 use crate::pipeline::{self, Running};
 use crate::{metrics, Bytes, IngestSummary, ServerConfig};
@@ -61,7 +61,7 @@ impl Ingester {
     /// `Err` says why nothing may be acknowledged (backpressure, disk unavailable, stopping).
     /// Counted in `/metrics` under transport `inproc`; the limits are a POST body's
     /// (`max_body_bytes`, `max_event_bytes`, `max_events`, the memory budget).
-    pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, String> {
+    pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, IngestError> {
         let rx = pipeline::submit(&self.tx, "inproc", payload, None).await?;
         pipeline::durable(rx, &self.acks, &self.metrics).await
     }

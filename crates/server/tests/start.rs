@@ -32,7 +32,6 @@ fn start_serves_at_once_and_a_failed_start_is_its_error() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(lines(&r.text()).len(), 1, "{}", r.text());
     again.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// `Server::ingester` takes payloads in-process as a POST does: parsed, logged, acknowledged
@@ -77,6 +76,5 @@ fn an_ingester_acknowledges_payloads_in_process_like_a_post() {
     let err = rt
         .block_on(ingester.ingest(sluice_server::Bytes::from_static(b"{}\n")))
         .unwrap_err();
-    assert!(!err.is_empty());
-    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!err.to_string().is_empty());
 }

@@ -391,7 +391,7 @@ async fn write_acks<W: AsyncWrite + Unpin>(
                     format!("error forbidden {}", s.forbidden.unwrap_or_default())
                 }
                 Ok(s) => ack_line(&s),
-                Err(e) => format!("error unavailable {}", e.replace('\n', " ")),
+                Err(e) => format!("error unavailable {}", e.to_string().replace('\n', " ")),
             },
         };
         line.push('\n');

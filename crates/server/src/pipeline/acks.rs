@@ -20,6 +20,8 @@ use std::thread::JoinHandle;
 use sluice_collector::wal::Wal;
 use tokio::sync::watch;
 
+use crate::error::IngestError;
+
 /// What the sync thread has established, read by every waiting task.
 #[derive(Debug, Clone, Default)]
 struct Synced {
@@ -89,7 +91,7 @@ impl AckWaiter {
 
     /// Returns once record `seq` is durable; `Err` if the sync that covered it failed, or the
     /// waiter stopped first.
-    pub async fn wait(&self, seq: u64) -> Result<(), String> {
+    pub async fn wait(&self, seq: u64) -> Result<(), IngestError> {
         let inner = &*self.inner;
         if inner.wal.durable_seq() >= seq {
             return Ok(());
@@ -110,14 +112,18 @@ impl AckWaiter {
                     return Ok(());
                 }
                 if s.failures > failures_before && s.failed_upto >= seq {
-                    return Err(s.error.clone());
+                    return Err(IngestError::NotDurable(s.error.clone()));
                 }
                 if s.stopped {
-                    return Err("the server is shutting down".into());
+                    return Err(IngestError::NotDurable(
+                        "the server is shutting down".into(),
+                    ));
                 }
             }
             if rx.changed().await.is_err() {
-                return Err("the server is shutting down".into());
+                return Err(IngestError::NotDurable(
+                    "the server is shutting down".into(),
+                ));
             }
         }
     }

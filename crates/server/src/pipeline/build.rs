@@ -151,7 +151,6 @@ impl Pipeline {
             &exactly_once,
             shared.metrics.clone(),
         ));
-        let ingest = config.ingest_config();
         Pipeline {
             shard,
             shards: shared.shards.clone(),
@@ -164,8 +163,6 @@ impl Pipeline {
             expire_every: config.expire_interval_secs as i64,
             wal: shared.wal.clone(),
             dc: config.dc.clone(),
-            max_past_secs: ingest.max_past_secs,
-            max_future_secs: ingest.max_future_secs,
             pending_drops: Default::default(),
             clock: shared.clock,
             exactly_once,

@@ -40,6 +40,7 @@ use sluice_collector::{EventBatch, ParsedEvent};
 use tokio::sync::mpsc;
 
 use super::Msg;
+use crate::error::IngestError;
 
 /// The shard owning group (`dc`, `type_`, `subtype`) among `n`: a fixed hash (the same in every
 /// run, so a restart with the same `n` keeps the owners; a different `n` is fine too: chunk
@@ -402,18 +403,18 @@ impl PipelineTx {
     }
 
     /// Sends `msg` (a payload or UDP events) to a shard; `Err` once the pipeline stopped.
-    pub(crate) async fn send(&self, msg: Msg) -> Result<(), String> {
+    pub(crate) async fn send(&self, msg: Msg) -> Result<(), IngestError> {
         self.pick()
             .send(msg)
             .await
-            .map_err(|_| "pipeline is shutting down".to_string())
+            .map_err(|_| IngestError::Stopping)
     }
 
     /// [`send`](Self::send) from a plain thread (UDP).
-    pub(crate) fn blocking_send(&self, msg: Msg) -> Result<(), String> {
+    pub(crate) fn blocking_send(&self, msg: Msg) -> Result<(), IngestError> {
         self.pick()
             .blocking_send(msg)
-            .map_err(|_| "pipeline is shutting down".to_string())
+            .map_err(|_| IngestError::Stopping)
     }
 
     /// Whether the pipeline stopped.
