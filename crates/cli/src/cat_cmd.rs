@@ -7,9 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use sluice_client::{
-    ClientArgs, DataDir, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs,
-};
+use sluice_client::{ClientArgs, EventStream, HttpItem, HttpOptions, HttpReader, SelectionArgs};
 use sluice_reader::{parse_time_in, EventWriter, RangeReader, ReadItem, ReadRequest, Selection};
 
 use crate::output::{self, OutputArgs};
@@ -155,7 +153,7 @@ fn print_items<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 warnings += 1;
             }
-            ReadItem::Notice(w) => print_warning(&w, true),
+            ReadItem::Notice(w) => output::print_warning(&w, true),
         }
     }
     printer.finish()?;
@@ -172,29 +170,6 @@ fn partial(warnings: u64, printed: u64) -> Result<()> {
         .into());
     }
     Ok(())
-}
-
-/// Prints a read warning, or a notice (a substream result computed from the full blob), on
-/// stderr.
-pub(crate) fn print_warning(w: &sluice_reader::ReadWarning, notice: bool) {
-    if notice {
-        eprintln!("sluice: note: {w}");
-    } else {
-        eprintln!("sluice: warning: {w}");
-    }
-}
-
-/// Opens `dir` for reading ([`sluice_client::resolve_data_dir`]), saying on stderr when a
-/// running server holds it and the read goes through that server.
-pub(crate) fn open_data_dir(dir: &std::path::Path) -> Result<DataDir> {
-    let opened = sluice_client::resolve_data_dir(dir)?;
-    if let DataDir::Server(url) = &opened {
-        eprintln!(
-            "sluice: {} is in use by a running server; reading through {url}",
-            dir.display()
-        );
-    }
-    Ok(opened)
 }
 
 /// `cat --server`: stream `GET /v1/events` to standard output; the chunks the server could not
@@ -235,7 +210,7 @@ fn from_server<W: Write>(
                 warnings += 1;
             }
             HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
-            HttpItem::Notice(n) => print_warning(&n, true),
+            HttpItem::Notice(n) => output::print_warning(&n, true),
         }
     }
     printer.finish()?;

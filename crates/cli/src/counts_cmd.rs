@@ -49,7 +49,7 @@ pub fn run(a: CountsArgs) -> Result<()> {
     let mut http = HttpOptions::default().with_client(a.client.options());
     let server = match &a.server {
         Some(s) => s.clone(),
-        None => match crate::cat_cmd::open_data_dir(&a.data)? {
+        None => match crate::store_arg::open_data_dir(&a.data)? {
             DataDir::Server(url) => {
                 http.client = http.client.or_ca(sluice_client::self_signed_ca(&a.data));
                 url

@@ -82,6 +82,16 @@ impl OutputArgs {
     }
 }
 
+/// Prints a read warning, or a notice (a substream result computed from the full blob), on
+/// stderr.
+pub fn print_warning(w: &sluice_reader::ReadWarning, notice: bool) {
+    if notice {
+        eprintln!("sluice: note: {w}");
+    } else {
+        eprintln!("sluice: warning: {w}");
+    }
+}
+
 /// `1 event`, `2 events`: a count and its noun (regular plurals: `s` added).
 pub fn plural(n: u64, noun: &str) -> String {
     if n == 1 {

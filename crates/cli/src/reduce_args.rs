@@ -136,7 +136,7 @@ pub fn reduce_items<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;
             }
-            ReadItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
+            ReadItem::Notice(w) => crate::output::print_warning(&w, true),
         }
     }
     p.finish()
@@ -174,7 +174,7 @@ pub fn reduce_server<W: Write>(
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;
             }
-            HttpItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
+            HttpItem::Notice(w) => crate::output::print_warning(&w, true),
             HttpItem::Hint(h) => eprintln!("sluice: hint: {h}"),
         }
     }

@@ -37,10 +37,23 @@ pub(crate) fn open_for_read(data: &Path, store: Option<&str>) -> Result<ReadSour
             return Ok(ReadSource::Store(s));
         }
     };
-    Ok(match crate::cat_cmd::open_data_dir(&dir)? {
+    Ok(match open_data_dir(&dir)? {
         DataDir::Store(s) => ReadSource::Store(Arc::new(s)),
         DataDir::Server(url) => ReadSource::Server(url),
     })
+}
+
+/// Opens `dir` for reading ([`sluice_client::resolve_data_dir`]), saying on stderr when a
+/// running server holds it and the read goes through that server.
+pub(crate) fn open_data_dir(dir: &Path) -> Result<DataDir> {
+    let opened = sluice_client::resolve_data_dir(dir)?;
+    if let DataDir::Server(url) = &opened {
+        eprintln!(
+            "sluice: {} is in use by a running server; reading through {url}",
+            dir.display()
+        );
+    }
+    Ok(opened)
 }
 
 /// Opens `url` for writing (`store init`, `store copy --to`): the embedded store in its

@@ -244,8 +244,8 @@ fn from_store(
                     sereal::json::to_writer(&mut line, &e.value)?;
                     lines.push(line);
                 }
-                ReadItem::Warning(w) => crate::cat_cmd::print_warning(&w, false),
-                ReadItem::Notice(w) => crate::cat_cmd::print_warning(&w, true),
+                ReadItem::Warning(w) => crate::output::print_warning(&w, false),
+                ReadItem::Notice(w) => crate::output::print_warning(&w, true),
             }
         }
         printed += lock(shared).batch(lines.iter().map(Vec::as_slice), tail.cursor().to_token())?;
