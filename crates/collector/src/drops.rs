@@ -3,6 +3,8 @@
 //! A [`Drop`] is either one event (`whole_payload == false`: the other events of the payload
 //! are unaffected) or the whole payload (`whole_payload == true`: nothing in it was accepted).
 //! [`DropReason::as_str`] gives a stable lower-case name for metrics labels and 4xx messages.
+//! A dropped event carries the tags ingest could read of it ([`DropTags`]), so whoever counts
+//! drops per (second, dc, type, subtype) never parses the event again.
 
 use std::fmt;
 
@@ -117,6 +119,24 @@ pub struct Drop {
     pub count: u64,
     /// True when nothing of the payload was accepted because of this problem.
     pub whole_payload: bool,
+    /// The dropped event's tags, when ingest could read them (see [`DropTags`]); `None` for a
+    /// whole payload, `too_many`, and an event whose `type` could not be read.
+    pub tags: Option<DropTags>,
+}
+
+/// The tags of a dropped event, as far as they could be read: a single JSON event that is a
+/// map with a valid `type`. Counters use the arrival second and the configured dc for the
+/// parts that are `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DropTags {
+    /// Its `epoch`, when an integer inside the ingest window.
+    pub epoch: Option<i64>,
+    /// Its `dc`, when a valid tag (an integer `dc` by its decimal form, as ingest names it).
+    pub dc: Option<String>,
+    /// Its `type` (valid, non-empty).
+    pub type_: String,
+    /// Its `subtype` (valid, or `""`).
+    pub subtype: String,
 }
 
 impl fmt::Display for Drop {

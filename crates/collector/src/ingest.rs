@@ -60,7 +60,7 @@ use std::sync::Arc;
 
 use sereal::{Decoder, Fragment, FragmentWriter, Hash, Key, Limits, Value};
 
-use crate::drops::{Drop, DropCounters, DropReason};
+use crate::drops::{Drop, DropCounters, DropReason, DropTags};
 use crate::json::{self, Interner, ParseError, TagValue, Tags};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -337,6 +337,18 @@ struct Sink {
 
 impl Sink {
     fn drop_event(&mut self, index: usize, offset: usize, reason: DropReason, detail: String) {
+        self.drop_tagged(index, offset, reason, detail, None);
+    }
+
+    /// Drops one event with the tags read of it (see [`DropTags`]).
+    fn drop_tagged(
+        &mut self,
+        index: usize,
+        offset: usize,
+        reason: DropReason,
+        detail: String,
+        tags: Option<DropTags>,
+    ) {
         self.out.dropped.push(Drop {
             index,
             offset,
@@ -344,7 +356,13 @@ impl Sink {
             detail,
             count: 1,
             whole_payload: false,
+            tags,
         });
+    }
+
+    /// The epoch window around `now` (the same bounds as [`Ingestor::check_tags`]).
+    fn window(&self, cfg: &IngestConfig) -> std::ops::RangeInclusive<i64> {
+        self.now.saturating_sub(cfg.max_past_secs)..=self.now.saturating_add(cfg.max_future_secs)
     }
 
     fn drop_payload(&mut self, offset: usize, reason: DropReason, detail: String) {
@@ -355,6 +373,7 @@ impl Sink {
             detail,
             count: 1,
             whole_payload: true,
+            tags: None,
         });
     }
 
@@ -368,6 +387,7 @@ impl Sink {
             detail: format!("{count} events beyond the limit of {max} per payload"),
             count: count as u64,
             whole_payload: false,
+            tags: None,
         });
     }
 
@@ -464,16 +484,18 @@ impl Ingestor {
                     let index = sink.take_index();
                     if text.trim().len() > self.cfg.max_event_bytes {
                         let detail = self.oversized_detail(text.trim().len());
-                        sink.drop_event(index, bom + lead, DropReason::Oversized, detail);
+                        let tags = text_tags(text, &sink.window(&self.cfg));
+                        sink.drop_tagged(index, bom + lead, DropReason::Oversized, detail, tags);
                         return sink.out;
                     }
                     if self.json_fast(&mut sink, text) {
                         return sink.out;
                     }
                     match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
-                        Ok(v) => self.finish_event(&mut sink, index, bom + lead, v),
+                        Ok(v) => self.finish_event(&mut sink, index, bom + lead, v, true),
                         Err(ParseError::TooDeep(m)) => {
-                            sink.drop_event(index, bom + lead, DropReason::TooDeep, m)
+                            let tags = text_tags(text, &sink.window(&self.cfg));
+                            sink.drop_tagged(index, bom + lead, DropReason::TooDeep, m, tags)
                         }
                         Err(ParseError::Syntax(m)) => sink.drop_payload(
                             0,
@@ -581,17 +603,22 @@ impl Ingestor {
         let index = sink.take_index();
         if text.len() > self.cfg.max_event_bytes {
             let detail = self.oversized_detail(text.len());
-            sink.drop_event(index, off, DropReason::Oversized, detail);
+            let tags = text_tags(text, &sink.window(&self.cfg));
+            sink.drop_tagged(index, off, DropReason::Oversized, detail, tags);
             return;
         }
         if self.json_fast(sink, text) {
             return;
         }
         match json::parse_value(text, &mut self.interner, self.cfg.max_depth) {
-            Ok(v) => self.finish_event(sink, index, off, v),
-            Err(ParseError::TooDeep(m)) => sink.drop_event(index, off, DropReason::TooDeep, m),
+            Ok(v) => self.finish_event(sink, index, off, v, true),
+            Err(ParseError::TooDeep(m)) => {
+                let tags = text_tags(text, &sink.window(&self.cfg));
+                sink.drop_tagged(index, off, DropReason::TooDeep, m, tags)
+            }
             Err(ParseError::Syntax(m)) => {
-                sink.drop_event(index, off, syntax, format!("invalid JSON: {m}"))
+                let tags = text_tags(text, &sink.window(&self.cfg));
+                sink.drop_tagged(index, off, syntax, format!("invalid JSON: {m}"), tags)
             }
         }
     }
@@ -599,7 +626,7 @@ impl Ingestor {
     /// The fast path of one event's JSON text: transcoded straight into a fragment, its tags
     /// checked and filled. `false` when not taken — the text is unusual (see
     /// [`json::transcode_event`]) or a tag is wrong — and then nothing was recorded: the
-    /// authoritative path (value tree, [`Ingestor::tag`]) decides, drop reason included.
+    /// authoritative path (value tree, [`Ingestor::check_tags`]) decides, drop reason included.
     fn json_fast(&mut self, sink: &mut Sink, text: &str) -> bool {
         let Some(tags) = json::transcode_event(
             text,
@@ -631,7 +658,7 @@ impl Ingestor {
         }
     }
 
-    /// [`Ingestor::tag`]'s rules for the tags the transcoder found, when all of them hold:
+    /// [`Ingestor::check_tags`]'s rules for the tags the transcoder found, when all of them hold:
     /// appends the missing ones (`epoch`, `dc`, `subtype`, in that order) and closes the event's
     /// hash. `None` when any rule fails (then the writer is left as it is).
     fn fast_tags(&mut self, tags: Tags<'_>, now: i64) -> Option<(i64, String, String, String)> {
@@ -748,11 +775,12 @@ impl Ingestor {
             sink.drop_event(index, 0, DropReason::Oversized, detail);
             return;
         }
-        self.finish_event(sink, index, 0, v);
+        self.finish_event(sink, index, 0, v, false);
     }
 
-    /// Check the top level, fill and validate the tags, accept or drop.
-    fn finish_event(&mut self, sink: &mut Sink, index: usize, off: usize, v: Value) {
+    /// Check the top level, fill and validate the tags, accept or drop. A dropped JSON event
+    /// carries the tags read of its hash (Sereal drops are counted under the fallback).
+    fn finish_event(&mut self, sink: &mut Sink, index: usize, off: usize, v: Value, json: bool) {
         let hash = match v {
             Value::Hash(h) => h,
             other => {
@@ -765,13 +793,20 @@ impl Ingestor {
                 return;
             }
         };
-        match self.tag(hash, sink.now) {
-            Ok(ev) => sink.out.events.push(ev),
-            Err((reason, detail)) => sink.drop_event(index, off, reason, detail),
+        match self.check_tags(&hash, sink.now) {
+            Ok(found) => sink.out.events.push(self.fill_tags(hash, found)),
+            Err((reason, detail)) => {
+                let tags = json
+                    .then(|| hash_tags(&hash, &sink.window(&self.cfg)))
+                    .flatten();
+                sink.drop_tagged(index, off, reason, detail, tags)
+            }
         }
     }
 
-    fn tag(&self, mut hash: Hash, now: i64) -> Result<ParsedEvent, (DropReason, String)> {
+    /// The tag rules (see the module documentation) over an event's top-level hash: where each
+    /// tag is and its value, or why the event is dropped.
+    fn check_tags(&self, hash: &Hash, now: i64) -> Result<FoundTags, (DropReason, String)> {
         const NAMES: [&str; 4] = ["epoch", "dc", "type", "subtype"];
         let mut slots = [Slot::Missing; 4];
         for (i, (k, v)) in hash.iter().enumerate() {
@@ -835,7 +870,25 @@ impl Ingestor {
             }
             _ => now,
         };
+        Ok(FoundTags {
+            slots,
+            epoch,
+            dc,
+            type_,
+            subtype,
+        })
+    }
 
+    /// The accepted event: its missing or `null` tags filled (appended, or replaced in place).
+    fn fill_tags(&self, mut hash: Hash, found: FoundTags) -> ParsedEvent {
+        let FoundTags {
+            slots,
+            epoch,
+            dc,
+            type_,
+            subtype,
+        } = found;
+        let [epoch_s, dc_s, _, subtype_s] = slots;
         let mut fill = |slot: Slot, key: &Key, value: Value| match slot {
             Slot::Present(_) => {}
             Slot::Null(i) => {
@@ -848,14 +901,100 @@ impl Ingestor {
         fill(epoch_s, &self.keys.epoch, Value::Int(epoch));
         fill(dc_s, &self.keys.dc, Value::String(dc.clone()));
         fill(subtype_s, &self.keys.subtype, Value::String(String::new()));
-        Ok(ParsedEvent {
+        ParsedEvent {
             epoch,
             dc,
             type_,
             subtype,
             event: EventBody::Value(Value::Hash(hash)),
-        })
+        }
     }
+}
+
+/// What [`Ingestor::check_tags`] found: the four slots (epoch, dc, type, subtype) and the tags.
+struct FoundTags {
+    slots: [Slot; 4],
+    epoch: i64,
+    dc: String,
+    type_: String,
+    subtype: String,
+}
+
+/// The tags of a dropped JSON event whose hash was read: `None` when a tag key repeats or the
+/// `type` is not valid; an `epoch` outside `window` or a bad `dc` is left out, a bad `subtype`
+/// read as `""`.
+fn hash_tags(hash: &Hash, window: &std::ops::RangeInclusive<i64>) -> Option<DropTags> {
+    const NAMES: [&str; 4] = ["epoch", "dc", "type", "subtype"];
+    let mut found: [Option<&Value>; 4] = [None; 4];
+    for (k, v) in hash.iter() {
+        if let Some(t) = NAMES.iter().position(|n| n.as_bytes() == k.as_bytes()) {
+            if found[t].is_some() {
+                return None;
+            }
+            found[t] = Some(v);
+        }
+    }
+    let [epoch, dc, type_, subtype] =
+        found.map(|v| v.filter(|v| !matches!(v.resolve(), Value::Undef)));
+    Some(DropTags {
+        type_: tag_str(type_?, "type", false).ok()?,
+        epoch: epoch
+            .and_then(|v| match v.resolve() {
+                Value::Int(e) => Some(*e),
+                Value::UInt(u) => i64::try_from(*u).ok(),
+                _ => None,
+            })
+            .filter(|e| window.contains(e)),
+        dc: dc.and_then(|v| tag_dc(v).ok()),
+        subtype: subtype
+            .and_then(|v| tag_str(v, "subtype", true).ok())
+            .unwrap_or_default(),
+    })
+}
+
+/// The tags of a dropped JSON event that was not read into a hash (too large, too deep, or not
+/// valid JSON after its first value): only the four tag fields of its first JSON value are
+/// decoded, the rest is skipped. Same answers as [`hash_tags`]; `None` also when the text does
+/// not start with an object or its first value does not parse.
+fn text_tags(text: &str, window: &std::ops::RangeInclusive<i64>) -> Option<DropTags> {
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        epoch: Option<serde_json::Value>,
+        dc: Option<serde_json::Value>,
+        #[serde(rename = "type")]
+        type_: Option<serde_json::Value>,
+        subtype: Option<serde_json::Value>,
+    }
+    let text = text.trim_ascii_start();
+    if !text.starts_with('{') {
+        return None;
+    }
+    let raw: Raw = serde_json::Deserializer::from_str(text)
+        .into_iter::<Raw>()
+        .next()?
+        .ok()?;
+    // The tag rule of keys (`check_tag`), so a drop is never counted under a tag that ingest
+    // refuses; an integer `dc` is named by its decimal form, as ingest does.
+    fn tag(v: &Option<serde_json::Value>, name: &str, allow_empty: bool) -> Option<String> {
+        let s = match v {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Number(n)) if name == "dc" && (n.is_i64() || n.is_u64()) => {
+                n.to_string()
+            }
+            _ => return None,
+        };
+        check_tag(name, &s, allow_empty).ok().map(|()| s)
+    }
+    Some(DropTags {
+        type_: tag(&raw.type_, "type", false)?,
+        epoch: raw
+            .epoch
+            .as_ref()
+            .and_then(serde_json::Value::as_i64)
+            .filter(|e| window.contains(e)),
+        dc: tag(&raw.dc, "dc", false),
+        subtype: tag(&raw.subtype, "subtype", true).unwrap_or_default(),
+    })
 }
 
 /// Where a tag is in the event's hash.

@@ -46,7 +46,7 @@ pub mod spool;
 pub mod wal;
 
 pub use batch::{BodyRef, EventBatch, EventRef};
-pub use drops::{Drop, DropCounters, DropReason};
+pub use drops::{Drop, DropCounters, DropReason, DropTags};
 pub use ingest::{
     detect, ConfigError, EventBody, Format, IngestConfig, IngestOutcome, Ingestor, ParsedEvent,
 };

@@ -800,3 +800,79 @@ fn big_integers_are_kept_exactly() {
     assert_eq!(e.get("f"), Some(&Value::Float(1e30)));
     assert_eq!(e.get("s").and_then(Value::as_str), Some(big));
 }
+
+/// A dropped event carries the tags ingest could read of it (for the per-second completeness
+/// counts), whichever path dropped it; none when its `type` could not be read.
+#[test]
+fn dropped_events_carry_their_tags() {
+    use sluice_collector::DropTags;
+    let mut ingestor = Ingestor::new(IngestConfig {
+        dc: "ams1".into(),
+        max_event_bytes: 60,
+        max_past_secs: 100,
+        max_future_secs: 100,
+        ..Default::default()
+    })
+    .unwrap();
+    let tags = |epoch: Option<i64>, dc: Option<&str>, type_: &str, subtype: &str| {
+        Some(DropTags {
+            epoch,
+            dc: dc.map(str::to_owned),
+            type_: type_.into(),
+            subtype: subtype.into(),
+        })
+    };
+    let long_type = format!(r#"{{"type":"{}"}}"#, "t".repeat(100));
+    let payload = format!(
+        r#"[{{"epoch":1000,"dc":"x","type":"t","subtype":"s","big":[1,2,3,4,5,6,7,8,9]}}, 42,
+        {{"epoch":5,"type":"a:b"}}, {{"epoch":999,"type":"u","dc":7,"subtype":"a|b"}},
+        {{"epoch":5,"type":"v","dc":"a:b"}}, {{"type":"w","type":"w"}}, {long_type}]"#
+    );
+    let out = ingestor.ingest(payload.as_bytes(), 1000);
+    let got: Vec<(DropReason, Option<DropTags>)> = out
+        .dropped
+        .iter()
+        .map(|d| (d.reason, d.tags.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            // Too large: read without building the event.
+            (DropReason::Oversized, tags(Some(1000), Some("x"), "t", "s")),
+            (DropReason::NotAMap, None),
+            // A type ingest refuses is no type.
+            (DropReason::BadTag, None),
+            // An integer dc is named as ingest names it; a bad subtype reads as "".
+            (DropReason::BadTag, tags(Some(999), Some("7"), "u", "")),
+            // A bad dc and an epoch outside the window are left to the fallback.
+            (DropReason::BadTag, tags(None, None, "v", "")),
+            // A repeated tag key: nothing is read.
+            (DropReason::BadTag, None),
+            (DropReason::Oversized, None),
+        ]
+    );
+    // NDJSON: a malformed line is read up to its first value; a long line by its text.
+    let deep = format!(
+        r#"{{"type":"d","x":{}1{}}}"#,
+        "[".repeat(40),
+        "]".repeat(40)
+    );
+    let ndjson = format!("{deep}\n{{\"type\":\"m\"}} x\n[1,\n");
+    let out = ingestor.ingest(ndjson.as_bytes(), 1000);
+    let got: Vec<(DropReason, Option<DropTags>)> = out
+        .dropped
+        .iter()
+        .map(|d| (d.reason, d.tags.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (DropReason::Oversized, tags(None, None, "d", "")),
+            (DropReason::Malformed, tags(None, None, "m", "")),
+            (DropReason::Malformed, None),
+        ]
+    );
+    // Whole payloads and Sereal events carry none.
+    let out = ingestor.ingest(b"{\"type\":", 1000);
+    assert_eq!(out.dropped[0].tags, None);
+}
