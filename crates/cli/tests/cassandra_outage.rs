@@ -70,7 +70,7 @@ fn wait_spooled(base: &str, data: &std::path::Path) {
     // transient failure (`a_flush_with_the_store_down_asks_it_once_not_per_group`).
     let start = std::time::Instant::now();
     let mut shown = 0;
-    wait_for("batches in the spool", Duration::from_secs(120), || {
+    wait_for(Duration::from_secs(120), "batches in the spool", || {
         let spooled = metric(base, "sluice_spool_batches");
         if start.elapsed().as_secs() >= shown + 10 {
             shown = start.elapsed().as_secs();
@@ -110,7 +110,7 @@ fn cassandra_down_at_start_and_while_running_loses_nothing_acknowledged() {
         emit("http", &base, &first),
         "acknowledged while the store is down"
     );
-    wait_for("events held", Duration::from_secs(30), || held(&base) > 0.0);
+    wait_for(Duration::from_secs(30), "events held", || held(&base) > 0.0);
     wait_spooled(&base, tmp.path());
     run_script(&["start-node", "1"]);
     let mut want = ids(&first);
@@ -123,7 +123,7 @@ fn cassandra_down_at_start_and_while_running_loses_nothing_acknowledged() {
         &none,
         Duration::from_secs(90),
     );
-    wait_for("nothing held", Duration::from_secs(60), || {
+    wait_for(Duration::from_secs(60), "nothing held", || {
         held(&base) == 0.0 && metric(&base, "sluice_spool_batches") == 0.0
     });
 
@@ -135,7 +135,7 @@ fn cassandra_down_at_start_and_while_running_loses_nothing_acknowledged() {
         emit("http", &base, &second),
         "acknowledged while the store is down"
     );
-    wait_for("events held", Duration::from_secs(30), || held(&base) > 0.0);
+    wait_for(Duration::from_secs(30), "events held", || held(&base) > 0.0);
     wait_spooled(&base, tmp.path());
     drop(restart);
     want.extend(ids(&second));
@@ -147,7 +147,7 @@ fn cassandra_down_at_start_and_while_running_loses_nothing_acknowledged() {
         &none,
         Duration::from_secs(90),
     );
-    wait_for("the spool empties", Duration::from_secs(60), || {
+    wait_for(Duration::from_secs(60), "the spool empties", || {
         metric(&base, "sluice_spool_batches") == 0.0
     });
     server.terminate(Duration::from_secs(20));

@@ -52,7 +52,7 @@ fn counts_from_a_server_and_from_the_data_dir_agree() {
     let _ = agent.post(&format!("{url}/v1/events")).send_string(&body);
     let (from, to) = ((e - 1).to_string(), (now() + 2).to_string());
     let mut per_second = Vec::new();
-    wait_for("the counts", Duration::from_secs(20), || {
+    wait_for(Duration::from_secs(20), "the counts", || {
         per_second = rows(&sluice(&[
             "counts", "--server", &url, "--from", &from, "--to", &to,
         ]));

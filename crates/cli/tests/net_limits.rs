@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{assert_success, free_port, id_of, now, Proc};
+use sluice_test_support::http::{Http, Resp};
+use sluice_test_support::{metrics, temp_dir};
 
 struct Server {
     child: Proc,
@@ -108,60 +110,25 @@ impl Server {
     fn try_metric(&self, name: &str) -> (Option<f64>, String) {
         let (status, body) = request(self.http, "GET", "/metrics", b"");
         assert_eq!(status, 200, "{body}");
-        // Labels in any order (the exporter sorts them by name).
-        let (family, labels) = name.split_once('{').unwrap_or((name, ""));
-        let want: Vec<&str> = labels
-            .trim_end_matches('}')
-            .split(',')
-            .filter(|l| !l.is_empty())
-            .collect();
-        let value = body
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.rsplit_once(' '))
-            .filter(|(series, _)| {
-                series.split('{').next() == Some(family) && want.iter().all(|w| series.contains(w))
-            })
-            .map(|(_, v)| v.trim().parse::<f64>().expect("metric value"))
-            .fold(None, |sum: Option<f64>, v| Some(sum.unwrap_or(0.0) + v));
-        (value, body)
+        (metrics::try_series(&body, name), body)
     }
 }
 
-/// One request on its own connection (`connection: close`): status and body.
+/// This file's bounds on one exchange: connect 5 s, read 20 s.
+const HTTP: Http = Http {
+    connect: Some(Duration::from_secs(5)),
+    read: Duration::from_secs(20),
+    write: None,
+    early_answer: false,
+    lenient_chunks: false,
+};
+
+/// One request on its own connection (`connection: close`): status and body; `None` when the
+/// server cannot be reached or does not answer.
 fn try_request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(20))).ok()?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).ok()?;
-    s.write_all(body).ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    let mut body = raw[split + 4..].to_vec();
-    if head.contains("transfer-encoding: chunked") {
-        body = dechunk(&body)?;
-    }
-    Some((status, String::from_utf8_lossy(&body).into_owned()))
-}
-
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).ok()?.trim(), 16).ok()?;
-        b = b.get(eol + 2..)?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(b.get(..size)?);
-        b = b.get(size + 2..)?;
-    }
+    HTTP.try_request(addr, method, path, body)
+        .ok()
+        .map(Resp::into_pair)
 }
 
 fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> (u16, String) {
@@ -233,12 +200,6 @@ fn tcp_line(s: &mut TcpStream, msg: &[u8]) -> String {
         .read_line(&mut line)
         .expect("reply line");
     line.trim_end().to_owned()
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
 }
 
 fn cat(dir: &Path, from: i64, to: i64) -> Output {

@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{assert_success, free_port, now, sluice, stdout_lines, wait_healthy};
+use sluice_test_support::metrics;
 
 const MODES: [&str; 4] = ["loop", "alloc", "raise", "selfkill"];
 
@@ -105,21 +106,7 @@ fn ingest_and_time(url: &str, seed: &str, epoch: i64) -> Duration {
 /// the series is missing: the runner's metrics are always there while it runs, so a missing one
 /// is a failure, not a zero.
 fn metric(url: &str, name: &str) -> f64 {
-    let text = ureq::get(&format!("{url}/metrics"))
-        .call()
-        .expect("metrics")
-        .into_string()
-        .expect("text");
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (series, v) = l.rsplit_once(' ')?;
-            (series == name).then(|| {
-                v.parse()
-                    .unwrap_or_else(|e| panic!("{name}: bad value {v:?}: {e}"))
-            })
-        })
-        .unwrap_or_else(|| panic!("no metric {name} in {url}/metrics:\n{text}"))
+    metrics::series(&metrics::fetch_url(url), name)
 }
 
 /// Waits until the runner has finished every chunk offered (at least `n`): its queue empty and

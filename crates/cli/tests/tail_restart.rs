@@ -84,7 +84,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
         "--type",
         "RESTART",
     ]);
-    wait_for("a reconnect message", Duration::from_secs(10), || {
+    wait_for(Duration::from_secs(10), "a reconnect message", || {
         text(&err).contains("reconnecting to")
     });
     assert!(
@@ -95,7 +95,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
 
     let mut server = serve(&dir, port);
     post(port, 0..300);
-    wait_for("the first batch", Duration::from_secs(30), || {
+    wait_for(Duration::from_secs(30), "the first batch", || {
         ids(&out).len() >= 300
     });
 
@@ -103,7 +103,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     post(port, 300..600);
     let status = server.terminate(Duration::from_secs(10));
     assert!(status.success(), "serve exited with {status:?}");
-    wait_for("the shutdown notice", Duration::from_secs(10), || {
+    wait_for(Duration::from_secs(10), "the shutdown notice", || {
         text(&err).contains("shutting down")
     });
     std::thread::sleep(Duration::from_millis(500)); // the tail now retries a closed port
@@ -115,7 +115,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
 
     let server = serve(&dir, port);
     post(port, 600..900);
-    wait_for("every event", Duration::from_secs(40), || {
+    wait_for(Duration::from_secs(40), "every event", || {
         ids(&out).len() >= 900
     });
     std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up
@@ -219,7 +219,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
         "RESTART",
     ]);
     post(port, 0..300);
-    wait_for("the first batch", Duration::from_secs(30), || {
+    wait_for(Duration::from_secs(30), "the first batch", || {
         ids(&out).len() >= 300
     });
     // Acknowledged (durable in the WAL), then the server dies without a word: the tail's
@@ -228,8 +228,8 @@ fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
     server.0.kill().expect("SIGKILL");
     server.0.wait().expect("reap");
     wait_for(
-        "the broken-connection notice",
         Duration::from_secs(10),
+        "the broken-connection notice",
         || {
             text(&err).contains("the connection to the server broke (stopped or restarted?)")
                 || text(&err).contains("the server ended the stream")
@@ -244,7 +244,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
 
     let server = serve(&dir, port); // replays the WAL: 300..600 become readable
     post(port, 600..900);
-    wait_for("every event", Duration::from_secs(60), || {
+    wait_for(Duration::from_secs(60), "every event", || {
         ids(&out).len() >= 900
     });
     std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up

@@ -9,6 +9,7 @@ use sluice_server::{spawn, ServerConfig};
 
 mod common;
 use common::*;
+use sluice_test_support::metrics::series;
 
 fn wait_counts(addr: SocketAddr, query: &str, ok: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -167,7 +168,6 @@ fn drops_are_counted_per_second_and_reason() {
     );
 
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -262,7 +262,6 @@ fn metrics_show_store_latency_blob_sizes_and_events_out() {
         );
     }
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// What a Prometheus user reaches for: no lag alarm while idle, flush durations as a histogram,
@@ -285,16 +284,12 @@ fn metrics_stay_quiet_while_idle_and_cover_the_process() {
     // Idle for longer than a tick and a second: nothing waits, so no lag.
     std::thread::sleep(std::time::Duration::from_millis(2500));
     let text = metrics(addr);
-    assert_eq!(
-        metric_value(&text, "sluice_flush_lag_seconds"),
-        0.0,
-        "{text}"
-    );
+    assert_eq!(series(&text, "sluice_flush_lag_seconds"), 0.0, "{text}");
     assert!(text.contains("# TYPE sluice_flush_duration_seconds histogram"));
-    assert!(metric_value(&text, "sluice_flush_duration_seconds_count") >= 1.0);
-    assert!(metric_value(&text, "sluice_freshness_seconds_count") >= 1.0);
+    assert!(series(&text, "sluice_flush_duration_seconds_count") >= 1.0);
+    assert!(series(&text, "sluice_freshness_seconds_count") >= 1.0);
     assert_eq!(
-        metric_value(
+        series(
             &text,
             "sluice_http_responses_total{route=\"/v1/events\",status=\"200\"}"
         ),
@@ -302,37 +297,36 @@ fn metrics_stay_quiet_while_idle_and_cover_the_process() {
         "{text}"
     );
     assert_eq!(
-        metric_value(
+        series(
             &text,
             "sluice_http_responses_total{route=\"unmatched\",status=\"404\"}"
         ),
         1.0
     );
-    assert!(metric_value(&text, "sluice_http_request_duration_seconds_count") >= 2.0);
+    assert!(series(&text, "sluice_http_request_duration_seconds_count") >= 2.0);
     assert_eq!(
-        metric_value(
+        series(
             &text,
             "sluice_events_dropped_total{transport=\"http\",reason=\"missing_type\"}"
         ),
         1.0
     );
     assert_eq!(
-        metric_value(&text, "sluice_events_dropped_total{transport=\"udp\"}"),
+        series(&text, "sluice_events_dropped_total{transport=\"udp\"}"),
         0.0
     );
     assert_eq!(
-        metric_value(&text, "sluice_build_info{version=\"0.1.0\"}"),
+        series(&text, "sluice_build_info{version=\"0.1.0\"}"),
         1.0,
         "{text}"
     );
-    assert!(metric_value(&text, "process_resident_memory_bytes") > 1e6);
-    assert!(metric_value(&text, "process_open_fds") >= 3.0);
-    assert!(metric_value(&text, "process_start_time_seconds") > 1.7e9);
+    assert!(series(&text, "process_resident_memory_bytes") > 1e6);
+    assert!(series(&text, "process_open_fds") >= 3.0);
+    assert!(series(&text, "process_start_time_seconds") > 1.7e9);
     assert!(!text.contains("sluice_udp_payloads_total"), "a duplicate");
-    assert!(metric_value(&text, "sluice_store_bytes") > 0.0, "{text}");
-    assert!(metric_value(&text, "sluice_store_partitions") >= 1.0);
-    let oldest = metric_value(&text, "sluice_store_oldest_partition_timestamp_seconds");
+    assert!(series(&text, "sluice_store_bytes") > 0.0, "{text}");
+    assert!(series(&text, "sluice_store_partitions") >= 1.0);
+    let oldest = series(&text, "sluice_store_oldest_partition_timestamp_seconds");
     assert!(oldest > 1.7e9 && oldest <= e as f64, "{oldest}");
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }

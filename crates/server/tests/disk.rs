@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use sluice_server::{spawn, ServerConfig};
@@ -22,7 +22,9 @@ use sluice_server::{spawn, ServerConfig};
 mod common;
 #[path = "../../collector/tests/common/tmpfs.rs"]
 mod tmpfs;
-use common::{metric_value, now, temp_dir, ChildServer, Http, Resp};
+use common::{now, temp_dir, ChildServer, Http, Resp};
+use sluice_test_support::metrics::series;
+use sluice_test_support::wait_for;
 use tmpfs::{fill, is_root, Tmpfs};
 
 const CHILD_ENV: &str = "SLUICE_TEST_DISK_CHILD";
@@ -43,20 +45,12 @@ fn request(addr: SocketAddr, method: &str, path: &str, body: &[u8]) -> io::Resul
 }
 
 fn metric(addr: SocketAddr, name: &str) -> f64 {
-    metric_value(&request(addr, "GET", "/metrics", b"").unwrap().1, name)
-}
-
-fn wait_until(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    series(&request(addr, "GET", "/metrics", b"").unwrap().1, name)
 }
 
 /// Waits until everything accepted is stored (nothing pending, nothing in the spool).
 fn wait_stored(addr: SocketAddr) {
-    wait_until("every event stored", 60, || {
+    wait_for(Duration::from_secs(60), "every event stored", || {
         metric(addr, "sluice_pending_events") == 0.0
             && metric(addr, "sluice_spool_batches") == 0.0
             && metric(addr, "sluice_memory_batches") == 0.0
@@ -250,10 +244,9 @@ fn full_disk(kill_while_full: bool) {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(
-        temp_dir(if kill_while_full { "full-kill" } else { "full" }),
-        48,
-    );
+    // Unmounted (fs drops first) before its mount point is removed.
+    let mount_point = temp_dir(if kill_while_full { "full-kill" } else { "full" });
+    let fs = Tmpfs::mount(mount_point.to_path_buf(), 48);
     let data = fs.0.join("data");
     let start = now();
     let mut child = start_child(&data, 1);
@@ -265,11 +258,15 @@ fn full_disk(kill_while_full: bool) {
         tcp_client(tcp, seen.clone(), stop.clone()),
     ];
     let acked = || seen.acked.lock().unwrap().len();
-    wait_until("acks before the disk fills", 30, || acked() >= 2000);
+    wait_for(
+        Duration::from_secs(30),
+        "acks before the disk fills",
+        || acked() >= 2000,
+    );
 
     // Full: every acknowledged write is refused, health and metrics say so, nothing is acked.
     let filler = fill(&fs.0, 0);
-    wait_until("HTTP and TCP refusals", 30, || {
+    wait_for(Duration::from_secs(30), "HTTP and TCP refusals", || {
         seen.http_refused.load(Ordering::Relaxed) >= 3
             && seen.tcp_refused.load(Ordering::Relaxed) >= 3
     });
@@ -313,12 +310,14 @@ fn full_disk(kill_while_full: bool) {
 
     // Freed: ingest resumes in the same process.
     std::fs::remove_file(&filler).unwrap();
-    wait_until("healthz ready again", 30, || {
+    wait_for(Duration::from_secs(30), "healthz ready again", || {
         request(http, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
     });
-    wait_until("acks after the disk is freed", 30, || {
-        acked() >= during + 2000
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "acks after the disk is freed",
+        || acked() >= during + 2000,
+    );
     assert_eq!(metric(http, "sluice_disk_unavailable"), 0.0);
     let refused_http = seen.http_refused.load(Ordering::Relaxed);
     let refused_tcp = seen.tcp_refused.load(Ordering::Relaxed);
@@ -365,7 +364,9 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(temp_dir("nearly"), 24);
+    // Unmounted (fs drops first) before its mount point is removed.
+    let mount_point = temp_dir("nearly");
+    let fs = Tmpfs::mount(mount_point.to_path_buf(), 24);
     let data = fs.0.join("data");
     let start = now();
     // A grace of an hour: nothing is stored before the kill, every event is in the WAL only.
@@ -373,7 +374,7 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     let seen = Arc::new(Seen::default());
     let stop = Arc::new(AtomicBool::new(false));
     let client = http_client(child.addrs[0], seen.clone(), stop.clone());
-    wait_until("a WAL of 6 MB", 60, || {
+    wait_for(Duration::from_secs(60), "a WAL of 6 MB", || {
         dir_bytes(&data.join("wal")) >= 6 << 20
     });
     let acked = kill_and_stop_clients(&mut child, &stop, [client], &seen);
@@ -383,9 +384,11 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     let server = spawn(server_config(&data, 1)).unwrap();
     let addr = server.http_addr.unwrap();
     wait_stored(addr);
-    wait_until("the WAL shrinks and ingest is available", 30, || {
-        request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "the WAL shrinks and ingest is available",
+        || request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200),
+    );
     assert!(
         dir_bytes(&data.join("wal")) < 1 << 20,
         "the replayed segments are deleted"
@@ -396,15 +399,23 @@ fn restart_on_a_nearly_full_disk_replays_fully() {
     drop(filler);
 }
 
+/// The bytes of the files in `dir`. Panics when `dir` cannot be read: a bound on the size of a
+/// directory that is not there must fail, not pass with 0.
 fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(|e| e.ok()?.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let e = e.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let m = e
+                .metadata()
+                .unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            if m.is_file() {
+                m.len()
+            } else {
+                0
+            }
         })
-        .unwrap_or(0)
+        .sum()
 }
 
 /// Posts `batches` batches of 20 events; returns their ids.
@@ -468,9 +479,11 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     })
     .unwrap();
     let addr = server.http_addr.unwrap();
-    wait_until("the salvaged server serving", 30, || {
-        request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200)
-    });
+    wait_for(
+        Duration::from_secs(30),
+        "the salvaged server serving",
+        || request(addr, "GET", "/healthz", b"").is_ok_and(|(s, _)| s == 200),
+    );
     let aside: Vec<PathBuf> = std::fs::read_dir(dir.join("wal").join("damaged"))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -491,7 +504,6 @@ fn garbage_last_wal_segment_stops_the_start_and_salvage_starts_past_it() {
     assert_exactly_once(&stored, &[first, more].concat());
     assert!(lost.iter().all(|id| !stored.contains_key(id)));
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -527,7 +539,6 @@ fn bad_checkpoint_file_warns_and_stores_nothing_twice() {
     wait_stored(addr);
     assert_exactly_once(&stored_ids(addr, start - 2, now() + 2), &ids);
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 const RESERVE_CHILD_ENV: &str = "SLUICE_TEST_RESERVE_CHILD";
@@ -609,16 +620,20 @@ impl LoggedChild {
     /// The first log line containing `what` (waits up to 10 s for it).
     fn log_line(&self, what: &str) -> String {
         let mut found = None;
-        wait_until(&format!("a log line with {what:?}"), 10, || {
-            found = self
-                .log
-                .lock()
-                .unwrap()
-                .lines()
-                .find(|l| l.contains(what))
-                .map(str::to_owned);
-            found.is_some()
-        });
+        wait_for(
+            Duration::from_secs(10),
+            &format!("a log line with {what:?}"),
+            || {
+                found = self
+                    .log
+                    .lock()
+                    .unwrap()
+                    .lines()
+                    .find(|l| l.contains(what))
+                    .map(str::to_owned);
+                found.is_some()
+            },
+        );
         found.unwrap()
     }
 }
@@ -642,7 +657,9 @@ fn default_reserve_fits_a_48_mib_disk_ingest_and_healthz_work_and_the_log_says_s
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(temp_dir("reserve-default"), 48);
+    // Unmounted (fs drops first) before its mount point is removed.
+    let mount_point = temp_dir("reserve-default");
+    let fs = Tmpfs::mount(mount_point.to_path_buf(), 48);
     let data = fs.0.join("data");
     let child = LoggedChild::start(&data, None);
     let (status, text) = post_one(child.http);
@@ -660,11 +677,8 @@ fn default_reserve_fits_a_48_mib_disk_ingest_and_healthz_work_and_the_log_says_s
     );
     assert!(!line.contains("refused"), "{line}");
     let metrics = request(child.http, "GET", "/metrics", b"").unwrap().1;
-    assert_eq!(
-        metric_value(&metrics, "sluice_disk_min_free_bytes"),
-        2_516_582.0
-    );
-    assert_eq!(metric_value(&metrics, "sluice_disk_unavailable"), 0.0);
+    assert_eq!(series(&metrics, "sluice_disk_min_free_bytes"), 2_516_582.0);
+    assert_eq!(series(&metrics, "sluice_disk_unavailable"), 0.0);
 }
 
 #[test]
@@ -673,7 +687,9 @@ fn explicit_reserve_larger_than_the_disk_is_used_and_the_log_names_the_setting()
         println!("SKIPPED: needs root (mounts a tmpfs)");
         return;
     }
-    let fs = Tmpfs::mount(temp_dir("reserve-explicit"), 48);
+    // Unmounted (fs drops first) before its mount point is removed.
+    let mount_point = temp_dir("reserve-explicit");
+    let fs = Tmpfs::mount(mount_point.to_path_buf(), 48);
     let data = fs.0.join("data");
     let child = LoggedChild::start(&data, Some(64 << 20));
     let line = child.log_line("free-space reserve");
@@ -696,8 +712,8 @@ fn explicit_reserve_larger_than_the_disk_is_used_and_the_log_names_the_setting()
     );
     let metrics = request(child.http, "GET", "/metrics", b"").unwrap().1;
     assert_eq!(
-        metric_value(&metrics, "sluice_disk_min_free_bytes"),
+        series(&metrics, "sluice_disk_min_free_bytes"),
         (64u64 << 20) as f64
     );
-    assert_eq!(metric_value(&metrics, "sluice_disk_unavailable"), 1.0);
+    assert_eq!(series(&metrics, "sluice_disk_unavailable"), 1.0);
 }

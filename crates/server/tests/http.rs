@@ -7,6 +7,7 @@ use sluice_server::{spawn, ServerConfig};
 
 mod common;
 use common::*;
+use sluice_test_support::metrics::series;
 
 fn gen_lines(seed: u64, count: usize, epoch_start: i64) -> (Vec<u8>, Vec<Value>) {
     let mut buf = Vec::new();
@@ -111,7 +112,7 @@ fn ingest_ndjson_and_array_then_read_back_exactly_once() {
         "{m}"
     );
     assert_eq!(
-        metric_value(&m, "sluice_events_dropped_total{reason=\"malformed\"}"),
+        series(&m, "sluice_events_dropped_total{reason=\"malformed\"}"),
         0.0,
         "{m}"
     );
@@ -120,7 +121,6 @@ fn ingest_ndjson_and_array_then_read_back_exactly_once() {
     assert_eq!(metric(addr, "sluice_store_errors_total"), 0.0);
 
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -165,7 +165,7 @@ fn malformed_and_oversized_bodies_are_refused() {
 
     let m = request(addr, "GET", "/metrics", b"").text();
     assert_eq!(
-        metric_value(
+        series(
             &m,
             "sluice_events_dropped_total{transport=\"http\",reason=\"missing_type\"}"
         ),
@@ -205,7 +205,6 @@ fn malformed_and_oversized_bodies_are_refused() {
     assert_eq!(request(addr, "GET", "/nowhere", b"").status, 404);
 
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -276,7 +275,6 @@ fn shutdown_flushes_open_epochs_and_restart_reads_them() {
     assert_eq!(&r.body[..4], b"=\xF3rl");
 
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -388,5 +386,4 @@ fn events_reduced_by_the_server() {
         assert_eq!(r.status, 400, "{bad}: {}", r.text());
     }
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }

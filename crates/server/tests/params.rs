@@ -66,5 +66,4 @@ fn bad_parameters_are_refused_with_their_name_on_every_read_endpoint() {
     }
 
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -115,7 +115,6 @@ fn sigkill_loses_no_acknowledged_event() {
     assert_eq!(metric(addr, "sluice_wal_replayed_records"), 0.0);
     assert_eq!(read_events(addr, epoch, epoch + 1).len(), events.len());
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -187,7 +186,6 @@ fn tcp_lines_and_frames_acknowledged_in_order() {
     assert_eq!(ns, [1, 2, 3, 4, 6, 7, 8]);
     assert!(metric(addr, "sluice_tcp_connections_total") >= 1.0);
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -246,5 +244,4 @@ fn udp_datagrams_stored_and_malformed_counted() {
     );
     assert!(metrics(addr).contains("sluice_udp_kernel_drops_total 0"));
     server.shutdown().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
 }

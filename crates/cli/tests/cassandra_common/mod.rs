@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use sluice_store::Retention;
 use sluice_store_cassandra::testing::fresh_keyspace;
 use sluice_store_cassandra::{CassandraConfig, CassandraStore};
+use sluice_test_support::metrics;
 
 /// A keyspace of the test's own on `hosts`, dropped at the end.
 pub struct Keyspace {
@@ -159,25 +160,9 @@ pub fn ids(lines: &[String]) -> BTreeSet<String> {
         .collect()
 }
 
-/// A metric's value from `GET /metrics` (`name` is the whole series, labels included, as
+/// A metric's value from `GET /metrics` (`name` is a family, or a family with labels as
 /// printed). Panics when the server does not answer or has no such series: a missing metric is
 /// a failure, never a zero.
 pub fn metric(base: &str, name: &str) -> f64 {
-    let text = ureq::get(&format!("{base}/metrics"))
-        .timeout(Duration::from_secs(5))
-        .call()
-        .unwrap_or_else(|e| panic!("GET {base}/metrics for {name}: {e}"))
-        .into_string()
-        .unwrap_or_else(|e| panic!("GET {base}/metrics for {name}: body: {e}"));
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            (k == name).then(|| {
-                v.trim()
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{name}: bad value {v:?}: {e}"))
-            })
-        })
-        .unwrap_or_else(|| panic!("no metric {name} in {base}/metrics:\n{text}"))
+    metrics::series(&metrics::fetch_url(base), name)
 }

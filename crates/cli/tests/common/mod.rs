@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use sluice_collector::aggregate::{Aggregator, AggregatorConfig};
 use sluice_collector::ingest::{IngestConfig, Ingestor};
+// Not every test binary that includes this module waits.
+#[allow(unused_imports)]
+pub use sluice_test_support::wait_for;
 
 /// A loopback port free when asked (another process may take it before it is bound).
 pub fn free_port() -> u16 {
@@ -214,15 +217,6 @@ pub fn collect(stream: impl Read + Send + 'static) -> Lines {
 /// The collected lines, joined.
 pub fn text(lines: &Lines) -> String {
     lines.lock().expect("lines").join("\n")
-}
-
-/// Polls `done` every 50 ms, failing after `within`.
-pub fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// The `id` of an NDJSON event line.

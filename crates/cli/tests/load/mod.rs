@@ -367,7 +367,7 @@ pub fn counted(server: &super::process::Server, from: i64, to: i64) -> BTreeMap<
     let r = server.get(&format!("/v1/counts?from={from}&to={to}"));
     assert_eq!(r.status, 200, "{}", r.text());
     let mut by_group = BTreeMap::new();
-    for l in super::common::lines(&r.text()) {
+    for l in super::process::lines(&r.text()) {
         let (Some(t), Some(s)) = (l["type"].as_str(), l["subtype"].as_str()) else {
             continue; // the trailer
         };

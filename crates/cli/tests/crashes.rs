@@ -1,17 +1,17 @@
-//! Exactly once across repeated SIGKILLs of a real `sluice serve` (issue 8, finding 3; issue 21):
+//! Exactly once across repeated SIGKILLs of a real `sluice serve`:
 //! HTTP clients, and a TCP client, send acknowledged batches of events of several (dc, type,
 //! subtype) groups, a fifth of each batch dated 2–3 s back (late), and a UDP client fire-and-
 //! forget ones, while the server is killed every 0.3–1.5 s (randomised); after a final clean
 //! start and flush every acknowledged id is read back exactly once, every other one at most once,
 //! and the completeness counts equal what is stored. Run with 1, 2 and 4 pipeline threads: with more
-//! than one, a payload's events are routed between shards (the case issue 21 found broken).
+//! than one, a payload's events are routed between shards (where a routed event's replay once stored it twice).
 //! The deterministic counterpart, a crash at each step in turn, is `failpoints.rs`.
 //!
-//! The closing-note run of issue 21 (≥ 500 k acked events) is the same probe, larger:
-//! `SLUICE_KILL_THREADS=2 cargo test -p sluice-server --test crashes -- --ignored --nocapture
+//! The long run (≥ 500 k acked events) is the same probe, larger:
+//! `SLUICE_KILL_THREADS=2 cargo test -p sluice --test crashes -- --ignored --nocapture
 //! probe` (4 clients, 15 kills; `SLUICE_KILL_CLIENTS`, `SLUICE_KILL_COUNT` change them).
 //!
-//! Needs the `sluice` binary: `cargo build -p sluice` first (`cargo test --workspace` builds it).
+//! Runs the `sluice` binary cargo builds for this package's tests.
 
 mod common;
 mod load;
@@ -56,7 +56,7 @@ impl Probe {
             GROUPS.len()
         );
         let mut rng = XorShift::new(seed);
-        let dir = common::temp_dir(name);
+        let dir = sluice_test_support::temp_dir(name);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("sluice.toml");
         std::fs::write(

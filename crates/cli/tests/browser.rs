@@ -1,4 +1,4 @@
-//! A real browser against a real `sluice serve` (issue 22): a page on another origin, open in
+//! A real browser against a real `sluice serve`: a page on another origin, open in
 //! headless Chromium on the server's machine, tries every admin route as a hostile page can —
 //! simple `no-cors` POSTs, a `text/plain` form posted into an iframe, requests that need a CORS
 //! preflight (JSON, an `Authorization` guess, PUT, DELETE) — and registers, changes and removes
@@ -10,8 +10,7 @@
 //! public pages reaching loopback (Local Network Access) do not apply, and the server's guard is
 //! what is tested.
 //!
-//! Needs the `sluice` binary (`cargo build -p sluice` first; `cargo test --workspace` builds
-//! it) and Debian's `chromium` and `chromium-driver` (`scripts/deps.sh` installs them). Without
+//! Runs the `sluice` binary cargo builds for this package's tests; needs Debian's `chromium` and `chromium-driver` (`scripts/deps.sh` installs them). Without
 //! them the test fails when `CI` is set and is skipped, loudly, when it is not.
 //!
 //! Driving Chromium (fantoccini over chromedriver; `--no-sandbox` as root; the real binary
@@ -150,7 +149,7 @@ fn a_page_on_another_origin_cannot_use_the_admin_routes() {
     let Some(chromedriver) = browser_installed() else {
         return;
     };
-    let dir = common::temp_dir("browser");
+    let dir = sluice_test_support::temp_dir("browser");
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let config = dir.join("sluice.toml");
@@ -187,7 +186,8 @@ fn a_page_on_another_origin_cannot_use_the_admin_routes() {
     let metrics = admin.metrics();
     // Absent until something is refused.
     let refused_before = refusals(&metrics).unwrap_or(0.0);
-    let actions_before = common::try_metric_value(&metrics, "sluice_admin_actions_total");
+    let actions_before =
+        sluice_test_support::metrics::try_series(&metrics, "sluice_admin_actions_total");
 
     // The page's server: another origin; it keeps what the form sent to its own /echo.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -254,7 +254,7 @@ fn a_page_on_another_origin_cannot_use_the_admin_routes() {
     assert_eq!(admin.json("/v1/tokens"), tokens);
     let metrics = admin.metrics();
     assert_eq!(
-        common::try_metric_value(&metrics, "sluice_admin_actions_total"),
+        sluice_test_support::metrics::try_series(&metrics, "sluice_admin_actions_total"),
         actions_before,
         "an admin action was counted"
     );
@@ -300,7 +300,6 @@ fn a_page_on_another_origin_cannot_use_the_admin_routes() {
 
     rt.shutdown_timeout(Duration::from_secs(5));
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The sum of `sluice_auth_refused_total` for the reasons a browser's request may get without
@@ -309,7 +308,7 @@ fn refusals(metrics: &str) -> Option<f64> {
     ["cross_site", "missing"]
         .iter()
         .filter_map(|r| {
-            common::try_metric_value(
+            sluice_test_support::metrics::try_series(
                 metrics,
                 &format!("sluice_auth_refused_total{{reason=\"{r}\"}}"),
             )

@@ -1,10 +1,10 @@
-//! A memory bound (issue 8, finding 4): events dated 200–290 s ahead sent at full rate to a
+//! A memory bound: events dated 200–290 s ahead sent at full rate to a
 //! real `sluice serve` with a small `max_pending_bytes` budget. The server's RSS stays under a
 //! bound derived from the budget, the excess is refused (HTTP 503, a TCP `error` line, UDP shed)
 //! and counted in `/metrics`, and
 //! after a SIGKILL the restart replays exactly what was acknowledged, within the same bound.
 //!
-//! Needs the `sluice` binary: `cargo build -p sluice` first (`cargo test --workspace` builds it).
+//! Runs the `sluice` binary cargo builds for this package's tests.
 
 mod common;
 mod process;
@@ -58,7 +58,7 @@ fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
 
 #[test]
 fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
-    let dir = common::temp_dir("memory");
+    let dir = sluice_test_support::temp_dir("memory");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("sluice.toml");
     // Free ports for TCP and UDP (bound, read, released: the server binds them next).
@@ -247,7 +247,6 @@ fn future_dated_flood_is_refused_beyond_the_budget_and_replayed_within_it() {
     }
     println!("after the restart: {admitted_after} payloads admitted before the refusal");
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A pending future-dated payload holds the WAL checkpoint back, so every payload logged after
@@ -259,7 +258,7 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
     const PAYLOADS: u64 = 80;
     const EVENTS: u64 = 20;
     const PAD: usize = 60 << 10;
-    let dir = common::temp_dir("long-wal");
+    let dir = sluice_test_support::temp_dir("long-wal");
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("sluice.toml");
     let data = dir.join("data");
@@ -341,5 +340,4 @@ fn a_long_wal_behind_a_pending_future_payload_replays_one_segment_at_a_time() {
         "every acknowledged event exactly once"
     );
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,5 +1,5 @@
-//! A real `sluice serve` process for the crash and memory tests: started from the built binary
-//! (`cargo build -p sluice`; `SLUICE_BIN` overrides the path), SIGKILLed or stopped with SIGTERM,
+//! A real `sluice serve` process for the crash, memory, auth and TLS tests: started from the binary
+//! cargo built for these tests (`SLUICE_BIN` overrides the path), SIGKILLed or stopped with SIGTERM,
 //! with its address read from `DATA/SERVER` and its RSS from `/proc/PID/status`.
 
 #![allow(dead_code)]
@@ -11,39 +11,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::common::Http;
+use sluice_test_support::http::{Resp, BOUNDED};
 
-/// The `sluice` binary: `SLUICE_BIN`, else `target/<profile>/sluice` beside this test binary.
+/// The `sluice` binary: `SLUICE_BIN`, else the one cargo built for these tests.
 pub fn sluice_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLUICE_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    // target/debug/deps/<test> -> target/debug/sluice
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("sluice");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build -p sluice` first",
-        bin.display()
-    );
-    bin
+    sluice_test_support::sluice_bin!()
 }
 
 /// An HTTP answer.
-pub type Answer = super::common::Resp;
-
-/// The bounds of [`try_request`]: connect 2 s, read and write 30 s each.
-pub const HTTP: Http = Http {
-    connect: Some(Duration::from_secs(2)),
-    read: Duration::from_secs(30),
-    write: Some(Duration::from_secs(30)),
-    early_answer: false,
-    lenient_chunks: false,
-};
+pub type Answer = Resp;
 
 /// One HTTP/1.1 request with timeouts on connect, write and read; `Err` when the server is gone.
 pub fn try_request(
@@ -52,7 +28,15 @@ pub fn try_request(
     path: &str,
     body: &[u8],
 ) -> std::io::Result<Answer> {
-    HTTP.try_request(addr, method, path, body)
+    BOUNDED.try_request(addr, method, path, body)
+}
+
+/// The JSON values of the NDJSON lines of `text` (empty lines skipped).
+pub fn lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 /// A running `sluice serve`; SIGKILLed when dropped.
@@ -160,9 +144,9 @@ impl Server {
         try_request(self.addr, "GET", path, b"").unwrap_or_else(|e| panic!("GET {path}: {e}"))
     }
 
-    /// The value of a metric line starting with `name` (labels included).
+    /// The value of metric `name` (labels as printed); panics when it is missing.
     pub fn metric(&self, name: &str) -> f64 {
-        super::common::metric_value(&self.get("/metrics").text(), name)
+        sluice_test_support::metrics::series(&self.get("/metrics").text(), name)
     }
 
     /// Waits (at most `limit`) until nothing is pending: no event in memory, no batch in memory
@@ -188,7 +172,7 @@ impl Server {
     pub fn read(&self, from: i64, to: i64) -> Vec<Value> {
         let r = self.get(&format!("/v1/events?from={from}&to={to}"));
         assert_eq!(r.status, 200, "{}", r.text());
-        super::common::lines(&r.text())
+        lines(&r.text())
     }
 
     /// Resident set size (`VmRSS` of `/proc/PID/status`), bytes.

@@ -1,11 +1,11 @@
-//! Tokens, scopes and safe defaults on a real `sluice serve` (issue 22): every route with no
+//! Tokens, scopes and safe defaults on a real `sluice serve`: every route with no
 //! token, a malformed one, a wrong-scope one, an expired one, a revoked one and a right one; a
 //! read token limited to one type sees nothing else through any read route; admin routes stay
 //! closed without the local secret, cross-site requests are refused; TCP's `auth` line; the
 //! `sluice token` command; a bind beyond loopback without auth refuses to start; Python
 //! substreams switched off.
 //!
-//! Needs the `sluice` binary: `cargo build -p sluice` first (`cargo test --workspace` builds it).
+//! Runs the `sluice` binary cargo builds for this package's tests.
 
 mod common;
 mod load;
@@ -20,17 +20,19 @@ use std::time::Duration;
 use common::now;
 use process::{sluice_bin, Server};
 use serde_json::{json, Value};
+use sluice_test_support::TempDir;
 
 /// A server of its own: `--auth` or not, TCP on, the data directory's path.
 struct Fixture {
     server: Server,
-    dir: PathBuf,
+    /// Removed after the server is killed (fields drop in order).
+    dir: TempDir,
     tcp: SocketAddr,
 }
 
 impl Fixture {
     fn start(name: &str, extra: &[&str]) -> Fixture {
-        let dir = common::temp_dir(name);
+        let dir = sluice_test_support::temp_dir(name);
         let data = dir.join("data");
         std::fs::create_dir_all(&data).unwrap();
         let config = dir.join("sluice.toml");
@@ -110,7 +112,7 @@ impl Fixture {
     fn metric(&self, name: &str) -> f64 {
         let (code, text) = self.call("GET", "/metrics", Some(&self.local_secret()), &[], None);
         assert_eq!(code, 200, "{text}");
-        common::metric_value(&text, name)
+        sluice_test_support::metrics::series(&text, name)
     }
 }
 
@@ -276,7 +278,7 @@ fn a_token_limited_to_one_type_reaches_nothing_else() {
     std::thread::sleep(Duration::from_millis(1500));
     let range = format!("from={e}&to={}", e + 1);
     let ids = |text: &str| -> Vec<u64> {
-        let mut v: Vec<u64> = common::lines(text)
+        let mut v: Vec<u64> = process::lines(text)
             .iter()
             .filter_map(|l| l["id"].as_u64())
             .collect();
@@ -297,7 +299,7 @@ fn a_token_limited_to_one_type_reaches_nothing_else() {
     assert_eq!(ids(&seen), Vec::<u64>::new());
     // Counts: only WEB rows.
     let (_, counts) = f.call("GET", &format!("/v1/counts?{range}"), Some(&web), &[], None);
-    let types: Vec<String> = common::lines(&counts)
+    let types: Vec<String> = process::lines(&counts)
         .iter()
         .filter_map(|l| l["type"].as_str().map(str::to_owned))
         .collect();
@@ -572,7 +574,7 @@ fn visit(dir: &Path, f: &mut dyn FnMut(&[u8])) {
 /// starts with a warning.
 #[test]
 fn a_public_bind_without_auth_refuses_to_start() {
-    let dir = common::temp_dir("auth-public");
+    let dir = sluice_test_support::temp_dir("auth-public");
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data");
     let data = data.to_str().unwrap();

@@ -1,4 +1,4 @@
-//! Exactly once, proven without luck (issue 21): a real `sluice serve` (2 pipeline threads) under
+//! Exactly once, proven without luck: a real `sluice serve` (2 pipeline threads) under
 //! acknowledged load over four groups with late events is made to die at one named step of the
 //! path (`SLUICE_FAILPOINT=POINT@N`, see `sluice_collector::failpoint`), then restarted (the
 //! replay, more load, a SIGKILL), then started cleanly: every acknowledged id must be read back
@@ -8,7 +8,7 @@
 //! process by `crates/collector/tests/exactly_once.rs`, which also covers every other point
 //! without a server.
 //!
-//! Needs the `sluice` binary: `cargo build -p sluice` first (`cargo test --workspace` builds it).
+//! Runs the `sluice` binary cargo builds for this package's tests.
 
 mod common;
 mod load;
@@ -89,7 +89,7 @@ fn wait_for_crash(child: &mut Child, point: &str) {
 /// Crashes a loaded server at hit `n` of `point`, restarts it under load and SIGKILLs it, starts
 /// it cleanly and checks every acknowledged id once.
 fn crash_at(point: &str, n: u64) {
-    let dir = common::temp_dir(&format!("fp-{point}"));
+    let dir = sluice_test_support::temp_dir(&format!("fp-{point}"));
     let data = dir.join("data");
     std::fs::create_dir_all(&data).unwrap();
     let config = dir.join("sluice.toml");
@@ -148,7 +148,6 @@ fn crash_at(point: &str, n: u64) {
         "{point}: completeness counts"
     );
     server.stop();
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// One test per crash point reached by a server on the embedded store, with the hit it crashes

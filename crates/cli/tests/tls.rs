@@ -1,4 +1,4 @@
-//! TLS on a real `sluice serve` (issue 22), with certificates made here (rcgen: a CA, server
+//! TLS on a real `sluice serve`, with certificates made here (rcgen: a CA, server
 //! certificates it signs, a client CA and its client certificates) and real clients: `curl
 //! --cacert`, Python's `ssl`, the `sluice` CLI (`cat`, `emit` over https:// and tls://) and a
 //! rustls client that shows the peer's certificate and presents client certificates.
@@ -13,7 +13,7 @@
 //!   certificate; a bad pair keeps the current one, is logged once and counted.
 //! - `self_signed_prints_its_fingerprint_and_works_as_ca`.
 //!
-//! Needs the `sluice` binary (`cargo build -p sluice`), `curl` and `python3`.
+//! Runs the `sluice` binary cargo builds for this package's tests; needs `curl` and `python3`.
 
 mod common;
 mod process;
@@ -34,7 +34,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use sha2::{Digest, Sha256};
 
-use common::{now, try_metric_value};
+use common::now;
+use sluice_test_support::metrics::try_series;
+use sluice_test_support::TempDir;
 
 // ---------------------------------------------------------------- certificates
 
@@ -236,12 +238,19 @@ impl Serve {
     /// A metric's value; fails when the server does not show it.
     fn metric(&self, name: &str) -> f64 {
         let text = self.metrics();
-        try_metric_value(&text, name).unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+        try_series(&text, name).unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
     }
 
-    /// A metric's value, 0 before its first sample (a counter family with labels).
+    /// A metric's value, `None` before its first sample (a counter family with labels).
+    fn try_metric(&self, name: &str) -> Option<f64> {
+        try_series(&self.metrics(), name)
+    }
+
+    /// A counter's value as a baseline, 0 before its first sample (a counter family with labels
+    /// appears once it has counted). Only for a baseline that a later [`Serve::wait_counter`]
+    /// must exceed: that wait fails while the counter is absent.
     fn counter(&self, name: &str) -> f64 {
-        try_metric_value(&self.metrics(), name).unwrap_or(0.0)
+        self.try_metric(name).unwrap_or(0.0)
     }
 
     /// Waits (10 s at most) until `name` is at least `at_least`.
@@ -274,7 +283,7 @@ impl Serve {
             )),
         ]);
         assert!(ok, "GET /v1/events: {err}");
-        let mut ids: Vec<String> = common::lines(&out)
+        let mut ids: Vec<String> = process::lines(&out)
             .iter()
             .filter_map(|v| v["id"].as_str().map(str::to_owned))
             .collect();
@@ -314,10 +323,8 @@ fn event(epoch: i64, id: &str) -> String {
     format!("{{\"epoch\":{epoch},\"type\":\"TLS\",\"id\":\"{id}\"}}")
 }
 
-fn test_dir(name: &str) -> PathBuf {
-    let d = common::temp_dir(&format!("tls-{name}"));
-    std::fs::create_dir_all(&d).expect("test dir");
-    d
+fn test_dir(name: &str) -> TempDir {
+    sluice_test_support::temp_dir(&format!("tls-{name}"))
 }
 
 // ---------------------------------------------------------------- clients
@@ -595,7 +602,7 @@ fn https_with_curl_python_and_the_cli() {
         "",
     );
     assert!(ok, "sluice cat --server https://: {err}");
-    assert_eq!(common::lines(&out).len(), 4, "{out}");
+    assert_eq!(process::lines(&out).len(), 4, "{out}");
     let (ok, out, err) = sluice(
         &[
             "cat",
@@ -613,7 +620,7 @@ fn https_with_curl_python_and_the_cli() {
         "",
     );
     assert!(ok, "sluice cat --data (through https://): {err}");
-    assert_eq!(common::lines(&out).len(), 4, "{out}");
+    assert_eq!(process::lines(&out).len(), 4, "{out}");
     // Without the CA the CLI refuses the server's certificate and says how to trust it.
     let (ok, _, err) = sluice(
         &[
@@ -847,7 +854,11 @@ fn certificate_reload_keeps_connections() {
         tcp_line(&mut tcp, &event(epoch, "before")).as_deref(),
         Ok("ok 1 0")
     );
-    assert_eq!(srv.counter("sluice_tls_reloads_total{outcome=\"ok\"}"), 0.0);
+    // No reload yet: the labelled counter has no sample.
+    assert_eq!(
+        srv.try_metric("sluice_tls_reloads_total{outcome=\"ok\"}"),
+        None
+    );
 
     // Pair B replaces the files: new connections get B (within a poll or two).
     let b = ca.issue("sluice server B", &["localhost", "127.0.0.1"], false);
@@ -893,7 +904,7 @@ fn certificate_reload_keeps_connections() {
     srv.wait_counter("sluice_tls_reloads_total{outcome=\"error\"}", errors + 1.0);
     std::thread::sleep(Duration::from_secs(5)); // two more polls of unchanged files
     assert_eq!(
-        srv.counter("sluice_tls_reloads_total{outcome=\"error\"}"),
+        srv.metric("sluice_tls_reloads_total{outcome=\"error\"}"),
         errors + 1.0
     );
     assert_eq!(failed_lines(&srv), logged + 1, "{}", srv.log());
@@ -985,7 +996,7 @@ fn self_signed_prints_its_fingerprint_and_works_as_ca() {
         "",
     );
     assert!(ok, "sluice cat --data on a self-signed server: {err}");
-    assert_eq!(common::lines(&out).len(), 1, "{out}");
+    assert_eq!(process::lines(&out).len(), 1, "{out}");
     // Without it: refused.
     let (ok, _, _) = curl(&["--fail", &srv.url("/healthz")]);
     assert!(
@@ -1091,7 +1102,7 @@ fn tokens_over_tls_from_the_cli() {
     loop {
         let (ok, out, err) = cat(Some(&token));
         assert!(ok, "cat with the token: {err}");
-        let mut ids: Vec<String> = common::lines(&out)
+        let mut ids: Vec<String> = process::lines(&out)
             .iter()
             .filter_map(|v| v["id"].as_str().map(str::to_owned))
             .collect();
