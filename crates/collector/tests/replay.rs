@@ -111,7 +111,7 @@ fn note_without_its_index_entry_skips_nothing() {
     assert_eq!(unproven, 1);
 }
 
-/// Issue 21: a sharded server adds a record routed from another shard after later records it
+/// A sharded server adds a record routed from another shard after later records it
 /// parsed itself. Records 2 then 1 go into one group, which is stored (its note logged); record
 /// 3's event of the same second arrives late and is still open at the crash. The replay must
 /// skip records 1 and 2 and give back record 3: each event stored once (the note's runs used to
