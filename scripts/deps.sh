@@ -30,7 +30,7 @@ if (( ${#missing[@]} )); then
   as_root apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The headless-browser test (crates/server/tests/browser.rs: a page on another origin tries the
+# The headless-browser test (crates/cli/tests/browser.rs: a page on another origin tries the
 # admin routes) drives Debian's Chromium through its chromedriver (one source package, so their
 # versions match). A failed install is not fatal here: that test then says why, and fails when
 # CI is set.

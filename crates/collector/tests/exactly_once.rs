@@ -9,7 +9,7 @@
 //! what is stored. The spool points run with the store failing for a stretch.
 //!
 //! The server's own points (ingest, route, ack, publish, replay) are crashed in a real process
-//! by `crates/server/tests/failpoints.rs`.
+//! by `crates/cli/tests/failpoints.rs`.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::panic::AssertUnwindSafe;

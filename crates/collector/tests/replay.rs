@@ -1,6 +1,6 @@
 //! Done notes logged before the index and proved by it (`Aggregator::set_note_log`,
 //! `sluice_collector::exactly_once`): a crash at any point of a flush replays every logged event
-//! exactly once. Deterministic counterparts of `crates/server/tests/crashes.rs`.
+//! exactly once. Deterministic counterparts of `crates/cli/tests/crashes.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
