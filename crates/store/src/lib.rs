@@ -21,7 +21,8 @@
 //! - a [`Retention`]: data is grouped in time partitions (an hour) and
 //!   [`expire`](Store::expire) drops whole partitions.
 //!
-//! Modules: `store` (the trait and its value types), [`copy`] (a time range from one store to
+//! Modules: `store` (the trait and its value types), `stored` (what a flush stored,
+//! [`StoredBatch`]), [`copy`] (a time range from one store to
 //! another), `memory`, `embedded` (with `record`, the
 //! byte layout), `faulty`, `error`, and with the `testkit` feature [`testkit`]: the contract
 //! suite any backend (in this crate or another) runs with [`store_contract_tests!`]. The
@@ -53,6 +54,7 @@ mod error;
 mod faulty;
 mod memory;
 mod store;
+mod stored;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
@@ -63,6 +65,7 @@ pub use crate::embedded::{
 pub use crate::error::{Result, StoreError};
 pub use crate::faulty::{Faults, FaultyStore};
 pub use crate::memory::InMemoryStore;
+pub use crate::stored::{StoredBatch, StoredChunk};
 
 /// The file in a data directory naming the running server's HTTP address (`http://ADDR`), so
 /// that readers (`sluice cat --data DIR`, `sluice_client::resolve_data_dir`) can go through that

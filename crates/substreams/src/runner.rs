@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use sluice_blob::EventKey;
-use sluice_collector::aggregate::StoredBatch;
+use sluice_store::StoredBatch;
 use sluice_store::{BlobKey, Counts, Namespace, Store};
 
 use crate::exec::{Compiled, Executor, PythonPool, PythonSettings};
