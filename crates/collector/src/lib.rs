@@ -1,7 +1,8 @@
-//! The Sluice collector. For now only its input layer, [`ingest`]: one received payload (a UDP
-//! datagram, an HTTP request body, a TCP NDJSON line or Sereal frame) in, validated and tagged
-//! events out, with an exact account of what was dropped and why. No sockets, threads or store
-//! live here yet.
+//! The Sluice collector, without sockets or threads (the server owns those): one received
+//! payload (a UDP datagram, an HTTP request body, a TCP NDJSON line or Sereal frame) in,
+//! validated and tagged events out with an exact account of what was dropped and why
+//! ([`ingest`]); then logged ([`wal`]), grouped per second and written to a store exactly once
+//! ([`aggregate`], [`exactly_once`]), spooled to disk while the store is down ([`spool`]).
 //!
 //! ```
 //! use sluice_collector::{IngestConfig, Ingestor, DropReason};
@@ -25,8 +26,11 @@
 //! - [`exactly_once`]: the protocol that stores every acknowledged event once across crashes
 //!   ([`exactly_once::ExactlyOnce`], driven after each flush; [`exactly_once::replay`] at start),
 //!   proven step by step at the crash points of [`failpoint`].
-//! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`]) and per-reason
-//!   counters for `/metrics` ([`DropCounters`]).
+//! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`] with the tags read
+//!   of the event, [`DropTags`]) and per-reason counters for `/metrics` ([`DropCounters`]).
+//! - [`batch`]: accepted events as one buffer ([`EventBatch`]) handed between threads.
+//! - [`note`]: the done notes the aggregator writes to the WAL once a batch is stored.
+//! - `json` (the fast JSON path), `spares` (reused buffers): internal.
 //!
 //! The crate README lists the formats, the tag rules and the limits with their defaults.
 
