@@ -15,10 +15,13 @@
 
 mod open;
 pub mod schema;
+mod session;
 mod store;
+mod tables;
 pub mod testing;
 mod url;
 
 pub use crate::open::OpenMode;
-pub use crate::store::{CassandraStore, ATTEMPTS};
+pub use crate::session::ATTEMPTS;
+pub use crate::store::CassandraStore;
 pub use crate::url::{CassandraConfig, StoreUrl, StoreUrlError};
