@@ -6,8 +6,8 @@
 //! | type | what | for |
 //! |---|---|---|
 //! | [`EmbeddedStore`] | time-partitioned append-only logs under a data directory | the default, zero set-up |
-//! | [`InMemoryStore`] | maps in memory, same partitioning and retention | tests |
-//! | [`FaultyStore`] | wraps any store and fails operations on demand ([`Faults`]) | spool / replay tests |
+//! | [`InMemoryStore`] | maps in memory, same partitioning and retention | tests (`testkit` feature) |
+//! | [`FaultyStore`] | wraps any store and fails operations on demand ([`Faults`]) | spool / replay tests (`testkit` feature) |
 //!
 //! The Cassandra / ScyllaDB backend lives in its own crate, `sluice-store-cassandra`.
 //!
@@ -23,10 +23,11 @@
 //!
 //! Modules: `store` (the trait and its value types), `stored` (what a flush stored,
 //! [`StoredBatch`]), [`copy`] (a time range from one store to
-//! another), `memory`, `embedded` (with `record`, the
-//! byte layout), `faulty`, `error`, and with the `testkit` feature [`testkit`]: the contract
-//! suite any backend (in this crate or another) runs with [`store_contract_tests!`]. The
-//! on-disk layout is in the crate's README.md.
+//! another), `embedded` (with `record`, the byte layout), `error`, and with the `testkit`
+//! feature the test doubles `memory` and `faulty` and [`testkit`]: the contract suite any
+//! backend (in this crate or another) runs with [`store_contract_tests!`]. The test doubles sit
+//! behind the feature so that no production build can pick one up by mistake. The on-disk
+//! layout is in the crate's README.md.
 //!
 //! ```
 //! use sluice_store::{BlobKey, EmbeddedStore, Namespace, PutOutcome, Store};
@@ -51,7 +52,9 @@
 pub mod copy;
 mod embedded;
 mod error;
+#[cfg(feature = "testkit")]
 mod faulty;
+#[cfg(feature = "testkit")]
 mod memory;
 mod store;
 mod stored;
@@ -63,7 +66,9 @@ pub use crate::embedded::{
     RecoveryStats, RepairReport,
 };
 pub use crate::error::{Result, StoreError};
+#[cfg(feature = "testkit")]
 pub use crate::faulty::{Faults, FaultyStore};
+#[cfg(feature = "testkit")]
 pub use crate::memory::InMemoryStore;
 pub use crate::stored::{StoredBatch, StoredChunk};
 
