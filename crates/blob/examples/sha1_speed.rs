@@ -1,5 +1,5 @@
 //! SHA-1 throughput of `sluice_blob::sha1` on one buffer, to compare with `openssl speed` /
-//! `sha1sum` on the same machine (docs/decisions.md, "Read CPU, round three").
+//! `sha1sum` on the same machine (docs/decisions.md, "Reader and queries").
 //!
 //! `cargo run --release -p sluice-blob --example sha1_speed -- [bytes] [rounds]`
 

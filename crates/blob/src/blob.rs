@@ -17,9 +17,10 @@ pub const DEFAULT_CHUNK_LIMIT: usize = 500_000;
 /// Smallest chunk limit accepted (below it not even a few small events would fit a chunk).
 pub const MIN_CHUNK_LIMIT: usize = 64;
 /// zstd level of [`Profile::default`].
-// Measured (docs/decisions.md, "Bytes per event" and "Ingest, round two"): 2 is the knee of bytes
-// against compressor CPU on event blobs (+1.1 % bytes for -11 % compressor time against 3; 1 is
-// +10 % bytes); 6 only reaches the original profile's size at 3x the time, 19 0.9x at 100x.
+// Measured (docs/decisions.md, "Blob format, keys and profiles", its "Bytes per event" section;
+// why ingest needed the CPU: "Ingest: JSON to Sereal"): 2 is the knee of bytes against
+// compressor CPU on event blobs (+1.1 % bytes for -11 % compressor time against 3; 1 is +10 %
+// bytes); 6 only reaches the original profile's size at 3x the time, 19 0.9x at 100x.
 pub const DEFAULT_ZSTD_LEVEL: i32 = 2;
 
 /// How a blob's Sereal part is written.

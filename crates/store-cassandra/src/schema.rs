@@ -1,4 +1,5 @@
-//! The CQL schema of the Cassandra backend (reasons in docs/decisions.md, "Cassandra store").
+//! The CQL schema of the Cassandra backend (reasons in docs/decisions.md, "Cassandra /
+//! ScyllaDB store").
 //!
 //! # Contract
 //! - [`statements`] creates everything with `IF NOT EXISTS`: running it again, or from several

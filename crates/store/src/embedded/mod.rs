@@ -88,7 +88,8 @@ const REPAIR_SUFFIX: &str = ".repair";
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Durability {
     /// `fdatasync` the log before each write method returns: durable against power loss on
-    /// return. Costs one disk flush per call (see docs/decisions.md for the numbers).
+    /// return. Costs one disk flush per call (numbers: docs/decisions.md, "Embedded store and
+    /// the `Store` trait", its engine measurement).
     Immediate,
     /// Durable against power loss once [`Store::flush`] returns (group commit: the collector
     /// flushes once per second's batch). The default.
@@ -757,7 +758,8 @@ impl Store for EmbeddedStore {
         // calling thread, which is also the one that frees them: a buffer allocated on a fetch
         // thread outlives that thread, so the allocator cannot reuse its pages and each batch
         // faulted in (and the kernel zeroed) fresh memory — 7 % of a page-cache read's CPU
-        // (docs/decisions.md, "Read CPU, round three").
+        // (docs/decisions.md, "Embedded store and the `Store` trait"; numbers under "Reader and
+        // queries").
         let mut results: Vec<Option<GetResult>> = Vec::new();
         results.resize_with(keys.len(), || None);
         let mut groups: Vec<Vec<FetchJob>> = (0..threads).map(|_| Vec::new()).collect();
