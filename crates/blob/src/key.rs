@@ -621,27 +621,32 @@ fn check_component(s: &str, what: &str, allow_empty: bool) -> Result<()> {
 }
 
 fn check_component_in(s: &str, what: &str, allow_empty: bool, whole: &str) -> Result<()> {
-    check_tag(what, s, allow_empty).map_err(|reason| BlobError::bad_key(whole, reason))
+    check_tag(what, s, allow_empty).map_err(|reason| BlobError::bad_key(whole, reason.to_string()))
 }
+
+/// Why a `dc`, `type` or `subtype` breaks the tag rule ([`check_tag`]); the message names the tag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TagError(String);
 
 /// The tag rule for `dc`, `type` and `subtype` (`what` names the tag in the message): 1 to
 /// [`MAX_TAG_BYTES`] bytes (0 allowed when `allow_empty`, as for `subtype`), no `:`, `|` or
 /// control character, since each becomes a field of `<epoch>:<dc>:<type>:<subtype>:<chunk>`.
-pub fn check_tag(what: &str, s: &str, allow_empty: bool) -> std::result::Result<(), String> {
+pub fn check_tag(what: &str, s: &str, allow_empty: bool) -> std::result::Result<(), TagError> {
     if s.is_empty() && !allow_empty {
-        return Err(format!("{what} is empty"));
+        return Err(TagError(format!("{what} is empty")));
     }
     if s.len() > MAX_TAG_BYTES {
-        return Err(format!(
+        return Err(TagError(format!(
             "{what} is {} bytes long, over {MAX_TAG_BYTES}",
             s.len()
-        ));
+        )));
     }
     if let Some(c) = s.chars().find(|&c| c == ':' || c == '|' || c.is_control()) {
-        return Err(format!(
+        return Err(TagError(format!(
             "{what} {:?} contains {c:?} (`:`, `|` and control characters are not allowed)",
             shorten(s)
-        ));
+        )));
     }
     Ok(())
 }

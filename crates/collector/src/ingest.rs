@@ -126,7 +126,7 @@ impl IngestConfig {
     /// Check the configuration: `dc` obeys the tag rules, limits are positive, the window is not
     /// negative.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check_tag("dc", &self.dc, false).map_err(ConfigError)?;
+        check_tag("dc", &self.dc, false).map_err(|e| ConfigError(e.to_string()))?;
         let positive = [
             ("max_payload_bytes", self.max_payload_bytes),
             ("max_event_bytes", self.max_event_bytes),
@@ -1013,7 +1013,7 @@ fn tag_str(v: &Value, name: &str, allow_empty: bool) -> Result<String, (DropReas
             format!("{name} is {}, not a string", kind(v)),
         ));
     };
-    check_tag(name, s, allow_empty).map_err(|m| (DropReason::BadTag, m))?;
+    check_tag(name, s, allow_empty).map_err(|m| (DropReason::BadTag, m.to_string()))?;
     Ok(s.to_owned())
 }
 

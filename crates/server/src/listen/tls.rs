@@ -241,7 +241,7 @@ fn file_stamp(path: &Path) -> Option<(SystemTime, u64, u64)> {
 
 /// Reads a certificate chain (PEM, end entity first) and its private key (PEM: PKCS#8, RSA or
 /// SEC1), checking that they belong together.
-pub fn load_pair(
+pub(crate) fn load_pair(
     cert: &Path,
     key: &Path,
     provider: &CryptoProvider,
