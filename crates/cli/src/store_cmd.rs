@@ -223,7 +223,9 @@ fn copy(a: &CopyArgs) -> Result<()> {
         .with_context(|| src_url.location())?;
     let dst = crate::store_arg::open_for_write(&dst_url, retention(a.retention_days))?;
     let verify = |bytes: &[u8]| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        sluice_blob::Blob::parse(bytes).map(|_| ()).map_err(Into::into)
+        sluice_blob::Blob::parse(bytes)
+            .map(|_| ())
+            .map_err(Into::into)
     };
     // The substream registry (definitions and removals; never expiring) first, so the target
     // knows the namespaces whose results follow.
