@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::compress;
+use crate::cursor::{Cursor, Input};
 use crate::error::{Error, ErrorCode, Result};
 use crate::header::{self, Encoding, Header};
 use crate::tag::*;
@@ -176,15 +177,15 @@ impl Decoder {
         p.skip_pad();
         let len = match body.compressed_end {
             Some(end) => {
-                if p.pos != body.bytes.len() {
+                if p.pos() != body.bytes.len() {
                     return Err(Error::new(
                         ErrorCode::TrailingBytes,
-                        p.pos + body.error_base,
+                        p.pos() + body.error_base,
                     ));
                 }
                 end
             }
-            None => body.error_base + p.pos,
+            None => body.error_base + p.pos(),
         };
         Ok(Document {
             header: body.header,
@@ -202,10 +203,7 @@ pub fn from_slice(doc: &[u8]) -> Result<Value> {
 
 /// Recursive-descent state over one body.
 pub(crate) struct Parser<'a, 'l> {
-    buf: &'a [u8],
-    pub(crate) pos: usize,
-    offset_base: usize,
-    error_base: usize,
+    cur: Cursor<'a>,
     limits: &'l Limits,
     depth: usize,
     values_left: usize,
@@ -227,10 +225,7 @@ impl<'a, 'l> Parser<'a, 'l> {
         limits: &'l Limits,
     ) -> Self {
         Parser {
-            buf,
-            pos: 0,
-            offset_base,
-            error_base,
+            cur: Cursor::new(Input::new(buf, offset_base, error_base)),
             limits,
             depth: 0,
             values_left: limits.max_values,
@@ -243,70 +238,28 @@ impl<'a, 'l> Parser<'a, 'l> {
 
     #[cold]
     fn err(&self, code: ErrorCode, at: usize) -> Error {
-        Error::new(code, at + self.error_base)
+        self.cur.err(code, at)
     }
 
-    #[cold]
-    fn eof(&self) -> Error {
-        Error::eof(self.buf.len() + self.error_base)
-    }
-
-    #[inline]
-    fn byte(&mut self) -> Result<u8> {
-        match self.buf.get(self.pos) {
-            Some(&b) => {
-                self.pos += 1;
-                Ok(b)
-            }
-            None => Err(self.eof()),
-        }
-    }
-
-    #[inline]
-    fn varint(&mut self) -> Result<u64> {
-        varint::read(self.buf, &mut self.pos).map_err(|e| e.with_base(self.error_base))
-    }
-
-    #[inline]
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| self.eof())?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+    /// The next body index to read.
+    pub(crate) fn pos(&self) -> usize {
+        self.cur.pos
     }
 
     fn skip_pad(&mut self) {
-        while self
-            .buf
-            .get(self.pos)
-            .is_some_and(|b| b & !TRACK_FLAG == PAD)
-        {
-            self.pos += 1;
+        while self.cur.peek().is_some_and(|b| b & !TRACK_FLAG == PAD) {
+            self.cur.pos += 1;
         }
     }
 
     /// Turn a document offset into a body index that lies strictly before `before`.
     fn back_offset(&self, offset: u64, before: usize) -> Result<usize> {
-        usize::try_from(offset)
-            .ok()
-            .and_then(|o| o.checked_sub(self.offset_base))
-            .filter(|&i| i < before)
-            .ok_or_else(|| self.err(ErrorCode::BadOffset(offset), before))
+        self.cur.input.back_offset(offset, before)
     }
 
     fn string_len(&mut self, at: usize) -> Result<usize> {
-        let len = self.varint()?;
-        if len > self.limits.max_string_bytes as u64 {
-            return Err(self.err(
-                ErrorCode::StringLengthLimit(self.limits.max_string_bytes),
-                at,
-            ));
-        }
-        Ok(len as usize)
+        let max = self.limits.max_string_bytes;
+        self.cur.input.string_len_at(&mut self.cur.pos, at, max)
     }
 
     #[inline]
@@ -322,17 +275,14 @@ impl<'a, 'l> Parser<'a, 'l> {
     }
 
     fn count(&mut self, at: usize) -> Result<usize> {
-        let n = self.varint()?;
-        if n > self.limits.max_elements as u64 {
-            return Err(self.err(ErrorCode::ElementCountLimit(self.limits.max_elements), at));
-        }
-        Ok(n as usize)
+        let max = self.limits.max_elements;
+        self.cur.input.count_at(&mut self.cur.pos, at, max)
     }
 
     /// Capacity to reserve for `n` elements: each needs at least one byte of input, so a lying
     /// count cannot make us allocate more than the remaining input justifies.
     fn capacity_for(&self, n: usize) -> usize {
-        n.min(self.buf.len() - self.pos)
+        n.min(self.cur.remaining())
     }
 
     fn enter(&mut self, at: usize) -> Result<()> {
@@ -346,11 +296,11 @@ impl<'a, 'l> Parser<'a, 'l> {
     /// Decode the item at body index `pos` (for callers that jump around a body, like the lazy
     /// reader); returns it and the index after it. Budgets are shared across calls.
     pub(crate) fn value_at(&mut self, pos: usize, in_copy: bool) -> Result<(Value, usize)> {
-        self.pos = pos;
+        self.cur.pos = pos;
         self.depth = 0;
         self.in_copy = in_copy;
         let v = self.read_value()?;
-        Ok((v, self.pos))
+        Ok((v, self.cur.pos))
     }
 
     /// Read one item.
@@ -358,12 +308,12 @@ impl<'a, 'l> Parser<'a, 'l> {
         if self.values_left == 0 {
             return Err(self.err(
                 ErrorCode::TotalValuesLimit(self.limits.max_values),
-                self.pos,
+                self.cur.pos,
             ));
         }
         self.values_left -= 1;
-        let mut start = self.pos;
-        let mut tag = self.byte()?;
+        let mut start = self.cur.pos;
+        let mut tag = self.cur.byte()?;
         // PAD is skipped; the value is whatever follows. A loop, not recursion, so a run of PADs
         // cannot exhaust the stack. A PAD with the track bit is a WEAKEN the reference encoder
         // blanked out after the fact: references to its offset mean the item that follows.
@@ -372,8 +322,8 @@ impl<'a, 'l> Parser<'a, 'l> {
             if tag & TRACK_FLAG != 0 {
                 tracked_pad = Some(start);
             }
-            start = self.pos;
-            tag = self.byte()?;
+            start = self.cur.pos;
+            tag = self.cur.byte()?;
         }
         match tracked_pad {
             Some(pad) => self.track(pad, |p| p.read_item(start, tag)),
@@ -410,46 +360,46 @@ impl<'a, 'l> Parser<'a, 'l> {
             0x00..=0x0f => Value::Int(tag as i64),
             0x10..=0x1f => Value::Int(tag as i64 - 32),
             VARINT => {
-                let v = self.varint()?;
+                let v = self.cur.varint()?;
                 match i64::try_from(v) {
                     Ok(i) => Value::Int(i),
                     Err(_) => Value::UInt(v),
                 }
             }
-            ZIGZAG => Value::Int(varint::unzigzag(self.varint()?)),
+            ZIGZAG => Value::Int(varint::unzigzag(self.cur.varint()?)),
             FLOAT => {
-                let b = self.take(4)?;
+                let b = self.cur.take(4)?;
                 Value::Float(f32::from_le_bytes([b[0], b[1], b[2], b[3]]) as f64)
             }
             DOUBLE => {
-                let b = self.take(8)?;
+                let b = self.cur.take(8)?;
                 let mut a = [0u8; 8];
                 a.copy_from_slice(b);
                 Value::Float(f64::from_le_bytes(a))
             }
-            LONG_DOUBLE => Value::Float(x87_extended_to_f64(self.take(16)?)),
-            FLOAT_128 => Value::Float(binary128_to_f64(self.take(16)?)),
+            LONG_DOUBLE => Value::Float(x87_extended_to_f64(self.cur.take(16)?)),
+            FLOAT_128 => Value::Float(binary128_to_f64(self.cur.take(16)?)),
             UNDEF | CANONICAL_UNDEF => Value::Undef,
             TRUE | YES => Value::Bool(true),
             FALSE | NO => Value::Bool(false),
             BINARY => {
                 let len = self.string_len(start)?;
                 self.charge_string(len, start)?;
-                Value::Binary(self.take(len)?.to_vec())
+                Value::Binary(self.cur.take(len as u64)?.to_vec())
             }
             SHORT_BINARY_0..=0x7f => {
                 let len = (tag & 0x1f) as usize;
                 self.charge_string(len, start)?;
-                Value::Binary(self.take(len)?.to_vec())
+                Value::Binary(self.cur.take(len as u64)?.to_vec())
             }
             STR_UTF8 => {
                 let len = self.string_len(start)?;
                 self.charge_string(len, start)?;
-                utf8_value(self.take(len)?)
+                utf8_value(self.cur.take(len as u64)?)
             }
             REFN => {
                 self.enter(start)?;
-                let next = self.buf.get(self.pos).map(|b| b & !TRACK_FLAG);
+                let next = self.cur.peek().map(|b| b & !TRACK_FLAG);
                 let inner = self.read_value()?;
                 self.depth -= 1;
                 match next {
@@ -459,7 +409,7 @@ impl<'a, 'l> Parser<'a, 'l> {
                 }
             }
             REFP => {
-                let offset = self.varint()?;
+                let offset = self.cur.varint()?;
                 let idx = self.back_offset(offset, start)?;
                 let target = self.tracked_at(idx, offset, start)?;
                 match target.as_ref() {
@@ -468,7 +418,7 @@ impl<'a, 'l> Parser<'a, 'l> {
                 }
             }
             ALIAS => {
-                let offset = self.varint()?;
+                let offset = self.cur.varint()?;
                 let idx = self.back_offset(offset, start)?;
                 Value::Shared(self.tracked_at(idx, offset, start)?)
             }
@@ -487,22 +437,22 @@ impl<'a, 'l> Parser<'a, 'l> {
                 self.read_object(class, tag == OBJECT_FREEZE, start)?
             }
             OBJECTV | OBJECTV_FREEZE => {
-                let offset = self.varint()?;
+                let offset = self.cur.varint()?;
                 let idx = self.back_offset(offset, start)?;
-                let saved = self.pos;
-                self.pos = idx;
+                let saved = self.cur.pos;
+                self.cur.pos = idx;
                 let class = self.read_class()?;
-                self.pos = saved;
+                self.cur.pos = saved;
                 self.read_object(class, tag == OBJECTV_FREEZE, start)?
             }
             COPY => {
                 if self.in_copy {
                     return Err(self.err(ErrorCode::CopyOfCopy, start));
                 }
-                let offset = self.varint()?;
+                let offset = self.cur.varint()?;
                 let idx = self.back_offset(offset, start)?;
-                let saved = self.pos;
-                self.pos = idx;
+                let saved = self.cur.pos;
+                self.cur.pos = idx;
                 self.in_copy = true;
                 self.enter(start)?;
                 // The copied item is counted as it is re-read, not as the COPY tag itself.
@@ -510,7 +460,7 @@ impl<'a, 'l> Parser<'a, 'l> {
                 let v = self.read_value();
                 self.depth -= 1;
                 self.in_copy = false;
-                self.pos = saved;
+                self.cur.pos = saved;
                 v?
             }
             WEAKEN => {
@@ -568,14 +518,14 @@ impl<'a, 'l> Parser<'a, 'l> {
             // A reference back into an item still being decoded: a cycle, which a tree of
             // values cannot hold.
             Some(None) => Err(self.err(ErrorCode::UnsupportedTag("cyclic reference"), at)),
-            None if self.buf.get(idx).is_some_and(|b| b & TRACK_FLAG != 0) => {
+            None if self.cur.buf().get(idx).is_some_and(|b| b & TRACK_FLAG != 0) => {
                 self.enter(at)?;
-                let saved = (self.pos, self.in_copy);
+                let saved = (self.cur.pos, self.in_copy);
                 // The target was written outside any COPY expansion.
                 self.in_copy = false;
-                self.pos = idx;
+                self.cur.pos = idx;
                 let v = self.read_value();
-                (self.pos, self.in_copy) = saved;
+                (self.cur.pos, self.in_copy) = saved;
                 self.depth -= 1;
                 match v? {
                     Value::Shared(arc) => Ok(arc),
@@ -610,21 +560,21 @@ impl<'a, 'l> Parser<'a, 'l> {
 
     /// A hash key: a string tag, or a COPY of one.
     fn read_key(&mut self) -> Result<Key> {
-        let start = self.pos;
-        let tag = self.byte()? & !TRACK_FLAG;
+        let start = self.cur.pos;
+        let tag = self.cur.byte()? & !TRACK_FLAG;
         if tag == COPY {
-            let offset = self.varint()?;
+            let offset = self.cur.varint()?;
             let idx = self.back_offset(offset, start)?;
             if let Some(k) = self.copied_keys.get(&idx) {
                 let k = k.clone();
                 self.charge_string(k.as_bytes().len(), start)?;
                 return Ok(k);
             }
-            let saved = self.pos;
-            self.pos = idx;
-            let tag = self.byte()? & !TRACK_FLAG;
+            let saved = self.cur.pos;
+            self.cur.pos = idx;
+            let tag = self.cur.byte()? & !TRACK_FLAG;
             let k = self.read_key_string(idx, tag);
-            self.pos = saved;
+            self.cur.pos = saved;
             let k = k?;
             self.copied_keys.insert(idx, k.clone());
             return Ok(k);
@@ -640,7 +590,7 @@ impl<'a, 'l> Parser<'a, 'l> {
             _ => return Err(self.err(ErrorCode::BadKeyTag(tag), start)),
         };
         self.charge_string(len, start)?;
-        let bytes = self.take(len)?;
+        let bytes = self.cur.take(len as u64)?;
         if utf8 {
             if let Ok(s) = std::str::from_utf8(bytes) {
                 return Ok(Key::Utf8(s.into()));
@@ -651,8 +601,8 @@ impl<'a, 'l> Parser<'a, 'l> {
 
     /// A class name: a string tag, or a COPY of one.
     fn read_class(&mut self) -> Result<String> {
-        let start = self.pos;
-        let tag = self.buf.get(self.pos).copied().ok_or_else(|| self.eof())? & !TRACK_FLAG;
+        let start = self.cur.pos;
+        let tag = self.cur.input.byte_at(self.cur.pos)? & !TRACK_FLAG;
         match tag {
             SHORT_BINARY_0..=0x7f | BINARY | STR_UTF8 | COPY => {
                 let k = self.read_key()?;

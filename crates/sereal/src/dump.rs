@@ -3,8 +3,9 @@
 
 use std::fmt::Write as _;
 
+use crate::cursor::{Cursor, Input};
 use crate::de::{open, Limits};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{ErrorCode, Result};
 use crate::tag::{self, *};
 use crate::varint;
 
@@ -31,54 +32,30 @@ pub fn dump(doc: &[u8], limits: &Limits) -> Result<String> {
             String::new()
         },
     );
+    // Errors report body offsets (an error base of 0), like the listing's offsets.
     let mut d = Dumper {
-        buf: body.bytes,
-        pos: 0,
-        base: body.offset_base,
+        cur: Cursor::new(Input::new(body.bytes, body.offset_base, 0)),
         out,
         limits,
         depth: 0,
     };
     d.item()?;
-    while d.pos < d.buf.len() && d.buf[d.pos] & !TRACK_FLAG == PAD {
-        let at = d.pos;
-        d.pos += 1;
+    while d.cur.peek().is_some_and(|b| b & !TRACK_FLAG == PAD) {
+        let at = d.cur.pos;
+        d.cur.pos += 1;
         d.line(at, PAD, "(trailing)");
     }
     Ok(d.out)
 }
 
 struct Dumper<'a> {
-    buf: &'a [u8],
-    pos: usize,
-    base: usize,
+    cur: Cursor<'a>,
     out: String,
     limits: &'a Limits,
     depth: usize,
 }
 
 impl Dumper<'_> {
-    fn byte(&mut self) -> Result<u8> {
-        let b = *self.buf.get(self.pos).ok_or_else(|| Error::eof(self.pos))?;
-        self.pos += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self) -> Result<u64> {
-        varint::read(self.buf, &mut self.pos)
-    }
-
-    fn bytes(&mut self, n: u64) -> Result<&[u8]> {
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.pos.checked_add(n))
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| Error::eof(self.buf.len()))?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
-    }
-
     fn line(&mut self, at: usize, tag: u8, text: &str) {
         let track = if tag & TRACK_FLAG != 0 {
             " [tracked]"
@@ -88,7 +65,7 @@ impl Dumper<'_> {
         let _ = writeln!(
             self.out,
             "{:>8} {:indent$}{}{}{}{}",
-            at + self.base,
+            at + self.cur.input.offset_base,
             "",
             tag::name(tag),
             if text.is_empty() { "" } else { " " },
@@ -100,63 +77,62 @@ impl Dumper<'_> {
 
     fn item(&mut self) -> Result<()> {
         if self.depth > self.limits.max_depth {
-            return Err(Error::new(
-                ErrorCode::DepthLimit(self.limits.max_depth),
-                self.pos,
-            ));
+            return Err(self
+                .cur
+                .err(ErrorCode::DepthLimit(self.limits.max_depth), self.cur.pos));
         }
-        let mut at = self.pos;
-        let mut raw = self.byte()?;
+        let mut at = self.cur.pos;
+        let mut raw = self.cur.byte()?;
         // PADs are listed but are not items: the item is what follows them.
         while raw & !TRACK_FLAG == PAD {
             self.line(at, raw, "");
-            at = self.pos;
-            raw = self.byte()?;
+            at = self.cur.pos;
+            raw = self.cur.byte()?;
         }
         let t = raw & !TRACK_FLAG;
         match t {
             0x00..=0x0f => self.line(at, raw, &t.to_string()),
             0x10..=0x1f => self.line(at, raw, &(t as i64 - 32).to_string()),
             VARINT => {
-                let v = self.varint()?;
+                let v = self.cur.varint()?;
                 self.line(at, raw, &v.to_string())
             }
             ZIGZAG => {
-                let v = varint::unzigzag(self.varint()?);
+                let v = varint::unzigzag(self.cur.varint()?);
                 self.line(at, raw, &v.to_string())
             }
             FLOAT => {
-                let b = self.bytes(4)?;
+                let b = self.cur.take(4)?;
                 let f = f32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                 self.line(at, raw, &f.to_string())
             }
             DOUBLE => {
-                let b = self.bytes(8)?;
+                let b = self.cur.take(8)?;
                 let mut a = [0u8; 8];
                 a.copy_from_slice(b);
                 self.line(at, raw, &f64::from_le_bytes(a).to_string())
             }
             LONG_DOUBLE | FLOAT_128 => {
-                self.bytes(16)?;
+                self.cur.take(16)?;
                 self.line(at, raw, "(16 bytes)")
             }
             BINARY | STR_UTF8 => {
-                let n = self.varint()?;
-                let s = self.bytes(n)?;
+                let n = self.cur.varint()?;
+                let s = self.cur.take(n)?;
                 let text = format!("len {n} {:?}", preview(s));
                 self.line(at, raw, &text)
             }
             SHORT_BINARY_0..=0x7f => {
-                let s = self.bytes((t & 0x1f) as u64)?;
+                let s = self.cur.take((t & 0x1f) as u64)?;
                 let text = format!("{:?}", preview(s));
                 self.line(at, raw, &text)
             }
             REFP | ALIAS | COPY => {
-                let o = self.varint()?;
+                let o = self.cur.varint()?;
                 self.line(at, raw, &format!("-> {o}"))
             }
             ARRAY | HASH => {
-                let n = self.varint()?;
+                let n = self.cur.varint()?;
                 self.line(at, raw, &format!("count {n}"));
                 let items = if t == HASH { n.saturating_mul(2) } else { n };
                 self.children(items)?;
@@ -178,12 +154,12 @@ impl Dumper<'_> {
                 self.children(2)?;
             }
             OBJECTV | OBJECTV_FREEZE => {
-                let o = self.varint()?;
+                let o = self.cur.varint()?;
                 self.line(at, raw, &format!("class at {o}"));
                 self.children(1)?;
             }
             UNDEF | CANONICAL_UNDEF | TRUE | FALSE | YES | NO => self.line(at, raw, ""),
-            _ => return Err(Error::new(ErrorCode::BadTag(raw), at)),
+            _ => return Err(self.cur.err(ErrorCode::BadTag(raw), at)),
         }
         Ok(())
     }

@@ -4,6 +4,8 @@
 //! Modules, in the order data flows through them:
 //! - [`header`]: magic, version/type byte, user header.
 //! - `compress` (private): Snappy / zlib / zstd framing, bounded decompression.
+//! - `cursor` (private): bounds-checked reading of a body (bytes, varints, back-offsets, error
+//!   offsets), shared by the decoder, the lazy reader, the splitter and the dump.
 //! - [`de`]: [`Decoder`] — document to [`Value`], under explicit [`Limits`].
 //! - [`ser`]: [`Encoder`] — [`Value`] to document, identical bytes to the reference.
 //! - [`lazy`]: [`LazyDoc`](lazy::LazyDoc) — walk a body without building a tree and extract
@@ -25,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 mod compress;
+mod cursor;
 pub mod de;
 pub mod dump;
 mod error;
