@@ -22,7 +22,7 @@
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::header;
-use crate::ser::{write_float, write_int, write_raw_string};
+use crate::scalars::{write_float, write_int, write_raw_string};
 use crate::tag::*;
 use crate::value::Value;
 use crate::varint;

@@ -36,6 +36,7 @@ pub mod header;
 pub mod index;
 pub mod json;
 pub mod lazy;
+mod scalars;
 pub mod ser;
 pub mod split;
 pub mod tag;

@@ -4,7 +4,6 @@
 
 use std::fmt;
 
-use super::item::{Item, ItemDecoder, Items};
 use crate::cursor::Input;
 use crate::de::{open, Limits, Parser};
 use crate::error::{ErrorCode, Result};
@@ -130,14 +129,6 @@ impl<'a> LazyDoc<'a> {
         &self.index_use
     }
 
-    /// A decoder for items of this document that charges all it decodes to one budget, like one
-    /// selection does (see [`ItemDecoder`]).
-    pub fn item_decoder(&self) -> ItemDecoder<'_> {
-        ItemDecoder {
-            parser: self.parser(),
-        }
-    }
-
     /// The parsed header.
     pub fn header(&self) -> &Header {
         &self.header
@@ -151,35 +142,6 @@ impl<'a> LazyDoc<'a> {
     /// The limits in force.
     pub fn limits(&self) -> &Limits {
         &self.limits
-    }
-
-    /// The top-level item as an undecoded span. This skips over the whole body once to find
-    /// where the item ends; [`LazyDoc::items`] does not.
-    pub fn root(&self) -> Result<Item<'_>> {
-        let end = self.skip_n(0, 1)?;
-        Ok(Item {
-            doc: self.shrink(),
-            start: 0,
-            end,
-            in_copy: false,
-        })
-    }
-
-    /// Iterate over the elements of the top-level array (an `ARRAY`, `ARRAYREF`, or a reference
-    /// to one), yielding a handle per element without decoding it. A body that is not an array is
-    /// a "not an array" error.
-    pub fn items(&self) -> Result<Items<'_>> {
-        let mut depth = 0;
-        match self.resolve(0, &mut depth, &mut None, &mut false)? {
-            Core::Array(n, first) => Ok(Items {
-                doc: self.shrink(),
-                pos: first,
-                remaining: n,
-                failed: false,
-                bounds: &self.bounds,
-            }),
-            _ => Err(self.body.err(ErrorCode::NotAnArray, 0)),
-        }
     }
 
     /// `&LazyDoc<'a>` as `&LazyDoc<'_>` (covariance, spelled out for the handles).

@@ -5,9 +5,9 @@ use std::fmt;
 
 use super::doc::{Core, LazyDoc};
 use super::path::{resolve_index, Path};
-use super::walker::{walk, ItemEmit, ValueEmit};
+use super::walker::{walk, Emit, ValueEmit};
 use crate::de::Parser;
-use crate::error::Result;
+use crate::error::{ErrorCode, Result};
 use crate::tag::*;
 use crate::value::Value;
 use crate::varint;
@@ -94,7 +94,8 @@ impl<'d> Item<'d> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
         walk(
-            self,
+            self.doc,
+            self.start,
             std::slice::from_ref(path),
             &mut stack,
             ValueEmit(self.doc.parser()),
@@ -110,7 +111,8 @@ impl<'d> Item<'d> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
         walk(
-            self,
+            self.doc,
+            self.start,
             paths,
             &mut stack,
             ValueEmit(self.doc.parser()),
@@ -124,7 +126,7 @@ impl<'d> Item<'d> {
     pub fn select_items(&self, paths: &[Path]) -> Result<Vec<Vec<Item<'d>>>> {
         let mut out = Vec::new();
         let mut stack = Vec::new();
-        walk(self, paths, &mut stack, ItemEmit, &mut out)?;
+        walk(self.doc, self.start, paths, &mut stack, ItemEmit, &mut out)?;
         Ok(out)
     }
 
@@ -443,5 +445,70 @@ impl<'d> Iterator for Entries<'d> {
         } else {
             (0, Some(self.remaining))
         }
+    }
+}
+
+/// The handles a document hands out: here, beside the handles, so that the document itself
+/// ([`super::doc`]) knows nothing of them.
+impl<'a> LazyDoc<'a> {
+    /// A decoder for items of this document that charges all it decodes to one budget, like one
+    /// selection does (see [`ItemDecoder`]).
+    pub fn item_decoder(&self) -> ItemDecoder<'_> {
+        ItemDecoder {
+            parser: self.parser(),
+        }
+    }
+
+    /// The top-level item as an undecoded span. This skips over the whole body once to find
+    /// where the item ends; [`LazyDoc::items`] does not.
+    pub fn root(&self) -> Result<Item<'_>> {
+        let end = self.skip_n(0, 1)?;
+        Ok(Item {
+            doc: self.shrink(),
+            start: 0,
+            end,
+            in_copy: false,
+        })
+    }
+
+    /// Iterate over the elements of the top-level array (an `ARRAY`, `ARRAYREF`, or a reference
+    /// to one), yielding a handle per element without decoding it. A body that is not an array is
+    /// a "not an array" error.
+    pub fn items(&self) -> Result<Items<'_>> {
+        let mut depth = 0;
+        match self.resolve(0, &mut depth, &mut None, &mut false)? {
+            Core::Array(n, first) => Ok(Items {
+                doc: self.shrink(),
+                pos: first,
+                remaining: n,
+                failed: false,
+                bounds: &self.bounds,
+            }),
+            _ => Err(self.body.err(ErrorCode::NotAnArray, 0)),
+        }
+    }
+}
+
+/// Emit undecoded handles.
+pub(super) struct ItemEmit;
+
+impl<'d> Emit<'d> for ItemEmit {
+    type Out = Item<'d>;
+    fn emit(
+        &mut self,
+        doc: &'d LazyDoc<'d>,
+        pos: usize,
+        in_copy: bool,
+    ) -> Result<(Item<'d>, usize)> {
+        let end = doc.skip_n(pos, 1)?;
+        Ok((
+            Item {
+                doc,
+                start: pos,
+                end,
+                in_copy,
+            },
+            end,
+        ))
     }
 }

@@ -3,10 +3,11 @@
 //! select in it, in one pass.
 
 use super::doc::LazyDoc;
+use super::item::ItemEmit;
 use super::item::{Item, Items};
 use super::path::Path;
 use super::plan::KeyPlan;
-use super::walker::{walk, walk_from, ItemEmit, PathCursor, ValueEmit};
+use super::walker::{walk, walk_from, PathCursor, ValueEmit};
 use crate::error::Result;
 use crate::value::Value;
 
@@ -57,7 +58,8 @@ impl Selector {
     /// vectors are cleared and keep their capacity).
     pub fn select_into(&mut self, item: &Item<'_>, out: &mut Vec<Vec<Value>>) -> Result<()> {
         walk(
-            item,
+            item.doc,
+            item.start,
             &self.paths,
             &mut self.stack,
             ValueEmit(item.doc.parser()),
@@ -68,7 +70,14 @@ impl Selector {
     /// Like [`Selector::select`] but yielding undecoded handles.
     pub fn select_items<'d>(&mut self, item: &Item<'d>) -> Result<Vec<Vec<Item<'d>>>> {
         let mut out = Vec::new();
-        walk(item, &self.paths, &mut self.stack, ItemEmit, &mut out)?;
+        walk(
+            item.doc,
+            item.start,
+            &self.paths,
+            &mut self.stack,
+            ItemEmit,
+            &mut out,
+        )?;
         Ok(out)
     }
 

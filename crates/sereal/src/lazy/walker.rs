@@ -3,7 +3,6 @@
 //! soon as nothing more can match.
 
 use super::doc::{Core, LazyDoc};
-use super::item::Item;
 use super::path::{resolve_index, Path, Step};
 use crate::de::Parser;
 use crate::error::{ErrorCode, Result};
@@ -41,34 +40,11 @@ impl<'d> Emit<'d> for ValueEmit<'d> {
     }
 }
 
-/// Emit undecoded handles.
-pub(super) struct ItemEmit;
-
-impl<'d> Emit<'d> for ItemEmit {
-    type Out = Item<'d>;
-    fn emit(
-        &mut self,
-        doc: &'d LazyDoc<'d>,
-        pos: usize,
-        in_copy: bool,
-    ) -> Result<(Item<'d>, usize)> {
-        let end = doc.skip_n(pos, 1)?;
-        Ok((
-            Item {
-                doc,
-                start: pos,
-                end,
-                in_copy,
-            },
-            end,
-        ))
-    }
-}
-
-/// Select `paths` from `item` into `out` (resized to one `Vec` per path, each cleared), using
-/// `stack` for the cursors.
+/// Select `paths` from the item at `start` of `doc` into `out` (resized to one `Vec` per path,
+/// each cleared), using `stack` for the cursors.
 pub(super) fn walk<'d, E: Emit<'d>>(
-    item: &Item<'d>,
+    doc: &'d LazyDoc<'d>,
+    start: usize,
     paths: &[Path],
     stack: &mut Vec<PathCursor>,
     emit: E,
@@ -76,7 +52,7 @@ pub(super) fn walk<'d, E: Emit<'d>>(
 ) -> Result<()> {
     out.resize_with(paths.len(), Vec::new);
     out.iter_mut().for_each(Vec::clear);
-    walk_from(item.doc, item.start, paths, stack, emit, out, false)?;
+    walk_from(doc, start, paths, stack, emit, out, false)?;
     Ok(())
 }
 
