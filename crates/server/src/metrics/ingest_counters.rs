@@ -93,15 +93,8 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    use crate::metrics::tests::value;
     use crate::metrics::{render, Metrics};
-
-    fn value(text: &str, line_start: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(line_start).and_then(|r| r.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
-            .parse()
-            .unwrap()
-    }
 
     #[test]
     fn type_labels_are_capped() {

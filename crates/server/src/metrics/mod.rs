@@ -21,3 +21,16 @@ mod render;
 pub use ingest_counters::IngestCounters;
 pub use registry::{as_gauge, Metrics, SharedMetrics, MAX_TYPE_LABELS};
 pub(crate) use render::{render, render_substreams};
+
+#[cfg(test)]
+pub(crate) mod tests {
+    /// The value of the sample whose line starts with `line_start` (name and labels); panics
+    /// when there is none, so a missing metric fails the test.
+    pub(crate) fn value(text: &str, line_start: &str) -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(line_start).and_then(|r| r.strip_prefix(' ')))
+            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
+            .parse()
+            .unwrap()
+    }
+}

@@ -208,15 +208,8 @@ mod tests {
 
     use sluice_collector::{DropCounters, DropReason};
 
+    use crate::metrics::tests::value;
     use crate::metrics::IngestCounters;
-
-    fn value(text: &str, line_start: &str) -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(line_start).and_then(|r| r.strip_prefix(' ')))
-            .unwrap_or_else(|| panic!("no {line_start} in\n{text}"))
-            .parse()
-            .unwrap()
-    }
 
     #[test]
     fn renders_counters_gauges_and_labels() {
