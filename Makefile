@@ -57,7 +57,7 @@ bench: deps
 bench-python: deps
 	@PY=$$(scripts/python-setup.sh | tail -n 1) && $$PY python/bench/bench.py
 
-## bench-pipeline: the pipeline rows of issue 3 (ingest, read CPU, UDP vs statsd, bytes/event, latency).
+## bench-pipeline: the pipeline rows (ingest, read CPU, UDP vs statsd, bytes/event, latency).
 ## Row 6 (Cassandra vs embedded) starts a local cluster with scripts/cassandra.sh; stopped after.
 bench-pipeline: deps bench-wrk
 	$(CARGO) build --release -p sluice

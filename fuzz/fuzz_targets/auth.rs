@@ -1,4 +1,4 @@
-//! Any bytes as credentials and token records (issue 22): `Authorization` values (`bearer`),
+//! Any bytes as credentials and token records: `Authorization` values (`bearer`),
 //! secrets (`Secret::parse`), dc/type patterns (`Allowed::parse`, the input split at its first
 //! NUL), scope lists (`Scopes::parse`) and catalog records (`TokenRecord` from JSON) must return,
 //! never panic; what parses re-parses to itself (a secret, also through `Bearer <secret>`), a

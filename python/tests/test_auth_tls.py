@@ -1,4 +1,4 @@
-"""Tokens and TLS in the pure-Python clients (issue 22): Emitter (HTTP, TCP), Reader,
+"""Tokens and TLS in the pure-Python clients: Emitter (HTTP, TCP), Reader,
 LoggingHandler.
 
 Two kinds of tests:

@@ -1,4 +1,4 @@
-//! Row 6: the Cassandra store beside the embedded one, in the same run (issue 11's Bench):
+//! Row 6: the Cassandra store beside the embedded one, in the same run:
 //! ingest events/s (the collector's pipeline into each store), read MB/s (an epoch's chunks
 //! fetched with `get_blobs`, checksums verified), bytes on disk per event (SSTables after a
 //! `nodetool flush`, all replicas), p99 emit → readable (in-process server, grace 250 ms).

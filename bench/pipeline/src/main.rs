@@ -1,4 +1,4 @@
-//! `sluice-pipeline-bench`: the pipeline rows of issue 3's Bench section, each beside its anchor
+//! `sluice-pipeline-bench`: the pipeline rows, each beside its anchor
 //! measured in the same run: ingest throughput per core, read CPU for one (scaled) second of a
 //! large stream, UDP share received (Sluice vs the Etsy statsd daemon vs a bare receiver) and
 //! stored bytes per event per profile.
@@ -34,7 +34,7 @@ mod security;
 mod shards;
 
 const USAGE: &str = "\
-sluice-pipeline-bench: Sluice's pipeline vs its anchors (issue 3, Bench)
+sluice-pipeline-bench: Sluice's pipeline vs its anchors
 
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 

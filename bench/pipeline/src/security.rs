@@ -1,4 +1,4 @@
-//! Issue 22's row `security`: what token checking and TLS add to the server's CPU per event.
+//! Row `security`: what token checking and TLS add to the server's CPU per event.
 //!
 //! The same paced load (batches of [`PER_POST`] `sluice_gen` events POSTed by `wrk` at
 //! [`TARGET_EPS`] events/s over keep-alive connections) against three fresh `sluice serve`
@@ -13,7 +13,7 @@
 //! `sluice_events_in_total` beside it as a check), the server process's CPU-seconds
 //! (`/proc/PID/stat` utime + stime around the measured wrk run), CPU µs per event and events/s.
 //! The runs are interleaved a, b, c, a, b, c, … (`--reps`, default 3; median reported), and each
-//! of (b), (c) is compared with the (a) of the same repetition. Target (issue 22): (c)/(a) ≤ 1.10.
+//! of (b), (c) is compared with the (a) of the same repetition. Target: (c)/(a) ≤ 1.10.
 
 use super::*;
 use crate::shards::{body, wrk_available, Serve, RUN_SECS};
@@ -281,7 +281,7 @@ fn measure(setup: Setup, tmp: &Path, body: &Path, n: usize) -> Result<Run> {
 
 pub(crate) fn row_security(args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     out.push_str(&format!(
-        "\n## Token checking and TLS (issue 22): server CPU per event at {} k events/s ({PER_POST} events per POST, wrk paced, {CONNS} keep-alive connections, {RUN_SECS} s), median of {} runs\n\n",
+        "\n## Token checking and TLS: server CPU per event at {} k events/s ({PER_POST} events per POST, wrk paced, {CONNS} keep-alive connections, {RUN_SECS} s), median of {} runs\n\n",
         TARGET_EPS / 1000,
         args.reps
     ));
@@ -354,7 +354,7 @@ pub(crate) fn row_security(args: &Args, tmp: &Path, out: &mut String) -> Result<
          (2xx answers × {PER_POST}; in brackets the server's `sluice_events_in_total` over the same run, read with the local secret). \
          Each server is fresh (`--pipeline-threads 2`, its own temp data dir, 2 s paced warm-up); runs interleaved a, b, c, …; \
          × (a) = median over repetitions of the run's µs/event over the (a) of its repetition (each repetition's in brackets). \
-         Target (issue 22): token checking and TLS add ≤ 10 % CPU per event at 100 k events/s over HTTPS with keep-alive: (c)/(a) ≤ 1.10. \
+         Target: token checking and TLS add ≤ 10 % CPU per event at 100 k events/s over HTTPS with keep-alive: (c)/(a) ≤ 1.10. \
          This machine has {} cores, shared with wrk (whose own TLS work is not counted).\n",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     ));

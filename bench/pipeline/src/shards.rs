@@ -1,4 +1,4 @@
-//! Issue 12's server rows, through the real `sluice serve` (the release binary next to this
+//! The pipeline-threads server rows, through the real `sluice serve` (the release binary next to this
 //! bench, `cargo build --release -p sluice`) loaded over HTTP by `wrk` (Debian package `wrk`;
 //! `make bench-pipeline` installs it) with a Lua script that POSTs an NDJSON body of `sluice_gen`
 //! events (their `epoch` removed, so the server stamps each with its arrival second and every
@@ -225,7 +225,7 @@ pub(crate) fn row_shards(args: &Args, tmp: &Path, out: &mut String) -> Result<()
     const PER_POST: usize = 1000;
     const CONNS: usize = 8;
     out.push_str(&format!(
-        "\n## Pipeline threads (issue 12): acknowledged HTTP ingest into `sluice serve`, {PER_POST} events per POST, {CONNS} connections, {RUN_SECS} s (wrk), `--max-pending-bytes` {} GiB\n\n",
+        "\n## Pipeline threads: acknowledged HTTP ingest into `sluice serve`, {PER_POST} events per POST, {CONNS} connections, {RUN_SECS} s (wrk), `--max-pending-bytes` {} GiB\n\n",
         BUDGET >> 30
     ));
     if !wrk_available() {
@@ -436,7 +436,7 @@ fn row_shards_in_process(
 pub(crate) fn row_http(_args: &Args, tmp: &Path, out: &mut String) -> Result<()> {
     const PER_POST: usize = 100;
     out.push_str(&format!(
-        "\n## POST /v1/events latency under load (issue 12): {PER_POST} events per POST, wrk, {RUN_SECS} s per cell\n\n"
+        "\n## POST /v1/events latency under load: {PER_POST} events per POST, wrk, {RUN_SECS} s per cell\n\n"
     ));
     if !wrk_available() {
         out.push_str("n/a: wrk is not installed (`make bench-pipeline` installs it)\n");
@@ -462,6 +462,6 @@ pub(crate) fn row_http(_args: &Args, tmp: &Path, out: &mut String) -> Result<()>
             ));
         }
     }
-    out.push_str("\nTarget: p99 < 50 ms at 16 connections on the default settings. Before (one pipeline thread, same machine): p99 122 ms at 1 connection, 334–488 ms at 4–16 (issue 12).\n");
+    out.push_str("\nTarget: p99 < 50 ms at 16 connections on the default settings. Before (one pipeline thread, same machine): p99 122 ms at 1 connection, 334–488 ms at 4–16.\n");
     Ok(())
 }

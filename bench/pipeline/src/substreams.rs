@@ -1,4 +1,4 @@
-//! Row 7: substreams (issue 10's Bench section).
+//! Row 7: substreams.
 //!
 //! - CPU of 1, 5 and 20 declarative substreams run on the same blobs (`sluice_substreams`'
 //!   executor: one pass, results encoded), beside 20 consumers each reading the full stream with

@@ -1,4 +1,4 @@
-//! Hostile input to the parsers of credentials and token records (issue 22), on stable: the
+//! Hostile input to the parsers of credentials and token records, on stable: the
 //! invariants of the fuzz target `fuzz/fuzz_targets/auth.rs` over a few thousand generated
 //! inputs (a deterministic xorshift generator: valid secrets, headers, pattern and scope lists
 //! and catalog records, then truncated, byte-flipped, spliced with unicode, made huge).

@@ -1,4 +1,4 @@
-//! What a new user meets in the first hour (issue 13), with the real binary: hints on stderr for
+//! What a new user meets in the first hour, with the real binary: hints on stderr for
 //! typos and empty ranges (read directly and through a server), the `--where` language's forms
 //! and its error caret, output formats and times, `emit --tcp` refusing only the bad lines, and
 //! the small answers (`--to` before `--from`, `cat --limit`, `tail` defaulting to ./data, a

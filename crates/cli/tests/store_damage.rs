@@ -410,7 +410,7 @@ fn damaged_store_is_read_around_reported_and_repaired() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Issue 21 (4), salvaging proven payloads: a chunk whose record header lost only its CRC is
+/// Salvaging proven payloads: a chunk whose record header lost only its CRC is
 /// proven by its own `=chk` SHA-1. `sluice cat --data` returns every event (one warning names
 /// the chunk as salvaged; nothing is missing), `sluice store check` reports it salvaged, not
 /// damaged, `--repair` keeps it with a rewritten header, and afterwards nothing is reported.

@@ -2,7 +2,7 @@
 //! notes → checkpoint calls [`hit`] with its name ([`POINTS`] lists them, in path order), and a
 //! test makes the process die at exactly that step, the Nth time it is reached.
 //!
-//! Why: randomised SIGKILL loops find windows only by luck (issue 21: the sharded pipeline lost
+//! Why: randomised SIGKILL loops find windows only by luck (the sharded pipeline once lost
 //! and doubled late events in 5 of 5 operator runs, while the crash test, with one group, passed).
 //! A crash at each named step in turn, with several groups, shards and late events, proves the
 //! exactly-once protocol ([`crate::exactly_once`]) step by step.

@@ -38,7 +38,7 @@ pub struct DoneNote {
     pub proof: Option<String>,
     /// The batch's completeness counts, as its writer adds them under the token `proof` (only
     /// with a proof): a replay adds them again once per token, so a crash between the index
-    /// write and the counts write loses no counts (issue 21).
+    /// write and the counts write loses no counts.
     pub counts: Option<Counts>,
 }
 
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(DoneNote::decode(&many.encode()).unwrap(), many);
     }
 
-    /// Issue 21: a sharded aggregator held records out of order ([105, 103]); the runs then
+    /// A sharded aggregator once held records out of order ([105, 103]); the runs then
     /// named 105 and 106, so a replay stored 103's events twice and skipped 106's.
     #[test]
     fn records_out_of_order_are_named_as_they_are() {

@@ -1,4 +1,4 @@
-//! The exactly-once protocol driven without a server (issue 21): two "shards" (an aggregator and
+//! The exactly-once protocol driven without a server: two "shards" (an aggregator and
 //! an [`ExactlyOnce`] each) over one WAL and one store, payloads of four groups with late events,
 //! each shard's events of another shard's payload delivered one payload later (so groups get
 //! their records out of order, as a sharded server routes them), flushes, settles and

@@ -843,7 +843,7 @@ impl ArrayEncoder {
             if grown != 0 {
                 // Only where the shift changes: most offsets keep their varint length, and a
                 // shift list with an entry per reference made every lookup a cache-missing
-                // binary search over millions (25 % of a live server's CPU, issue 12).
+                // binary search over millions (25 % of a live server's CPU once).
                 shift += grown;
                 self.shifts.push((end, shift));
             }

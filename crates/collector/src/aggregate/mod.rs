@@ -317,7 +317,7 @@ struct Group {
     /// WAL sequence numbers of the payloads these events came from, ascending without repeats
     /// whatever order they are added in ([`Group::hold`]): a sharded server adds a record routed
     /// from another shard after later records it parsed itself, and a done note names its
-    /// records as ascending runs (issue 21: out of order, a note named the wrong records).
+    /// records as ascending runs (out of order, a note would name the wrong records).
     seqs: Vec<u64>,
     /// Heap bytes its events added to the encoder (body and tables; counted in
     /// [`Aggregator::pending_bytes`]).
