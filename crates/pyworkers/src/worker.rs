@@ -2,11 +2,19 @@
 //! reading frames with deadlines (non-blocking pipes + `poll`), killing and reaping it.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{fcntl, FcntlArg, OFlag};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::prctl::set_pdeathsig;
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::Signal;
+use nix::unistd::{setpgid, Pid};
 
 use crate::proto;
 
@@ -35,39 +43,25 @@ pub struct Worker {
     pub jobs_run: u64,
 }
 
-fn set_nonblocking(fd: i32) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor we own; no memory is passed.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
+fn set_nonblocking(fd: impl AsFd) -> io::Result<()> {
+    let fd = fd.as_fd();
+    let flags = OFlag::from_bits_retain(fcntl(fd, FcntlArg::F_GETFL)?);
+    fcntl(fd, FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK))?;
     Ok(())
 }
 
 /// Waits until `fd` is ready for `events` or `timeout` passes; `Ok(false)` on timeout.
-fn poll_fd(fd: i32, events: libc::c_short, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events,
-        revents: 0,
-    };
+fn poll_fd(fd: BorrowedFd<'_>, events: PollFlags, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = [PollFd::new(fd, events)];
     let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
     // A sub-millisecond remainder still waits 1 ms rather than spinning.
     let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
-    // SAFETY: one valid pollfd for the duration of the call.
-    let n = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if n < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() == io::ErrorKind::Interrupted {
-            return Ok(false);
-        }
-        return Err(e);
+    let ms = PollTimeout::try_from(ms).unwrap_or(PollTimeout::MAX);
+    match poll(&mut pfd, ms) {
+        Ok(n) => Ok(n > 0),
+        Err(Errno::EINTR) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    Ok(n > 0)
 }
 
 /// Waits at most `timeout` for `child` to exit.
@@ -93,14 +87,16 @@ pub fn describe_status(status: Option<ExitStatus>) -> String {
         Some(s) => match (s.code(), s.signal()) {
             (Some(code), _) => format!("exited with status {code}"),
             (None, Some(sig)) => {
-                let name = match sig {
-                    libc::SIGKILL => " (SIGKILL)",
-                    libc::SIGSEGV => " (SIGSEGV)",
-                    libc::SIGABRT => " (SIGABRT)",
-                    libc::SIGTERM => " (SIGTERM)",
-                    libc::SIGXCPU => " (SIGXCPU)",
-                    libc::SIGBUS => " (SIGBUS)",
-                    _ => "",
+                let name = match Signal::try_from(sig) {
+                    Ok(
+                        s @ (Signal::SIGKILL
+                        | Signal::SIGSEGV
+                        | Signal::SIGABRT
+                        | Signal::SIGTERM
+                        | Signal::SIGXCPU
+                        | Signal::SIGBUS),
+                    ) => format!(" ({})", s.as_str()),
+                    _ => String::new(),
                 };
                 format!("killed by signal {sig}{name}")
             }
@@ -118,23 +114,13 @@ pub fn command(python: &Path, memory_limit_bytes: u64) -> Command {
         cmd.pre_exec(move || {
             // Its own process group: a Ctrl-C meant for the server's terminal is not delivered to
             // the workers in the middle of a job (the parent stops them).
-            libc::setpgid(0, 0);
+            let _ = setpgid(Pid::from_raw(0), Pid::from_raw(0));
             // Die with the thread that spawned us (the pool's spawner thread) if the parent is
             // killed outright, rather than run an endless transform as an orphan.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            let _ = set_pdeathsig(Signal::SIGKILL);
+            let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
             if memory_limit_bytes > 0 {
-                let lim = libc::rlimit {
-                    rlim_cur: memory_limit_bytes as libc::rlim_t,
-                    rlim_max: memory_limit_bytes as libc::rlim_t,
-                };
-                if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+                setrlimit(Resource::RLIMIT_AS, memory_limit_bytes, memory_limit_bytes)?;
             }
             Ok(())
         });
@@ -173,8 +159,8 @@ impl Worker {
             buf: Vec::new(),
             jobs_run: 0,
         };
-        if let Err(e) = set_nonblocking(worker.stdin.as_raw_fd())
-            .and_then(|()| set_nonblocking(worker.stdout.as_raw_fd()))
+        if let Err(e) = set_nonblocking(&worker.stdin)
+            .and_then(|()| set_nonblocking(&worker.stdout))
         {
             worker.kill();
             return Err(format!("pipes: {e}"));
@@ -225,7 +211,6 @@ impl Worker {
 
     /// Writes all of `data` before `deadline`.
     pub fn write_all(&mut self, data: &[u8], deadline: Instant) -> io::Result<()> {
-        let fd = self.stdin.as_raw_fd();
         let mut at = 0;
         while at < data.len() {
             match self.stdin.write(&data[at..]) {
@@ -236,7 +221,7 @@ impl Worker {
                     if now >= deadline {
                         return Err(io::ErrorKind::TimedOut.into());
                     }
-                    poll_fd(fd, libc::POLLOUT, deadline - now)?;
+                    poll_fd(self.stdin.as_fd(), PollFlags::POLLOUT, deadline - now)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -248,7 +233,6 @@ impl Worker {
     /// Reads one frame, waiting at most until `deadline`; a frame longer than `max_len` is
     /// refused unread.
     pub fn read_frame(&mut self, deadline: Instant, max_len: usize) -> Read1 {
-        let fd = self.stdout.as_raw_fd();
         loop {
             if self.buf.len() >= 4 {
                 let mut head = [0u8; 4];
@@ -275,7 +259,7 @@ impl Worker {
                     if now >= deadline {
                         return Read1::Timeout;
                     }
-                    if let Err(e) = poll_fd(fd, libc::POLLIN, deadline - now) {
+                    if let Err(e) = poll_fd(self.stdout.as_fd(), PollFlags::POLLIN, deadline - now) {
                         return Read1::Io(e);
                     }
                 }
