@@ -27,7 +27,7 @@ fn per(d: Duration, n: usize) -> String {
 }
 
 fn main() -> Result<(), String> {
-    let python = find_python()?;
+    let python = find_python().map_err(|e| e.to_string())?;
     let cfg = PoolConfig {
         python,
         workers: 1,

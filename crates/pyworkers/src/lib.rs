@@ -4,7 +4,7 @@
 //! ```no_run
 //! use sluice_pyworkers::{find_python, BlobContext, Job, Pool, PoolConfig};
 //! use std::time::Duration;
-//! let pool = Pool::start(PoolConfig { python: find_python()?, ..PoolConfig::default() })
+//! let pool = Pool::start(PoolConfig { python: find_python().map_err(|e| e.to_string())?, ..PoolConfig::default() })
 //!     .map_err(|e| e.to_string())?;
 //! let job = Job::new("errors", "/etc/sluice/errors.py", "transform");
 //! # let blob: Vec<u8> = Vec::new();
@@ -53,12 +53,14 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod error;
 mod pool;
 mod proc_stat;
 mod proto;
 mod python;
 mod worker;
 
+pub use error::{CheckError, NoPython, ProtocolError};
 pub use python::find_python;
 
 /// How a [`Pool`] runs its workers.
@@ -290,7 +292,7 @@ impl Pool {
 
     /// Imports `file` in a throwaway worker process and checks that `func` is a callable in it:
     /// `Err` holds a message fit for the person who registered the substream.
-    pub fn check(python: &Path, file: &Path, func: &str) -> Result<(), String> {
+    pub fn check(python: &Path, file: &Path, func: &str) -> Result<(), CheckError> {
         python::check(python, file, func)
     }
 

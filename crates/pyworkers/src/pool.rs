@@ -581,7 +581,12 @@ impl Inner {
                         ));
                     }
                     Err(e) => {
-                        return Ok(self.protocol_error(worker, results, current.map(|c| c.0), &e))
+                        return Ok(self.protocol_error(
+                            worker,
+                            results,
+                            current.map(|c| c.0),
+                            &e.to_string(),
+                        ))
                     }
                 },
                 Read1::TooLong(n) => {

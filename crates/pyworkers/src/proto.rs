@@ -99,7 +99,11 @@ pub enum FailCode {
 }
 
 /// Parses a frame's `kind | body`; `Err` says how the worker broke the protocol.
-pub fn parse(frame: Vec<u8>) -> Result<Frame, String> {
+pub fn parse(frame: Vec<u8>) -> Result<Frame, crate::ProtocolError> {
+    parse_frame(frame).map_err(crate::ProtocolError)
+}
+
+fn parse_frame(frame: Vec<u8>) -> Result<Frame, String> {
     let Some((&kind, body)) = frame.split_first() else {
         return Err("empty frame".into());
     };

@@ -71,9 +71,11 @@ fn can_import_worker(python: &Path) -> bool {
 /// `scripts/python-setup.sh` creates in this source tree (`python/.venv`), if it can
 /// `import sluice._worker`; else the result of running that script (in a source tree); else an
 /// error saying what to do. Cached for the process.
-pub fn find_python() -> Result<PathBuf, String> {
-    static FOUND: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    FOUND.get_or_init(find_python_uncached).clone()
+pub fn find_python() -> Result<PathBuf, crate::NoPython> {
+    static FOUND: OnceLock<Result<PathBuf, crate::NoPython>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| find_python_uncached().map_err(crate::NoPython))
+        .clone()
 }
 
 fn find_python_uncached() -> Result<PathBuf, String> {
@@ -111,7 +113,11 @@ fn find_python_uncached() -> Result<PathBuf, String> {
 }
 
 /// See [`crate::Pool::check`].
-pub fn check(python: &Path, file: &Path, func: &str) -> Result<(), String> {
+pub fn check(python: &Path, file: &Path, func: &str) -> Result<(), crate::CheckError> {
+    check_message(python, file, func).map_err(crate::CheckError)
+}
+
+fn check_message(python: &Path, file: &Path, func: &str) -> Result<(), String> {
     if !file.is_file() {
         return Err(format!("{}: no such file", file.display()));
     }

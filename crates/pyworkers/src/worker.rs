@@ -159,8 +159,8 @@ impl Worker {
             buf: Vec::new(),
             jobs_run: 0,
         };
-        if let Err(e) = set_nonblocking(&worker.stdin)
-            .and_then(|()| set_nonblocking(&worker.stdout))
+        if let Err(e) =
+            set_nonblocking(&worker.stdin).and_then(|()| set_nonblocking(&worker.stdout))
         {
             worker.kill();
             return Err(format!("pipes: {e}"));
@@ -259,7 +259,8 @@ impl Worker {
                     if now >= deadline {
                         return Read1::Timeout;
                     }
-                    if let Err(e) = poll_fd(self.stdout.as_fd(), PollFlags::POLLIN, deadline - now) {
+                    if let Err(e) = poll_fd(self.stdout.as_fd(), PollFlags::POLLIN, deadline - now)
+                    {
                         return Read1::Io(e);
                     }
                 }

@@ -410,35 +410,47 @@ fn check_explains_what_is_wrong() {
     let ok = t.file("ok.py", ERRORS_ONLY);
     assert_eq!(Pool::check(&py, &ok, "transform"), Ok(()));
 
-    let missing = Pool::check(&py, &ok, "nope").expect_err("missing function");
+    let missing = Pool::check(&py, &ok, "nope")
+        .expect_err("missing function")
+        .to_string();
     assert!(missing.contains("defines no 'nope'"), "{missing}");
 
     let syntax = t.file("syntax.py", "def transform(events, ctx)\n    return []\n");
-    let e = Pool::check(&py, &syntax, "transform").expect_err("syntax error");
+    let e = Pool::check(&py, &syntax, "transform")
+        .expect_err("syntax error")
+        .to_string();
     assert!(
         e.contains("SyntaxError") && e.contains("syntax.py:1"),
         "{e}"
     );
 
     let import = t.file("import.py", "import no_such_module_here\n");
-    let e = Pool::check(&py, &import, "transform").expect_err("import error");
+    let e = Pool::check(&py, &import, "transform")
+        .expect_err("import error")
+        .to_string();
     assert!(
         e.contains("ModuleNotFoundError") && e.contains("no_such_module_here"),
         "{e}"
     );
 
     let arity = t.file("arity.py", "def transform(events):\n    return []\n");
-    let e = Pool::check(&py, &arity, "transform").expect_err("wrong arity");
+    let e = Pool::check(&py, &arity, "transform")
+        .expect_err("wrong arity")
+        .to_string();
     assert!(
         e.contains("cannot be called as transform(events, ctx)"),
         "{e}"
     );
 
     let not_callable = t.file("value.py", "transform = 5\n");
-    let e = Pool::check(&py, &not_callable, "transform").expect_err("not callable");
+    let e = Pool::check(&py, &not_callable, "transform")
+        .expect_err("not callable")
+        .to_string();
     assert!(e.contains("not a function"), "{e}");
 
-    let e = Pool::check(&py, Path::new("/no/such/file.py"), "transform").expect_err("no file");
+    let e = Pool::check(&py, Path::new("/no/such/file.py"), "transform")
+        .expect_err("no file")
+        .to_string();
     assert!(e.contains("no such file"), "{e}");
 }
 

@@ -133,7 +133,10 @@ impl PythonPool {
             .settings
             .python
             .clone()
-            .map_or_else(sluice_pyworkers::find_python, Ok)
+            .map_or_else(
+                || sluice_pyworkers::find_python().map_err(|e| e.to_string()),
+                Ok,
+            )
             .and_then(|python| {
                 Pool::start(PoolConfig {
                     python,
