@@ -409,12 +409,12 @@ pub(super) fn histogram_vec(
 
 /// A metric definition that the crate refused: a bug in this file's constants.
 fn invalid<T>(name: &str, e: prometheus::Error) -> T {
-    unreachable!("metric {name} is defined wrongly in metrics.rs: {e}")
+    unreachable!("metric {name} is defined wrongly in metrics/registry.rs: {e}")
 }
 
 pub(super) fn reg<C: Collector + Clone + 'static>(r: &Registry, c: C) -> C {
     if let Err(e) = r.register(Box::new(c.clone())) {
-        unreachable!("metric registered twice in metrics.rs: {e}");
+        unreachable!("metric registered twice in metrics/registry.rs: {e}");
     }
     c
 }
