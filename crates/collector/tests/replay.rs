@@ -31,8 +31,7 @@ fn logged_aggregator(
     let mut agg = Aggregator::new(AggregatorConfig::default(), store).unwrap();
     let wal = wal.clone();
     agg.set_note_log(Box::new(move |note| {
-        wal.append_note(&note.encode(), E0)
-            .map_err(|e| e.to_string())?;
+        wal.append_note(&note.encode(), E0)?;
         after_note();
         Ok(())
     }));

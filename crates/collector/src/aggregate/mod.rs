@@ -97,6 +97,7 @@ use crate::note::DoneNote;
 use crate::spares::Spares;
 pub use crate::spool::SpoolConfig;
 use crate::spool::{Spool, SpoolError, SpooledBatch, SpooledChunk};
+use crate::wal::WalError;
 
 /// The drop reason under which events that cannot be encoded into a blob are counted (in
 /// [`Counts::dropped`]). Ingest validation makes this practically unreachable.
@@ -165,8 +166,8 @@ pub enum AggregateError {
     NoteLog {
         /// The group.
         what: String,
-        /// The log's reason.
-        reason: String,
+        /// The write-ahead log's error.
+        source: WalError,
     },
     /// A spool operation failed or was refused (full); the batch stays in memory.
     Spool {
@@ -192,7 +193,7 @@ impl fmt::Display for AggregateError {
             AggregateError::Store { what, source } => write!(f, "{what}: {source}"),
             AggregateError::Blob { what, source } => write!(f, "{what}: {source}"),
             AggregateError::Spool { what, source } => write!(f, "{what}: {source}"),
-            AggregateError::NoteLog { what, reason } => write!(f, "logging the done note of {what}: {reason}"),
+            AggregateError::NoteLog { what, source } => write!(f, "logging the done note of {what}: {source}"),
             AggregateError::Backpressure { memory_batches, spooled_bytes } => write!(
                 f,
                 "backpressure: spool full ({spooled_bytes} bytes) and {memory_batches} batches in memory; no group closed"
@@ -208,7 +209,7 @@ impl std::error::Error for AggregateError {
             AggregateError::Store { source, .. } => Some(source),
             AggregateError::Blob { source, .. } => Some(source),
             AggregateError::Spool { source, .. } => Some(source),
-            AggregateError::NoteLog { .. } => None,
+            AggregateError::NoteLog { source, .. } => Some(source),
             AggregateError::Backpressure { .. } => None,
         }
     }
@@ -466,9 +467,9 @@ pub struct Aggregator {
     chunkless_batches: u64,
 }
 
-/// Appends a done note to the write-ahead log (see [`Aggregator::set_note_log`]); `Err` holds
-/// the reason it could not.
-pub type NoteLog = Box<dyn FnMut(&DoneNote) -> Result<(), String> + Send>;
+/// Appends a done note to the write-ahead log (see [`Aggregator::set_note_log`]); `Err` is the
+/// log's error.
+pub type NoteLog = Box<dyn FnMut(&DoneNote) -> Result<(), WalError> + Send>;
 
 impl fmt::Debug for Aggregator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -397,10 +397,10 @@ impl Aggregator {
                         b.noted = true;
                         noted = true;
                     }
-                    Err(reason) => {
+                    Err(source) => {
                         errors[i] = Some(AggregateError::NoteLog {
                             what: group_name(&b.key),
-                            reason,
+                            source,
                         })
                     }
                 }

@@ -145,7 +145,7 @@ impl ExactlyOnce {
                 }
                 Err(e) => {
                     appended(Err(&e));
-                    Err(e.to_string())
+                    Err(e)
                 }
             },
         )

@@ -153,9 +153,9 @@ impl FsyncPolicy {
 
 /// The setting's spelling: `always`, `batch` (5 ms), `batch:<ms>` (ms > 0) or `never`.
 impl std::str::FromStr for FsyncPolicy {
-    type Err = String;
+    type Err = BadFsyncPolicy;
 
-    fn from_str(s: &str) -> std::result::Result<FsyncPolicy, String> {
+    fn from_str(s: &str) -> std::result::Result<FsyncPolicy, BadFsyncPolicy> {
         match s {
             "always" => Ok(FsyncPolicy::Always),
             "never" => Ok(FsyncPolicy::Never),
@@ -167,13 +167,16 @@ impl std::str::FromStr for FsyncPolicy {
                 Some(ms) if ms > 0 => Ok(FsyncPolicy::Batch {
                     max_delay: Duration::from_millis(ms),
                 }),
-                _ => Err(format!(
-                    "fsync {other:?} is not always, batch, batch:<ms> or never"
-                )),
+                _ => Err(BadFsyncPolicy(other.to_owned())),
             },
         }
     }
 }
+
+/// An `fsync` setting that is none of the spellings [`FsyncPolicy`] reads; holds the setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fsync {0:?} is not always, batch, batch:<ms> or never")]
+pub struct BadFsyncPolicy(pub String);
 
 impl fmt::Display for FsyncPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
