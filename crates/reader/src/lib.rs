@@ -53,4 +53,4 @@ pub use request::{ReadOptions, ReadRequest};
 pub use selection::{Selection, SelectionError};
 pub use tail::{Cursor, CursorError, Tail, TailOptions, TailRequest};
 pub use time::{format_time, parse_time, parse_time_in, TimeError, Zone};
-pub use transform::{MultiSelect, SubstreamView, TransformError};
+pub use transform::{ComputeError, MultiSelect, SubstreamView, TransformError};

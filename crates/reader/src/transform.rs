@@ -296,7 +296,18 @@ pub trait SubstreamView: Send + Sync + fmt::Debug {
     fn applies(&self, dc: &str, type_: &str, subtype: &str) -> bool;
     /// The result blob of the event blob `bytes` stored under `key`: byte for byte what the
     /// substream runner stores for it (so a fallback reads exactly as a stored result).
-    fn compute(&self, key: &EventKey, bytes: &[u8]) -> Result<Vec<u8>, String>;
+    fn compute(&self, key: &EventKey, bytes: &[u8]) -> Result<Vec<u8>, ComputeError>;
+}
+
+/// Why [`SubstreamView::compute`] has no result: the substream's stable miss label and what
+/// happened, for people.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{detail} ({reason})")]
+pub struct ComputeError {
+    /// Stable label (`wall_time`, `exception`, `unavailable`…).
+    pub reason: &'static str,
+    /// For people.
+    pub detail: String,
 }
 
 #[cfg(test)]

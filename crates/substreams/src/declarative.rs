@@ -14,8 +14,8 @@
 use std::collections::HashMap;
 
 use sereal::{Limits, Value};
-use sluice_blob::{BlobBuilder, BlobOptions, Profile};
-use sluice_reader::{MultiSelect, Selection};
+use sluice_blob::{BlobBuilder, BlobError, BlobOptions, Profile};
+use sluice_reader::{MultiSelect, Selection, TransformError};
 
 /// The one-pass sets built so far, by the names of the substreams in them (blobs of different
 /// types see different sets; a registry change clears them).
@@ -36,7 +36,7 @@ impl DeclarativeSet {
         subs: &[(&str, &Selection)],
         bytes: &[u8],
         limits: &Limits,
-    ) -> Result<Vec<Vec<Value>>, String> {
+    ) -> Result<Vec<Vec<Value>>, TransformError> {
         let names: Vec<String> = subs.iter().map(|(n, _)| (*n).to_owned()).collect();
         if self.sets.len() > 1024 {
             self.sets.clear();
@@ -45,26 +45,37 @@ impl DeclarativeSet {
             .sets
             .entry(names)
             .or_insert_with(|| MultiSelect::new(subs.iter().map(|(_, s)| *s)));
-        set.apply(bytes, limits).map_err(|e| e.to_string())
+        set.apply(bytes, limits)
     }
 }
 
 /// The builder of result blobs (default profile, one chunk: the result budget bounds the size).
 /// Reuse it: it keeps its encoder and buffers.
-pub fn result_builder() -> Result<BlobBuilder, String> {
+pub fn result_builder() -> Result<BlobBuilder, BlobError> {
     let opts = BlobOptions {
         chunk_limit: usize::MAX / 4,
         split_threads: 1,
         ..BlobOptions::with_profile(Profile::default())
     };
-    BlobBuilder::new(opts).map_err(|e| e.to_string())
+    BlobBuilder::new(opts)
+}
+
+/// Why a result could not be made into a blob.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// The encoder refused the events.
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    /// The events did not fit one blob (a result has exactly its source blob's key).
+    #[error("result encoded as {0} blobs, expected one")]
+    NotOne(usize),
 }
 
 /// One blob (default profile, one chunk) holding `events`, built with a [`result_builder`].
-pub fn encode_result(builder: &mut BlobBuilder, events: &[Value]) -> Result<Vec<u8>, String> {
-    let mut blobs = builder.build(events).map_err(|e| e.to_string())?;
+pub fn encode_result(builder: &mut BlobBuilder, events: &[Value]) -> Result<Vec<u8>, EncodeError> {
+    let mut blobs = builder.build(events)?;
     match blobs.len() {
         1 => Ok(blobs.remove(0).into_bytes()),
-        n => Err(format!("result encoded as {n} blobs, expected one")),
+        n => Err(EncodeError::NotOne(n)),
     }
 }

@@ -23,10 +23,10 @@ use std::time::{Duration, Instant};
 
 use sereal::{Decoder, Limits, Value};
 use sluice_blob::EventKey;
-use sluice_pyworkers::{BlobContext, Job, Pool, PoolConfig};
-use sluice_reader::Selection;
+use sluice_pyworkers::{BlobContext, Job, NoPython, Pool, PoolConfig, PoolError};
+use sluice_reader::{Selection, SelectionError};
 
-use crate::declarative::{encode_result, result_builder, DeclarativeSet};
+use crate::declarative::{encode_result, result_builder, DeclarativeSet, EncodeError};
 use crate::registry::{Definition, Transform};
 use sluice_blob::BlobBuilder;
 
@@ -46,13 +46,12 @@ pub struct Compiled {
 
 impl Compiled {
     /// Parses the selection and writes the source under `code_dir`.
-    pub fn new(def: Definition, code_dir: &Path) -> Result<Compiled, String> {
+    pub fn new(def: Definition, code_dir: &Path) -> Result<Compiled, CompileError> {
         let selection = def.selection()?;
         let code = match &def.transform {
-            Transform::Python { source, .. } => Some(
-                crate::code_file(code_dir, &def.name, source)
-                    .map_err(|e| format!("writing the Python source: {e}"))?,
-            ),
+            Transform::Python { source, .. } => {
+                Some(crate::code_file(code_dir, &def.name, source).map_err(CompileError::Source)?)
+            }
             Transform::Select { .. } => None,
         };
         Ok(Compiled {
@@ -61,6 +60,29 @@ impl Compiled {
             code,
         })
     }
+}
+
+/// Why a definition cannot be made ready to run.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// Its `select` / `where` does not parse.
+    #[error(transparent)]
+    Selection(#[from] SelectionError),
+    /// Its Python source could not be written to the code directory.
+    #[error("writing the Python source: {0}")]
+    Source(#[source] std::io::Error),
+}
+
+/// Why the Python pool is not running; kept and answered again until the next start attempt
+/// ([`POOL_RETRY`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PoolUnavailable {
+    /// No interpreter was configured and none was found.
+    #[error(transparent)]
+    NoPython(#[from] NoPython),
+    /// The pool did not start.
+    #[error(transparent)]
+    Start(#[from] PoolError),
 }
 
 /// Why a substream has no result for a blob.
@@ -106,7 +128,7 @@ pub struct PythonPool {
 #[derive(Debug, Default)]
 struct PoolState {
     pool: Option<Arc<Pool>>,
-    last_error: Option<(Instant, String)>,
+    last_error: Option<(Instant, PoolUnavailable)>,
 }
 
 impl PythonPool {
@@ -119,7 +141,7 @@ impl PythonPool {
     }
 
     /// The running pool, starting it if needed.
-    pub fn get(&self) -> Result<Arc<Pool>, String> {
+    pub fn get(&self) -> Result<Arc<Pool>, PoolUnavailable> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = &st.pool {
             return Ok(p.clone());
@@ -134,7 +156,7 @@ impl PythonPool {
             .python
             .clone()
             .map_or_else(
-                || sluice_pyworkers::find_python().map_err(|e| e.to_string()),
+                || sluice_pyworkers::find_python().map_err(PoolUnavailable::from),
                 Ok,
             )
             .and_then(|python| {
@@ -145,7 +167,7 @@ impl PythonPool {
                     mean_jobs_per_worker: self.settings.mean_jobs_per_worker,
                     ..PoolConfig::default()
                 })
-                .map_err(|e| e.to_string())
+                .map_err(PoolUnavailable::from)
             });
         match started {
             Ok(p) => {
@@ -247,7 +269,7 @@ impl Executor {
                     for (i, _, _) in &decl {
                         out[*i] = Some(Err(Miss {
                             reason: "decode_error",
-                            detail: e.clone(),
+                            detail: e.to_string(),
                         }));
                     }
                 }
@@ -333,7 +355,7 @@ impl Executor {
 }
 
 /// `encoded` unless over `max` bytes (or not encodable).
-fn sized(encoded: Result<Vec<u8>, String>, max: u64) -> Result<Vec<u8>, Miss> {
+fn sized(encoded: Result<Vec<u8>, EncodeError>, max: u64) -> Result<Vec<u8>, Miss> {
     match encoded {
         Ok(b) if b.len() as u64 > max => Err(Miss {
             reason: "result_size",

@@ -22,7 +22,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sluice_reader::Selection;
+use sluice_reader::{Selection, SelectionError};
 use sluice_store::{Namespace, ReadStore, Store, StoreError};
 
 /// The catalog kind of definitions.
@@ -119,12 +119,10 @@ impl Definition {
     }
 
     /// The declarative selection (`select` / `where` parsed), `None` for a Python substream.
-    pub fn selection(&self) -> Result<Option<Selection>, String> {
+    pub fn selection(&self) -> Result<Option<Selection>, SelectionError> {
         match &self.transform {
             Transform::Select { select, where_ } => {
-                Selection::from_texts(None, None, None, select, where_.as_deref())
-                    .map(Some)
-                    .map_err(|e| e.to_string())
+                Selection::from_texts(None, None, None, select, where_.as_deref()).map(Some)
             }
             Transform::Python { .. } => Ok(None),
         }

@@ -596,7 +596,7 @@ impl Shared {
                         u.stored += 1;
                         u.stored_bytes += bytes.len() as u64;
                     }
-                    Err(e) => self.miss(name, &work.key, work.events, "store_error", e),
+                    Err(e) => self.miss(name, &work.key, work.events, "store_error", e.to_string()),
                 },
                 Err(m) => self.miss(name, &work.key, work.events, m.reason, m.detail),
             }
@@ -634,16 +634,18 @@ impl Shared {
         }
     }
 
-    fn store_result(&self, name: &str, work: &Work, key: &str, bytes: &[u8]) -> Result<(), String> {
+    fn store_result(
+        &self,
+        name: &str,
+        work: &Work,
+        key: &str,
+        bytes: &[u8],
+    ) -> Result<(), sluice_store::StoreError> {
         let ns = Namespace::Substream(name.to_owned());
         let epoch = work.key.epoch();
-        self.store
-            .put_blob(&ns, BlobKey::new(epoch, key), bytes)
-            .map_err(|e| e.to_string())?;
+        self.store.put_blob(&ns, BlobKey::new(epoch, key), bytes)?;
         self.store
             .add_to_namespace_index(&ns, epoch, work.key.dc(), &[work.entry.as_str()])
-            .map_err(|e| e.to_string())?;
-        Ok(())
     }
 
     fn miss(&self, name: &str, key: &EventKey, events: u64, reason: &str, detail: String) {

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use sluice_blob::{EpochKey, EventKey, IndexEntry};
-use sluice_reader::{ReadOptions, Selection, SubstreamView};
+use sluice_reader::{ComputeError, ReadOptions, Selection, SubstreamView};
 use sluice_store::{BlobKey, Namespace, ReadStore, Store};
 
 use crate::exec::{Compiled, Executor, PythonPool, PythonSettings};
@@ -38,7 +38,7 @@ impl SubstreamReader {
     /// A reader of `def`, running Python (for fallbacks) with `python`.
     pub fn new(def: Definition, python: PythonSettings) -> Result<SubstreamReader, Error> {
         let dir = tempfile::tempdir().map_err(|e| Error::Invalid(e.to_string()))?;
-        let compiled = Compiled::new(def, dir.path()).map_err(Error::Invalid)?;
+        let compiled = Compiled::new(def, dir.path()).map_err(|e| Error::Invalid(e.to_string()))?;
         let python = PythonSettings {
             workers: 1,
             ..python
@@ -65,15 +65,22 @@ impl SubstreamView for SubstreamReader {
         self.compiled.def.applies(dc, type_, subtype)
     }
 
-    fn compute(&self, key: &EventKey, bytes: &[u8]) -> Result<Vec<u8>, String> {
+    fn compute(&self, key: &EventKey, bytes: &[u8]) -> Result<Vec<u8>, ComputeError> {
         let mut exec = self.exec.lock().unwrap_or_else(|e| e.into_inner());
         match exec
             .run(std::slice::from_ref(&self.compiled), key, bytes)
             .pop()
         {
             Some(Ok(b)) => Ok(b),
-            Some(Err(m)) => Err(format!("{} ({})", m.detail, m.reason)),
-            None => Err("not run".into()),
+            Some(Err(m)) => Err(ComputeError {
+                reason: m.reason,
+                detail: m.detail,
+            }),
+            // `run` answers every substream it is given (a missing one is a `crashed` miss).
+            None => Err(ComputeError {
+                reason: "crashed",
+                detail: "not run".into(),
+            }),
         }
     }
 }
@@ -114,7 +121,8 @@ pub fn backfill(
 ) -> Result<BackfillReport, Error> {
     let def = registry::get(store, name)?;
     let dir = tempfile::tempdir().map_err(|e| Error::Invalid(e.to_string()))?;
-    let compiled = Arc::new(Compiled::new(def, dir.path()).map_err(Error::Invalid)?);
+    let compiled =
+        Arc::new(Compiled::new(def, dir.path()).map_err(|e| Error::Invalid(e.to_string()))?);
     let mut exec = Executor::new(Arc::new(PythonPool::new(python)));
     let ns = Namespace::Substream(name.to_owned());
     let mut report = BackfillReport::default();
