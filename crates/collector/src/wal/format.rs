@@ -224,3 +224,30 @@ pub(super) fn split_len(field: u32) -> (RecordKind, usize) {
     };
     (kind, (field & !NOTE_FLAG) as usize)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The checksum combined from the payload's own CRC is the one earlier versions computed over
+    /// the concatenated bytes: logs they wrote still open.
+    #[test]
+    fn a_combined_checksum_is_the_checksum_of_the_bytes() {
+        let (seq, now) = (123_456_789u64, 1_700_000_000i64);
+        for payload in [&b""[..], b"{}", &[0xA5u8; 70_000][..]] {
+            let mut plain = Vec::new();
+            plain.extend_from_slice(&seq.to_le_bytes());
+            plain.extend_from_slice(&now.to_le_bytes());
+            plain.extend_from_slice(payload);
+            assert_eq!(
+                record_crc(RecordKind::Payload, seq, now, payload),
+                crc32fast::hash(&plain)
+            );
+            let note = [&b"note"[..], &plain].concat();
+            assert_eq!(
+                record_crc(RecordKind::Note, seq, now, payload),
+                crc32fast::hash(&note)
+            );
+        }
+    }
+}
