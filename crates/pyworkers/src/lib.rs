@@ -213,24 +213,15 @@ impl fmt::Display for Failure {
 impl std::error::Error for Failure {}
 
 /// Why [`Pool::start`] failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PoolError {
     /// A setting is out of range.
+    #[error("python worker pool: bad setting: {0}")]
     Config(String),
     /// The first worker did not start (Python missing, `sluice` not importable, timeout).
+    #[error("python worker pool: cannot start a worker: {0}")]
     Spawn(String),
 }
-
-impl fmt::Display for PoolError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PoolError::Config(m) => write!(f, "python worker pool: bad setting: {m}"),
-            PoolError::Spawn(m) => write!(f, "python worker pool: cannot start a worker: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for PoolError {}
 
 /// Counters of a pool since it started.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
