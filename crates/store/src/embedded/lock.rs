@@ -3,6 +3,21 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use std::time::{Duration, Instant};
+
+/// How long a writer retries a taken lock before the open fails with [`StoreError::Locked`].
+///
+/// A lock belongs to the open file, not the process: a child forked by another thread of the
+/// same process holds a copy of the descriptor until it `exec`s (close-on-exec closes it only
+/// then). So a store closed just now can look locked for a moment; a reopen in that window failed
+/// a CI run (the WAL test that reopens a store right after a crash). 1 s covers a slow fork on a
+/// loaded machine; a real second writer still fails, one second later.
+const WRITER_LOCK_WAIT: Duration = Duration::from_secs(1);
+/// How long a reader retries: short, because a reader that finds a server's lock goes on to ask
+/// that server (`sluice read --data-dir` beside `sluice serve`), and should not wait a second.
+const READER_LOCK_WAIT: Duration = Duration::from_millis(100);
+/// Pause between two tries while waiting for the lock.
+const LOCK_RETRY: Duration = Duration::from_millis(5);
 
 /// Takes the lock of `dir`: exclusive for a writer (creating `LOCK`), shared for a reader (never
 /// creating it; `None` when there is none).
@@ -22,16 +37,29 @@ pub(super) fn lock_dir(dir: &Path, shared: bool) -> Result<Option<File>> {
             .open(&lock_path)
             .map_err(|e| StoreError::io(&lock_path, e))?
     };
-    let taken = if shared {
-        lock.try_lock_shared()
+    let wait = if shared {
+        READER_LOCK_WAIT
     } else {
-        lock.try_lock()
+        WRITER_LOCK_WAIT
     };
-    match taken {
-        Ok(()) => Ok(Some(lock)),
-        Err(fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
-            dir: dir.display().to_string(),
-        }),
-        Err(fs::TryLockError::Error(e)) => Err(StoreError::io(&lock_path, e)),
+    let started = Instant::now();
+    loop {
+        let taken = if shared {
+            lock.try_lock_shared()
+        } else {
+            lock.try_lock()
+        };
+        match taken {
+            Ok(()) => return Ok(Some(lock)),
+            Err(fs::TryLockError::WouldBlock) if started.elapsed() < wait => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    dir: dir.display().to_string(),
+                })
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(StoreError::io(&lock_path, e)),
+        }
     }
 }
