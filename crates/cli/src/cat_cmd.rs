@@ -49,6 +49,9 @@ pub struct CatArgs {
     /// against the CRC-32 written with it is not hashed again). Reads a store, not a server.
     #[arg(long, conflicts_with = "server")]
     verify_sha1: bool,
+    /// Read blobs only, even where the column files (DATA/columns) cover the range.
+    #[arg(long)]
+    no_columns: bool,
 }
 
 /// Run `sluice cat`.
@@ -80,6 +83,9 @@ pub fn run(a: CatArgs) -> Result<()> {
             crate::store_arg::ReadSource::Store(store) => {
                 let mut opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 opts.verify_sha1 = a.verify_sha1;
+                if !a.no_columns && a.store.is_none() {
+                    opts.columns = crate::columns_cmd::data_dir_view(&a.data);
+                }
                 let req = ReadRequest::selected(from, to, selection);
                 let mut reader = RangeReader::new(&*store, req, opts)?;
                 if let Some(plan) = reduce {

@@ -6,6 +6,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cat_cmd;
+mod columns_cmd;
 mod counts_cmd;
 mod emit_cmd;
 mod gen_cmd;
@@ -55,6 +56,9 @@ enum Command {
     /// Check a data directory for damage, or repair it.
     #[command(subcommand)]
     Store(store_cmd::StoreCommand),
+    /// The columnar history tier: what the Parquet files cover, verify them, rebuild hours.
+    #[command(subcommand)]
+    Columns(columns_cmd::ColumnsCommand),
     /// Manage substreams: write-time transformations whose small results consumers read
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
@@ -136,6 +140,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve_cmd::run(args),
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
+        Command::Columns(cmd) => columns_cmd::run(cmd),
         Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),

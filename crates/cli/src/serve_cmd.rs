@@ -70,6 +70,19 @@ pub struct ServeArgs {
     /// to the workers beside their nodes. Default: every chunk.
     #[arg(long, value_name = "ADDR")]
     local_node: Option<String>,
+    /// The columnar history tier: a directory, `s3://bucket/prefix?endpoint=…`, or `off`
+    /// (default: DATA/columns with the embedded store, off with Cassandra).
+    #[arg(long, value_name = "WHERE")]
+    columns: Option<String>,
+    /// A Parquet part per (dc, type) this often (default 1m; 1s..1h).
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    columns_every: Option<std::time::Duration>,
+    /// How long column files are kept, in whole days (`400d`; `0d`: forever). Default 400 days.
+    #[arg(long, value_parser = parse_days, value_name = "DAYS")]
+    columns_retention: Option<u32>,
+    /// How long blobs are kept, in whole days (`10d`). Default 10 days.
+    #[arg(long, value_parser = parse_days, value_name = "DAYS")]
+    retention: Option<u32>,
     /// Every request needs a token with its route's scope (`sluice token create`); `/healthz`
     /// stays open. Needed to serve beyond loopback (see docs/security.md).
     #[arg(long)]
@@ -121,6 +134,19 @@ fn parse_bytes(value: &str) -> std::result::Result<u64, String> {
     };
     let n: u64 = digits.trim().parse().map_err(|_| bad())?;
     n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// A retention in whole days: `400d`, `2w`, or a plain number of days.
+fn parse_days(value: &str) -> std::result::Result<u32, String> {
+    if let Ok(days) = value.trim().parse::<u32>() {
+        return Ok(days);
+    }
+    let d = humantime::parse_duration(value.trim()).map_err(|e| format!("{value:?}: {e}"))?;
+    let secs = d.as_secs();
+    if secs % 86_400 != 0 || d.subsec_nanos() != 0 {
+        return Err(format!("{value:?}: give whole days (e.g. 400d)"));
+    }
+    u32::try_from(secs / 86_400).map_err(|_| format!("{value:?}: too long"))
 }
 
 /// A grace period: plain seconds (`1`, `0.25`) or a duration with units (`250ms`, `1s`, any
@@ -198,6 +224,18 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(n) = &a.local_node {
         c.local_node = Some(n.clone());
+    }
+    if let Some(spec) = &a.columns {
+        c.columns = Some(spec.clone());
+    }
+    if let Some(every) = a.columns_every {
+        c.columns_every_secs = every.as_secs();
+    }
+    if let Some(days) = a.columns_retention {
+        c.columns_retention_days = days;
+    }
+    if let Some(days) = a.retention {
+        c.retention_days = days;
     }
     c.auth |= a.auth;
     c.insecure_no_auth |= a.insecure_no_auth;

@@ -156,8 +156,20 @@ mod tests {
             from: 60,
             to: 120,
             chunks: vec![
-                CoveredChunk { epoch: 60, subtype: "".into(), chunk: "0".into(), sha1: sha1_hex(&[7; 20]), events: 3 },
-                CoveredChunk { epoch: 61, subtype: "x".into(), chunk: "c1.0".into(), sha1: sha1_hex(&[9; 20]), events: 2 },
+                CoveredChunk {
+                    epoch: 60,
+                    subtype: "".into(),
+                    chunk: "0".into(),
+                    sha1: sha1_hex(&[7; 20]),
+                    events: 3,
+                },
+                CoveredChunk {
+                    epoch: 61,
+                    subtype: "x".into(),
+                    chunk: "c1.0".into(),
+                    sha1: sha1_hex(&[9; 20]),
+                    events: 2,
+                },
             ],
         };
         assert_eq!(Covers::from_json(&c.to_json()).unwrap(), c);

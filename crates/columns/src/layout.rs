@@ -216,7 +216,10 @@ mod tests {
             hour,
             dc: "ams 1/x=y".into(),
             type_: "WEB".into(),
-            kind: FileKind::Part { from: hour + 60, to: hour + 120 },
+            kind: FileKind::Part {
+                from: hour + 60,
+                to: hour + 120,
+            },
             owner: "c1".into(),
         };
         let p = f.path();
@@ -225,7 +228,10 @@ mod tests {
             "date=2026-11-28/hour=18/dc=ams%201%2Fx%3Dy/type=WEB/part-1795888860-1795888920-c1.parquet"
         );
         assert_eq!(FileName::parse(&p), Some(f.clone()));
-        let h = FileName { kind: FileKind::Hour, ..f };
+        let h = FileName {
+            kind: FileKind::Hour,
+            ..f
+        };
         assert_eq!(FileName::parse(&h.path()), Some(h.clone()));
         assert_eq!(h.span(), (hour, hour + HOUR));
         assert_eq!(hour_prefix(0), "date=1970-01-01/hour=00/");

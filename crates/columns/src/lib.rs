@@ -18,6 +18,9 @@
 //! - [`layout`]: file paths (`date=…/hour=…/dc=…/type=…/…parquet`) and their parsing.
 //! - [`covers`]: what a file holds (blob keys, SHA-1s, event counts), kept in its footer.
 //! - [`location`]: where files live (a local directory, or an S3 bucket), atomic puts.
+//! - [`tier`]: the writer (parts every minute, hour merges, expiry, rebuild).
+//! - [`view`]: the read side: per hour, which file holds which chunk.
+//! - [`verify`]: every covered chunk checked against its blob (`sluice columns verify`).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -27,3 +30,6 @@ pub mod covers;
 pub mod layout;
 pub mod location;
 pub mod parquet_file;
+pub mod tier;
+pub mod verify;
+pub mod view;

@@ -101,6 +101,20 @@ impl LocalDir {
         Ok(dir)
     }
 
+    /// Opens `root` for reading only: nothing is created or removed (readers never modify data;
+    /// a temporary file a crash left is skipped by [`Location::list`]).
+    pub fn open_read_only(root: &Path) -> Result<LocalDir, LocationError> {
+        if !root.is_dir() {
+            return Err(io_err(
+                root,
+                io::Error::new(io::ErrorKind::NotFound, "no such directory"),
+            ));
+        }
+        Ok(LocalDir {
+            root: root.to_path_buf(),
+        })
+    }
+
     /// The directory.
     pub fn root(&self) -> &Path {
         &self.root
@@ -123,7 +137,9 @@ impl LocalDir {
     fn full(&self, path: &str) -> Result<PathBuf, LocationError> {
         let bad = path.is_empty()
             || path.starts_with('/')
-            || path.split('/').any(|p| p.is_empty() || p == "." || p == "..");
+            || path
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == "..");
         if bad {
             return Err(LocationError::Url {
                 url: path.to_string(),
@@ -245,22 +261,38 @@ mod tests {
     fn put_list_get_delete_round_trip() {
         let dir = sluice_test_support::temp::temp_dir("location");
         let loc = LocalDir::open(&dir).unwrap();
-        loc.put("date=2026-11-28/hour=18/a.parquet", b"one").unwrap();
-        loc.put("date=2026-11-28/hour=19/b.parquet", b"two!").unwrap();
+        loc.put("date=2026-11-28/hour=18/a.parquet", b"one")
+            .unwrap();
+        loc.put("date=2026-11-28/hour=19/b.parquet", b"two!")
+            .unwrap();
         std::fs::write(dir.join("date=2026-11-28/hour=18/.tmp-c.parquet"), b"x").unwrap();
         let all = loc.list("").unwrap();
         assert_eq!(
             all,
             vec![
-                Listed { path: "date=2026-11-28/hour=18/a.parquet".into(), size: 3 },
-                Listed { path: "date=2026-11-28/hour=19/b.parquet".into(), size: 4 },
+                Listed {
+                    path: "date=2026-11-28/hour=18/a.parquet".into(),
+                    size: 3
+                },
+                Listed {
+                    path: "date=2026-11-28/hour=19/b.parquet".into(),
+                    size: 4
+                },
             ]
         );
         assert_eq!(loc.list("date=2026-11-28/hour=19").unwrap().len(), 1);
-        assert_eq!(&loc.get("date=2026-11-28/hour=19/b.parquet").unwrap().unwrap()[..], b"two!");
+        assert_eq!(
+            &loc.get("date=2026-11-28/hour=19/b.parquet")
+                .unwrap()
+                .unwrap()[..],
+            b"two!"
+        );
         assert!(loc.get("nope.parquet").unwrap().is_none());
         loc.delete("date=2026-11-28/hour=19/b.parquet").unwrap();
-        assert!(!dir.join("date=2026-11-28/hour=19").exists(), "empty hour removed");
+        assert!(
+            !dir.join("date=2026-11-28/hour=19").exists(),
+            "empty hour removed"
+        );
         assert!(loc.put("../escape", b"x").is_err());
         // Reopening removes the temporary a crash left.
         LocalDir::open(&dir).unwrap();

@@ -64,4 +64,6 @@ pub struct ReadStats {
     pub warnings: u64,
     /// Substream results computed client-side from the full blob (fallbacks).
     pub fallbacks: u64,
+    /// Chunks read from column files instead of their blobs.
+    pub from_columns: u64,
 }

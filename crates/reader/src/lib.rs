@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod chunk;
+mod columns;
 pub mod counts;
 pub mod facts;
 pub mod filter;

@@ -71,6 +71,7 @@ use sluice_blob::{EpochKey, EventKey, IndexEntry};
 use sluice_store::{BlobKey, Namespace, ReadStore, StoreError};
 
 use crate::chunk::ChunkDecoder;
+use crate::columns::{ColumnsChunk, ColumnsSource};
 use crate::facts::ReadFacts;
 use crate::item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
 use crate::request::{ReadOptions, ReadRequest};
@@ -101,12 +102,15 @@ enum Source {
 /// Something queued for fetching, in output order.
 enum Pending {
     Key(Arc<EventKey>, Source),
+    /// A chunk a column file holds (read from there, not fetched).
+    Columns(Arc<EventKey>, ColumnsChunk),
     Warning(ReadWarning),
 }
 
 /// Something fetched, in output order.
 enum Fetched {
     Blob(Arc<EventKey>, Source, Result<Option<Vec<u8>>, StoreError>),
+    Columns(Arc<EventKey>, ColumnsChunk),
     Warning(ReadWarning),
 }
 
@@ -121,6 +125,8 @@ pub struct RangeReader<S> {
     fetched: VecDeque<Fetched>,
     out: VecDeque<ReadItem>,
     chunk: ChunkDecoder,
+    /// The column files, when [`ReadOptions::columns`] is given (not for substream reads).
+    columns: Option<ColumnsSource>,
     stats: ReadStats,
     /// Whether the store's damage report was queued (once, after the last epoch).
     damage_reported: bool,
@@ -162,9 +168,19 @@ where
                 }
             }
         }
-        let epochs = store
+        let mut epochs = store
             .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
             .map_err(ReadError::Store)?;
+        let mut columns = match (&opts.columns, &req.selection.substream) {
+            (Some(view), None) => Some(ColumnsSource::new(view.clone(), &req)),
+            _ => None,
+        };
+        if let Some(source) = &mut columns {
+            // Past the blobs' retention only the columns hold a second: list both.
+            let mut all: BTreeSet<(i64, String)> = epochs.into_iter().collect();
+            all.extend(source.epochs(req.selection.dc.as_deref()));
+            epochs = all.into_iter().collect();
+        }
         let mut chunk = ChunkDecoder::new(&req, &opts.limits);
         chunk.verify_sha1 = opts.verify_sha1 || !store.checks_each_read();
         let stats = ReadStats {
@@ -180,6 +196,7 @@ where
             fetched: VecDeque::new(),
             out: VecDeque::new(),
             chunk,
+            columns,
             stats,
             damage_reported: false,
         })
@@ -188,6 +205,15 @@ where
     /// Queues one warning per damaged range the store reports for the range's partitions.
     fn report_damage(&mut self) {
         self.damage_reported = true;
+        // Column files that could not be used: their chunks were read from blobs.
+        if let Some(c) = &mut self.columns {
+            for (path, reason) in std::mem::take(&mut c.damaged) {
+                self.out.push_back(ReadItem::Notice(ReadWarning {
+                    key: format!("columns:{path}"),
+                    reason: format!("{reason}; its chunks were read from blobs"),
+                }));
+            }
+        }
         match self.store.damage(self.req.from, self.req.to) {
             Ok(found) => self.out.extend(found.into_iter().map(|d| {
                 ReadItem::Warning(ReadWarning {
@@ -240,7 +266,7 @@ where
                 return true;
             }
         };
-        let raw = match self.store.get_epoch_index(epoch, &dc) {
+        let mut raw = match self.store.get_epoch_index(epoch, &dc) {
             Ok(raw) => raw,
             Err(e) => {
                 self.pending
@@ -248,6 +274,9 @@ where
                 return true;
             }
         };
+        if let Some(source) = &mut self.columns {
+            raw.extend(source.entries(epoch, &dc));
+        }
         let substream = self
             .req
             .selection
@@ -289,10 +318,20 @@ where
         entries.dedup();
         let Some(view) = substream else {
             for entry in &entries {
-                self.pending.push_back(Pending::Key(
-                    Arc::new(EventKey::from_parts(&epoch_key, entry)),
-                    Source::Plain,
-                ));
+                let key = Arc::new(EventKey::from_parts(&epoch_key, entry));
+                let place = self.columns.as_mut().and_then(|c| {
+                    c.place(
+                        epoch,
+                        &dc,
+                        entry.type_(),
+                        entry.subtype(),
+                        &entry.chunk().to_string(),
+                    )
+                });
+                self.pending.push_back(match place {
+                    Some(place) => Pending::Columns(key, place),
+                    None => Pending::Key(key, Source::Plain),
+                });
             }
             return true;
         };
@@ -359,6 +398,7 @@ where
         for p in batch {
             match p {
                 Pending::Warning(w) => self.fetched.push_back(Fetched::Warning(w)),
+                Pending::Columns(k, place) => self.fetched.push_back(Fetched::Columns(k, place)),
                 Pending::Key(k, source) => {
                     let slot = source as usize;
                     let r = answers[slot].next().unwrap_or_else(|| {
@@ -383,6 +423,21 @@ where
                 return;
             }
             Fetched::Blob(key, source, result) => (key, source, result),
+            Fetched::Columns(key, place) => match self.take_columns(&key, &place) {
+                Ok(()) => return,
+                // The file could not give the chunk: read its blob instead, saying so.
+                Err(reason) => {
+                    self.out.push_back(ReadItem::Notice(ReadWarning {
+                        key: key.to_string(),
+                        reason: format!("column file {}: {reason}; read from the blob", place.path),
+                    }));
+                    let text = key.to_string();
+                    let got = self
+                        .store
+                        .get_blob(&self.opts.namespace, BlobKey::new(key.epoch(), &text));
+                    (key, Source::Plain, got)
+                }
+            },
         };
         self.stats.chunks += 1;
         let warn = |reason: String| {
@@ -443,6 +498,38 @@ where
                 }
             }
         }
+    }
+}
+
+impl<S, T> RangeReader<S>
+where
+    S: Deref<Target = T>,
+    T: ReadStore + ?Sized,
+{
+    /// The events of one chunk a column file holds, into `out`.
+    fn take_columns(&mut self, key: &EventKey, place: &ColumnsChunk) -> Result<(), String> {
+        let Some(source) = &mut self.columns else {
+            return Err("no columns".into());
+        };
+        let chunk = key.chunk().to_string();
+        let values = source.take(
+            place,
+            key.epoch(),
+            key.subtype(),
+            &chunk,
+            &mut self.chunk.facts.scanned,
+            &mut self.chunk.facts.path_seen,
+        )?;
+        self.stats.chunks += 1;
+        self.stats.from_columns += 1;
+        let key = Arc::new(key.clone());
+        self.out.extend(values.into_iter().map(|value| {
+            ReadItem::Event(ReadEvent {
+                key: key.clone(),
+                value,
+            })
+        }));
+        Ok(())
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ReadOptions {
     /// bytes on the read ([`sluice_store::ReadStore::checks_each_read`]: the embedded store and Cassandra do,
     /// so by default their chunks are not hashed twice). Default: false (`sluice cat --verify-sha1`).
     pub verify_sha1: bool,
+    /// The column files: chunks a file holds are read from it, the rest from blobs (same
+    /// answer). `None` reads blobs only (`columns=off`). Not used by substream reads.
+    pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
 }
 
 impl Default for ReadOptions {
@@ -75,6 +78,7 @@ impl Default for ReadOptions {
             fetch_batch: 16,
             substream: None,
             verify_sha1: false,
+            columns: None,
         }
     }
 }

@@ -97,6 +97,11 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// substream_memory_bytes = 536870912 # address-space limit of each Python worker
 /// substream_nice = 10          # added to the nice value of substream threads and Python workers
 /// # local_node = "127.0.0.2"   # substreams only for chunks with a replica on this store node
+/// # columns = "./data/columns" # the columnar history tier: a directory, "s3://bucket/prefix?endpoint=…",
+/// #                            # or "off" (default: <data_dir>/columns with the embedded store, off with Cassandra)
+/// columns_every_secs = 60      # a Parquet part per (dc, type) this often
+/// columns_retention_days = 400 # column files kept (0 = forever); per type below
+/// # columns_retention_by_type = { WEB = 30 }
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -244,6 +249,16 @@ pub struct ServerConfig {
     /// Data locality of the substream runner: only chunks with a replica on this store node
     /// (`IP` or `IP:PORT`; see `sluice_substreams::RunnerConfig::local_node`). Default: all.
     pub local_node: Option<String>,
+    /// The columnar history tier (`--columns`): a directory, an `s3://bucket/prefix?endpoint=…`
+    /// URL, or `"off"`. Default (`None`): `<data_dir>/columns` with the embedded store, off with
+    /// Cassandra (its collectors share no disk: give them an S3 URL).
+    pub columns: Option<String>,
+    /// Seconds per column part (default 60; 1..=3600).
+    pub columns_every_secs: u64,
+    /// Days column files are kept (default 400; 0 keeps them forever).
+    pub columns_retention_days: u32,
+    /// Days column files of a type are kept, overriding `columns_retention_days`.
+    pub columns_retention_by_type: std::collections::BTreeMap<String, u32>,
     /// Every request needs a token (`sluice token create`) with its route's scope, `/healthz`
     /// aside (default false: on loopback, ingest and reads are open and admin routes take the
     /// per-start local secret or an admin token). See `docs/security.md`.
@@ -332,6 +347,10 @@ impl Default for ServerConfig {
             substream_memory_bytes: 512 << 20,
             substream_nice: 10,
             local_node: None,
+            columns: None,
+            columns_every_secs: 60,
+            columns_retention_days: 400,
+            columns_retention_by_type: std::collections::BTreeMap::new(),
             auth: false,
             insecure_no_auth: false,
             metrics_open: false,
@@ -378,6 +397,51 @@ impl ServerConfig {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
         ServerConfig::from_toml(&text)
+    }
+
+    /// Where the column files go, or `None` when the tier is off (see [`ServerConfig::columns`]).
+    pub fn columns_location(&self) -> Option<String> {
+        match self.columns.as_deref() {
+            Some("off") => None,
+            Some(spec) => Some(spec.to_owned()),
+            None if self
+                .store
+                .as_deref()
+                .is_some_and(|s| !s.starts_with("embedded:")) =>
+            {
+                None
+            }
+            None => {
+                let dir = match self
+                    .store
+                    .as_deref()
+                    .and_then(|s| s.strip_prefix("embedded:"))
+                {
+                    Some(d) => PathBuf::from(d),
+                    None => self.data_dir.clone(),
+                };
+                Some(dir.join("columns").display().to_string())
+            }
+        }
+    }
+
+    /// The columns writer's settings (the owner is this collector's id, else `local`).
+    pub fn columns_tier(&self) -> sluice_columns::tier::TierConfig {
+        let days = |d: u32| (d > 0).then(|| i64::from(d) * 86_400);
+        sluice_columns::tier::TierConfig {
+            every: self.columns_every_secs as i64,
+            // The flush grace plus a margin for the flush itself.
+            settle: (self.grace().as_millis() as i64 + 999) / 1000 + 2,
+            owner: self.collector_id.clone().unwrap_or_else(|| "local".into()),
+            owns_plain: self.collector_id.is_none(),
+            retention: days(self.columns_retention_days),
+            retention_by_type: self
+                .columns_retention_by_type
+                .iter()
+                .map(|(t, d)| (t.clone(), days(*d).unwrap_or(i64::MAX / 2)))
+                .collect(),
+            ..sluice_columns::tier::TierConfig::default()
+        }
     }
 
     /// Retention in seconds.
@@ -523,6 +587,12 @@ impl ServerConfig {
 
     /// Checks the values that are not checked elsewhere.
     pub fn validate(&self) -> Result<(), Error> {
+        if !(1..=3600).contains(&self.columns_every_secs) {
+            return Err(Error::Config(format!(
+                "columns_every_secs {} is outside 1..=3600",
+                self.columns_every_secs
+            )));
+        }
         self.wal_config()?;
         self.store_url()?;
         if self.tcp_max_connections == 0 || self.tcp_idle_timeout_secs == 0 {

@@ -33,6 +33,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+pub mod columns;
 pub mod config;
 pub mod disk;
 mod error;
@@ -115,6 +116,7 @@ async fn run_with(
     let store = timing::TimedStore::wrap(store, metrics.clone());
     let auth = auth::Auth::start_refreshing(store.clone(), &config, metrics.clone())?;
     let pipeline = pipeline::Pipeline::start(&config, store.clone(), metrics.clone()).await?;
+    let columns = columns::Columns::start(&config, store.clone(), metrics.clone())?;
     let stop = shutdown::flag(shutdown);
     let services = listen::Services {
         config: &config,
@@ -125,6 +127,7 @@ async fn run_with(
         tls: &tls,
         caps,
         stop: &stop,
+        columns: columns.as_ref().map(|c| c.view.clone()),
     };
     let mut listening = sockets.start(&services)?;
     let server_file = listening.announce(&services);
@@ -132,6 +135,9 @@ async fn run_with(
         let _ = ready.send(Ingester::of(&pipeline, &metrics));
     }
     listening.serve_http(&services).await;
+    if let Some(c) = columns {
+        tokio::task::spawn_blocking(move || c.stop()).await.ok();
+    }
     drop(store);
     shutdown::finish(listening, pipeline, &auth, &server_file).await
 }

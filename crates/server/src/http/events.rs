@@ -97,6 +97,8 @@ struct EventsQuery {
     hints: bool,
     /// `group_by` / `agg` / `window` / `count_by` / `top` / `by`: rows instead of events.
     plan: Option<Plan>,
+    /// `columns=off`: blobs only, even where column files cover the range.
+    columns: bool,
 }
 
 fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError> {
@@ -105,6 +107,7 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError
     let mut format = OutputFormat::Json;
     let mut hints = false;
     let mut plan = PlanArgs::default();
+    let mut columns = true;
     for (k, v) in parse_query(query) {
         if range.accept(&k, &v, now)? {
             continue;
@@ -119,6 +122,7 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError
             "top" => plan.top = Some(params::count(&k, &v)?),
             "by" => plan.by = Some(v),
             "max_groups" => plan.max_groups = Some(params::count(&k, &v)?),
+            "columns" => columns = params::on_off(&k, &v)?,
             _ => {
                 if !selection.accept(&k, &v)? {
                     return Err(params::unknown(&k));
@@ -135,6 +139,7 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError
         format,
         hints,
         plan,
+        columns,
     })
 }
 
@@ -184,11 +189,14 @@ pub(crate) async fn read_events(
     };
     query.req.selection.visible = super::visible(&grant);
     let format = query.format;
-    let opts =
+    let mut opts =
         match substream_options(&st.store, &mut query.req.selection, st.python_substreams).await {
             Ok(o) => o,
             Err(r) => return r,
         };
+    if query.columns {
+        opts.columns = st.columns.clone();
+    }
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
     let store = st.store.clone();
@@ -233,6 +241,7 @@ fn stream_range(
         format,
         hints: want_hints,
         plan,
+        ..
     } = query;
     // Rows instead of events: each event goes to the sink, rows out as they complete.
     let mut sink = match plan.map(Sink::new).transpose() {

@@ -66,6 +66,8 @@ pub(crate) struct AppState {
     pub auth: Arc<crate::auth::Auth>,
     /// Code substreams may be registered (`python_substreams`).
     pub python_substreams: bool,
+    /// The column files reads use where they cover (`columns=off` on a read skips them).
+    pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
 }
 
 /// Every endpoint, each request bounded by `state.timeout`, bodies by `max_body`.

@@ -35,6 +35,14 @@ pub enum ParamError {
     /// `hints=` is not a boolean.
     #[error("hints: {0:?} is not 1, 0, true or false")]
     Hints(String),
+    /// A switch (`columns=`) that is not on or off.
+    #[error("{name}: {value:?} is not on, off, 1, 0, true or false")]
+    Switch {
+        /// The parameter.
+        name: String,
+        /// The value given.
+        value: String,
+    },
     /// `cursor=` is not a tail's cursor.
     #[error("cursor: {0}")]
     Cursor(#[from] CursorError),
@@ -90,6 +98,18 @@ pub fn hints(value: &str) -> Result<bool, ParamError> {
         "1" | "true" => Ok(true),
         "0" | "false" => Ok(false),
         other => Err(ParamError::Hints(other.to_owned())),
+    }
+}
+
+/// A switch (`columns=off` reads blobs only): `on`/`1`/`true` or `off`/`0`/`false`.
+pub fn on_off(name: &str, value: &str) -> Result<bool, ParamError> {
+    match value {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        other => Err(ParamError::Switch {
+            name: name.to_owned(),
+            value: other.to_owned(),
+        }),
     }
 }
 

@@ -71,6 +71,8 @@ pub(crate) struct Services<'a> {
     pub caps: Caps,
     /// Set when the server shuts down.
     pub stop: &'a watch::Receiver<bool>,
+    /// The column files readers use, when the history tier is on.
+    pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
 }
 
 /// The listeners once started: HTTP still to serve, TCP and UDP running.
@@ -305,6 +307,7 @@ impl Listening {
             substreams: s.pipeline.substreams.clone(),
             auth: s.auth.clone(),
             python_substreams: config.python_substreams,
+            columns: s.columns.clone(),
         };
         let router = crate::http::router(state, config.max_body_bytes);
         http_server::serve(

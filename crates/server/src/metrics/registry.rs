@@ -58,6 +58,18 @@ pub struct Metrics {
     pub dropped_events: IntCounter,
     /// Blobs (chunks) written.
     pub blobs_written: IntCounter,
+    /// Column files written (parts and merged hours).
+    pub columns_files_written: IntCounter,
+    /// Rows written to column files.
+    pub columns_rows_written: IntCounter,
+    /// Bytes of column files written.
+    pub columns_bytes_written: IntCounter,
+    /// Runs of the columns writer that failed (retried on the next run).
+    pub columns_errors: IntCounter,
+    /// Seconds between now and the end of what the column files cover.
+    pub columns_lag_seconds: IntGauge,
+    /// Bytes of this collector's column files (sampled by the writer).
+    pub columns_bytes: IntGauge,
     /// Bytes of blobs written.
     pub blob_bytes_written: IntCounter,
     /// Store errors met while flushing, expiring or syncing (the work is retried).
@@ -210,6 +222,12 @@ impl Metrics {
             late_events: reg(&r, counter("sluice_events_late_total", "Events written after their epoch was first flushed.")),
             dropped_events: reg(&r, counter("sluice_events_unencodable_total", "Events lost because they could not be encoded.")),
             blobs_written: reg(&r, counter("sluice_blobs_written_total", "Blob chunks written.")),
+            columns_files_written: reg(&r, counter("sluice_columns_files_written_total", "Column files written (minute parts and merged hours).")),
+            columns_rows_written: reg(&r, counter("sluice_columns_rows_written_total", "Rows written to column files.")),
+            columns_bytes_written: reg(&r, counter("sluice_columns_bytes_written_total", "Bytes of column files written.")),
+            columns_errors: reg(&r, counter("sluice_columns_errors_total", "Runs of the columns writer that failed (retried on the next run).")),
+            columns_lag_seconds: reg(&r, gauge("sluice_columns_lag_seconds", "Seconds between now and the end of what the column files cover.")),
+            columns_bytes: reg(&r, gauge("sluice_columns_bytes", "Bytes of column files under the columns location.")),
             blob_bytes_written: reg(&r, counter("sluice_blob_bytes_written_total", "Bytes of blob chunks written.")),
             store_errors: reg(&r, counter("sluice_store_errors_total", "Store errors while flushing, syncing or expiring (work is retried).")),
             pending_events: reg(&r, gauge("sluice_pending_events", "Events held in open epochs, not yet written.")),

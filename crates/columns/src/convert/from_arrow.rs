@@ -1,0 +1,157 @@
+//! A record batch (all columns, or a projection) → events.
+
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+use sereal::{Key, Value};
+
+use super::{
+    ConvertError, RowOut, CHUNK_COLUMN, EPOCH_COLUMN, REST_COLUMN, STR_SUFFIX, SUBTYPE_COLUMN,
+};
+
+/// What a column holds for the event.
+enum Role {
+    /// The field of this name.
+    Field(Key),
+    /// Strings of the field of this name.
+    Strings(Key),
+    /// `_rest`.
+    Rest,
+}
+
+/// A batch (possibly projected: any subset of columns, the hidden ones required) → rows; each
+/// event holds the fields present (non-null) in the columns read, then `_rest`'s fields.
+pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
+    let schema = batch.schema();
+    let column = |name: &str| {
+        schema
+            .index_of(name)
+            .map(|i| batch.column(i).clone())
+            .map_err(|_| ConvertError::Column(name.to_owned()))
+    };
+    let epochs = column(EPOCH_COLUMN)?;
+    let epochs = epochs
+        .as_primitive_opt::<Int64Type>()
+        .ok_or_else(|| ConvertError::Column(EPOCH_COLUMN.into()))?;
+    let subtypes = column(SUBTYPE_COLUMN)?;
+    let subtypes = subtypes
+        .as_string_opt::<i32>()
+        .ok_or_else(|| ConvertError::Column(SUBTYPE_COLUMN.into()))?;
+    let chunks = column(CHUNK_COLUMN)?;
+    let chunks = chunks
+        .as_string_opt::<i32>()
+        .ok_or_else(|| ConvertError::Column(CHUNK_COLUMN.into()))?;
+    let mut roles: Vec<(Role, ArrayRef)> = Vec::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        let name = f.name().as_str();
+        let role = match name {
+            EPOCH_COLUMN | SUBTYPE_COLUMN | CHUNK_COLUMN => continue,
+            REST_COLUMN => Role::Rest,
+            _ => match name.strip_suffix(STR_SUFFIX) {
+                Some(base) if f.data_type() == &DataType::Utf8 => {
+                    Role::Strings(Key::Utf8(Arc::from(base)))
+                }
+                _ => Role::Field(Key::Utf8(Arc::from(name))),
+            },
+        };
+        roles.push((role, batch.column(i).clone()));
+    }
+    let mut out = Vec::with_capacity(batch.num_rows());
+    for row in 0..batch.num_rows() {
+        let mut entries: Vec<(Key, Value)> = Vec::new();
+        let mut whole: Option<Value> = None;
+        for (role, array) in &roles {
+            if array.is_null(row) {
+                continue;
+            }
+            match role {
+                Role::Field(key) => entries.push((key.clone(), value_at(array, row)?)),
+                Role::Strings(key) => {
+                    let s = array.as_string_opt::<i32>().ok_or_else(|| {
+                        ConvertError::Column(format!(
+                            "{}{STR_SUFFIX}",
+                            String::from_utf8_lossy(key.as_bytes())
+                        ))
+                    })?;
+                    entries.push((key.clone(), Value::String(s.value(row).to_owned())));
+                }
+                Role::Rest => {
+                    let bytes = array
+                        .as_binary_opt::<i32>()
+                        .ok_or_else(|| ConvertError::Column(REST_COLUMN.into()))?
+                        .value(row);
+                    match sereal::from_slice(bytes)
+                        .map_err(|e| ConvertError::Rest(e.to_string()))?
+                    {
+                        Value::Hash(more) => entries.extend(more),
+                        other => whole = Some(other),
+                    }
+                }
+            }
+        }
+        out.push(RowOut {
+            epoch: epochs.value(row),
+            subtype: subtypes.value(row).to_owned(),
+            chunk: chunks.value(row).to_owned(),
+            event: whole.unwrap_or(Value::Hash(entries)),
+        });
+    }
+    Ok(out)
+}
+
+/// The value at `row` of a non-null slot.
+fn value_at(array: &ArrayRef, row: usize) -> Result<Value, ConvertError> {
+    let bad = || ConvertError::Column(format!("of type {}", array.data_type()));
+    Ok(match array.data_type() {
+        DataType::Boolean => Value::Bool(array.as_boolean_opt().ok_or_else(bad)?.value(row)),
+        DataType::Int64 => Value::Int(
+            array
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(bad)?
+                .value(row),
+        ),
+        DataType::Float64 => Value::Float(
+            array
+                .as_primitive_opt::<Float64Type>()
+                .ok_or_else(bad)?
+                .value(row),
+        ),
+        DataType::Utf8 => Value::String(
+            array
+                .as_string_opt::<i32>()
+                .ok_or_else(bad)?
+                .value(row)
+                .to_owned(),
+        ),
+        DataType::Struct(fields) => {
+            let s = array.as_struct_opt().ok_or_else(bad)?;
+            let mut entries = Vec::with_capacity(fields.len());
+            for (f, child) in fields.iter().zip(s.columns()) {
+                if !child.is_null(row) {
+                    entries.push((
+                        Key::Utf8(Arc::from(f.name().as_str())),
+                        value_at(child, row)?,
+                    ));
+                }
+            }
+            Value::Hash(entries)
+        }
+        DataType::List(_) => {
+            let l = array.as_list_opt::<i32>().ok_or_else(bad)?;
+            let items = l.value(row);
+            let mut out = Vec::with_capacity(items.len());
+            for i in 0..items.len() {
+                out.push(if items.is_null(i) {
+                    Value::Undef
+                } else {
+                    value_at(&items, i)?
+                });
+            }
+            Value::Array(out)
+        }
+        _ => return Err(bad()),
+    })
+}

@@ -1,0 +1,381 @@
+//! One Parquet file: written whole into memory with the tier's knobs, opened from bytes, read
+//! with projection and pruning.
+//!
+//! The knobs and their measured reasons (`docs/decisions.md`, "History tier"): zstd 9 (43 → 41
+//! B/event over zstd 3 at +0.4 CPU-s per 400 k events); 64 k-row groups (statistics and blooms
+//! prune at that grain); dictionaries only on columns whose distinct values are at most a tenth
+//! of the rows ("autodict": 43.1 → 37.3 B/event at zstd 3); bloom filters (1 %) on string columns
+//! with more distinct values than a tenth of the rows (a `request_id` needle reads 1 row group of
+//! 8); page statistics, so the column and offset indexes are written; `sorting_columns` =
+//! (`_epoch`, `_subtype`, `_chunk`).
+
+use std::collections::HashSet;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::{DataType, SchemaRef};
+use bytes::Bytes;
+pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::{KeyValue, SortingColumn};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::file::statistics::Statistics;
+use parquet::schema::types::ColumnPath;
+
+use crate::convert::EPOCH_COLUMN;
+
+/// Rows per batch when reading.
+const READ_BATCH_ROWS: usize = 8192;
+/// Distinct values counted per column before giving up (the column then counts as "many").
+const DISTINCT_CAP: usize = 1 << 20;
+
+/// Why a Parquet file could not be written or read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParquetFileError {
+    /// The parquet crate's error.
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    /// Arrow's error.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow_schema::ArrowError),
+    /// Nothing to write.
+    #[error("no batches to write")]
+    Empty,
+}
+
+/// The writer's knobs (defaults: the measured candidate of the research).
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// zstd level (1..=22).
+    pub zstd_level: i32,
+    /// Rows per row group.
+    pub row_group_rows: usize,
+    /// False-positive rate of the bloom filters.
+    pub bloom_fpp: f64,
+    /// A string column gets a dictionary when its distinct values are at most this share of
+    /// the rows.
+    pub dictionary_max_ratio: f64,
+    /// A string column gets a bloom filter when its distinct values are over this share of the
+    /// rows.
+    pub bloom_min_ratio: f64,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            zstd_level: 9,
+            row_group_rows: 65_536,
+            bloom_fpp: 0.01,
+            dictionary_max_ratio: 0.1,
+            bloom_min_ratio: 0.1,
+        }
+    }
+}
+
+/// Distinct non-null values of each top-level string column: (name, distinct, rows).
+fn string_cardinality(batches: &[RecordBatch]) -> Vec<(String, usize, usize)> {
+    let Some(first) = batches.first() else {
+        return Vec::new();
+    };
+    let schema = first.schema();
+    let mut out = Vec::new();
+    for (i, f) in schema.fields().iter().enumerate() {
+        if f.data_type() != &DataType::Utf8 {
+            continue;
+        }
+        let mut seen: HashSet<&str> = HashSet::new();
+        let mut rows = 0;
+        for b in batches {
+            let Some(col) = b.column(i).as_string_opt::<i32>() else {
+                continue;
+            };
+            for v in col.iter().flatten() {
+                rows += 1;
+                if seen.len() < DISTINCT_CAP {
+                    seen.insert(v);
+                }
+            }
+        }
+        out.push((f.name().clone(), seen.len(), rows));
+    }
+    out
+}
+
+/// Writes batches (same schema) as one Parquet file in memory, with key-value metadata.
+pub fn write_file(
+    batches: &[RecordBatch],
+    metadata: &[(String, String)],
+    opts: &WriteOptions,
+) -> Result<Vec<u8>, ParquetFileError> {
+    let first = batches.first().ok_or(ParquetFileError::Empty)?;
+    let schema = first.schema();
+    let level = ZstdLevel::try_new(opts.zstd_level.clamp(1, 22))?;
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(level))
+        .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
+        .set_statistics_enabled(EnabledStatistics::Page)
+        .set_key_value_metadata(Some(
+            metadata
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+                .collect(),
+        ))
+        .set_sorting_columns(Some(
+            (0..3)
+                .map(|i| SortingColumn {
+                    column_idx: i,
+                    descending: false,
+                    nulls_first: false,
+                })
+                .collect(),
+        ));
+    // Non-string columns: dictionaries pay for ints with few values (status) and cost little
+    // otherwise (the writer falls back above its page limit).
+    for (name, distinct, rows) in string_cardinality(batches) {
+        let path = ColumnPath::from(name.as_str());
+        let many = rows > 0 && distinct as f64 > rows as f64 * opts.bloom_min_ratio;
+        let few = rows == 0 || distinct as f64 <= rows as f64 * opts.dictionary_max_ratio;
+        props = props.set_column_dictionary_enabled(path.clone(), few);
+        if many {
+            props = props
+                .set_column_bloom_filter_enabled(path.clone(), true)
+                .set_column_bloom_filter_fpp(path.clone(), opts.bloom_fpp)
+                .set_column_bloom_filter_max_ndv(path, distinct.max(1) as u64);
+        }
+    }
+    let mut out = Vec::new();
+    let mut writer = ArrowWriter::try_new(&mut out, schema, Some(props.build()))?;
+    for b in batches {
+        writer.write(b)?;
+    }
+    writer.close()?;
+    Ok(out)
+}
+
+/// What to read from a file. Pruning is coarse (row groups); callers filter rows exactly.
+#[derive(Debug, Clone)]
+pub struct FileQuery {
+    /// Columns to read by name (`None`: all; names the file lacks are ignored).
+    pub columns: Option<Vec<String>>,
+    /// First second wanted.
+    pub epoch_from: i64,
+    /// One past the last second wanted.
+    pub epoch_to: i64,
+    /// Only these subtypes (`None`: all).
+    pub subtypes: Option<Vec<String>>,
+    /// `column == value` on top-level string columns: row groups whose statistics or bloom
+    /// filter rule the value out are skipped.
+    pub string_equals: Vec<(String, String)>,
+    /// `min <= column <= max` on top-level numeric columns (bounds inclusive, `None` open).
+    pub numeric_ranges: Vec<(String, Option<f64>, Option<f64>)>,
+}
+
+impl FileQuery {
+    /// Every row, every column.
+    pub fn all() -> FileQuery {
+        FileQuery {
+            columns: None,
+            epoch_from: i64::MIN,
+            epoch_to: i64::MAX,
+            subtypes: None,
+            string_equals: Vec::new(),
+            numeric_ranges: Vec::new(),
+        }
+    }
+}
+
+impl Default for FileQuery {
+    fn default() -> Self {
+        FileQuery::all()
+    }
+}
+
+/// An opened file: bytes in memory, footer parsed once; cheap to clone.
+#[derive(Clone)]
+pub struct ParquetFile {
+    bytes: Bytes,
+    meta: ArrowReaderMetadata,
+}
+
+impl std::fmt::Debug for ParquetFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetFile")
+            .field("bytes", &self.bytes.len())
+            .field("rows", &self.num_rows())
+            .finish()
+    }
+}
+
+impl ParquetFile {
+    /// Parses the footer of a whole file.
+    pub fn open(bytes: Bytes) -> Result<ParquetFile, ParquetFileError> {
+        let meta = ArrowReaderMetadata::load(&bytes, ArrowReaderOptions::new())?;
+        Ok(ParquetFile { bytes, meta })
+    }
+
+    /// A key-value metadata entry of the footer.
+    pub fn metadata_value(&self, key: &str) -> Option<&str> {
+        self.meta
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()?
+            .iter()
+            .find(|kv| kv.key == key)?
+            .value
+            .as_deref()
+    }
+
+    /// The Arrow schema.
+    pub fn arrow_schema(&self) -> SchemaRef {
+        self.meta.schema().clone()
+    }
+
+    /// Rows in the file.
+    pub fn num_rows(&self) -> u64 {
+        self.meta.metadata().file_metadata().num_rows().max(0) as u64
+    }
+
+    /// Bytes of the file.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Whether the file has no bytes (never, for a file that opened).
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The leaf index of a top-level column (its only leaf for a primitive column).
+    fn leaf(&self, name: &str) -> Option<usize> {
+        self.meta
+            .metadata()
+            .file_metadata()
+            .schema_descr()
+            .columns()
+            .iter()
+            .position(|c| c.path().string() == name)
+    }
+
+    /// Reads the rows `query` may want, a batch at a time (an owned iterator: it holds the
+    /// file's bytes, not a borrow).
+    pub fn read(&self, query: &FileQuery) -> Result<ParquetRecordBatchReader, ParquetFileError> {
+        let builder = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.bytes.clone(),
+            self.meta.clone(),
+        );
+        let md = self.meta.metadata().clone();
+        let epoch_leaf = self.leaf(EPOCH_COLUMN);
+        let mut keep = Vec::new();
+        for (i, rg) in md.row_groups().iter().enumerate() {
+            if let Some(leaf) = epoch_leaf {
+                if let Some(Statistics::Int64(s)) = rg.column(leaf).statistics() {
+                    if let (Some(min), Some(max)) = (s.min_opt(), s.max_opt()) {
+                        if *max < query.epoch_from || *min >= query.epoch_to {
+                            continue;
+                        }
+                    }
+                }
+            }
+            if !self.numeric_ranges_may_match(rg, query) {
+                continue;
+            }
+            if !self.needles_may_match(&builder, i, rg, query)? {
+                continue;
+            }
+            keep.push(i);
+        }
+        let mut builder = builder
+            .with_row_groups(keep)
+            .with_batch_size(READ_BATCH_ROWS);
+        if let Some(cols) = &query.columns {
+            let schema = self.meta.schema();
+            let roots: Vec<usize> = schema
+                .fields()
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| cols.iter().any(|c| c == f.name()))
+                .map(|(i, _)| i)
+                .collect();
+            let mask = ProjectionMask::roots(md.file_metadata().schema_descr(), roots);
+            builder = builder.with_projection(mask);
+        }
+        Ok(builder.build()?)
+    }
+
+    fn numeric_ranges_may_match(
+        &self,
+        rg: &parquet::file::metadata::RowGroupMetaData,
+        query: &FileQuery,
+    ) -> bool {
+        for (name, lo, hi) in &query.numeric_ranges {
+            let Some(leaf) = self.leaf(name) else {
+                // A file without the column has no row where it holds a number.
+                return false;
+            };
+            let (min, max) = match rg.column(leaf).statistics() {
+                Some(Statistics::Int64(s)) => match (s.min_opt(), s.max_opt()) {
+                    (Some(a), Some(b)) => (*a as f64, *b as f64),
+                    _ => continue,
+                },
+                Some(Statistics::Double(s)) => match (s.min_opt(), s.max_opt()) {
+                    (Some(a), Some(b)) => (*a, *b),
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            if lo.is_some_and(|lo| max < lo) || hi.is_some_and(|hi| min > hi) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn needles_may_match(
+        &self,
+        builder: &ParquetRecordBatchReaderBuilder<Bytes>,
+        rg_index: usize,
+        rg: &parquet::file::metadata::RowGroupMetaData,
+        query: &FileQuery,
+    ) -> Result<bool, ParquetFileError> {
+        for (name, value) in &query.string_equals {
+            let Some(leaf) = self.leaf(name) else {
+                return Ok(false);
+            };
+            if let Some(Statistics::ByteArray(s)) = rg.column(leaf).statistics() {
+                if let (Some(min), Some(max)) = (s.min_opt(), s.max_opt()) {
+                    let v = value.as_bytes();
+                    if v < min.data() || v > max.data() {
+                        return Ok(false);
+                    }
+                }
+            }
+            if let Some(bloom) = builder.get_row_group_column_bloom_filter(rg_index, leaf)? {
+                if !bloom.check(value.as_str()) {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Rows of a batch whose `_epoch` lies in `[from, to)` (a helper for exact filtering).
+pub fn epoch_rows(batch: &RecordBatch, from: i64, to: i64) -> Vec<usize> {
+    let Ok(i) = batch.schema().index_of(EPOCH_COLUMN) else {
+        return Vec::new();
+    };
+    let Some(col) = batch
+        .column(i)
+        .as_primitive_opt::<arrow_array::types::Int64Type>()
+    else {
+        return Vec::new();
+    };
+    (0..col.len())
+        .filter(|&r| !col.is_null(r) && (from..to).contains(&col.value(r)))
+        .collect()
+}
