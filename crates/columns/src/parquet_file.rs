@@ -342,7 +342,25 @@ impl ParquetFile {
         rg: &parquet::file::metadata::RowGroupMetaData,
         query: &FileQuery,
     ) -> Result<bool, ParquetFileError> {
+        // A string may also sit in the field's `__str` sibling or in `_rest`: prune only when
+        // neither can hold it in this row group.
+        let rest_may_hold = match self.leaf(crate::convert::REST_COLUMN) {
+            Some(leaf) => match rg.column(leaf).statistics() {
+                Some(s) => s.null_count_opt() != Some(rg.num_rows().max(0) as u64),
+                None => true,
+            },
+            None => false,
+        };
+        if rest_may_hold {
+            return Ok(true);
+        }
         for (name, value) in &query.string_equals {
+            if self
+                .leaf(&format!("{name}{}", crate::convert::STR_SUFFIX))
+                .is_some()
+            {
+                continue;
+            }
             let Some(leaf) = self.leaf(name) else {
                 return Ok(false);
             };

@@ -62,14 +62,22 @@ struct FileCursor {
 
 impl ColumnsSource {
     /// The columns side of `req` over `view`.
-    pub(crate) fn new(view: Arc<ColumnsView>, req: &ReadRequest) -> ColumnsSource {
+    pub(crate) fn new(
+        view: Arc<ColumnsView>,
+        req: &ReadRequest,
+        needs: Option<&[Path]>,
+    ) -> ColumnsSource {
         let sel = &req.selection;
         let mut paths: Vec<&Path> = sel.select.iter().collect();
         if let Some(f) = &sel.filter {
             paths.extend(f.paths());
         }
-        // Without a select the whole event is the answer: every column.
-        let fields = if sel.select.is_empty() {
+        if sel.select.is_empty() {
+            paths.extend(needs.unwrap_or_default());
+        }
+        // Without a select (or a consumer that names what it reads) the whole event is the
+        // answer: every column.
+        let fields = if sel.select.is_empty() && needs.is_none() {
             None
         } else {
             paths
@@ -95,9 +103,12 @@ impl ColumnsSource {
             fields,
             hours: HashMap::new(),
             cursors: HashMap::new(),
+            pruned: sel
+                .filter
+                .as_ref()
+                .is_some_and(|f| !f.string_equalities().is_empty()),
             filter: sel.filter.clone(),
             select,
-            pruned: false,
             damaged: Vec::new(),
         }
     }
@@ -259,6 +270,11 @@ impl ColumnsSource {
             columns,
             epoch_from: epoch.max(self.from),
             epoch_to: self.to,
+            string_equals: self
+                .filter
+                .as_ref()
+                .map(Filter::string_equalities)
+                .unwrap_or_default(),
             ..FileQuery::all()
         };
         Ok(FileCursor {

@@ -187,6 +187,22 @@ impl Filter {
         out
     }
 
+    /// `top-level field == "text"` comparisons every matching event satisfies (the conjuncts of
+    /// the expression that are such): a store may skip data that holds no such string.
+    pub fn string_equalities(&self) -> Vec<(String, String)> {
+        let one = |e: &Expr| match e {
+            Expr::Compare(i, Op::Eq, Literal::Str(s)) => match self.paths.get(*i)?.steps() {
+                [sereal::lazy::Step::Key(k)] => Some((k.clone(), s.clone())),
+                _ => None,
+            },
+            _ => None,
+        };
+        match &self.expr {
+            Expr::And(items) => items.iter().filter_map(one).collect(),
+            e => one(e).into_iter().collect(),
+        }
+    }
+
     /// Does a decoded event satisfy the expression?
     pub fn matches(&self, event: &Value) -> bool {
         let found: Vec<Vec<&Value>> = self.paths.iter().map(|p| p.eval(event)).collect();

@@ -172,7 +172,11 @@ where
             .list_epochs(req.selection.dc.as_deref(), req.from, req.to)
             .map_err(ReadError::Store)?;
         let mut columns = match (&opts.columns, &req.selection.substream) {
-            (Some(view), None) => Some(ColumnsSource::new(view.clone(), &req)),
+            (Some(view), None) => Some(ColumnsSource::new(
+                view.clone(),
+                &req,
+                opts.needs.as_deref(),
+            )),
             _ => None,
         };
         if let Some(source) = &mut columns {

@@ -683,6 +683,23 @@ pub enum Plan {
     },
 }
 
+impl Plan {
+    /// The paths a reduce reads (group-by and aggregate paths), so a read can fetch only those
+    /// fields; `None` when the plan needs whole events (a top-N prints them).
+    pub fn paths(&self) -> Option<Vec<Path>> {
+        match self {
+            Plan::Reduce(spec) => Some(
+                spec.group_by
+                    .iter()
+                    .map(|(_, p)| p.clone())
+                    .chain(spec.aggs.iter().filter_map(|a| a.path.clone()))
+                    .collect(),
+            ),
+            Plan::Top { .. } => None,
+        }
+    }
+}
+
 impl PlanArgs {
     /// The plan asked for; `None` when no option is given (a plain read). `selects`: whether
     /// the read projects events (`select`), which a reduce cannot take.

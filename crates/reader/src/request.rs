@@ -68,6 +68,9 @@ pub struct ReadOptions {
     /// The column files: chunks a file holds are read from it, the rest from blobs (same
     /// answer). `None` reads blobs only (`columns=off`). Not used by substream reads.
     pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
+    /// The paths the consumer reads of each event (a reduce's fields): the columns then read
+    /// only those fields. `None`: whole events. Ignored with a `select` (which names its own).
+    pub needs: Option<Vec<sereal::Path>>,
 }
 
 impl Default for ReadOptions {
@@ -79,6 +82,7 @@ impl Default for ReadOptions {
             substream: None,
             verify_sha1: false,
             columns: None,
+            needs: None,
         }
     }
 }

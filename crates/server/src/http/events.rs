@@ -196,6 +196,7 @@ pub(crate) async fn read_events(
         };
     if query.columns {
         opts.columns = st.columns.clone();
+        opts.needs = query.plan.as_ref().and_then(Plan::paths);
     }
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
