@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store fuzz clean
+.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store bench-history fuzz clean
 
 all: build
 
@@ -67,6 +67,13 @@ bench-pipeline: deps bench-wrk
 ## bench-wrk: the HTTP load generator of the shards and http rows (Debian package wrk; idempotent).
 bench-wrk:
 	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
+
+## bench-history: history queries, bytes and ingest CPU beside VictoriaLogs (built once from the Go
+## module proxy into ~/.cache/sluice by scripts/victorialogs.sh), one run, same client; the table
+## goes to bench/history/RESULTS.md.
+bench-history: deps
+	$(CARGO) build --release -p sluice
+	@python3 bench/history/bench.py
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:

@@ -38,6 +38,10 @@ VPY=$PWD/.venv/bin/python
 if ! "$VPY" -c 'import pytest, orjson' 2>/dev/null || [[ ! -x .venv/bin/maturin ]]; then
   "$VPY" -m pip install -q --disable-pip-version-check 'maturin>=1.5,<2' pytest orjson >&2
 fi
+# DuckDB reads the history tier's Parquet files in a test (python/tests/test_duckdb.py).
+if ! "$VPY" -c 'import duckdb' 2>/dev/null; then
+  "$VPY" -m pip install -q --disable-pip-version-check duckdb >&2
+fi
 # pyarrow is optional for users (Events.to_arrow) but tested here; a failed install only skips
 # that test (SLUICE_WITH_ARROW=0 does not try).
 if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pyarrow' 2>/dev/null; then

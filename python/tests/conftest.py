@@ -53,7 +53,7 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condit
 class Server:
     """A `sluice serve` process on free loopback ports."""
 
-    def __init__(self, data: Path) -> None:
+    def __init__(self, data: Path, *extra: str) -> None:
         self.data = data
         self.http_port = free_port()
         self.tcp_port = free_port()
@@ -65,7 +65,7 @@ class Server:
         self.proc = subprocess.Popen(
             [
                 sluice_bin(), "serve", "--data", str(data), "--http", f"127.0.0.1:{self.http_port}",
-                "--tcp", self.tcp, "--udp", self.udp, "--dc", "test",
+                "--tcp", self.tcp, "--udp", self.udp, "--dc", "test", *extra,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
