@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 
 use arrow_array::cast::AsArray;
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
@@ -28,6 +28,8 @@ use parquet::schema::types::ColumnPath;
 
 use crate::convert::EPOCH_COLUMN;
 
+/// The footer key naming the top-level fields `_rest` holds anywhere in the file (JSON list).
+pub const REST_FIELDS_KEY: &str = "sluice.rest_fields";
 /// Rows per batch when reading.
 const READ_BATCH_ROWS: usize = 8192;
 /// Distinct values counted per column before giving up (the column then counts as "many").
@@ -106,6 +108,34 @@ fn string_cardinality(batches: &[RecordBatch]) -> Vec<(String, usize, usize)> {
     out
 }
 
+/// The top-level keys of every `_rest` value (a non-hash event counts as holding everything).
+fn rest_fields(batches: &[RecordBatch]) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for b in batches {
+        let Ok(i) = b.schema().index_of(crate::convert::REST_COLUMN) else {
+            continue;
+        };
+        let Some(col) = b.column(i).as_binary_opt::<i32>() else {
+            continue;
+        };
+        for bytes in col.iter().flatten() {
+            match sereal::from_slice(bytes) {
+                Ok(sereal::Value::Hash(h)) => {
+                    names.extend(
+                        h.iter()
+                            .map(|(k, _)| String::from_utf8_lossy(k.as_bytes()).into_owned()),
+                    );
+                }
+                // Not a hash, or unreadable: any field may be in it; say so with every name.
+                _ => {
+                    names.insert("*".to_owned());
+                }
+            }
+        }
+    }
+    names.into_iter().collect()
+}
+
 /// Writes batches (same schema) as one Parquet file in memory, with key-value metadata.
 pub fn write_file(
     batches: &[RecordBatch],
@@ -119,12 +149,6 @@ pub fn write_file(
         .set_compression(Compression::ZSTD(level))
         .set_max_row_group_row_count(Some(opts.row_group_rows.max(1)))
         .set_statistics_enabled(EnabledStatistics::Page)
-        .set_key_value_metadata(Some(
-            metadata
-                .iter()
-                .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
-                .collect(),
-        ))
         .set_sorting_columns(Some(
             (0..3)
                 .map(|i| SortingColumn {
@@ -148,6 +172,15 @@ pub fn write_file(
                 .set_column_bloom_filter_max_ndv(path, distinct.max(1) as u64);
         }
     }
+    let mut kv: Vec<KeyValue> = metadata
+        .iter()
+        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
+        .collect();
+    kv.push(KeyValue::new(
+        REST_FIELDS_KEY.to_owned(),
+        serde_json::to_string(&rest_fields(batches)).unwrap_or_default(),
+    ));
+    props = props.set_key_value_metadata(Some(kv));
     let mut out = Vec::new();
     let mut writer = ArrowWriter::try_new(&mut out, schema, Some(props.build()))?;
     for b in batches {
@@ -343,22 +376,16 @@ impl ParquetFile {
         query: &FileQuery,
     ) -> Result<bool, ParquetFileError> {
         // A string may also sit in the field's `__str` sibling or in `_rest`: prune only when
-        // neither can hold it in this row group.
-        let rest_may_hold = match self.leaf(crate::convert::REST_COLUMN) {
-            Some(leaf) => match rg.column(leaf).statistics() {
-                Some(s) => s.null_count_opt() != Some(rg.num_rows().max(0) as u64),
-                None => true,
-            },
-            None => false,
-        };
-        if rest_may_hold {
-            return Ok(true);
-        }
+        // neither can hold it (the footer names every field `_rest` holds in the file).
+        let rest_fields: Option<Vec<String>> = self
+            .metadata_value(REST_FIELDS_KEY)
+            .and_then(|t| serde_json::from_str(t).ok());
         for (name, value) in &query.string_equals {
-            if self
-                .leaf(&format!("{name}{}", crate::convert::STR_SUFFIX))
-                .is_some()
-            {
+            let in_rest = rest_fields
+                .as_ref()
+                .is_none_or(|f| f.iter().any(|n| n == name || n == "*"));
+            let sibling = format!("{name}{}", crate::convert::STR_SUFFIX);
+            if in_rest || self.leaf(&sibling).is_some() {
                 continue;
             }
             let Some(leaf) = self.leaf(name) else {
@@ -380,20 +407,4 @@ impl ParquetFile {
         }
         Ok(true)
     }
-}
-
-/// Rows of a batch whose `_epoch` lies in `[from, to)` (a helper for exact filtering).
-pub fn epoch_rows(batch: &RecordBatch, from: i64, to: i64) -> Vec<usize> {
-    let Ok(i) = batch.schema().index_of(EPOCH_COLUMN) else {
-        return Vec::new();
-    };
-    let Some(col) = batch
-        .column(i)
-        .as_primitive_opt::<arrow_array::types::Int64Type>()
-    else {
-        return Vec::new();
-    };
-    (0..col.len())
-        .filter(|&r| !col.is_null(r) && (from..to).contains(&col.value(r)))
-        .collect()
 }

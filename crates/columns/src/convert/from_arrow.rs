@@ -9,7 +9,8 @@ use arrow_schema::DataType;
 use sereal::{Key, Value};
 
 use super::{
-    ConvertError, RowOut, CHUNK_COLUMN, EPOCH_COLUMN, REST_COLUMN, STR_SUFFIX, SUBTYPE_COLUMN,
+    ConvertError, RowOut, CHUNK_COLUMN, EPOCH_COLUMN, INTS_COLUMN, REST_COLUMN, STR_SUFFIX,
+    SUBTYPE_COLUMN,
 };
 
 /// What a column holds for the event.
@@ -20,6 +21,8 @@ enum Role {
     Strings(Key),
     /// `_rest`.
     Rest,
+    /// `_ints`.
+    Ints,
 }
 
 /// A batch (possibly projected: any subset of columns, the hidden ones required) → rows; each
@@ -50,6 +53,7 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
         let role = match name {
             EPOCH_COLUMN | SUBTYPE_COLUMN | CHUNK_COLUMN => continue,
             REST_COLUMN => Role::Rest,
+            INTS_COLUMN => Role::Ints,
             _ => match name.strip_suffix(STR_SUFFIX) {
                 Some(base) if f.data_type() == &DataType::Utf8 => {
                     Role::Strings(Key::Utf8(Arc::from(base)))
@@ -63,6 +67,7 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
     for row in 0..batch.num_rows() {
         let mut entries: Vec<(Key, Value)> = Vec::new();
         let mut whole: Option<Value> = None;
+        let mut ints: Option<&str> = None;
         for (role, array) in &roles {
             if array.is_null(row) {
                 continue;
@@ -78,6 +83,12 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
                     })?;
                     entries.push((key.clone(), Value::String(s.value(row).to_owned())));
                 }
+                Role::Ints => {
+                    let s = array
+                        .as_string_opt::<i32>()
+                        .ok_or_else(|| ConvertError::Column(INTS_COLUMN.into()))?;
+                    ints = Some(s.value(row));
+                }
                 Role::Rest => {
                     let bytes = array
                         .as_binary_opt::<i32>()
@@ -92,6 +103,13 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
                 }
             }
         }
+        if let Some(text) = ints {
+            let paths: Vec<Vec<serde_json::Value>> = serde_json::from_str(text)
+                .map_err(|e| ConvertError::Column(format!("{INTS_COLUMN}: {e}")))?;
+            for path in &paths {
+                restore_int(&mut entries, path);
+            }
+        }
         out.push(RowOut {
             epoch: epochs.value(row),
             subtype: subtypes.value(row).to_owned(),
@@ -100,6 +118,37 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
         });
     }
     Ok(out)
+}
+
+/// Turns the float at `path` (keys and indexes) back into the integer it was.
+fn restore_int(entries: &mut [(Key, Value)], path: &[serde_json::Value]) {
+    let Some((serde_json::Value::String(first), rest)) = path.split_first() else {
+        return;
+    };
+    let Some(mut at) = entries
+        .iter_mut()
+        .find(|(k, _)| k.as_bytes() == first.as_bytes())
+        .map(|(_, v)| v)
+    else {
+        return;
+    };
+    for step in rest {
+        let next = match (step, at) {
+            (serde_json::Value::String(k), Value::Hash(h)) => h
+                .iter_mut()
+                .find(|(key, _)| key.as_bytes() == k.as_bytes())
+                .map(|(_, v)| v),
+            (serde_json::Value::Number(i), Value::Array(items)) => {
+                i.as_u64().and_then(|i| items.get_mut(i as usize))
+            }
+            _ => None,
+        };
+        let Some(next) = next else { return };
+        at = next;
+    }
+    if let Value::Float(f) = *at {
+        *at = Value::Int(f as i64);
+    }
 }
 
 /// The value at `row` of a non-null slot.

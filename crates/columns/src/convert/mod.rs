@@ -14,6 +14,9 @@
 //!   `null`, a value JSON cannot hold: blessed objects, regexps, references, non-UTF-8 bytes,
 //!   integers above `i64::MAX`) goes, with its whole top-level field, to `_rest`: a hash of those
 //!   fields as Sereal bytes. Nothing is lost.
+//! - An integer in a float column (`58` where the field mostly holds `58.5`) is stored as the
+//!   float and its path noted in `_ints`, so DuckDB sees every value in the column and the
+//!   reader gives the integer back.
 //! - Read back ([`from_batch`]), an event equals the original as a JSON value. Not kept: key
 //!   order (columns first, in schema order, then `_rest`'s), and the binary/UTF-8 distinction of
 //!   strings whose bytes are UTF-8 (the JSON mapping's rule). `null` stays distinct from missing
@@ -36,6 +39,9 @@ pub const SUBTYPE_COLUMN: &str = "_subtype";
 pub const CHUNK_COLUMN: &str = "_chunk";
 /// Sereal bytes of a hash of the fields that have no column in this row (null when none).
 pub const REST_COLUMN: &str = "_rest";
+/// Where an integer sits in a float column (JSON: a list of paths, each a list of keys and
+/// indexes), so that it comes back an integer (null when none).
+pub const INTS_COLUMN: &str = "_ints";
 /// The suffix of a field's sibling column of strings.
 pub const STR_SUFFIX: &str = "__str";
 

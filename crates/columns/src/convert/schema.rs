@@ -6,7 +6,9 @@ use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 use sereal::Value;
 
-use super::{ConvertError, CHUNK_COLUMN, EPOCH_COLUMN, REST_COLUMN, STR_SUFFIX, SUBTYPE_COLUMN};
+use super::{
+    ConvertError, CHUNK_COLUMN, EPOCH_COLUMN, INTS_COLUMN, REST_COLUMN, STR_SUFFIX, SUBTYPE_COLUMN,
+};
 
 /// Most top-level fields with a column of their own; the rest travel in `_rest` (VictoriaLogs
 /// caps a stream at 2000 fields; a Parquet file with thousands of columns has a footer larger
@@ -138,6 +140,7 @@ impl TypeSchema {
                 ));
             }
         }
+        fields.push(Field::new(INTS_COLUMN, DataType::Utf8, true));
         fields.push(Field::new(REST_COLUMN, DataType::Binary, true));
         Arc::new(Schema::new(fields))
     }
@@ -154,14 +157,14 @@ impl TypeSchema {
 }
 
 /// The columns (by name, in schema order) that hold top-level field `name`: its column, its
-/// string sibling, and `_rest` — what to project to read that field.
+/// string sibling, `_ints` and `_rest` — what to project to read that field.
 pub fn columns_for_field(schema: &Schema, name: &str) -> Vec<String> {
     let sibling = format!("{name}{STR_SUFFIX}");
     schema
         .fields()
         .iter()
         .map(|f| f.name())
-        .filter(|n| *n == name || **n == sibling || *n == REST_COLUMN)
+        .filter(|n| *n == name || **n == sibling || *n == REST_COLUMN || *n == INTS_COLUMN)
         .cloned()
         .collect()
 }

@@ -14,6 +14,54 @@ use sereal::{EncoderOptions, Key, Value};
 use super::schema::{arrow_type, column_name_allowed, fits, Kind, TypeSchema};
 use super::{ConvertError, Row};
 
+/// One step of a path in `_ints`: a key or an index.
+#[derive(Clone, serde::Serialize)]
+#[serde(untagged)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// Notes where `value` (which fits `kind`) has an integer in a float column.
+fn int_paths<'a>(
+    kind: &Kind,
+    value: &'a Value,
+    path: &mut Vec<Step<'a>>,
+    out: &mut Vec<Vec<Step<'a>>>,
+) {
+    match (kind, value.resolve()) {
+        (Kind::Float, Value::Int(_)) => out.push(path.clone()),
+        (Kind::Struct(children), Value::Hash(entries)) => {
+            for (k, v) in entries {
+                let Some(name) = k.as_str() else { continue };
+                if let Some(c) = children.iter().find(|c| c.name == name) {
+                    path.push(Step::Key(name));
+                    int_paths(&c.kind, v, path, out);
+                    path.pop();
+                }
+            }
+        }
+        (Kind::List(elem), Value::Array(items)) => {
+            for (i, v) in items.iter().enumerate() {
+                path.push(Step::Index(i));
+                int_paths(elem, v, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether a kind holds a float anywhere (only then can a value have integers to note).
+fn has_float(kind: &Kind) -> bool {
+    match kind {
+        Kind::Float => true,
+        Kind::Struct(children) => children.iter().any(|c| has_float(&c.kind)),
+        Kind::List(elem) => has_float(elem),
+        _ => false,
+    }
+}
+
 /// Rows → one batch with `schema.arrow_schema()`. Values that do not fit their column go to the
 /// string sibling or `_rest` (never lost). Call [`TypeSchema::observe`] on every event first,
 /// or the new fields travel in `_rest`.
@@ -32,6 +80,8 @@ pub fn to_batch(schema: &TypeSchema, rows: &[Row<'_>]) -> Result<RecordBatch, Co
         .map(|f| if f.strings { vec![None; n] } else { Vec::new() })
         .collect();
     let mut rest: Vec<Option<Vec<u8>>> = vec![None; n];
+    let mut ints: Vec<Vec<Vec<Step<'_>>>> = (0..n).map(|_| Vec::new()).collect();
+    let floats: Vec<bool> = schema.fields.iter().map(|f| has_float(&f.kind)).collect();
     let opts = EncoderOptions::default();
     for (r, row) in rows.iter().enumerate() {
         let Value::Hash(entries) = row.event.resolve() else {
@@ -51,6 +101,13 @@ pub fn to_batch(schema: &TypeSchema, rows: &[Row<'_>]) -> Result<RecordBatch, Co
             };
             if values[i][r].is_none() && fits(&schema.fields[i].kind, value) {
                 values[i][r] = Some(value);
+                if floats[i] {
+                    let mut found = Vec::new();
+                    let name = schema.fields[i].name.as_str();
+                    let mut path = vec![Step::Key(name)];
+                    int_paths(&schema.fields[i].kind, value, &mut path, &mut found);
+                    ints[r].extend(found);
+                }
             } else if schema.fields[i].strings && strings[i][r].is_none() {
                 match value.as_str() {
                     Some(s) if !matches!(schema.fields[i].kind, Kind::Str) => {
@@ -82,6 +139,13 @@ pub fn to_batch(schema: &TypeSchema, rows: &[Row<'_>]) -> Result<RecordBatch, Co
             columns.push(Arc::new(StringArray::from(std::mem::take(&mut strings[i]))));
         }
     }
+    columns.push(Arc::new(StringArray::from(
+        ints.iter()
+            .map(|paths| {
+                (!paths.is_empty()).then(|| serde_json::to_string(paths).unwrap_or_default())
+            })
+            .collect::<Vec<_>>(),
+    )));
     columns.push(Arc::new(BinaryArray::from_iter(rest)));
     Ok(RecordBatch::try_new(schema.arrow_schema(), columns)?)
 }
