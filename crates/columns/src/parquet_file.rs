@@ -17,7 +17,8 @@ use arrow_schema::{DataType, SchemaRef};
 use bytes::Bytes;
 pub use parquet::arrow::arrow_reader::ParquetRecordBatchReader;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
+    RowSelector,
 };
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
@@ -322,9 +323,28 @@ impl ParquetFile {
             }
             keep.push(i);
         }
+        // A range narrower than the row groups kept: rows are sorted by second, so read the
+        // `_epoch` column alone first and select only the rows of the range.
+        let narrower = keep.iter().any(|&i| {
+            epoch_leaf
+                .and_then(|leaf| match md.row_group(i).column(leaf).statistics() {
+                    Some(Statistics::Int64(s)) => Some((*s.min_opt()?, *s.max_opt()?)),
+                    _ => None,
+                })
+                .is_none_or(|(min, max)| min < query.epoch_from || max >= query.epoch_to)
+        });
+        let selection = match (narrower, epoch_leaf) {
+            (true, Some(_)) if query.epoch_from > i64::MIN || query.epoch_to < i64::MAX => {
+                Some(self.epoch_selection(&keep, query.epoch_from, query.epoch_to)?)
+            }
+            _ => None,
+        };
         let mut builder = builder
             .with_row_groups(keep)
             .with_batch_size(READ_BATCH_ROWS);
+        if let Some(selection) = selection {
+            builder = builder.with_row_selection(selection);
+        }
         if let Some(cols) = &query.columns {
             let schema = self.meta.schema();
             let roots: Vec<usize> = schema
@@ -338,6 +358,51 @@ impl ParquetFile {
             builder = builder.with_projection(mask);
         }
         Ok(builder.build()?)
+    }
+
+    /// The rows of row groups `keep` whose `_epoch` lies in `[from, to)`.
+    fn epoch_selection(
+        &self,
+        keep: &[usize],
+        from: i64,
+        to: i64,
+    ) -> Result<RowSelection, ParquetFileError> {
+        let schema = self.meta.schema();
+        let root = schema.index_of(EPOCH_COLUMN)?;
+        let mask =
+            ProjectionMask::roots(self.meta.metadata().file_metadata().schema_descr(), [root]);
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(
+            self.bytes.clone(),
+            self.meta.clone(),
+        )
+        .with_row_groups(keep.to_vec())
+        .with_projection(mask)
+        .with_batch_size(READ_BATCH_ROWS)
+        .build()?;
+        let mut selectors: Vec<RowSelector> = Vec::new();
+        let mut push = |wanted: bool, n: usize| match selectors.last_mut() {
+            Some(last) if last.skip != wanted => last.row_count += n,
+            _ => selectors.push(if wanted {
+                RowSelector::select(n)
+            } else {
+                RowSelector::skip(n)
+            }),
+        };
+        for batch in reader {
+            let batch = batch?;
+            let Some(epochs) = batch
+                .column(0)
+                .as_primitive_opt::<arrow_array::types::Int64Type>()
+            else {
+                return Err(ParquetFileError::Arrow(
+                    arrow_schema::ArrowError::SchemaError(format!("{EPOCH_COLUMN} is not Int64")),
+                ));
+            };
+            for e in epochs.values().iter() {
+                push((from..to).contains(e), 1);
+            }
+        }
+        Ok(RowSelection::from(selectors))
     }
 
     fn numeric_ranges_may_match(

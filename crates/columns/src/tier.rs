@@ -35,6 +35,10 @@ use crate::view::ColumnsView;
 
 /// Rows per record batch handed to the Parquet writer.
 const BATCH_ROWS: usize = 65_536;
+/// Seconds between two checks of the recent merged hours for chunks stored after the merge.
+const LATE_CHECK_EVERY: i64 = 60;
+/// Closed hours (before the watermark) checked for late chunks.
+const LATE_CHECK_HOURS: i64 = 2;
 /// Blobs fetched from the store per call.
 const FETCH_BATCH: usize = 64;
 
@@ -137,6 +141,8 @@ struct State {
     schemas: HashMap<(String, String), TypeSchema>,
     /// When expiry last ran.
     expired_at: Option<i64>,
+    /// When the merged hours were last checked for late chunks.
+    late_checked_at: Option<i64>,
 }
 
 /// The columns writer of one collector.
@@ -186,6 +192,7 @@ impl Tier {
                 unmerged,
                 schemas: HashMap::new(),
                 expired_at: None,
+                late_checked_at: None,
             }),
         };
         let start = match watermark.or(tier.config.start) {
@@ -253,6 +260,14 @@ impl Tier {
         for hour in closed {
             report.add(self.merge_hour(hour)?);
             self.lock().unmerged.remove(&hour);
+        }
+        if self
+            .lock()
+            .late_checked_at
+            .is_none_or(|at| now - at >= LATE_CHECK_EVERY)
+        {
+            report.add(self.remerge_late()?);
+            self.lock().late_checked_at = Some(now);
         }
         if self.lock().expired_at.is_none_or(|at| now - at >= 600) {
             report.add(self.expire(now)?);
@@ -394,6 +409,45 @@ impl Tier {
             report.add(self.write_group(from, &kind, &dc, &type_, &todo)?);
         }
         Ok(report)
+    }
+
+    /// Merges again the recent closed hours whose store holds chunks of ours no file covers
+    /// (stored after the merge: a replay after a crash, a spool drained late, a backfill), so
+    /// they join the columns instead of staying on the blob path.
+    fn remerge_late(&self) -> Result<RunReport, TierError> {
+        let mut report = RunReport::default();
+        let Some(watermark) = self.lock().watermark else {
+            return Ok(report);
+        };
+        let last_closed = hour_of(watermark) - HOUR;
+        for back in 0..LATE_CHECK_HOURS {
+            let hour = last_closed - back * HOUR;
+            if self.uncovered_chunks(hour)? > 0 {
+                report.add(self.merge_hour(hour)?);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Chunks of ours in the hour that no file covers.
+    fn uncovered_chunks(&self, hour: i64) -> Result<u64, TierError> {
+        let files = self.view.hour(hour)?;
+        let mut n = 0;
+        for (epoch, dc) in self.store.list_epochs(None, hour, hour + HOUR)? {
+            for text in self.store.get_epoch_index(epoch, &dc)? {
+                let Ok(e) = IndexEntry::parse(&text) else {
+                    continue;
+                };
+                if self.owns(&e)
+                    && files
+                        .chunk(epoch, &dc, e.type_(), e.subtype(), &e.chunk().to_string())
+                        .is_none()
+                {
+                    n += 1;
+                }
+            }
+        }
+        Ok(n)
     }
 
     fn owns(&self, entry: &IndexEntry) -> bool {

@@ -16,10 +16,12 @@ use std::sync::Arc;
 use sereal::lazy::Step;
 use sereal::{Key, Path, Value};
 use sluice_columns::convert::{
-    columns_for_field, from_batch, RowOut, CHUNK_COLUMN, EPOCH_COLUMN, SUBTYPE_COLUMN,
+    columns_for_field, from_batch, RowOut, CHUNK_COLUMN, EPOCH_COLUMN, REST_COLUMN, SUBTYPE_COLUMN,
 };
 use sluice_columns::layout::{hour_of, HOUR};
-use sluice_columns::parquet_file::{FileQuery, ParquetFile, ParquetRecordBatchReader};
+use sluice_columns::parquet_file::{
+    FileQuery, ParquetFile, ParquetRecordBatchReader, REST_FIELDS_KEY,
+};
 use sluice_columns::view::{ChunkPlace, ColumnsView, HourFiles};
 
 use crate::filter::Filter;
@@ -257,9 +259,17 @@ impl ColumnsSource {
                 SUBTYPE_COLUMN.to_owned(),
                 CHUNK_COLUMN.to_owned(),
             ];
+            // `_rest` only when the footer says it holds one of the fields: decoding it per row
+            // is the dearest part of a projected read.
+            let rest_fields: Option<Vec<String>> = file
+                .metadata_value(REST_FIELDS_KEY)
+                .and_then(|t| serde_json::from_str(t).ok());
+            let rest_needed = rest_fields
+                .as_ref()
+                .is_none_or(|r| r.iter().any(|n| n == "*" || fields.contains(n)));
             for f in fields {
                 for c in columns_for_field(&schema, f) {
-                    if !cols.contains(&c) {
+                    if (c != REST_COLUMN || rest_needed) && !cols.contains(&c) {
                         cols.push(c);
                     }
                 }
