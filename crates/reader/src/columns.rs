@@ -56,7 +56,9 @@ pub(crate) struct ColumnsSource {
 
 /// A forward cursor over one file.
 struct FileCursor {
-    batches: ParquetRecordBatchReader,
+    /// In a mutex only to keep the reader `Sync` (the Python bindings share it): one thread
+    /// uses it at a time anyway.
+    batches: std::sync::Mutex<ParquetRecordBatchReader>,
     /// Rows read but not taken yet, in file order.
     rows: VecDeque<RowOut>,
     done: bool,
@@ -288,7 +290,7 @@ impl ColumnsSource {
             ..FileQuery::all()
         };
         Ok(FileCursor {
-            batches: file.read(&query).map_err(|e| e.to_string())?,
+            batches: std::sync::Mutex::new(file.read(&query).map_err(|e| e.to_string())?),
             rows: VecDeque::new(),
             done: false,
         })
@@ -317,7 +319,12 @@ impl FileCursor {
             if self.done {
                 return Ok(out);
             }
-            match self.batches.next() {
+            let next = self
+                .batches
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .next();
+            match next {
                 Some(Ok(batch)) => self
                     .rows
                     .extend(from_batch(&batch).map_err(|e| e.to_string())?),
