@@ -143,6 +143,9 @@ struct State {
     expired_at: Option<i64>,
     /// When the merged hours were last checked for late chunks.
     late_checked_at: Option<i64>,
+    /// Per recent hour, the chunks still uncovered after its last merge (unreadable blobs): a
+    /// recent hour is merged again only when more arrive, never in a loop over the same damage.
+    uncovered_after_merge: HashMap<i64, u64>,
 }
 
 /// The columns writer of one collector.
@@ -193,6 +196,7 @@ impl Tier {
                 schemas: HashMap::new(),
                 expired_at: None,
                 late_checked_at: None,
+                uncovered_after_merge: HashMap::new(),
             }),
         };
         let start = match watermark.or(tier.config.start) {
@@ -422,10 +426,21 @@ impl Tier {
         let last_closed = hour_of(watermark) - HOUR;
         for back in 0..LATE_CHECK_HOURS {
             let hour = last_closed - back * HOUR;
-            if self.uncovered_chunks(hour)? > 0 {
+            let known = self
+                .lock()
+                .uncovered_after_merge
+                .get(&hour)
+                .copied()
+                .unwrap_or(0);
+            if self.uncovered_chunks(hour)? > known {
                 report.add(self.merge_hour(hour)?);
+                let left = self.uncovered_chunks(hour)?;
+                self.lock().uncovered_after_merge.insert(hour, left);
             }
         }
+        self.lock()
+            .uncovered_after_merge
+            .retain(|h, _| *h > last_closed - LATE_CHECK_HOURS * HOUR);
         Ok(report)
     }
 
