@@ -1,16 +1,32 @@
-//! Decoding one chunk of a range read: the whole blob, or with `select` / `where` the lazy pass
-//! that picks the paths, evaluates the filter and decodes only what is kept (see "Select and
-//! where" in [`crate::range`]). Records what it saw in [`ReadFacts`] for the hints.
+//! Decoding one chunk of a range read: the whole blob, or with `select` / `where` / a consumer
+//! that names what it reads ([`ReadOptions::needs`], [`ReadOptions::top`]) the lazy pass that
+//! picks the paths, evaluates the filter and decodes only what is kept (see "Select and where"
+//! in [`crate::range`]). Records what it saw in [`ReadFacts`] for the hints.
 
 use std::sync::Arc;
 
-use sereal::lazy::{Selector, Step};
+use sereal::lazy::{Item, ItemDecoder, Selector, Step};
 use sereal::{Decoder, Key, Limits, Value};
 use sluice_blob::Blob;
 
 use crate::facts::{ReadFacts, KIND_NUMBER, KIND_OTHER, KIND_STRING};
 use crate::filter::Filter;
-use crate::request::ReadRequest;
+use crate::reduce::{rank_key, TopBuffer};
+use crate::request::{ReadOptions, ReadRequest, SparseShape};
+
+/// What one event kept by the filter becomes.
+enum Output {
+    /// The whole decoded event (no lazy output paths).
+    Whole,
+    /// `{path text: value}` of the select paths: each path's text (the output key) and whether
+    /// it has a `[*]` (an array of every match; otherwise the first match or `null`).
+    Select(Vec<(Key, bool)>),
+    /// A sparse event ([`ReadOptions::needs`]), built from the first match of each prefix.
+    Sparse(SparseShape),
+    /// The whole event, but only for the chunk's `n` first by the value of the one output path
+    /// ([`ReadOptions::top`]).
+    Top(usize),
+}
 
 /// Decodes chunks for one request, reusing buffers across chunks.
 pub(crate) struct ChunkDecoder {
@@ -20,18 +36,21 @@ pub(crate) struct ChunkDecoder {
     pub(crate) verify_sha1: bool,
     limits: Limits,
     decoder: Decoder,
-    /// The select paths, then the filter's: one pass for both.
+    /// The output paths (select, sparse prefixes or the top's field), then the filter's: one
+    /// pass for both.
     selector: Selector,
-    /// With both a select and a filter: the filter's paths alone, then the select paths alone
-    /// for the events the filter keeps (most events are rejected after a short walk, and with
-    /// an element index never walked further).
+    /// With both output paths and a filter: the filter's paths alone, then the output paths
+    /// alone for the events the filter keeps (most events are rejected after a short walk, and
+    /// with an element index never walked further).
     split: Option<(Selector, Selector)>,
     /// Set by `decode` when the chunk's element index was bad (read by walking instead).
     pub(crate) notice: Option<String>,
-    /// Number of select paths (the selector's first paths); the filter's follow.
-    n_select: usize,
-    /// Select path texts (output keys) and whether each has a `[*]`.
-    select_keys: Vec<(Key, bool)>,
+    /// Number of output paths (the selector's first paths); the filter's follow.
+    n_out: usize,
+    /// How many of the output paths have an entry in [`ReadFacts::path_seen`] (the select
+    /// paths do; the facts are per select / where path, see [`crate::hints`]).
+    facts_out: usize,
+    output: Output,
     filter: Option<Filter>,
     scratch: Vec<u8>,
     found: Vec<Vec<Value>>,
@@ -39,43 +58,58 @@ pub(crate) struct ChunkDecoder {
 }
 
 impl ChunkDecoder {
-    pub(crate) fn new(req: &ReadRequest, limits: &Limits) -> ChunkDecoder {
-        let mut paths = req.selection.select.clone();
-        if let Some(f) = &req.selection.filter {
-            paths.extend(f.paths().iter().cloned());
-        }
-        let select_keys = req
+    pub(crate) fn new(req: &ReadRequest, opts: &ReadOptions) -> ChunkDecoder {
+        let select = &req.selection.select;
+        let (output, out_paths) = if !select.is_empty() {
+            let keys = select
+                .iter()
+                .map(|p| {
+                    let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
+                    (Key::Utf8(Arc::from(p.to_string())), many)
+                })
+                .collect();
+            (Output::Select(keys), select.clone())
+        } else if let Some(shape) = opts.needs.as_deref().and_then(SparseShape::of) {
+            let paths = shape.paths().to_vec();
+            (Output::Sparse(shape), paths)
+        } else if let Some((by, n)) = &opts.top {
+            (Output::Top(*n), vec![by.clone()])
+        } else {
+            (Output::Whole, Vec::new())
+        };
+        let facts_out = select.len();
+        let filter_paths = req
             .selection
-            .select
-            .iter()
-            .map(|p| {
-                let many = p.steps().iter().any(|s| matches!(s, Step::Wildcard));
-                (Key::Utf8(Arc::from(p.to_string())), many)
-            })
-            .collect();
-        let n_paths = paths.len();
+            .filter
+            .as_ref()
+            .map(|f| f.paths().to_vec())
+            .unwrap_or_default();
+        let n_facts = facts_out + filter_paths.len();
+        let split = (!filter_paths.is_empty() && !out_paths.is_empty()).then(|| {
+            (
+                Selector::new(filter_paths.clone()),
+                Selector::new(out_paths.clone()),
+            )
+        });
+        let n_out = out_paths.len();
+        let mut paths = out_paths;
+        paths.extend(filter_paths);
         ChunkDecoder {
             facts: ReadFacts {
-                path_seen: vec![false; n_paths],
-                path_kinds: vec![0; n_paths],
+                path_seen: vec![false; n_facts],
+                path_kinds: vec![0; n_facts],
                 ..ReadFacts::default()
             },
-            lazy: req.is_lazy(),
-            limits: limits.clone(),
-            decoder: Decoder::with_limits(limits.clone()),
+            lazy: req.is_lazy() || !matches!(output, Output::Whole),
+            limits: opts.limits.clone(),
+            decoder: Decoder::with_limits(opts.limits.clone()),
             selector: Selector::new(paths),
-            split: req.selection.filter.as_ref().and_then(|f| {
-                (!req.selection.select.is_empty()).then(|| {
-                    (
-                        Selector::new(f.paths().to_vec()),
-                        Selector::new(req.selection.select.clone()),
-                    )
-                })
-            }),
+            split,
             notice: None,
             verify_sha1: true,
-            n_select: req.selection.select.len(),
-            select_keys,
+            n_out,
+            facts_out,
+            output,
             filter: req.selection.filter.clone(),
             scratch: Vec::new(),
             found: Vec::new(),
@@ -104,20 +138,24 @@ impl ChunkDecoder {
             self.notice = Some(format!("{reason}; events found by walking instead"));
         }
         let mut items = doc.items().map_err(|e| format!("blob body: {e}"))?;
-        // One pass per event picks undecoded handles for the select and filter paths; the filter
-        // is evaluated first, and only the events it keeps are decoded (most are not: a
+        // One pass per event picks undecoded handles for the output and filter paths; the
+        // filter is evaluated first, and only the events it keeps are decoded (most are not: a
         // `status >= 500` keeps ~2 %). Handles borrow the body, so they live per chunk.
-        let mut handles: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
-        let mut picked_select: Vec<Vec<sereal::lazy::Item<'_>>> = Vec::new();
+        let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
+        let mut picked_out: Vec<Vec<Item<'_>>> = Vec::new();
         let mut out = Vec::new();
+        let mut top = match self.output {
+            Output::Top(n) => Some(TopBuffer::<(usize, Item<'_>)>::new(n)),
+            _ => None,
+        };
         let mut i = 0usize;
-        let n_select = self.n_select;
+        let (n_out, facts_out) = (self.n_out, self.facts_out);
         loop {
-            // Filter paths first, the select paths only for the events kept — once every select
+            // Filter paths first, the output paths only for the events kept — once every select
             // path has been seen (until then each event is searched for all paths, so that
             // `path_seen` means what it says: some scanned event had it).
             let filter_first = match &self.split {
-                Some(_) => self.facts.path_seen[..n_select].iter().all(|&s| s),
+                Some(_) => self.facts.path_seen[..facts_out].iter().all(|&s| s),
                 None => false,
             };
             let next = match (&mut self.split, filter_first) {
@@ -130,9 +168,15 @@ impl ChunkDecoder {
             let item = item.map_err(|e| format!("event {event}: {e}"))?;
             self.facts.scanned += 1;
             // Where the filter's handles start in `handles`.
-            let fbase = if filter_first { 0 } else { n_select };
-            let seen = self.facts.path_seen[n_select - fbase..].iter_mut();
-            for (seen, picked) in seen.zip(&handles) {
+            let fbase = if filter_first { 0 } else { n_out };
+            // The handles with facts: the select paths' (when searched) and the filter's.
+            let (facts_first, handles_first) = if filter_first {
+                (facts_out, 0)
+            } else {
+                (0, n_out - facts_out)
+            };
+            let seen = self.facts.path_seen[facts_first..].iter_mut();
+            for (seen, picked) in seen.zip(&handles[handles_first..]) {
                 *seen |= !picked.is_empty();
             }
             // One budget per event for all it decodes, as one selection had; set up on first use
@@ -146,25 +190,19 @@ impl ChunkDecoder {
                 _ => None,
             };
             if let Some((keep, kind)) = one {
-                self.facts.path_kinds[n_select] |= kind;
+                self.facts.path_kinds[facts_out] |= kind;
                 if !keep {
                     continue;
                 }
             } else if let Some(f) = &self.filter {
                 self.found.resize_with(handles.len() - fbase, Vec::new);
-                let kinds = self.facts.path_kinds[n_select..].iter_mut();
+                let kinds = self.facts.path_kinds[facts_out..].iter_mut();
                 for ((values, picked), kind) in
                     self.found.iter_mut().zip(&handles[fbase..]).zip(kinds)
                 {
                     values.clear();
                     for h in picked {
-                        let v = match plain_int(h) {
-                            Some(v) => v,
-                            None => dec
-                                .get_or_insert_with(|| doc.item_decoder())
-                                .decode(h)
-                                .map_err(|e| format!("event {event}: {e}"))?,
-                        };
+                        let v = decode_item(&mut dec, &doc, h, event)?;
                         *kind |= kind_of(&v);
                         values.push(v);
                     }
@@ -173,50 +211,94 @@ impl ChunkDecoder {
                     continue;
                 }
             }
-            if n_select == 0 {
-                out.push(
-                    dec.get_or_insert_with(|| doc.item_decoder())
-                        .decode(&item)
-                        .map_err(|e| format!("event {event}: {e}"))?,
-                );
+            if let Output::Whole = self.output {
+                let whole = dec
+                    .get_or_insert_with(|| doc.item_decoder())
+                    .decode(&item)
+                    .map_err(|e| format!("event {event}: {e}"))?;
+                out.push(whole);
                 continue;
             }
             let selected = match (&mut self.split, filter_first) {
-                (Some((_, select_sel)), true) => {
-                    select_sel
-                        .select_handles(&item, &mut picked_select)
+                (Some((_, out_sel)), true) => {
+                    out_sel
+                        .select_handles(&item, &mut picked_out)
                         .map_err(|e| format!("event {event}: {e}"))?;
-                    &picked_select
+                    &picked_out
                 }
                 _ => &handles,
             };
-            let mut hash = Vec::with_capacity(n_select);
-            for ((key, many), picked) in self.select_keys.iter().zip(selected) {
-                let v = if *many {
-                    let mut all = Vec::with_capacity(picked.len());
-                    for h in picked {
-                        all.push(
-                            dec.get_or_insert_with(|| doc.item_decoder())
-                                .decode(h)
-                                .map_err(|e| format!("event {event}: {e}"))?,
-                        );
+            match &self.output {
+                Output::Select(keys) => {
+                    let mut hash = Vec::with_capacity(n_out);
+                    for ((key, many), picked) in keys.iter().zip(selected) {
+                        let v = if *many {
+                            let mut all = Vec::with_capacity(picked.len());
+                            for h in picked {
+                                all.push(decode_item(&mut dec, &doc, h, event)?);
+                            }
+                            Value::Array(all)
+                        } else {
+                            match picked.first() {
+                                Some(h) => decode_item(&mut dec, &doc, h, event)?,
+                                None => Value::Undef,
+                            }
+                        };
+                        hash.push((key.clone(), v));
                     }
-                    Value::Array(all)
-                } else {
-                    match picked.first() {
-                        Some(h) => dec
-                            .get_or_insert_with(|| doc.item_decoder())
-                            .decode(h)
-                            .map_err(|e| format!("event {event}: {e}"))?,
-                        None => Value::Undef,
+                    out.push(Value::Hash(hash));
+                }
+                Output::Sparse(shape) => {
+                    let mut values = Vec::with_capacity(n_out);
+                    for picked in &selected[..n_out] {
+                        values.push(match picked.first() {
+                            Some(h) => Some(decode_item(&mut dec, &doc, h, event)?),
+                            None => None,
+                        });
                     }
-                };
-                hash.push((key.clone(), v));
+                    out.push(shape.build(values));
+                }
+                Output::Top(_) => {
+                    let key = match selected.first().and_then(|picked| picked.first()) {
+                        Some(h) => rank_key(Some(&decode_item(&mut dec, &doc, h, event)?)),
+                        None => rank_key(None),
+                    };
+                    if let Some(top) = &mut top {
+                        let kept: Result<(), String> = top.offer(key, || Ok((event, item)));
+                        kept?;
+                    }
+                }
+                Output::Whole => {}
             }
-            out.push(Value::Hash(hash));
+        }
+        // A top-N: the chunk's own first `n`, decoded whole, in chunk order.
+        if let Some(top) = top {
+            for (event, item) in top.into_offered_order() {
+                let mut dec = doc.item_decoder();
+                out.push(
+                    dec.decode(&item)
+                        .map_err(|e| format!("event {event}: {e}"))?,
+                );
+            }
         }
         Ok(out)
     }
+}
+
+/// Decodes `h` with the event's decoder (made on first use), or reads a plain integer without
+/// one.
+fn decode_item<'d>(
+    dec: &mut Option<ItemDecoder<'d>>,
+    doc: &'d sereal::lazy::LazyDoc<'d>,
+    h: &Item<'d>,
+    event: usize,
+) -> Result<Value, String> {
+    if let Some(v) = plain_int(h) {
+        return Ok(v);
+    }
+    dec.get_or_insert_with(|| doc.item_decoder())
+        .decode(h)
+        .map_err(|e| format!("event {event}: {e}"))
 }
 
 /// The value of an integer written in place (no reference, no track flag), as the decoder would

@@ -185,7 +185,7 @@ where
             all.extend(source.epochs(req.selection.dc.as_deref()));
             epochs = all.into_iter().collect();
         }
-        let mut chunk = ChunkDecoder::new(&req, &opts.limits);
+        let mut chunk = ChunkDecoder::new(&req, &opts);
         chunk.verify_sha1 = opts.verify_sha1 || !store.checks_each_read();
         let stats = ReadStats {
             epochs: epochs.len(),

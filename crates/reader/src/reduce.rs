@@ -45,6 +45,8 @@ use std::sync::Arc;
 
 use sereal::{Key, Path, Value};
 
+use crate::request::ReadOptions;
+
 /// Default cap on groups held at once.
 pub const DEFAULT_MAX_GROUPS: usize = 1_000_000;
 
@@ -265,11 +267,11 @@ impl ReduceSpec {
 
 /// A value's place in a ranking (see [`rank_key`]): kind (2 number, 1 text, 0 missing), number,
 /// JSON text.
-type RankKey = (u8, f64, Vec<u8>);
+pub(crate) type RankKey = (u8, f64, Vec<u8>);
 
 /// Orders values for ranking: numbers (numeric strings too) by value above everything else,
 /// then text; missing values last.
-fn rank_key(v: Option<&Value>) -> RankKey {
+pub(crate) fn rank_key(v: Option<&Value>) -> RankKey {
     match v {
         None | Some(Value::Undef) => (0, 0.0, Vec::new()),
         Some(v) => match crate::filter::number_value(v) {
@@ -281,6 +283,14 @@ fn rank_key(v: Option<&Value>) -> RankKey {
             }
         },
     }
+}
+
+/// Whether `a` ranks strictly below `b`.
+fn ranks_below(a: &RankKey, b: &RankKey) -> bool {
+    a.0.cmp(&b.0)
+        .then(a.1.total_cmp(&b.1))
+        .then(a.2.cmp(&b.2))
+        .is_lt()
 }
 
 /// Sorts `rows` (hashes) by column `by`, largest first (a stable sort: ties keep their order),
@@ -306,15 +316,103 @@ pub fn rank_rows(rows: &mut Vec<Value>, by: &str, limit: Option<usize>) {
     }
 }
 
+/// The `n` largest of what is offered by [`RankKey`], ties to the earliest offered: the rule of
+/// [`TopEvents`], and of the blob reader's cut of each chunk to its own top `n`
+/// ([`crate::ReadOptions::top`]), which must keep every event the top-N of the read can hold.
+#[derive(Debug)]
+pub(crate) struct TopBuffer<T> {
+    n: usize,
+    /// (rank key, arrival order, thing), at most `n`.
+    kept: Vec<(RankKey, u64, T)>,
+    seen: u64,
+}
+
+impl<T> TopBuffer<T> {
+    /// Keeps the `n` largest.
+    pub(crate) fn new(n: usize) -> TopBuffer<T> {
+        TopBuffer {
+            n,
+            kept: Vec::new(),
+            seen: 0,
+        }
+    }
+
+    /// Whether something ranked `key`, offered now, would be kept (cheaper than building it
+    /// when it would not).
+    pub(crate) fn would_keep(&self, key: &RankKey) -> bool {
+        if self.n == 0 {
+            return false;
+        }
+        if self.kept.len() < self.n {
+            return true;
+        }
+        // Ties go to the earlier: only a strictly larger key displaces the smallest kept.
+        self.smallest()
+            .is_some_and(|at| ranks_below(&self.kept[at].0, key))
+    }
+
+    /// Offers one thing ranked `key`; `make` builds it only if it is kept.
+    pub(crate) fn offer<E>(
+        &mut self,
+        key: RankKey,
+        make: impl FnOnce() -> Result<T, E>,
+    ) -> Result<(), E> {
+        self.seen += 1;
+        if !self.would_keep(&key) {
+            return Ok(());
+        }
+        let entry = (key, self.seen, make()?);
+        if self.kept.len() < self.n {
+            self.kept.push(entry);
+        } else if let Some(at) = self.smallest() {
+            self.kept[at] = entry;
+        }
+        Ok(())
+    }
+
+    /// Where the smallest kept one is (of equal keys, the latest offered: it loses ties).
+    fn smallest(&self) -> Option<usize> {
+        // n is small: a scan is fine.
+        self.kept
+            .iter()
+            .enumerate()
+            .min_by(|(_, a), (_, b)| {
+                if ranks_below(&a.0, &b.0) {
+                    std::cmp::Ordering::Less
+                } else if ranks_below(&b.0, &a.0) {
+                    std::cmp::Ordering::Greater
+                } else {
+                    b.1.cmp(&a.1)
+                }
+            })
+            .map(|(at, _)| at)
+    }
+
+    /// The kept ones, largest first (ties in the order offered).
+    pub(crate) fn into_ranked(mut self) -> Vec<T> {
+        self.kept.sort_by(|a, b| {
+            b.0 .0
+                .cmp(&a.0 .0)
+                .then(b.0 .1.total_cmp(&a.0 .1))
+                .then(b.0 .2.cmp(&a.0 .2))
+                .then(a.1.cmp(&b.1))
+        });
+        self.kept.into_iter().map(|(_, _, t)| t).collect()
+    }
+
+    /// The kept ones in the order they were offered.
+    pub(crate) fn into_offered_order(mut self) -> Vec<T> {
+        self.kept.sort_by_key(|k| k.1);
+        self.kept.into_iter().map(|(_, _, t)| t).collect()
+    }
+}
+
 /// The `n` events with the largest value at `path` (numbers first, then text; events without
 /// it last), kept in a bounded buffer: `sluice cat --top N --by PATH`.
 #[derive(Debug)]
 pub struct TopEvents {
     path: Path,
-    n: usize,
-    /// (rank key, arrival order, event), at most `n`.
-    kept: Vec<(RankKey, u64, Value)>,
-    seen: u64,
+    kept: TopBuffer<Value>,
 }
 
 impl TopEvents {
@@ -324,56 +422,20 @@ impl TopEvents {
             Path::parse(path).map_err(|e| ReduceError::Spec(format!("--by {path:?}: {e}")))?;
         Ok(TopEvents {
             path,
-            n,
-            kept: Vec::new(),
-            seen: 0,
+            kept: TopBuffer::new(n),
         })
     }
 
     /// Offers one event.
     pub fn push(&mut self, event: &Value) {
         let key = rank_key(self.path.eval(event).first().copied());
-        self.seen += 1;
-        if self.n == 0 {
-            return;
-        }
-        let worse = |a: &RankKey, b: &RankKey| {
-            a.0.cmp(&b.0)
-                .then(a.1.total_cmp(&b.1))
-                .then(a.2.cmp(&b.2))
-                .is_lt()
-        };
-        if self.kept.len() < self.n {
-            self.kept.push((key, self.seen, event.clone()));
-            return;
-        }
-        // Replace the smallest kept one if this one is larger (n is small: a scan is fine).
-        let Some((at, min)) = self.kept.iter().enumerate().min_by(|(_, a), (_, b)| {
-            if worse(&a.0, &b.0) {
-                std::cmp::Ordering::Less
-            } else if worse(&b.0, &a.0) {
-                std::cmp::Ordering::Greater
-            } else {
-                b.1.cmp(&a.1)
-            }
-        }) else {
-            return;
-        };
-        if worse(&min.0, &key) {
-            self.kept[at] = (key, self.seen, event.clone());
-        }
+        let kept: Result<(), std::convert::Infallible> = self.kept.offer(key, || Ok(event.clone()));
+        let Ok(()) = kept;
     }
 
     /// The kept events, largest first (ties in arrival order).
-    pub fn finish(mut self) -> Vec<Value> {
-        self.kept.sort_by(|a, b| {
-            b.0 .0
-                .cmp(&a.0 .0)
-                .then(b.0 .1.total_cmp(&a.0 .1))
-                .then(b.0 .2.cmp(&a.0 .2))
-                .then(a.1.cmp(&b.1))
-        });
-        self.kept.into_iter().map(|(_, _, e)| e).collect()
+    pub fn finish(self) -> Vec<Value> {
+        self.kept.into_ranked()
     }
 }
 
@@ -698,6 +760,20 @@ impl Plan {
             Plan::Top { .. } => None,
         }
     }
+
+    /// Tells a read what this plan reads of each event, so blob chunks are read lazily: a
+    /// reduce's paths ([`ReadOptions::needs`]: sparse events, and only those fields of the
+    /// column files), a top-N's field and count ([`ReadOptions::top`]: only the events that
+    /// can be among the top are decoded). The rows are those of whole events.
+    pub fn narrow_read(&self, opts: &mut ReadOptions) {
+        match self {
+            Plan::Reduce(_) => opts.needs = self.paths(),
+            Plan::Top { by, n } => {
+                // `PlanArgs::plan` checked the path; a plan built otherwise reads whole events.
+                opts.top = Path::parse(by).ok().map(|p| (p, *n));
+            }
+        }
+    }
 }
 
 impl PlanArgs {
@@ -724,7 +800,7 @@ impl PlanArgs {
         }
         if selects {
             return spec_err(
-                "--select cannot be combined with --group-by/--agg/--window (a reduce reads whole events; name the fields in --group-by and --agg)",
+                "--select cannot be combined with --group-by/--agg/--window (a reduce reads only the fields it names: name them in --group-by and --agg)",
             );
         }
         if !self.count_by.is_empty() && (!self.group_by.is_empty() || !self.agg.is_empty()) {
