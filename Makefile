@@ -69,11 +69,12 @@ bench-wrk:
 	@command -v wrk >/dev/null || apt-get install -y wrk || (apt-get update && apt-get install -y wrk)
 
 ## bench-history: history queries, bytes and ingest CPU beside VictoriaLogs (built once from the Go
-## module proxy into ~/.cache/sluice by scripts/victorialogs.sh), one run, same client; the table
-## goes to bench/history/RESULTS.md.
+## module proxy into ~/.cache/sluice by scripts/victorialogs.sh), one run, same client
+## (bench/history, crate sluice-history-bench); the table goes to bench/history/RESULTS.md.
 bench-history: deps
+	@scripts/victorialogs.sh build
 	$(CARGO) build --release -p sluice
-	@python3 bench/history/bench.py
+	$(CARGO) run --release -p sluice-history-bench
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:

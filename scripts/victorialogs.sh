@@ -3,17 +3,27 @@
 # cache outside the repository, only when missing. Recipe origin: /work/shared/recipes/go-servers.md
 # (verified on the session machine, 2026-11; `go install` of v1.52.1 takes about a minute).
 #
-#   scripts/victorialogs.sh path    build if missing, print the binary's path
+#   scripts/victorialogs.sh build   build if missing (Go from apt if missing), say where it is
+#   scripts/victorialogs.sh path    build if missing, print the binary's path (stdout: the path only)
 set -euo pipefail
 VERSION=v1.52.1
 BIN_DIR=${SLUICE_CACHE:-$HOME/.cache/sluice}/bin
 BIN=$BIN_DIR/victoria-logs
-if [[ ! -x $BIN ]]; then
+
+build() {
+  [[ -x $BIN ]] && return 0
   if ! command -v go >/dev/null; then
-    if [[ $(id -u) -eq 0 ]]; then apt-get install -y -qq golang >/dev/null || (apt-get update -qq && apt-get install -y -qq golang >/dev/null); else sudo apt-get install -y -qq golang >/dev/null; fi
+    echo "victorialogs: installing Go (apt)" >&2
+    if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
+    $SUDO apt-get install -y -qq golang >/dev/null || { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq golang >/dev/null; }
   fi
   mkdir -p "$BIN_DIR"
   echo "victorialogs: building $VERSION into $BIN_DIR (about a minute)" >&2
   GOBIN=$BIN_DIR go install "github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@$VERSION" >&2
-fi
-echo "$BIN"
+}
+
+case ${1:-} in
+  build) build; echo "victorialogs: $BIN" ;;
+  path) build; echo "$BIN" ;;
+  *) echo "usage: $0 build|path" >&2; exit 2 ;;
+esac
