@@ -85,7 +85,10 @@ pub fn run(a: CatArgs) -> Result<()> {
                 opts.verify_sha1 = a.verify_sha1;
                 if !a.no_columns && a.store.is_none() {
                     opts.columns = crate::columns_cmd::data_dir_view(&a.data);
-                    opts.needs = reduce.as_ref().and_then(sluice_reader::reduce::Plan::paths);
+                }
+                // A reduce reads only the fields it names (lazily, from blobs and columns).
+                if let Some(plan) = &reduce {
+                    plan.narrow_read(&mut opts);
                 }
                 let req = ReadRequest::selected(from, to, selection);
                 let mut reader = RangeReader::new(&*store, req, opts)?;

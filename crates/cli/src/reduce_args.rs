@@ -13,6 +13,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use sluice_client::{EventStream, HttpItem, HttpOptions, HttpReader};
 use sluice_reader::reduce::{Plan, PlanArgs, Sink, DEFAULT_MAX_GROUPS};
+use sluice_reader::request::SparseShape;
 use sluice_reader::Selection;
 use sluice_reader::{EventWriter, OutputFormat, ReadItem};
 
@@ -142,7 +143,11 @@ pub fn reduce_items<W: Write>(
     p.finish()
 }
 
-/// Reduces the events a server sends (`GET /v1/events`, NDJSON) and prints the rows.
+/// Reduces the events a server sends (`GET /v1/events`, NDJSON) and prints the rows. A reduce
+/// asks only for the fields it reads (a `select` of its sparse shape's key paths and `epoch`:
+/// the server reads them lazily and sends only those), and rebuilds each event's sparse form
+/// here ([`SparseShape::build`], the blob reader's rule); a top-N (which prints whole events)
+/// or a path that needs whole events reads them.
 pub fn reduce_server<W: Write>(
     plan: Plan,
     server: &str,
@@ -152,8 +157,20 @@ pub fn reduce_server<W: Write>(
     selection: &Selection,
     out: EventWriter<W>,
 ) -> Result<()> {
+    let shape = plan.paths().as_deref().and_then(SparseShape::of);
+    let mut selection = selection.clone();
+    let epoch_path = sereal::Path::parse("epoch")?;
+    // The output key of each prefix (the path's canonical text, as the server writes it).
+    let mut prefix_keys = Vec::new();
+    if let Some(shape) = &shape {
+        selection.select = shape.paths().to_vec();
+        if !selection.select.contains(&epoch_path) {
+            selection.select.push(epoch_path);
+        }
+        prefix_keys = shape.paths().iter().map(|p| p.to_string()).collect();
+    }
     let reader = HttpReader::new(server, http)?;
-    let EventStream::Ndjson(events) = reader.events(from, to, selection, OutputFormat::Json)?
+    let EventStream::Ndjson(events) = reader.events(from, to, &selection, OutputFormat::Json)?
     else {
         anyhow::bail!("the server answered Sereal to a request for NDJSON");
     };
@@ -161,9 +178,15 @@ pub fn reduce_server<W: Write>(
     for item in events {
         match item? {
             HttpItem::Event(line) => {
-                let event = sereal::json::from_json_slice(line.as_bytes())
+                let mut event = sereal::json::from_json_slice(line.as_bytes())
                     .with_context(|| "an event line from the server is not JSON")?;
-                match event.get("epoch").and_then(sereal::Value::as_i64) {
+                let epoch = event.get("epoch").and_then(sereal::Value::as_i64);
+                if let Some(shape) = &shape {
+                    // `{prefix text: value}` → the sparse event (a missing value comes as null,
+                    // which every reduce reads as it reads a missing one).
+                    event = shape.build(prefix_keys.iter().map(|k| event.get(k).cloned()));
+                }
+                match epoch {
                     Some(epoch) => p.push(epoch, &event)?,
                     // Ranking events needs no epoch (a `--select` line has none).
                     None if !p.sink.needs_epoch() => p.push(0, &event)?,

@@ -15,7 +15,8 @@
 //! `no_fallback`). Bad parameters get **400** before anything is streamed; an unknown
 //! substream **404**. With `group_by`/`agg`/`window`, `count_by`, `top`/`by` the answer is
 //! rows, not events: `sluice_reader::reduce` (the code of `sluice cat
-//! --group-by/--count-by/--top`) runs over the range on the server.
+//! --group-by/--count-by/--top`) runs over the range on the server, reading only the fields it
+//! names (`Plan::narrow_read`: blob chunks read lazily).
 
 use std::sync::Arc;
 
@@ -196,7 +197,10 @@ pub(crate) async fn read_events(
         };
     if query.columns {
         opts.columns = st.columns.clone();
-        opts.needs = query.plan.as_ref().and_then(Plan::paths);
+    }
+    // A reduce reads only the fields it names (lazily, from blobs and columns).
+    if let Some(plan) = &query.plan {
+        plan.narrow_read(&mut opts);
     }
     let (start_tx, start_rx) = oneshot::channel::<Result<(), (StatusCode, String)>>();
     let (tx, mut rx) = mpsc::channel::<Bytes>(4);
