@@ -23,9 +23,9 @@ enum Output {
     Select(Vec<(Key, bool)>),
     /// A sparse event ([`ReadOptions::needs`]), built from the first match of each prefix.
     Sparse(SparseShape),
-    /// The whole event, but only for the chunk's `n` first by the value of the one output path
-    /// ([`ReadOptions::top`]).
-    Top(usize),
+    /// The whole event, but only for the events among the `n` first (by the value of the one
+    /// output path) of all those read so far ([`ReadOptions::top`]).
+    Top,
 }
 
 /// Decodes chunks for one request, reusing buffers across chunks.
@@ -51,6 +51,9 @@ pub(crate) struct ChunkDecoder {
     /// paths do; the facts are per select / where path, see [`crate::hints`]).
     facts_out: usize,
     output: Output,
+    /// With [`Output::Top`]: the rank keys of the `n` first events of the chunks read so far
+    /// (an event that is not among them cannot be among the read's top `n`).
+    top: Option<TopBuffer<()>>,
     filter: Option<Filter>,
     scratch: Vec<u8>,
     found: Vec<Vec<Value>>,
@@ -72,8 +75,8 @@ impl ChunkDecoder {
         } else if let Some(shape) = opts.needs.as_deref().and_then(SparseShape::of) {
             let paths = shape.paths().to_vec();
             (Output::Sparse(shape), paths)
-        } else if let Some((by, n)) = &opts.top {
-            (Output::Top(*n), vec![by.clone()])
+        } else if let Some((by, _)) = &opts.top {
+            (Output::Top, vec![by.clone()])
         } else {
             (Output::Whole, Vec::new())
         };
@@ -109,6 +112,10 @@ impl ChunkDecoder {
             verify_sha1: true,
             n_out,
             facts_out,
+            top: match &output {
+                Output::Top => opts.top.as_ref().map(|(_, n)| TopBuffer::new(*n)),
+                _ => None,
+            },
             output,
             filter: req.selection.filter.clone(),
             scratch: Vec::new(),
@@ -144,10 +151,10 @@ impl ChunkDecoder {
         let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
         let mut picked_out: Vec<Vec<Item<'_>>> = Vec::new();
         let mut out = Vec::new();
-        let mut top = match self.output {
-            Output::Top(n) => Some(TopBuffer::<(usize, Item<'_>)>::new(n)),
-            _ => None,
-        };
+        // A top-N: the running top as it will be if this chunk is read whole (a chunk that
+        // fails gives no events, so it must not raise the bar), and the events to decode.
+        let mut running_top = self.top.clone();
+        let mut top_events: Vec<(usize, Item<'_>)> = Vec::new();
         let mut i = 0usize;
         let (n_out, facts_out) = (self.n_out, self.facts_out);
         loop {
@@ -258,28 +265,34 @@ impl ChunkDecoder {
                     }
                     out.push(shape.build(values));
                 }
-                Output::Top(_) => {
+                Output::Top => {
                     let key = match selected.first().and_then(|picked| picked.first()) {
                         Some(h) => rank_key(Some(&decode_item(&mut dec, &doc, h, event)?)),
                         None => rank_key(None),
                     };
-                    if let Some(top) = &mut top {
-                        let kept: Result<(), String> = top.offer(key, || Ok((event, item)));
-                        kept?;
+                    if let Some(top) = &mut running_top {
+                        if top.would_keep(&key) {
+                            let kept: Result<(), String> = top.offer(key, || Ok(()));
+                            kept?;
+                            top_events.push((event, item));
+                        }
                     }
                 }
                 Output::Whole => {}
             }
         }
-        // A top-N: the chunk's own first `n`, decoded whole, in chunk order.
-        if let Some(top) = top {
-            for (event, item) in top.into_offered_order() {
-                let mut dec = doc.item_decoder();
-                out.push(
-                    dec.decode(&item)
-                        .map_err(|e| format!("event {event}: {e}"))?,
-                );
-            }
+        // A top-N: the events that were among the first `n` when read, decoded whole, in
+        // chunk order (a superset of the read's top `n`, in read order: the top-N of what the
+        // read hands out is the top-N of every event).
+        for (event, item) in top_events {
+            let mut dec = doc.item_decoder();
+            out.push(
+                dec.decode(&item)
+                    .map_err(|e| format!("event {event}: {e}"))?,
+            );
+        }
+        if running_top.is_some() {
+            self.top = running_top;
         }
         Ok(out)
     }

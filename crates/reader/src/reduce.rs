@@ -317,9 +317,10 @@ pub fn rank_rows(rows: &mut Vec<Value>, by: &str, limit: Option<usize>) {
 }
 
 /// The `n` largest of what is offered by [`RankKey`], ties to the earliest offered: the rule of
-/// [`TopEvents`], and of the blob reader's cut of each chunk to its own top `n`
-/// ([`crate::ReadOptions::top`]), which must keep every event the top-N of the read can hold.
-#[derive(Debug)]
+/// [`TopEvents`], and of the blob reader's cut to the events that are among the top `n` of
+/// those read so far ([`crate::ReadOptions::top`]), which must keep every event the top-N of
+/// the read can hold.
+#[derive(Debug, Clone)]
 pub(crate) struct TopBuffer<T> {
     n: usize,
     /// (rank key, arrival order, thing), at most `n`.
@@ -397,12 +398,6 @@ impl<T> TopBuffer<T> {
                 .then(b.0 .2.cmp(&a.0 .2))
                 .then(a.1.cmp(&b.1))
         });
-        self.kept.into_iter().map(|(_, _, t)| t).collect()
-    }
-
-    /// The kept ones in the order they were offered.
-    pub(crate) fn into_offered_order(mut self) -> Vec<T> {
-        self.kept.sort_by_key(|k| k.1);
         self.kept.into_iter().map(|(_, _, t)| t).collect()
     }
 }
@@ -563,6 +558,14 @@ pub struct Reducer {
     late: u64,
     events: u64,
     labels: Vec<Key>,
+    /// The JSON key of the event being pushed (kept to spare an allocation per event).
+    key_scratch: Vec<u8>,
+}
+
+/// The first match of `path` in `event`, or undef (a group-by path's value).
+fn first_match<'v>(path: &Path, event: &'v Value) -> &'v Value {
+    const UNDEF: &Value = &Value::Undef;
+    path.eval(event).first().copied().unwrap_or(UNDEF)
 }
 
 impl Reducer {
@@ -583,6 +586,7 @@ impl Reducer {
             late: 0,
             events: 0,
             labels,
+            key_scratch: Vec::new(),
         }
     }
 
@@ -603,37 +607,43 @@ impl Reducer {
             self.late += 1;
             return Ok(());
         }
-        let key: Vec<Value> = self
-            .spec
-            .group_by
-            .iter()
-            .map(|(_, p)| p.eval(event).first().map_or(Value::Undef, |v| (*v).clone()))
-            .collect();
-        let mut key_bytes = Vec::new();
-        for k in &key {
+        // The group's key as JSON texts (how keys compare), in a buffer kept across events: the
+        // key's values are cloned only for a new group.
+        let mut key_bytes = std::mem::take(&mut self.key_scratch);
+        key_bytes.clear();
+        for (_, p) in &self.spec.group_by {
             // Writing JSON to a Vec cannot fail.
-            let _ = sereal::json::to_writer(&mut key_bytes, k);
+            let _ = sereal::json::to_writer(&mut key_bytes, first_match(p, event));
             key_bytes.push(0);
         }
         let max_groups = self.spec.max_groups;
         let n_aggs = self.spec.aggs.len();
         let window = self.windows.entry(start).or_default();
-        let at = match window.index.get(&key_bytes) {
+        let at = match window.index.get(key_bytes.as_slice()) {
             Some(&at) => at,
             None => {
                 if self.groups >= max_groups {
                     return Err(ReduceError::TooManyGroups(max_groups));
                 }
                 self.groups += 1;
+                let key = self
+                    .spec
+                    .group_by
+                    .iter()
+                    .map(|(_, p)| first_match(p, event).clone())
+                    .collect();
                 window.groups.push(Group {
                     key,
                     count: 0,
                     accs: vec![Acc::default(); n_aggs],
                 });
-                window.index.insert(key_bytes, window.groups.len() - 1);
+                window
+                    .index
+                    .insert(key_bytes.clone(), window.groups.len() - 1);
                 window.groups.len() - 1
             }
         };
+        self.key_scratch = key_bytes;
         let group = &mut window.groups[at];
         group.count += 1;
         for (agg, acc) in self.spec.aggs.iter().zip(group.accs.iter_mut()) {

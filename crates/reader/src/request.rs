@@ -85,10 +85,11 @@ pub struct ReadOptions {
     /// (whole events then).
     pub needs: Option<Vec<sereal::Path>>,
     /// The consumer keeps only the `n` events with the largest value at this path, as
-    /// [`crate::reduce::TopEvents`] ranks them (`--top N --by PATH`): each blob chunk then gives
-    /// only its own `n` first by that rank (an event `n` others of its chunk beat cannot be
-    /// among the read's), whole and in chunk order, and the rest are never decoded. The top
-    /// events of the read are the same. `None`: every event. Ignored with a `select`.
+    /// [`crate::reduce::TopEvents`] ranks them (`--top N --by PATH`): blob chunks are then read
+    /// lazily and only the events among the `n` first of all those read so far are handed out
+    /// (whole, in read order; an event `n` earlier ones beat cannot be among the read's top),
+    /// the rest are never decoded. The top events of the read are the same. `None`: every
+    /// event. Ignored with a `select`.
     pub top: Option<(sereal::Path, usize)>,
 }
 

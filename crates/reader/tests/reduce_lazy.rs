@@ -471,3 +471,83 @@ fn a_where_on_the_reduced_field_and_an_empty_answer() {
         assert_eq!(lazy.with_request_id, 0);
     }
 }
+
+/// A chunk that cannot be decoded gives no events on either path, so the events it held must
+/// not raise the bar of a top-N: here its events rank first, and the next chunk's must still
+/// make the top.
+#[test]
+fn an_unreadable_chunk_does_not_raise_the_top_bar() {
+    let store = InMemoryStore::new();
+    let big: Vec<Value> = (0..20_000).map(Value::Int).collect();
+    let ev = |json: &str| sereal::json::from_json_slice(json.as_bytes()).expect("json");
+    let mut first = ev(r#"{"ms":1000}"#);
+    if let Value::Hash(pairs) = &mut first {
+        pairs.push((sereal::Key::Utf8("big".into()), Value::Array(big)));
+    }
+    let chunks = [
+        (START, vec![first, ev(r#"{"ms":900}"#)]),
+        (
+            START + 1,
+            vec![ev(r#"{"ms":5}"#), ev(r#"{"ms":3}"#), ev(r#"{"ms":4}"#)],
+        ),
+    ];
+    let mut builder = BlobBuilder::new(BlobOptions::default()).expect("builder");
+    for (epoch, events) in &chunks {
+        let blobs = builder.build(events).expect("blob");
+        assert_eq!(blobs.len(), 1);
+        let key = EventKey::new(*epoch, "ams1", "WEB", "", ChunkId::plain(0)).expect("key");
+        store
+            .put_blob(
+                &Namespace::Events,
+                BlobKey::new(*epoch, &key.to_string()),
+                blobs[0].as_bytes(),
+            )
+            .expect("put");
+        store
+            .add_to_epoch_index(*epoch, "ams1", &[&key.index_entry().to_string()])
+            .expect("index");
+    }
+    let plan = Spec {
+        top: Some(2),
+        by: Some("ms"),
+        ..Spec::default()
+    }
+    .plan();
+    // The first chunk's 20,000 values are more than a decode may make.
+    let limits = sereal::Limits {
+        max_values: 10_000,
+        ..sereal::Limits::default()
+    };
+    let rows = |narrow: bool| {
+        let mut opts = ReadOptions {
+            limits: limits.clone(),
+            ..ReadOptions::default()
+        };
+        if narrow {
+            plan.narrow_read(&mut opts);
+        }
+        let mut sink = Sink::new(plan.clone()).expect("sink");
+        let mut warnings = 0;
+        let req = ReadRequest::new(START, START + 2);
+        for item in RangeReader::new(&store, req, opts).expect("read") {
+            match item {
+                ReadItem::Event(e) => assert!(sink.push(0, &e.value).expect("push").is_empty()),
+                ReadItem::Warning(_) => warnings += 1,
+                ReadItem::Notice(n) => panic!("{n}"),
+            }
+        }
+        let rows: Vec<String> = sink
+            .finish()
+            .0
+            .iter()
+            .map(sereal::json::to_string)
+            .collect();
+        (rows, warnings)
+    };
+    let full = rows(false);
+    assert_eq!(
+        full,
+        (vec![r#"{"ms":5}"#.to_owned(), r#"{"ms":4}"#.to_owned()], 1)
+    );
+    assert_eq!(rows(true), full);
+}
