@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import http.client
+import inspect
 import json
 import logging
 import os
@@ -39,6 +40,7 @@ from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Un
 from . import _native
 from ._net import bearer, make_ssl_context, resolve_token
 from ._types import ReadError
+from .reduce import _items
 
 __all__ = ["Reader", "Events", "Tail", "ReadWarning", "ReadError"]
 
@@ -103,6 +105,20 @@ class Events:
         self.warnings: List[ReadWarning] = []
         self.notices: List[ReadWarning] = []
         self.hints: List[str] = []
+        # `(reader, start, end, filters)`: what it takes to run this read as a reduce read
+        # instead (set by `Reader.read` without `select`; `sluice.reduce` uses it). Not a
+        # closure over `self`: a cycle would keep the store locked until the GC runs.
+        self._reduce_read: Optional[tuple] = None
+
+    def _reducible(self) -> Any:
+        """``(plan) -> this Events, now iterating the rows of the reduce read``, while nothing
+        has been taken from this read (and it has no ``select``); else ``None``."""
+        if self._reduce_read is None:
+            return None
+        if inspect.isgenerator(self._it) and inspect.getgeneratorstate(self._it) != inspect.GEN_CREATED:
+            return None
+        reader, t0, t1, filters = self._reduce_read
+        return lambda plan: reader._reduce(t0, t1, plan, filters, into=self)
 
     def __iter__(self) -> "Events":
         return self
@@ -347,11 +363,108 @@ class Reader:
                 return live.read(t0, t1, dc=dc, type=type, subtype=subtype, select=select, where=where)
             ev = Events(iter(()), native.close)
             ev._it = self._local_events(native, ev)
+        else:
+            query = [("from", str(t0)), ("to", str(t1)), ("format", "json"), ("hints", "1")]
+            query += self._filter_query(dc, type, subtype, paths, where) + self._substream_query()
+            conn, resp = self._get("/v1/events", query)
+            ev = Events(iter(()), conn.close)
+            ev._it = self._server_events(conn, resp, ev)
+        if not paths:
+            ev._reduce_read = (self, t0, t1, (dc, type, subtype, where))
+        return ev
+
+    def reduce(
+        self,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        *,
+        group_by: Union[None, str, Sequence[str]] = None,
+        agg: Union[None, str, Sequence[str]] = None,
+        window: Union[None, int, str] = None,
+        count_by: Union[None, str, Sequence[str]] = None,
+        top: Optional[int] = None,
+        by: Optional[str] = None,
+        max_groups: Optional[int] = None,
+        dc: Optional[str] = None,
+        type: Optional[str] = None,
+        subtype: Optional[str] = None,
+        where: Optional[str] = None,
+    ) -> Events:
+        """Rows of a reduce over the events of ``start <= epoch < end``, computed where the data
+        is: ``sluice cat --group-by/--agg/--window/--count-by/--top/--by`` on a data directory,
+        ``GET /v1/events`` with those parameters on a server. Only the fields the reduce names
+        are read (blob chunks lazily), and only the rows come back.
+
+        Args:
+            start, end, dc, type, subtype, where: as for :meth:`read`.
+            group_by, agg, window: as for :func:`sluice.reduce` (rows per group and window;
+                ``agg`` defaults to ``count``).
+            count_by: paths: ``group_by`` with ``agg="count"``, ranked by count (with ``top``,
+                the most frequent).
+            top, by: rows ranked by column ``by`` (default the first aggregate), ``top`` of
+                them per window; without a group (``top=5, by="ms"``), the ``top`` events with
+                the largest field ``by`` (whole events).
+            max_groups: most groups held at once (default 1,000,000).
+
+        Returns:
+            an :class:`Events` iterator of rows (dicts), with ``warnings`` (unreadable chunks;
+            key ``reduce``: events left out) and ``hints``.
+
+        Raises:
+            ValueError: a bad path, aggregate, window or combination (as ``sluice cat`` refuses
+                it); more than ``max_groups`` groups held at once (while iterating).
+            ReadError: the read cannot start (as for :meth:`read`).
+        """
+        plan = dict(
+            group_by=_items(group_by),
+            agg=_items(agg),
+            window=None if window is None else str(window),
+            count_by=_items(count_by),
+            top=top,
+            by=by,
+            max_groups=max_groups,
+        )
+        _native.check_plan(**plan)
+        now = int(time.time())
+        t0 = _epoch(start, now)
+        t1 = now if end is None else _epoch(end, now)
+        return self._reduce(t0, t1, plan, (dc, type, subtype, where))
+
+    def _reduce(
+        self, t0: int, t1: int, plan: Dict[str, Any], filters: tuple, into: Optional[Events] = None
+    ) -> Events:
+        """The reduce read of `plan` (checked) over `filters` (dc, type, subtype, where); with
+        `into`, an unstarted read whose store or connection is closed first and whose iterator
+        becomes the rows."""
+        dc, type_, subtype, where = filters
+        if into is not None:
+            into.close()
+        if self.data_dir is not None:
+            try:
+                native = _native.open_reduce(
+                    self.data_dir, t0, t1, **plan, dc=dc, type_=type_, subtype=subtype,
+                    where_=where, binary=self.binary,
+                    substream=self.substream, no_fallback=not self.fallback,
+                )
+            except ReadError:
+                live = self._live_server()
+                if live is None:
+                    raise
+                return live._reduce(t0, t1, plan, filters, into)
+            ev = into if into is not None else Events(iter(()))
+            ev._closer = native.close
+            ev._it = self._local_events(native, ev)
             return ev
         query = [("from", str(t0)), ("to", str(t1)), ("format", "json"), ("hints", "1")]
-        query += self._filter_query(dc, type, subtype, paths, where) + self._substream_query()
+        query += self._filter_query(dc, type_, subtype, [], where) + self._substream_query()
+        for key in ("group_by", "agg", "count_by"):
+            query += [(key, v) for v in plan[key]]
+        for key in ("window", "top", "by", "max_groups"):
+            if plan[key] is not None:
+                query.append((key, str(plan[key])))
         conn, resp = self._get("/v1/events", query)
-        ev = Events(iter(()), conn.close)
+        ev = into if into is not None else Events(iter(()))
+        ev._closer = conn.close
         ev._it = self._server_events(conn, resp, ev)
         return ev
 

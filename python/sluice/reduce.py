@@ -23,6 +23,12 @@ through the native module), so the rows are the same:
   written, e.g. ``"avg:ms"``), groups in order of first appearance.
 - Events without a time, or older than a window already returned, are left out and counted:
   a :class:`ReduceWarning` at the end says how many.
+
+Given the :class:`~sluice.reader.Events` of a ``Reader.read`` (without ``select``) that nothing
+has been taken from, and the default ``time_field``, the reduce runs where the data is instead
+(:meth:`Reader.reduce <sluice.reader.Reader.reduce>`: the data directory's reader, or the
+server): only the fields it names are read, and only the rows come back. Same rows; the read's
+warnings and hints land in that ``Events`` object.
 """
 
 from __future__ import annotations
@@ -79,6 +85,26 @@ def reduce(
         top=top,
         by=by,
     )
+    reduce_read = getattr(events, "_reducible", lambda: None)() if time_field == "epoch" else None
+    if reduce_read is not None:
+        # The same spec as a plan (`agg` default `count`: always a grouping, never a top-N of
+        # events), run by the read itself.
+        rows = reduce_read(
+            dict(
+                group_by=_items(group_by),
+                agg=_items(agg) or ["count"],
+                window=None if window is None else str(window),
+                count_by=[],
+                top=top,
+                by=by,
+                max_groups=max_groups,
+            )
+        )
+        yield from rows
+        late = [w.reason for w in getattr(rows, "warnings", []) if w.key == "reduce"]
+        if late:
+            warnings.warn("reduce left out events: " + "; ".join(late), ReduceWarning, stacklevel=2)
+        return
     batch: List[Dict[str, Any]] = []
     for ev in events:
         batch.append(ev)

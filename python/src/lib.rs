@@ -8,7 +8,8 @@
 //!   datagram splitter), over `encode`/`decode` and `crates/sereal`; `dumps_tree`/`loads_tree`
 //!   are the tree paths, kept as the tests' reference.
 //! - `reader`: range reads and tails of a data directory over `crates/reader` and `crates/store`.
-//! - `reduce`: `sluice.reduce`'s engine, the reader's `reduce::Reducer` over Python events.
+//! - `reduce`: `sluice.reduce`'s engine, the reader's `reduce::Reducer` over Python events, and
+//!   the reduce read of a data directory (`Reader.reduce`: only the fields it names are read).
 //!
 //! The public API, its documentation and type hints live in the Python modules (`sluice/*.py`);
 //! this module is private to them.
@@ -69,5 +70,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<reader::RangeIter>()?;
     m.add_class::<reader::TailHandle>()?;
     m.add_class::<reduce::Reducer>()?;
+    m.add_function(wrap_pyfunction!(reduce::open_reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce::check_plan, m)?)?;
+    m.add_class::<reduce::ReduceRead>()?;
     Ok(())
 }

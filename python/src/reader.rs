@@ -20,14 +20,14 @@ use crate::convert::{types, BinaryMode, ToPy};
 /// Events converted to Python per batch: the GIL is released while a batch is read.
 const BATCH: usize = 512;
 
-fn read_error(py: Python<'_>, msg: String) -> PyErr {
+pub(crate) fn read_error(py: Python<'_>, msg: String) -> PyErr {
     match types(py) {
         Ok(t) => PyErr::from_type(t.read_error.bind(py).clone(), (msg,)),
         Err(e) => e,
     }
 }
 
-fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
+pub(crate) fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
     if !FsPath::new(dir).is_dir() {
         return Err(read_error(py, format!("{dir}: no such data directory")));
     }
@@ -44,7 +44,7 @@ fn open_store(py: Python<'_>, dir: &str) -> PyResult<Arc<EmbeddedStore>> {
 
 /// The keyword arguments of a read as the one [`Selection`] every reader takes.
 #[allow(clippy::too_many_arguments)]
-fn selection(
+pub(crate) fn selection(
     py: Python<'_>,
     dc: Option<String>,
     type_: Option<String>,
@@ -61,13 +61,17 @@ fn selection(
 
 /// The read options of `selection`: with a substream, its definition from the store's registry
 /// (a missing result is computed here: declarative in Rust, Python in a local worker).
-fn read_options(py: Python<'_>, store: &EmbeddedStore, sel: &Selection) -> PyResult<ReadOptions> {
+pub(crate) fn read_options(
+    py: Python<'_>,
+    store: &EmbeddedStore,
+    sel: &Selection,
+) -> PyResult<ReadOptions> {
     py.allow_threads(|| sluice_substreams::view::read_options(store, sel))
         .map_err(|e| read_error(py, e.to_string()))
 }
 
 /// `(key, reason)` pairs.
-type Notes = Vec<(String, String)>;
+pub(crate) type Notes = Vec<(String, String)>;
 
 /// Splits read items into events, `(key, reason)` warnings and notices.
 fn sort_items(

@@ -1,13 +1,24 @@
 //! `sluice.reduce`'s engine: the reader's [`sluice_reader::reduce::Reducer`] over Python events,
-//! so that the CLI (`sluice cat --group-by …`) and Python group and aggregate with one code.
+//! so that the CLI (`sluice cat --group-by …`) and Python group and aggregate with one code;
+//! and the reduce read of a data directory (`Reader.reduce`, and `sluice.reduce` over a read not
+//! yet started): the reader's plan ([`PlanArgs::plan`]) run where the data is, reading only the
+//! fields it names ([`Plan::narrow_read`]: blob chunks read lazily), rows out as windows complete.
+
+use std::sync::Arc;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use sereal::{Path, Value};
-use sluice_reader::reduce::{ReduceSpec, Reducer as Inner};
+use sluice_reader::reduce::{Plan, PlanArgs, ReduceSpec, Reducer as Inner, Sink};
+use sluice_reader::{RangeReader, ReadItem, ReadRequest};
+use sluice_store::EmbeddedStore;
 
 use crate::convert::{with_key_cache, BinaryMode, ToPy, ToValue};
+use crate::reader::{open_store, read_error, read_options, selection, Notes};
+
+/// Read items handled per release of the GIL (rows come back as soon as some are ready).
+const BATCH: usize = 4096;
 
 /// Deepest event accepted (as `dumps`' default).
 const MAX_DEPTH: usize = 512;
@@ -129,4 +140,193 @@ impl Reducer {
     fn late(&self) -> u64 {
         self.inner.as_ref().map_or(self.late_at_finish, Inner::late)
     }
+}
+
+/// The plan of a reduce read's arguments (`GET /v1/events`' and `sluice cat`'s rules); a bad
+/// one is a `ValueError`.
+#[allow(clippy::too_many_arguments)]
+fn plan_of(
+    group_by: Vec<String>,
+    agg: Vec<String>,
+    window: Option<String>,
+    count_by: Vec<String>,
+    top: Option<usize>,
+    by: Option<String>,
+    max_groups: Option<usize>,
+) -> PyResult<Plan> {
+    PlanArgs {
+        group_by,
+        agg,
+        window,
+        count_by,
+        top,
+        by,
+        max_groups,
+    }
+    .plan(false)
+    .map_err(|e| PyValueError::new_err(e.to_string()))?
+    .ok_or_else(|| {
+        PyValueError::new_err("a reduce needs group_by, agg, window, count_by, or top and by")
+    })
+}
+
+/// Checks the arguments of a reduce read (raises `ValueError` as the read would), so a server
+/// read is refused before any request.
+#[pyfunction]
+#[pyo3(signature = (*, group_by=vec![], agg=vec![], window=None, count_by=vec![], top=None, by=None, max_groups=None))]
+pub fn check_plan(
+    group_by: Vec<String>,
+    agg: Vec<String>,
+    window: Option<String>,
+    count_by: Vec<String>,
+    top: Option<usize>,
+    by: Option<String>,
+    max_groups: Option<usize>,
+) -> PyResult<()> {
+    plan_of(group_by, agg, window, count_by, top, by, max_groups).map(|_| ())
+}
+
+/// A reduce read of a data directory in progress (see `Reader.reduce` in `sluice/reader.py`).
+#[pyclass(module = "sluice._native")]
+pub struct ReduceRead {
+    reader: Option<RangeReader<Arc<EmbeddedStore>>>,
+    sink: Option<Sink>,
+    warnings: Notes,
+    notices: Notes,
+    hints: Vec<String>,
+    binary: BinaryMode,
+}
+
+#[pymethods]
+impl ReduceRead {
+    /// The next rows (a list of dicts); an empty list when the read is over. More groups than
+    /// `max_groups` raise `ValueError`.
+    fn next_batch<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let mut rows = Vec::new();
+        while rows.is_empty() {
+            let (Some(reader), Some(sink)) = (self.reader.as_mut(), self.sink.as_mut()) else {
+                break;
+            };
+            let mut warnings = Vec::new();
+            let mut notices = Vec::new();
+            let (done, failed) = py.allow_threads(|| {
+                for (n, item) in reader.by_ref().enumerate() {
+                    match item {
+                        ReadItem::Event(e) => match sink.push(e.key.epoch(), &e.value) {
+                            Ok(ready) => rows.extend(ready),
+                            Err(err) => return (true, Some(err)),
+                        },
+                        ReadItem::Warning(w) => warnings.push((w.key, w.reason)),
+                        ReadItem::Notice(w) => notices.push((w.key, w.reason)),
+                    }
+                    if n + 1 >= BATCH && !rows.is_empty() {
+                        return (false, None);
+                    }
+                }
+                (true, None)
+            });
+            self.warnings.extend(warnings);
+            self.notices.extend(notices);
+            if let Some(err) = failed {
+                self.close();
+                return Err(PyValueError::new_err(err.to_string()));
+            }
+            if done {
+                self.hints = reader.hints(sluice_reader::time::now_unix());
+                // Closes the store (releases the directory lock) as soon as the read is over.
+                self.reader = None;
+                if let Some(sink) = self.sink.take() {
+                    let (rest, late) = sink.finish();
+                    rows.extend(rest);
+                    if late > 0 {
+                        self.warnings.push((
+                            "reduce".into(),
+                            format!("{late} event(s) came after their window was sent and were left out"),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut conv = ToPy::new(py, self.binary);
+        let out = rows
+            .iter()
+            .map(|v| conv.value(v))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, out)
+    }
+
+    /// Warnings gathered since the last call: `(key, reason)` pairs.
+    fn take_warnings(&mut self) -> Notes {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// Notices gathered since the last call (substream results computed here): `(key, reason)`.
+    fn take_notices(&mut self) -> Notes {
+        std::mem::take(&mut self.notices)
+    }
+
+    /// The hints of a read that is over (a type never seen, an empty range, …).
+    fn take_hints(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.hints)
+    }
+
+    /// Stops the read and closes the store.
+    fn close(&mut self) {
+        self.reader = None;
+        self.sink = None;
+    }
+}
+
+/// Starts a reduce read of `[start, end)` over the data directory `dir`.
+#[pyfunction]
+#[pyo3(signature = (dir, start, end, *, group_by=vec![], agg=vec![], window=None, count_by=vec![], top=None, by=None, max_groups=None, dc=None, type_=None, subtype=None, where_=None, binary="auto", substream=None, no_fallback=false))]
+#[allow(clippy::too_many_arguments)]
+pub fn open_reduce(
+    py: Python<'_>,
+    dir: &str,
+    start: i64,
+    end: i64,
+    group_by: Vec<String>,
+    agg: Vec<String>,
+    window: Option<String>,
+    count_by: Vec<String>,
+    top: Option<usize>,
+    by: Option<String>,
+    max_groups: Option<usize>,
+    dc: Option<String>,
+    type_: Option<String>,
+    subtype: Option<String>,
+    where_: Option<String>,
+    binary: &str,
+    substream: Option<String>,
+    no_fallback: bool,
+) -> PyResult<ReduceRead> {
+    let binary = BinaryMode::parse(py, binary)?;
+    let plan = plan_of(group_by, agg, window, count_by, top, by, max_groups)?;
+    let selection = selection(
+        py,
+        dc,
+        type_,
+        subtype,
+        Vec::new(),
+        where_,
+        substream,
+        no_fallback,
+    )?;
+    let store = open_store(py, dir)?;
+    let mut opts = read_options(py, &store, &selection)?;
+    plan.narrow_read(&mut opts);
+    let sink = Sink::new(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let req = ReadRequest::selected(start, end, selection);
+    let reader = py
+        .allow_threads(|| RangeReader::new(store, req, opts))
+        .map_err(|e| read_error(py, e.to_string()))?;
+    Ok(ReduceRead {
+        reader: Some(reader),
+        sink: Some(sink),
+        warnings: Vec::new(),
+        notices: Vec::new(),
+        hints: Vec::new(),
+        binary,
+    })
 }

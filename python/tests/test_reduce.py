@@ -88,7 +88,11 @@ def filled(tmp_path_factory):
         for spec in SPECS:
             ours = list(sluice.reduce(sluice.Reader(server=srv.url).read(BASE, BASE + 6), **spec))
             cat = _cat("--server", srv.url, "--from", str(BASE), "--to", str(BASE + 6), *_flags(spec))
-            live.append((ours, cat))
+            # The reduce of the events themselves (a list: reduced here, in Python).
+            events = list(sluice.Reader(server=srv.url).read(BASE, BASE + 6))
+            full = list(sluice.reduce(events, **spec))
+            direct = list(sluice.Reader(server=srv.url).reduce(BASE, BASE + 6, **spec))
+            live.append((ours, cat, full, direct))
     finally:
         srv.stop()
     return srv, n, live
@@ -104,8 +108,11 @@ def test_python_reduce_equals_sluice_cat(filled, i):
     assert ours
     # Over a server, both agree too (and with the data dir's rows as sets: the server's
     # order of events within a second may differ, which changes group order, not rows).
-    over_server, cat_server = live[i]
+    over_server, cat_server, full_server, direct_server = live[i]
     assert over_server == cat_server
+    # The server's reduce read (what `sluice.reduce` of an unstarted read and `Reader.reduce`
+    # run) gives the rows of the events reduced here.
+    assert over_server == full_server == direct_server
     key = lambda r: json.dumps(r, sort_keys=True)
     assert sorted(map(key, over_server)) == sorted(map(key, ours))
     if "count" in str(spec.get("agg", "count")):
@@ -121,3 +128,49 @@ def test_reduce_ranks_like_count_by():
     assert rows == [{"status": 500, "count": 2, "max:status": 500}]
     with pytest.raises(ValueError, match="not a column"):
         list(sluice.reduce(evs, "status", "count", by="nope"))
+
+
+WHERES = [None, "status >= 500", "timings.total_ms > 20 and not exists nope"]
+
+
+@pytest.mark.parametrize("i", range(len(SPECS)))
+@pytest.mark.parametrize("where", WHERES)
+def test_reduce_read_equals_the_reduce_of_the_events(filled, i, where):
+    """``Reader.reduce`` and ``sluice.reduce`` of an unstarted read run the reduce read (only the
+    fields it names are read); their rows equal those of the events read whole and reduced in
+    Python."""
+    srv, _, _ = filled
+    spec = SPECS[i]
+    reader = sluice.Reader(data_dir=str(srv.data))
+    full = list(sluice.reduce(list(reader.read(BASE, BASE + 6, where=where)), **spec))
+    assert full
+    pushed = list(sluice.reduce(reader.read(BASE, BASE + 6, where=where), **spec))
+    direct = list(reader.reduce(BASE, BASE + 6, where=where, **spec))
+    assert pushed == full
+    assert direct == full
+
+
+def test_reduce_read_count_by_top_and_errors(filled):
+    srv, n, _ = filled
+    reader = sluice.Reader(data_dir=str(srv.data))
+    span = ("--from", str(BASE), "--to", str(BASE + 6))
+    rows = reader.reduce(BASE, BASE + 6, count_by="status,path", top=4)
+    assert list(rows) == _cat("--data", str(srv.data), *span, "--count-by", "status,path", "--top", "4")
+    assert rows.warnings == []
+    # Top events (whole) by a field.
+    top = list(reader.reduce(BASE, BASE + 6, type="WEB", top=3, by="timings.total_ms"))
+    want = _cat("--data", str(srv.data), *span, "--type", "WEB", "--top", "3", "--by", "timings.total_ms")
+    assert top == want and len(top) == 3 and "experiments" in top[0]
+    with pytest.raises(ValueError, match="use one or the other"):
+        reader.reduce(BASE, BASE + 6, count_by="status", group_by="path")
+    with pytest.raises(ValueError, match="needs --by"):
+        reader.reduce(BASE, BASE + 6, top=3)
+    with pytest.raises(ValueError, match="more than 1 groups"):
+        list(reader.reduce(BASE, BASE + 6, group_by="status", max_groups=1))
+    # A read an event was taken from is reduced here, over what is left.
+    ev = reader.read(BASE, BASE + 6)
+    next(ev)
+    assert list(sluice.reduce(ev, agg="count")) == [{"count": n - 1}]
+    # A read with `select` too (its events are the selected paths) is reduced here.
+    sel = list(sluice.reduce(reader.read(BASE, BASE + 6, select="status,epoch"), "status"))
+    assert sum(r["count"] for r in sel) == n
