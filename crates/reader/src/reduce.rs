@@ -38,6 +38,13 @@
 //!   out (never silently: the CLI warns and exits 3).
 //! - **Limits**: at most [`ReduceSpec::max_groups`] groups held at once (default
 //!   [`DEFAULT_MAX_GROUPS`]); one more is [`ReduceError::TooManyGroups`].
+//!
+//! # Reads for a plan
+//! A range read whose events go to a [`Sink`] is narrowed with [`Plan::narrow_read`] (the CLI,
+//! `GET /v1/events` and the Python bindings all do): a reduce then gets sparse events
+//! ([`crate::request::SparseShape`]: only its paths' values, read lazily from blob chunks), a
+//! top-N only the events that can still be among its top; decoding whole events was most of a
+//! reduce's cost. The rows are those of whole events (`tests/reduce_lazy.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
