@@ -333,6 +333,9 @@ pub(crate) struct TopBuffer<T> {
     /// (rank key, arrival order, thing), at most `n`.
     kept: Vec<(RankKey, u64, T)>,
     seen: u64,
+    /// Once `kept` is full: where its smallest is (found again after each change, so that the
+    /// many offers that are not kept cost one comparison).
+    smallest_at: Option<usize>,
 }
 
 impl<T> TopBuffer<T> {
@@ -342,6 +345,7 @@ impl<T> TopBuffer<T> {
             n,
             kept: Vec::new(),
             seen: 0,
+            smallest_at: None,
         }
     }
 
@@ -355,7 +359,7 @@ impl<T> TopBuffer<T> {
             return true;
         }
         // Ties go to the earlier: only a strictly larger key displaces the smallest kept.
-        self.smallest()
+        self.smallest_at
             .is_some_and(|at| ranks_below(&self.kept[at].0, key))
     }
 
@@ -372,8 +376,11 @@ impl<T> TopBuffer<T> {
         let entry = (key, self.seen, make()?);
         if self.kept.len() < self.n {
             self.kept.push(entry);
-        } else if let Some(at) = self.smallest() {
+        } else if let Some(at) = self.smallest_at {
             self.kept[at] = entry;
+        }
+        if self.kept.len() == self.n {
+            self.smallest_at = self.smallest();
         }
         Ok(())
     }
