@@ -69,7 +69,8 @@ OPTIONS:
   --batch N           events per POST, both servers (default 10000)
   --runs N            runs per query, the median is reported (default 5)
   --columns-every D   sluice serve --columns-every while the columns are written (default 1m)
-  --sluice PATH       the sluice binary (default target/release/sluice; env SLUICE_BIN)
+  --sluice PATH       the sluice binary (default: the one beside this program, else
+                      target/release/sluice; env SLUICE_BIN)
   --results PATH      where the table is written (default bench/history/RESULTS.md)
   --keep-tmp          keep the temporary directory (data dirs and server logs)
   -h, --help          this text
@@ -98,6 +99,16 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The `sluice` built beside this program (the same target directory and profile, wherever
+/// CARGO_TARGET_DIR puts it), else `target/release/sluice` of the workspace.
+fn default_sluice() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("sluice")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| repo_root().join("target/release/sluice"))
+}
+
 fn number<T: std::str::FromStr>(name: &str, value: Option<String>) -> Result<T> {
     let value = value.ok_or_else(|| BenchError::Usage(format!("{name} needs a value")))?;
     value
@@ -119,7 +130,7 @@ fn parse_args() -> Result<Option<Options>> {
         columns_every: COLUMNS_EVERY_DEFAULT.to_owned(),
         sluice: std::env::var_os("SLUICE_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| repo_root().join("target/release/sluice")),
+            .unwrap_or_else(default_sluice),
         results: repo_root().join("bench/history/RESULTS.md"),
         keep_tmp: false,
     };
