@@ -196,6 +196,7 @@ impl ColumnsSource {
         chunk: &str,
         scanned: &mut u64,
         path_seen: &mut [bool],
+        path_kinds: &mut [u8],
     ) -> Result<Vec<Value>, String> {
         if !self.cursors.contains_key(&place.path) {
             let file = self.view.file(&place.path).map_err(|e| e.to_string())?;
@@ -226,8 +227,14 @@ impl ColumnsSource {
             }
             if let Some(f) = &self.filter {
                 for (i, p) in f.paths().iter().enumerate() {
+                    let found = p.eval(&event);
                     if let Some(seen) = path_seen.get_mut(n_select + i) {
-                        *seen |= !p.eval(&event).is_empty();
+                        *seen |= !found.is_empty();
+                    }
+                    if let Some(kinds) = path_kinds.get_mut(n_select + i) {
+                        for v in found {
+                            *kinds |= crate::facts::kind_of(v);
+                        }
                     }
                 }
                 if !f.matches(&event) {

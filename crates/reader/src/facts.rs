@@ -57,3 +57,13 @@ pub const KIND_NUMBER: u8 = 1;
 pub const KIND_STRING: u8 = 2;
 /// [`ReadFacts::path_kinds`]: something else (a map, an array, a boolean, null) was met.
 pub const KIND_OTHER: u8 = 4;
+
+/// The kind ([`KIND_NUMBER`], [`KIND_STRING`] or [`KIND_OTHER`]) of a decoded value.
+pub(crate) fn kind_of(v: &sereal::Value) -> u8 {
+    match v.resolve() {
+        sereal::Value::Int(_) | sereal::Value::UInt(_) | sereal::Value::Float(_) => KIND_NUMBER,
+        sereal::Value::String(_) | sereal::Value::Binary(_) => KIND_STRING,
+        sereal::Value::Ref(inner) => kind_of(inner),
+        _ => KIND_OTHER,
+    }
+}

@@ -523,6 +523,7 @@ where
             &chunk,
             &mut self.chunk.facts.scanned,
             &mut self.chunk.facts.path_seen,
+            &mut self.chunk.facts.path_kinds,
         )?;
         self.stats.chunks += 1;
         self.stats.from_columns += 1;
