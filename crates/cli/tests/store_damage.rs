@@ -52,7 +52,22 @@ fn sluice_bounded(args: &[&str], secs: u64) -> Output {
 /// One event's identity: its JSON value with sorted keys (the same for the generator's line
 /// and for what a reader prints).
 fn canonical(v: &serde_json::Value) -> String {
-    v.to_string()
+    // Keys sorted: a server reads covered seconds from its column files, which keep values,
+    // not key order (docs/history.md).
+    fn sort(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                serde_json::Value::Object(
+                    keys.into_iter().map(|k| (k.clone(), sort(&m[k]))).collect(),
+                )
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sort).collect()),
+            other => other.clone(),
+        }
+    }
+    sort(v).to_string()
 }
 
 /// Writes `count` events of the seconds from `epoch` into `dir` through the collector's own
