@@ -503,9 +503,25 @@ fn full_disk_refuses_appends_then_recovers_without_reopen() {
         let next = wal.last_seq() + 1;
         assert!(wal.append(&payload(next), E0 + next as i64).is_err());
         std::fs::remove_file(&filler).unwrap();
-        // Space again: the same log takes appends, the numbering carries on.
+        // Space again: the same log takes appends, the numbering carries on. The freed space
+        // may take a moment to come back: a child forked by another test thread holds a copy
+        // of the filler's descriptor until it execs (this failed a CI run once).
         let last = next + 50;
-        append_n(&wal, next, last);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match wal.append(&payload(next), E0 + next as i64) {
+                Ok(seq) => {
+                    assert_eq!(seq, next);
+                    break;
+                }
+                Err(e) => assert!(
+                    std::time::Instant::now() < deadline,
+                    "no appends 10 s after space came back: {e}"
+                ),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        append_n(&wal, next + 1, last);
         wal.wait_durable(last).unwrap();
         assert!(wal.failing().is_none());
         drop(wal);
