@@ -24,6 +24,7 @@ use sluice_columns::parquet_file::{
 };
 use sluice_columns::view::{ChunkPlace, ColumnsView, HourFiles};
 
+use crate::facts::ReadFacts;
 use crate::filter::Filter;
 use crate::request::ReadRequest;
 
@@ -194,9 +195,7 @@ impl ColumnsSource {
         epoch: i64,
         subtype: &str,
         chunk: &str,
-        scanned: &mut u64,
-        path_seen: &mut [bool],
-        path_kinds: &mut [u8],
+        facts: &mut ReadFacts,
     ) -> Result<Vec<Value>, String> {
         if !self.cursors.contains_key(&place.path) {
             let file = self.view.file(&place.path).map_err(|e| e.to_string())?;
@@ -215,23 +214,23 @@ impl ColumnsSource {
                 place.events
             ));
         }
-        *scanned += rows.len() as u64;
+        facts.scanned += rows.len() as u64;
         let n_select = self.select.len();
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let event = row.event;
             for (i, p) in self.select.iter().map(|(p, ..)| p).enumerate() {
-                if let Some(seen) = path_seen.get_mut(i) {
+                if let Some(seen) = facts.path_seen.get_mut(i) {
                     *seen |= !p.eval(&event).is_empty();
                 }
             }
             if let Some(f) = &self.filter {
                 for (i, p) in f.paths().iter().enumerate() {
                     let found = p.eval(&event);
-                    if let Some(seen) = path_seen.get_mut(n_select + i) {
+                    if let Some(seen) = facts.path_seen.get_mut(n_select + i) {
                         *seen |= !found.is_empty();
                     }
-                    if let Some(kinds) = path_kinds.get_mut(n_select + i) {
+                    if let Some(kinds) = facts.path_kinds.get_mut(n_select + i) {
                         for v in found {
                             *kinds |= crate::facts::kind_of(v);
                         }

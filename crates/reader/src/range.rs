@@ -521,9 +521,7 @@ where
             key.epoch(),
             key.subtype(),
             &chunk,
-            &mut self.chunk.facts.scanned,
-            &mut self.chunk.facts.path_seen,
-            &mut self.chunk.facts.path_kinds,
+            &mut self.chunk.facts,
         )?;
         self.stats.chunks += 1;
         self.stats.from_columns += 1;
