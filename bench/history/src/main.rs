@@ -96,7 +96,12 @@ struct Options {
 
 fn repo_root() -> PathBuf {
     // bench/history → the workspace root.
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .nth(2)
+        .unwrap_or(manifest)
+        .to_path_buf()
 }
 
 /// The `sluice` built beside this program (the same target directory and profile, wherever
