@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use sluice_columns::layout::{hour_of, FileKind, HOUR};
-use sluice_columns::location::open_location;
+use sluice_columns::location::{open_location, LocalDir};
 use sluice_columns::tier::{Tier, TierConfig};
 use sluice_columns::view::ColumnsView;
 use sluice_reader::{format_time, parse_time, Zone};
@@ -66,13 +66,24 @@ impl Where {
         Ok((from, to))
     }
 
-    fn view(&self) -> Result<Arc<ColumnsView>> {
+    /// The columns location; `write` only for `rebuild`. Readers never modify it: opening a
+    /// directory for writing removes the temporary files of a crash, which beside a running
+    /// server are the files it is writing.
+    fn view(&self, write: bool) -> Result<Arc<ColumnsView>> {
         let spec = self
             .columns
             .clone()
             .unwrap_or_else(|| self.data.join("columns").display().to_string());
-        let location = open_location(&spec).with_context(|| format!("columns at {spec}"))?;
-        Ok(Arc::new(ColumnsView::new(Arc::from(location))))
+        let location: Arc<dyn sluice_columns::location::Location> =
+            if write || spec.starts_with("s3://") {
+                Arc::from(open_location(&spec).with_context(|| format!("columns at {spec}"))?)
+            } else {
+                Arc::new(
+                    LocalDir::open_read_only(std::path::Path::new(&spec))
+                        .with_context(|| format!("columns at {spec}"))?,
+                )
+            };
+        Ok(Arc::new(ColumnsView::new(location)))
     }
 
     fn store(&self) -> Result<Arc<dyn ReadStore>> {
@@ -100,7 +111,7 @@ pub fn run(cmd: ColumnsCommand) -> Result<()> {
 
 fn status(at: &Where) -> Result<()> {
     let (from, to) = at.range()?;
-    let view = at.view()?;
+    let view = at.view(false)?;
     let utc = Zone::utc();
     let (mut files, mut parts, mut rows, mut bytes, mut seconds) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut newest: Option<i64> = None;
@@ -192,7 +203,7 @@ fn status(at: &Where) -> Result<()> {
 
 fn verify(at: &Where) -> Result<()> {
     let (from, to) = at.range()?;
-    let view = at.view()?;
+    let view = at.view(false)?;
     let store = at.store()?;
     let report = sluice_columns::verify::verify(&view, &*store, from, to)?;
     if at.json {
@@ -225,7 +236,7 @@ fn verify(at: &Where) -> Result<()> {
 
 fn rebuild(at: &Where, collector_id: Option<String>) -> Result<()> {
     let (from, to) = at.range()?;
-    let view = at.view()?;
+    let view = at.view(true)?;
     let store = at.store()?;
     let config = TierConfig {
         owns_plain: collector_id.is_none(),
