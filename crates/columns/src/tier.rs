@@ -335,43 +335,31 @@ impl Tier {
     }
 
     fn first_missing_blob(&self, covers: &Covers) -> Result<Option<String>, TierError> {
-        let keys: Vec<(i64, String)> = covers
-            .chunks
-            .iter()
-            .filter_map(|c| {
-                let entry = IndexEntry::new(
-                    &covers.type_,
-                    &c.subtype,
-                    sluice_blob::ChunkId::parse(&c.chunk).ok()?,
-                )
-                .ok()?;
-                let ek = EpochKey::new(c.epoch, &covers.dc).ok()?;
-                Some((c.epoch, EventKey::from_parts(&ek, &entry).to_string()))
-            })
-            .collect();
-        for batch in keys.chunks(FETCH_BATCH) {
-            let index: BTreeSet<(i64, String)> = batch.iter().cloned().collect();
-            // The epoch index says what is stored without fetching the blobs.
-            let mut seen: BTreeMap<i64, BTreeSet<String>> = BTreeMap::new();
-            for (epoch, _) in &index {
-                if !seen.contains_key(epoch) {
-                    let entries = self.store.get_epoch_index(*epoch, &covers.dc)?;
-                    let keys = entries
-                        .iter()
-                        .filter_map(|t| IndexEntry::parse(t).ok())
-                        .filter_map(|e| {
-                            EpochKey::new(*epoch, &covers.dc)
-                                .ok()
-                                .map(|ek| EventKey::from_parts(&ek, &e).to_string())
-                        })
-                        .collect();
-                    seen.insert(*epoch, keys);
-                }
+        // The epoch index says what is stored without fetching the blobs: one read per second
+        // (the covers list chunks by second).
+        let mut stored: Option<(i64, BTreeSet<IndexEntry>)> = None;
+        for c in &covers.chunks {
+            if stored.as_ref().is_none_or(|(e, _)| *e != c.epoch) {
+                let entries = self
+                    .store
+                    .get_epoch_index(c.epoch, &covers.dc)?
+                    .iter()
+                    .filter_map(|t| IndexEntry::parse(t).ok())
+                    .collect();
+                stored = Some((c.epoch, entries));
             }
-            for (epoch, key) in index {
-                if !seen.get(&epoch).is_some_and(|s| s.contains(&key)) {
-                    return Ok(Some(key));
-                }
+            let entry = sluice_blob::ChunkId::parse(&c.chunk)
+                .ok()
+                .and_then(|chunk| IndexEntry::new(&covers.type_, &c.subtype, chunk).ok());
+            let held = match (&entry, &stored) {
+                (Some(e), Some((_, set))) => set.contains(e),
+                _ => false,
+            };
+            if !held {
+                return Ok(Some(format!(
+                    "{}:{}:{}:{}:{}",
+                    c.epoch, covers.dc, covers.type_, c.subtype, c.chunk
+                )));
             }
         }
         Ok(None)

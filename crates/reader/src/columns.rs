@@ -219,9 +219,10 @@ impl ColumnsSource {
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let event = row.event;
+            // What the hints need of the select paths: once each has been seen, nothing more.
             for (i, p) in self.select.iter().map(|(p, ..)| p).enumerate() {
-                if let Some(seen) = facts.path_seen.get_mut(i) {
-                    *seen |= !p.eval(&event).is_empty();
+                if let Some(seen) = facts.path_seen.get_mut(i).filter(|s| !**s) {
+                    *seen = !p.eval(&event).is_empty();
                 }
             }
             if let Some(f) = &self.filter {
