@@ -212,7 +212,7 @@ impl ReduceRead {
             let (done, failed) = py.allow_threads(|| {
                 for (n, item) in reader.by_ref().enumerate() {
                     match item {
-                        ReadItem::Event(e) => match sink.push(e.key.epoch(), &e.value) {
+                        ReadItem::Event(e) => match sink.push_read(&e) {
                             Ok(ready) => rows.extend(ready),
                             Err(err) => return (true, Some(err)),
                         },

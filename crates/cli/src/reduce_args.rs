@@ -75,7 +75,12 @@ struct Printer<W: Write> {
 
 impl<W: Write> Printer<W> {
     fn push(&mut self, epoch: i64, event: &sereal::Value) -> Result<()> {
-        for row in self.sink.push(epoch, event)? {
+        self.push_repeated(epoch, event, 1)
+    }
+
+    /// `n` equal events ([`sluice_reader::ReadEvent::repeat`]).
+    fn push_repeated(&mut self, epoch: i64, event: &sereal::Value, n: u64) -> Result<()> {
+        for row in self.sink.push_repeated(epoch, event, n)? {
             self.out.write(&row)?;
         }
         Ok(())
@@ -132,7 +137,7 @@ pub fn reduce_items<W: Write>(
     let mut p = printer(plan, out)?;
     for item in items {
         match item {
-            ReadItem::Event(e) => p.push(e.key.epoch(), &e.value)?,
+            ReadItem::Event(e) => p.push_repeated(e.key.epoch(), &e.value, e.repeat)?,
             ReadItem::Warning(w) => {
                 eprintln!("sluice: warning: {w}");
                 p.warnings += 1;

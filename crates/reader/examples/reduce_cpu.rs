@@ -85,8 +85,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for item in reader {
         match item {
             ReadItem::Event(e) => {
-                events += 1;
-                rows.extend(sink.push(e.key.epoch(), &e.value)?);
+                events += e.repeat;
+                rows.extend(sink.push_read(&e)?);
             }
             ReadItem::Warning(_) => warnings += 1,
             ReadItem::Notice(_) => {}

@@ -67,3 +67,12 @@ pub(crate) fn kind_of(v: &sereal::Value) -> u8 {
         _ => KIND_OTHER,
     }
 }
+
+/// The kind of a value read from a column.
+pub(crate) fn kind_of_scalar(v: crate::filter::Scalar<'_>) -> u8 {
+    match v {
+        crate::filter::Scalar::Int(_) | crate::filter::Scalar::Float(_) => KIND_NUMBER,
+        crate::filter::Scalar::Str(_) => KIND_STRING,
+        crate::filter::Scalar::Bool(_) | crate::filter::Scalar::Other => KIND_OTHER,
+    }
+}

@@ -225,6 +225,28 @@ impl Filter {
     pub fn matches_selected(&self, selected: &[Vec<Value>]) -> bool {
         eval(&self.expr, selected)
     }
+
+    /// Evaluate on at most one value per path, borrowed from columns (`None`: the path is
+    /// missing): what [`Filter::matches`] says of an event holding exactly those values.
+    pub fn matches_scalars(&self, found: &[Option<Scalar<'_>>]) -> bool {
+        eval_scalars(&self.expr, found)
+    }
+}
+
+/// A value as the filter sees it, borrowed from a column of a Parquet file (the column reads
+/// evaluate the filter on these before building any event): what such a column can hold.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A string's bytes.
+    Str(&'a [u8]),
+    /// A map or an array.
+    Other,
 }
 
 /// The kind of a literal in an expression (see [`Filter::comparisons`]).
@@ -345,6 +367,28 @@ fn eval<V: Borrow<Value>>(e: &Expr, found: &[Vec<V>]) -> bool {
     }
 }
 
+/// [`eval`] for one value per path (`None`: missing), as [`Filter::matches_scalars`] documents.
+fn eval_scalars(e: &Expr, found: &[Option<Scalar<'_>>]) -> bool {
+    let value = |p: usize| found.get(p).copied().flatten();
+    match e {
+        Expr::Or(items) => items.iter().any(|x| eval_scalars(x, found)),
+        Expr::And(items) => items.iter().all(|x| eval_scalars(x, found)),
+        Expr::Not(inner) => !eval_scalars(inner, found),
+        Expr::Exists(p) => value(*p).is_some(),
+        Expr::Compare(p, op, lit) => value(*p).is_some_and(|v| compare_scalar(v, *op, lit)),
+        Expr::In(p, lits) => {
+            value(*p).is_some_and(|v| lits.iter().any(|l| compare_scalar(v, Op::Eq, l)))
+        }
+        Expr::Matches(p, re, want) => value(*p).is_some_and(|v| {
+            let hit = match v {
+                Scalar::Str(b) => re.is_match(b),
+                _ => false,
+            };
+            hit == *want
+        }),
+    }
+}
+
 fn string_bytes(v: &Value) -> Option<&[u8]> {
     match v.resolve() {
         Value::String(s) => Some(s.as_bytes()),
@@ -366,12 +410,17 @@ fn number(v: &Value, coerce_strings: bool) -> Option<f64> {
         Value::UInt(u) => Some(*u as f64),
         Value::Float(f) => Some(*f),
         Value::Ref(inner) => number(inner, coerce_strings),
-        _ if coerce_strings => string_bytes(v)
-            .and_then(|b| std::str::from_utf8(b).ok())
-            .and_then(|s| s.trim().parse::<f64>().ok())
-            .filter(|f| f.is_finite()),
+        _ if coerce_strings => string_bytes(v).and_then(number_of_bytes),
         _ => None,
     }
+}
+
+/// A string that reads as a finite number, as that number.
+fn number_of_bytes(b: &[u8]) -> Option<f64> {
+    std::str::from_utf8(b)
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|f| f.is_finite())
 }
 
 fn compare(v: &Value, op: Op, lit: &Literal) -> bool {
@@ -387,8 +436,32 @@ fn compare(v: &Value, op: Op, lit: &Literal) -> bool {
         Literal::Number(n) => number(v, true).and_then(|x| x.partial_cmp(n)),
         Literal::Str(s) => string_bytes(v).map(|b| b.cmp(s.as_bytes())),
     };
+    let null_is_undef = matches!(lit, Literal::Null) && matches!(v.resolve(), Value::Undef);
+    decide(op, ordering, null_is_undef)
+}
+
+/// [`compare`] for a value of a column (never undefined: a column holds no `null`s, they travel
+/// in `_rest`): the same rules, without building the value.
+fn compare_scalar(v: Scalar<'_>, op: Op, lit: &Literal) -> bool {
+    let ordering: Option<Ordering> = match (lit, v) {
+        (Literal::Null, _) => None,
+        (Literal::Bool(b), Scalar::Bool(x)) => Some(x.cmp(b)),
+        (Literal::Bool(_), _) => None,
+        (Literal::Number(n), Scalar::Int(i)) => (i as f64).partial_cmp(n),
+        (Literal::Number(n), Scalar::Float(f)) => f.partial_cmp(n),
+        (Literal::Number(n), Scalar::Str(b)) => number_of_bytes(b).and_then(|x| x.partial_cmp(n)),
+        (Literal::Number(_), _) => None,
+        (Literal::Str(s), Scalar::Str(b)) => Some(b.cmp(s.as_bytes())),
+        (Literal::Str(_), _) => None,
+    };
+    decide(op, ordering, false)
+}
+
+/// A comparison's outcome from the ordering of the value against the literal (`None`: not
+/// comparable) and whether both are null.
+fn decide(op: Op, ordering: Option<Ordering>, null_is_undef: bool) -> bool {
     match (op, ordering) {
-        (Op::Ne, None) => !matches!(lit, Literal::Null) || !matches!(v.resolve(), Value::Undef),
+        (Op::Ne, None) => !null_is_undef,
         (_, None) => false,
         (Op::Eq, Some(o)) => o == Ordering::Equal,
         (Op::Ne, Some(o)) => o != Ordering::Equal,
@@ -893,6 +966,55 @@ mod tests {
         ] {
             let f = Filter::parse(text).expect(text);
             assert_eq!(f.matches_one(&Value::Int(500)), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn scalars_agree_with_the_lists() {
+        // Every kind a column holds, against every kind of expression, missing paths included.
+        let values: Vec<(Option<Value>, Option<Scalar<'_>>)> = vec![
+            (None, None),
+            (Some(Value::Int(499)), Some(Scalar::Int(499))),
+            (Some(Value::Int(500)), Some(Scalar::Int(500))),
+            (Some(Value::Float(500.0)), Some(Scalar::Float(500.0))),
+            (Some(Value::Float(f64::NAN)), Some(Scalar::Float(f64::NAN))),
+            (Some(Value::String("500".into())), Some(Scalar::Str(b"500"))),
+            (Some(Value::String(" 7 ".into())), Some(Scalar::Str(b" 7 "))),
+            (
+                Some(Value::String("/api/x".into())),
+                Some(Scalar::Str(b"/api/x")),
+            ),
+            (Some(Value::Bool(true)), Some(Scalar::Bool(true))),
+            (Some(Value::Hash(vec![])), Some(Scalar::Other)),
+            (
+                Some(Value::Array(vec![Value::Int(500)])),
+                Some(Scalar::Other),
+            ),
+        ];
+        for text in [
+            "status >= 500",
+            "status < 500",
+            "status == 500",
+            "status != 500",
+            "status == null",
+            "status != null",
+            "status == \"500\"",
+            "status > \"4\"",
+            "status == true",
+            "status != false",
+            "status in [500, \"x\", true]",
+            "exists status",
+            "not exists status",
+            "status ~ \"^/api\"",
+            "status !~ \"^/api\"",
+            "status contains \"pi\"",
+            "status >= 500 or not status == 7",
+        ] {
+            let f = Filter::parse(text).expect(text);
+            for (v, s) in &values {
+                let lists = f.matches_selected(&[v.iter().cloned().collect()]);
+                assert_eq!(f.matches_scalars(&[*s]), lists, "{text} on {v:?}");
+            }
         }
     }
 }

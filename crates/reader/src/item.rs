@@ -18,6 +18,9 @@ pub struct ReadEvent {
     pub key: Arc<EventKey>,
     /// The event (a map), or with a `select` the map of selected paths.
     pub value: Value,
+    /// How many identical events this one stands for: 1, unless [`crate::ReadOptions::repeats`]
+    /// let the columns hand over one sparse event for several equal ones.
+    pub repeat: u64,
 }
 
 /// Something that went wrong with part of a range: the part is skipped, the read goes on.

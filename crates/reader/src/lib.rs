@@ -44,7 +44,7 @@ pub mod time;
 pub mod transform;
 
 pub use facts::ReadFacts;
-pub use filter::{Filter, FilterError, LiteralKind};
+pub use filter::{Filter, FilterError, LiteralKind, Scalar};
 pub use item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
 pub use output::{
     write_items, write_items_noting, EventWriter, FormatError, OutputFormat, WriteSummary,

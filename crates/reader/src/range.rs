@@ -176,6 +176,7 @@ where
                 view.clone(),
                 &req,
                 opts.needs.as_deref(),
+                opts.repeats,
             )),
             _ => None,
         };
@@ -496,6 +497,7 @@ where
                         ReadItem::Event(ReadEvent {
                             key: key.clone(),
                             value,
+                            repeat: 1,
                         })
                     })),
                     Err(reason) => self.out.push_back(warn(reason)),
@@ -526,10 +528,11 @@ where
         self.stats.chunks += 1;
         self.stats.from_columns += 1;
         let key = Arc::new(key.clone());
-        self.out.extend(values.into_iter().map(|value| {
+        self.out.extend(values.into_iter().map(|(value, repeat)| {
             ReadItem::Event(ReadEvent {
                 key: key.clone(),
                 value,
+                repeat,
             })
         }));
         Ok(())
@@ -547,7 +550,7 @@ where
         loop {
             if let Some(item) = self.out.pop_front() {
                 match &item {
-                    ReadItem::Event(_) => self.stats.events += 1,
+                    ReadItem::Event(e) => self.stats.events += e.repeat,
                     ReadItem::Warning(_) => self.stats.warnings += 1,
                     ReadItem::Notice(_) => {}
                 }

@@ -512,17 +512,18 @@ fn numeric(v: &Value) -> Option<(f64, Option<i128>, Value)> {
 }
 
 impl Acc {
-    fn add(&mut self, v: &Value) {
+    /// Adds `v`, `n` times.
+    fn add(&mut self, v: &Value, n: u64) {
         let Some((f, int, shown)) = numeric(v) else {
             return;
         };
         if self.n == 0 {
             self.all_int = true;
         }
-        self.n += 1;
-        self.float_sum += f;
+        self.n += n;
+        self.float_sum += if n == 1 { f } else { f * n as f64 };
         match int {
-            Some(i) => self.int_sum = self.int_sum.saturating_add(i),
+            Some(i) => self.int_sum = self.int_sum.saturating_add(i.saturating_mul(i128::from(n))),
             None => self.all_int = false,
         }
         if self.min.as_ref().is_none_or(|(m, _)| f < *m) {
@@ -616,9 +617,16 @@ impl Reducer {
 
     /// Adds one event of second `epoch`.
     pub fn push(&mut self, epoch: i64, event: &Value) -> Result<(), ReduceError> {
+        self.push_repeated(epoch, event, 1)
+    }
+
+    /// Adds `n` equal events of second `epoch` ([`crate::ReadEvent::repeat`]): exact for every
+    /// aggregate but a float `sum` / `avg`, whose additions round in another order (so
+    /// [`Plan::narrow_read`] asks for repeats only for count, min and max).
+    pub fn push_repeated(&mut self, epoch: i64, event: &Value, n: u64) -> Result<(), ReduceError> {
         let start = self.window_of(epoch);
         if self.handed_out_before.is_some_and(|b| start < b) {
-            self.late += 1;
+            self.late += n;
             return Ok(());
         }
         // The group's key as JSON texts (how keys compare), in a buffer kept across events: the
@@ -659,15 +667,15 @@ impl Reducer {
         };
         self.key_scratch = key_bytes;
         let group = &mut window.groups[at];
-        group.count += 1;
+        group.count += n;
         for (agg, acc) in self.spec.aggs.iter().zip(group.accs.iter_mut()) {
             if let Some(p) = &agg.path {
                 for v in p.eval(event) {
-                    acc.add(v);
+                    acc.add(v, n);
                 }
             }
         }
-        self.events += 1;
+        self.events += n;
         Ok(())
     }
 
@@ -791,7 +799,14 @@ impl Plan {
     /// can be among the top are decoded). The rows are those of whole events.
     pub fn narrow_read(&self, opts: &mut ReadOptions) {
         match self {
-            Plan::Reduce(_) => opts.needs = self.paths(),
+            Plan::Reduce(spec) => {
+                opts.needs = self.paths();
+                // Equal events may come as one with a count where that changes no aggregate.
+                opts.repeats = spec
+                    .aggs
+                    .iter()
+                    .all(|a| matches!(a.kind, AggKind::Count | AggKind::Min | AggKind::Max));
+            }
             Plan::Top { by, n } => {
                 // `PlanArgs::plan` checked the path; a plan built otherwise reads whole events.
                 opts.top = Path::parse(by).ok().map(|p| (p, *n));
@@ -873,13 +888,30 @@ impl Sink {
 
     /// Adds one event of second `epoch`; returns the rows now complete.
     pub fn push(&mut self, epoch: i64, event: &Value) -> Result<Vec<Value>, ReduceError> {
+        self.push_repeated(epoch, event, 1)
+    }
+
+    /// Adds an event read ([`crate::ReadEvent::repeat`] times); returns the rows now complete.
+    pub fn push_read(&mut self, event: &crate::ReadEvent) -> Result<Vec<Value>, ReduceError> {
+        self.push_repeated(event.key.epoch(), &event.value, event.repeat)
+    }
+
+    /// Adds `n` equal events of second `epoch`; returns the rows now complete.
+    pub fn push_repeated(
+        &mut self,
+        epoch: i64,
+        event: &Value,
+        n: u64,
+    ) -> Result<Vec<Value>, ReduceError> {
         match self {
             Sink::Reduce(r) => {
-                r.push(epoch, event)?;
+                r.push_repeated(epoch, event, n)?;
                 Ok(r.ready())
             }
             Sink::Top(t) => {
-                t.push(event);
+                for _ in 0..n {
+                    t.push(event);
+                }
                 Ok(Vec::new())
             }
         }

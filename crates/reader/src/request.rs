@@ -91,6 +91,13 @@ pub struct ReadOptions {
     /// the rest are never decoded. The top events of the read are the same. `None`: every
     /// event. Ignored with a `select`.
     pub top: Option<(sereal::Path, usize)>,
+    /// With [`ReadOptions::needs`]: the consumer counts [`crate::ReadEvent::repeat`], so the column
+    /// reads may hand over one event for equal ones of a chunk (equal in every needed path: a
+    /// count by status then builds one event per status and chunk, not one per row). Only for
+    /// consumers whose result does not depend on how many times an equal event is pushed
+    /// apart from its count ([`crate::reduce::Plan::narrow_read`] sets it for count, min and
+    /// max). Default false.
+    pub repeats: bool,
 }
 
 impl Default for ReadOptions {
@@ -104,6 +111,7 @@ impl Default for ReadOptions {
             columns: None,
             needs: None,
             top: None,
+            repeats: false,
         }
     }
 }

@@ -267,8 +267,8 @@ const WHERES: &[Option<&str>] = &[
 /// field the plan does not read) came out of the reader.
 struct Run {
     rows: Vec<String>,
-    events: usize,
-    with_request_id: usize,
+    events: u64,
+    with_request_id: u64,
     chunks: usize,
 }
 
@@ -285,11 +285,11 @@ fn run(store: &dyn Store, plan: &Plan, selection: &Selection, narrow: bool) -> R
     for item in &mut reader {
         match item {
             ReadItem::Event(e) => {
-                events += 1;
+                events += e.repeat;
                 if e.value.get("request_id").is_some() {
-                    with_request_id += 1;
+                    with_request_id += e.repeat;
                 }
-                rows.extend(sink.push(e.key.epoch(), &e.value).expect("push"));
+                rows.extend(sink.push_read(&e).expect("push"));
             }
             ReadItem::Warning(w) => panic!("warning: {w}"),
             ReadItem::Notice(n) => panic!("notice: {n}"),
@@ -343,9 +343,10 @@ fn narrowed_reduce_reads_give_the_rows_of_whole_events() {
                 Plan::Top { n, .. } => {
                     // Each chunk gives at most its own top n: fewer than the range (unless
                     // the where keeps fewer than that).
-                    let fewer = lazy.events < full.events || full.events <= n * lazy.chunks;
+                    let fewer =
+                        lazy.events < full.events || full.events <= (n * lazy.chunks) as u64;
                     assert!(
-                        lazy.events <= n * lazy.chunks && fewer,
+                        lazy.events <= (n * lazy.chunks) as u64 && fewer,
                         "{what}: {} of {} events out of {} chunks",
                         lazy.events,
                         full.events,
@@ -531,7 +532,10 @@ fn an_unreadable_chunk_does_not_raise_the_top_bar() {
         let req = ReadRequest::new(START, START + 2);
         for item in RangeReader::new(&store, req, opts).expect("read") {
             match item {
-                ReadItem::Event(e) => assert!(sink.push(0, &e.value).expect("push").is_empty()),
+                ReadItem::Event(e) => assert!(sink
+                    .push_repeated(0, &e.value, e.repeat)
+                    .expect("push")
+                    .is_empty()),
                 ReadItem::Warning(_) => warnings += 1,
                 ReadItem::Notice(n) => panic!("{n}"),
             }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float64Type, Int64Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow_schema::DataType;
 use sereal::{Key, Value};
 
@@ -14,6 +14,7 @@ use super::{
 };
 
 /// What a column holds for the event.
+#[derive(Debug, Clone)]
 enum Role {
     /// The field of this name.
     Field(Key),
@@ -28,47 +29,114 @@ enum Role {
 /// A batch (possibly projected: any subset of columns, the hidden ones required) → rows; each
 /// event holds the fields present (non-null) in the columns read, then `_rest`'s fields.
 pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
-    let schema = batch.schema();
-    let column = |name: &str| {
-        schema
-            .index_of(name)
-            .map(|i| batch.column(i).clone())
-            .map_err(|_| ConvertError::Column(name.to_owned()))
-    };
-    let epochs = column(EPOCH_COLUMN)?;
-    let epochs = epochs
-        .as_primitive_opt::<Int64Type>()
-        .ok_or_else(|| ConvertError::Column(EPOCH_COLUMN.into()))?;
-    let subtypes = column(SUBTYPE_COLUMN)?;
-    let subtypes = subtypes
-        .as_string_opt::<i32>()
-        .ok_or_else(|| ConvertError::Column(SUBTYPE_COLUMN.into()))?;
-    let chunks = column(CHUNK_COLUMN)?;
-    let chunks = chunks
-        .as_string_opt::<i32>()
-        .ok_or_else(|| ConvertError::Column(CHUNK_COLUMN.into()))?;
-    let mut roles: Vec<(Role, ArrayRef)> = Vec::new();
-    for (i, f) in schema.fields().iter().enumerate() {
-        let name = f.name().as_str();
-        let role = match name {
-            EPOCH_COLUMN | SUBTYPE_COLUMN | CHUNK_COLUMN => continue,
-            REST_COLUMN => Role::Rest,
-            INTS_COLUMN => Role::Ints,
-            _ => match name.strip_suffix(STR_SUFFIX) {
-                Some(base) if f.data_type() == &DataType::Utf8 => {
-                    Role::Strings(Key::Utf8(Arc::from(base)))
-                }
-                _ => Role::Field(Key::Utf8(Arc::from(name))),
-            },
-        };
-        roles.push((role, batch.column(i).clone()));
+    let rows = BatchRows::new(batch)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in 0..rows.len() {
+        out.push(RowOut {
+            epoch: rows.epoch(row),
+            subtype: rows.subtype(row).to_owned(),
+            chunk: rows.chunk(row).to_owned(),
+            event: rows.event(row)?,
+        });
     }
-    let mut out = Vec::with_capacity(batch.num_rows());
-    for row in 0..batch.num_rows() {
+    Ok(out)
+}
+
+/// A batch read back row by row, on demand: the key columns of any row, and the event of only
+/// the rows asked for (a filtered read builds the events it keeps, not the others).
+#[derive(Debug, Clone)]
+pub struct BatchRows {
+    batch: RecordBatch,
+    epochs: Int64Array,
+    subtypes: StringArray,
+    chunks: StringArray,
+    /// Every other column, with what it holds for the event.
+    roles: Vec<(Role, ArrayRef)>,
+}
+
+impl BatchRows {
+    /// The rows of `batch`; fails when a hidden column is missing or not of its type.
+    pub fn new(batch: &RecordBatch) -> Result<BatchRows, ConvertError> {
+        let schema = batch.schema();
+        let column = |name: &str| {
+            schema
+                .index_of(name)
+                .map(|i| batch.column(i).clone())
+                .map_err(|_| ConvertError::Column(name.to_owned()))
+        };
+        let epochs = column(EPOCH_COLUMN)?
+            .as_primitive_opt::<Int64Type>()
+            .cloned()
+            .ok_or_else(|| ConvertError::Column(EPOCH_COLUMN.into()))?;
+        let subtypes = column(SUBTYPE_COLUMN)?
+            .as_string_opt::<i32>()
+            .cloned()
+            .ok_or_else(|| ConvertError::Column(SUBTYPE_COLUMN.into()))?;
+        let chunks = column(CHUNK_COLUMN)?
+            .as_string_opt::<i32>()
+            .cloned()
+            .ok_or_else(|| ConvertError::Column(CHUNK_COLUMN.into()))?;
+        let mut roles: Vec<(Role, ArrayRef)> = Vec::new();
+        for (i, f) in schema.fields().iter().enumerate() {
+            let name = f.name().as_str();
+            let role = match name {
+                EPOCH_COLUMN | SUBTYPE_COLUMN | CHUNK_COLUMN => continue,
+                REST_COLUMN => Role::Rest,
+                INTS_COLUMN => Role::Ints,
+                _ => match name.strip_suffix(STR_SUFFIX) {
+                    Some(base) if f.data_type() == &DataType::Utf8 => {
+                        Role::Strings(Key::Utf8(Arc::from(base)))
+                    }
+                    _ => Role::Field(Key::Utf8(Arc::from(name))),
+                },
+            };
+            roles.push((role, batch.column(i).clone()));
+        }
+        Ok(BatchRows {
+            batch: batch.clone(),
+            epochs,
+            subtypes,
+            chunks,
+            roles,
+        })
+    }
+
+    /// The batch.
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.epochs.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.epochs.is_empty()
+    }
+
+    /// The second of `row`.
+    pub fn epoch(&self, row: usize) -> i64 {
+        self.epochs.value(row)
+    }
+
+    /// The subtype of `row`.
+    pub fn subtype(&self, row: usize) -> &str {
+        self.subtypes.value(row)
+    }
+
+    /// The chunk id of `row`.
+    pub fn chunk(&self, row: usize) -> &str {
+        self.chunks.value(row)
+    }
+
+    /// The event of `row` (the fields of the columns read).
+    pub fn event(&self, row: usize) -> Result<Value, ConvertError> {
         let mut entries: Vec<(Key, Value)> = Vec::new();
         let mut whole: Option<Value> = None;
         let mut ints: Option<&str> = None;
-        for (role, array) in &roles {
+        for (role, array) in &self.roles {
             if array.is_null(row) {
                 continue;
             }
@@ -110,14 +178,8 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<RowOut>, ConvertError> {
                 restore_int(&mut entries, path);
             }
         }
-        out.push(RowOut {
-            epoch: epochs.value(row),
-            subtype: subtypes.value(row).to_owned(),
-            chunk: chunks.value(row).to_owned(),
-            event: whole.unwrap_or(Value::Hash(entries)),
-        });
+        Ok(whole.unwrap_or(Value::Hash(entries)))
     }
-    Ok(out)
 }
 
 /// Turns the float at `path` (keys and indexes) back into the integer it was.

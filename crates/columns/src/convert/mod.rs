@@ -27,7 +27,7 @@ mod schema;
 mod to_arrow;
 
 pub use arrow_array::RecordBatch;
-pub use from_arrow::from_batch;
+pub use from_arrow::{from_batch, BatchRows};
 pub use schema::{columns_for_field, TypeSchema, DEFAULT_COLUMN_CAP};
 pub use to_arrow::to_batch;
 

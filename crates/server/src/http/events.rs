@@ -277,8 +277,8 @@ fn stream_range(
     for item in &mut reader {
         match item {
             ReadItem::Event(e) if sink.is_some() => {
-                served += 1;
-                let rows = sink.as_mut().map(|s| s.push(e.key.epoch(), &e.value));
+                served += e.repeat;
+                let rows = sink.as_mut().map(|s| s.push_read(&e));
                 match rows {
                     Some(Ok(rows)) => {
                         for row in rows {
