@@ -9,6 +9,7 @@ mod cat_cmd;
 mod columns_cmd;
 mod counts_cmd;
 mod emit_cmd;
+mod export_cmd;
 mod gen_cmd;
 mod output;
 mod reduce_args;
@@ -59,6 +60,9 @@ enum Command {
     /// The columnar history tier: what the Parquet files cover, verify them, rebuild hours.
     #[command(subcommand)]
     Columns(columns_cmd::ColumnsCommand),
+    /// Write a time range's events (with --where / --select) as Parquet files for an analyst
+    /// (`OUT/dc=…/type=…/part-N.parquet`, the history tier's layout).
+    Export(export_cmd::ExportArgs),
     /// Manage substreams: write-time transformations whose small results consumers read
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
@@ -141,6 +145,7 @@ fn main() -> ExitCode {
         Command::Tail(args) => tail_cmd::run(args),
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Columns(cmd) => columns_cmd::run(cmd),
+        Command::Export(args) => export_cmd::run(args),
         Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),

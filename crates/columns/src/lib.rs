@@ -17,6 +17,7 @@
 //! - [`parquet_file`]: writing and opening one Parquet file (the writer's knobs in one place).
 //! - [`layout`]: file paths (`date=…/hour=…/dc=…/type=…/…parquet`) and their parsing.
 //! - [`covers`]: what a file holds (blob keys, SHA-1s, event counts), kept in its footer.
+//! - [`export`]: events read back → Arrow batches per (dc, type), for `sluice export` and pyarrow.
 //! - [`location`]: where files live (a local directory, or an S3 bucket), atomic puts.
 //! - [`tier`]: the writer (parts every minute, hour merges, expiry, rebuild).
 //! - [`view`]: the read side: per hour, which file holds which chunk.
@@ -27,6 +28,7 @@
 
 pub mod convert;
 pub mod covers;
+pub mod export;
 pub mod layout;
 pub mod location;
 pub mod parquet_file;
