@@ -42,10 +42,10 @@ fi
 if ! "$VPY" -c 'import duckdb' 2>/dev/null; then
   "$VPY" -m pip install -q --disable-pip-version-check duckdb >&2
 fi
-# pyarrow is optional for users (Events.to_arrow) but tested here; a failed install only skips
-# that test (SLUICE_WITH_ARROW=0 does not try).
+# pyarrow is optional for users (to_arrow, iter_batches) but tested here: its absence fails the tests
+# that need it (SLUICE_WITH_ARROW=0 does not install it).
 if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pyarrow' 2>/dev/null; then
-  "$VPY" -m pip install -q --disable-pip-version-check pyarrow >&2 || echo "python-setup: pyarrow not installed (to_arrow test skipped)" >&2
+  "$VPY" -m pip install -q --disable-pip-version-check pyarrow >&2
 fi
 
 export PATH="$HOME/.cargo/bin:$PATH"

@@ -295,6 +295,8 @@ class Reader:
         self.binary = binary
         self.substream = substream
         self.fallback = fallback
+        #: The warnings (unreadable chunks) of the last :meth:`iter_batches` / :meth:`to_arrow`.
+        self.warnings: List[ReadWarning] = []
         if server is not None:
             u = urllib.parse.urlsplit(server)
             if u.scheme not in ("http", "https") or not u.hostname:
@@ -372,6 +374,95 @@ class Reader:
         if not paths:
             ev._reduce_read = (self, t0, t1, (dc, type, subtype, where))
         return ev
+
+    def iter_batches(
+        self,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        *,
+        dc: Optional[str] = None,
+        type: Optional[str] = None,
+        subtype: Optional[str] = None,
+        select: Union[None, str, Sequence[str]] = None,
+        where: Optional[str] = None,
+        rows_per_batch: int = 65536,
+    ) -> Iterator[Any]:
+        """The events of ``start <= epoch < end`` as ``pyarrow.RecordBatch`` es, with bounded
+        memory: at most ``rows_per_batch`` events per (dc, type) are held at once, so a week of
+        events that does not fit in memory streams through.
+
+        From a data directory the events become columns in Rust, in the history tier's layout
+        (docs/history.md): ``_epoch``, ``_subtype``, ``_chunk``, a column per field (objects as
+        structs, arrays as lists) whose type sticks per (dc, type) for the read, ``<field>__str``
+        for strings where the field holds another type, ``_ints`` and ``_rest`` (Sereal bytes of
+        what fits no column: decode with :func:`sluice.sereal.loads`). Each batch holds one
+        (dc, type): its schema's metadata has ``sluice.dc`` and ``sluice.type``. Column files
+        are read where they cover. From a server, each batch is built from the events read
+        (``pyarrow.RecordBatch.from_pylist``). Needs ``pyarrow``.
+
+        Raises:
+            ReadError: as for :meth:`read`.
+        """
+        try:
+            import pyarrow as pa
+        except ImportError as e:
+            raise ImportError("iter_batches() needs pyarrow: pip install pyarrow") from e
+        if rows_per_batch < 1:
+            raise ValueError("rows_per_batch must be at least 1")
+        now = int(time.time())
+        t0 = _epoch(start, now)
+        t1 = now if end is None else _epoch(end, now)
+        paths = _paths(select)
+        native = None
+        if self.data_dir is not None and self.substream is None:
+            try:
+                native = _native.open_batches(
+                    self.data_dir, t0, t1, dc=dc, type_=type, subtype=subtype,
+                    select=paths, where_=where, rows_per_batch=rows_per_batch,
+                )
+            except ReadError:
+                if self._live_server() is None:
+                    raise
+        if native is None:
+            events = self.read(t0, t1, dc=dc, type=type, subtype=subtype, select=select, where=where)
+            with events:
+                rows: List[Dict[str, Any]] = []
+                for e in events:
+                    rows.append(e)
+                    if len(rows) >= rows_per_batch:
+                        yield pa.RecordBatch.from_pylist(rows)
+                        rows = []
+                if rows:
+                    yield pa.RecordBatch.from_pylist(rows)
+            self.warnings = list(events.warnings)
+            return
+        self.warnings = []
+        try:
+            while True:
+                data = native.next_ipc()
+                self.warnings += [ReadWarning(k, r) for k, r in native.take_warnings()]
+                if data is None:
+                    return
+                yield pa.ipc.open_stream(data).read_next_batch()
+        finally:
+            native.close()
+
+    def to_arrow(
+        self,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        **kwargs: Any,
+    ) -> Any:
+        """The events of ``start <= epoch < end`` as one ``pyarrow.Table``: the batches of
+        :meth:`iter_batches` (same arguments), their schemas merged by name (a field's column
+        types are promoted where (dc, type)s differ). Warnings of the read are in
+        :attr:`warnings`. Needs ``pyarrow``."""
+        import pyarrow as pa
+
+        tables = [pa.Table.from_batches([b]) for b in self.iter_batches(start, end, **kwargs)]
+        if not tables:
+            return pa.table({})
+        return pa.concat_tables(tables, promote_options="permissive")
 
     def reduce(
         self,

@@ -23,6 +23,7 @@ use pyo3::types::PyType;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod arrow;
 mod codec;
 mod convert;
 mod decode;
@@ -65,6 +66,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::pack_events, m)?)?;
     m.add_class::<codec::Packed>()?;
     m.add_function(wrap_pyfunction!(reader::open_range, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow::open_batches, m)?)?;
+    m.add_class::<arrow::BatchIter>()?;
     m.add_function(wrap_pyfunction!(reader::open_tail, m)?)?;
     m.add_function(wrap_pyfunction!(reader::parse_time, m)?)?;
     m.add_class::<reader::RangeIter>()?;

@@ -178,7 +178,9 @@ pub fn open_range(
         no_fallback,
     )?;
     let store = open_store(py, dir)?;
-    let opts = read_options(py, &store, &selection)?;
+    let mut opts = read_options(py, &store, &selection)?;
+    // As `sluice cat --data`: the column files where they cover (same answer).
+    opts.columns = sluice_columns::view::data_dir_view(FsPath::new(dir));
     let req = ReadRequest::selected(start, end, selection);
     let reader = py
         .allow_threads(|| RangeReader::new(store, req, opts))

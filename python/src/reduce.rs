@@ -315,6 +315,8 @@ pub fn open_reduce(
     )?;
     let store = open_store(py, dir)?;
     let mut opts = read_options(py, &store, &selection)?;
+    // As `sluice cat --data`: the column files where they cover (same rows).
+    opts.columns = sluice_columns::view::data_dir_view(std::path::Path::new(dir));
     plan.narrow_read(&mut opts);
     let sink = Sink::new(plan).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let req = ReadRequest::selected(start, end, selection);

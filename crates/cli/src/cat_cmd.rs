@@ -84,7 +84,7 @@ pub fn run(a: CatArgs) -> Result<()> {
                 let mut opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 opts.verify_sha1 = a.verify_sha1;
                 if !a.no_columns && a.store.is_none() {
-                    opts.columns = crate::columns_cmd::data_dir_view(&a.data);
+                    opts.columns = sluice_columns::view::data_dir_view(&a.data);
                 }
                 // A reduce reads only the fields it names (lazily, from blobs and columns).
                 if let Some(plan) = &reduce {

@@ -258,13 +258,3 @@ fn rebuild(at: &Where, collector_id: Option<String>) -> Result<()> {
     }
     Ok(())
 }
-
-/// The default columns location of a data directory, for commands that read (`cat`).
-pub(crate) fn data_dir_view(data: &std::path::Path) -> Option<Arc<ColumnsView>> {
-    let dir = data.join("columns");
-    if !dir.is_dir() {
-        return None;
-    }
-    let location = sluice_columns::location::LocalDir::open_read_only(&dir).ok()?;
-    Some(Arc::new(ColumnsView::new(Arc::new(location))))
-}

@@ -114,7 +114,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
             crate::store_arg::ReadSource::Store(store) => {
                 let mut opts = sluice_substreams::view::read_options(&*store, &selection)?;
                 if !a.no_columns && a.store.is_none() {
-                    opts.columns = crate::columns_cmd::data_dir_view(&a.data);
+                    opts.columns = sluice_columns::view::data_dir_view(&a.data);
                 }
                 let req = ReadRequest::selected(from, to, selection);
                 for item in RangeReader::new(&*store, req, opts)? {

@@ -299,3 +299,15 @@ impl ColumnsView {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// The column files of a data directory (`DATA/columns`), opened read-only: what a reader of a
+/// data directory (`sluice cat`, the Python `Reader`) reads besides its blobs. `None` when the
+/// directory has none.
+pub fn data_dir_view(data: &std::path::Path) -> Option<Arc<ColumnsView>> {
+    let dir = data.join("columns");
+    if !dir.is_dir() {
+        return None;
+    }
+    let location = crate::location::LocalDir::open_read_only(&dir).ok()?;
+    Some(Arc::new(ColumnsView::new(Arc::new(location))))
+}
