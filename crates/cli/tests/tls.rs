@@ -193,10 +193,10 @@ impl Serve {
             assert!(Instant::now() < deadline, "sluice serve did not start");
             std::thread::sleep(Duration::from_millis(20));
         };
-        let text = std::fs::read_to_string(&log).expect("log");
-        let tcp = text
-            .lines()
-            .find_map(|l| {
+        // DATA/SERVER may be written a moment before the "serving from" line is logged.
+        let tcp = loop {
+            let text = std::fs::read_to_string(&log).expect("log");
+            let found = text.lines().find_map(|l| {
                 let rest = l.split_once("serving from")?.1;
                 let t = rest.split_once("tcp ")?.1;
                 t.split([',', ')'])
@@ -204,8 +204,13 @@ impl Serve {
                     .trim()
                     .parse::<SocketAddr>()
                     .ok()
-            })
-            .unwrap_or_else(|| panic!("no tcp address in the log:\n{text}"));
+            });
+            match found {
+                Some(tcp) => break tcp,
+                None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                None => panic!("no tcp address in the log:\n{text}"),
+            }
+        };
         Serve {
             child,
             http,

@@ -76,8 +76,11 @@ pub struct TierConfig {
     pub owner: String,
     /// Whether plain-number chunks are ours (a collector without an id).
     pub owns_plain: bool,
-    /// The Parquet writer's knobs.
+    /// The Parquet writer's knobs (hour files).
     pub write: WriteOptions,
+    /// The zstd level of parts (default 1): a part lives until its hour is merged, so it is
+    /// written cheaply; compression was 19 % of a conversion's CPU at level 9.
+    pub part_zstd_level: i32,
     /// Seconds columns are kept (None: forever).
     pub retention: Option<i64>,
     /// Per-type retention, overriding `retention`.
@@ -98,6 +101,7 @@ impl Default for TierConfig {
             owner: "local".into(),
             owns_plain: true,
             write: WriteOptions::default(),
+            part_zstd_level: 1,
             retention: None,
             retention_by_type: BTreeMap::new(),
             lookback_hours: 24,
@@ -573,8 +577,14 @@ impl Tier {
             (COVERS_KEY.to_owned(), covers.to_json()),
             (SCHEMA_KEY.to_owned(), schema_json),
         ];
-        let bytes = write_file(&batches, &metadata, &self.config.write)
-            .map_err(|e| write_err(e.to_string()))?;
+        let opts = match kind {
+            FileKind::Part { .. } => WriteOptions {
+                zstd_level: self.config.part_zstd_level,
+                ..self.config.write.clone()
+            },
+            FileKind::Hour => self.config.write.clone(),
+        };
+        let bytes = write_file(&batches, &metadata, &opts).map_err(|e| write_err(e.to_string()))?;
         self.view.location().put(&path, &bytes)?;
         self.view.forget(&path);
         self.view.invalidate(name.hour);
