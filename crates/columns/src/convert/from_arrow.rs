@@ -16,8 +16,8 @@ use super::{
 /// What a column holds for the event.
 #[derive(Debug, Clone)]
 enum Role {
-    /// The field of this name.
-    Field(Key),
+    /// The field of this name, with the keys of its nested objects.
+    Field(Key, Shape),
     /// Strings of the field of this name.
     Strings(Key),
     /// `_rest`.
@@ -87,7 +87,7 @@ impl BatchRows {
                     Some(base) if f.data_type() == &DataType::Utf8 => {
                         Role::Strings(Key::Utf8(Arc::from(base)))
                     }
-                    _ => Role::Field(Key::Utf8(Arc::from(name))),
+                    _ => Role::Field(Key::Utf8(Arc::from(name)), Shape::of(f.data_type())),
                 },
             };
             roles.push((role, batch.column(i).clone()));
@@ -141,7 +141,9 @@ impl BatchRows {
                 continue;
             }
             match role {
-                Role::Field(key) => entries.push((key.clone(), value_at(array, row)?)),
+                Role::Field(key, shape) => {
+                    entries.push((key.clone(), value_at(array, row, shape)?))
+                }
                 Role::Strings(key) => {
                     let s = array.as_string_opt::<i32>().ok_or_else(|| {
                         ConvertError::Column(format!(
@@ -213,8 +215,40 @@ fn restore_int(entries: &mut [(Key, Value)], path: &[serde_json::Value]) {
     }
 }
 
+/// The keys of a column's nested objects, made once per batch: a row's event clones them (an
+/// `Arc` each) instead of allocating them.
+#[derive(Debug, Clone)]
+enum Shape {
+    /// A scalar.
+    Leaf,
+    /// An object: its fields' keys and shapes, in the struct's order.
+    Struct(Vec<(Key, Shape)>),
+    /// An array of items of this shape.
+    List(Box<Shape>),
+}
+
+impl Shape {
+    fn of(data_type: &DataType) -> Shape {
+        match data_type {
+            DataType::Struct(fields) => Shape::Struct(
+                fields
+                    .iter()
+                    .map(|f| {
+                        (
+                            Key::Utf8(Arc::from(f.name().as_str())),
+                            Shape::of(f.data_type()),
+                        )
+                    })
+                    .collect(),
+            ),
+            DataType::List(item) => Shape::List(Box::new(Shape::of(item.data_type()))),
+            _ => Shape::Leaf,
+        }
+    }
+}
+
 /// The value at `row` of a non-null slot.
-fn value_at(array: &ArrayRef, row: usize) -> Result<Value, ConvertError> {
+fn value_at(array: &ArrayRef, row: usize, shape: &Shape) -> Result<Value, ConvertError> {
     let bad = || ConvertError::Column(format!("of type {}", array.data_type()));
     Ok(match array.data_type() {
         DataType::Boolean => Value::Bool(array.as_boolean_opt().ok_or_else(bad)?.value(row)),
@@ -239,26 +273,29 @@ fn value_at(array: &ArrayRef, row: usize) -> Result<Value, ConvertError> {
         ),
         DataType::Struct(fields) => {
             let s = array.as_struct_opt().ok_or_else(bad)?;
+            let Shape::Struct(keys) = shape else {
+                return Err(bad());
+            };
             let mut entries = Vec::with_capacity(fields.len());
-            for (f, child) in fields.iter().zip(s.columns()) {
+            for ((key, child_shape), child) in keys.iter().zip(s.columns()) {
                 if !child.is_null(row) {
-                    entries.push((
-                        Key::Utf8(Arc::from(f.name().as_str())),
-                        value_at(child, row)?,
-                    ));
+                    entries.push((key.clone(), value_at(child, row, child_shape)?));
                 }
             }
             Value::Hash(entries)
         }
         DataType::List(_) => {
             let l = array.as_list_opt::<i32>().ok_or_else(bad)?;
+            let Shape::List(item_shape) = shape else {
+                return Err(bad());
+            };
             let items = l.value(row);
             let mut out = Vec::with_capacity(items.len());
             for i in 0..items.len() {
                 out.push(if items.is_null(i) {
                     Value::Undef
                 } else {
-                    value_at(&items, i)?
+                    value_at(&items, i, item_shape)?
                 });
             }
             Value::Array(out)
