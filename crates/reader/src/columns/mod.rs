@@ -251,7 +251,7 @@ impl ColumnsSource {
         let Some(cursor) = self.cursors.get_mut(&place.path) else {
             return Err("cursor lost".into());
         };
-        let slices = cursor.take(epoch, subtype, chunk)?;
+        let slices = cursor.take(epoch, subtype, chunk, place.events)?;
         let taken: usize = slices.iter().map(|s| s.range.len()).sum();
         if !self.pruned && taken as u64 != place.events {
             return Err(format!(
@@ -495,8 +495,17 @@ impl ColumnsSource {
 
 impl FileCursor {
     /// The rows of (epoch, subtype, chunk): rows before them are passed over (chunks the read
-    /// does not want, e.g. another subtype), rows after them stay for the next call.
-    fn take(&mut self, epoch: i64, subtype: &str, chunk: &str) -> Result<Vec<Slice>, String> {
+    /// does not want, e.g. another subtype), rows after them stay for the next call. `expect`,
+    /// the rows the covers promise, lets a run be taken by checking its last row instead of
+    /// every row (rows of a chunk are contiguous: comparing each row's keys was 11 % of a
+    /// filtered read); the row after it is still checked.
+    fn take(
+        &mut self,
+        epoch: i64,
+        subtype: &str,
+        chunk: &str,
+        expect: u64,
+    ) -> Result<Vec<Slice>, String> {
         let here = |rows: &BatchRows, row: usize| {
             rows.epoch(row) == epoch && rows.subtype(row) == subtype && rows.chunk(row) == chunk
         };
@@ -512,6 +521,13 @@ impl FileCursor {
                     *pos += 1;
                 }
                 let start = *pos;
+                let taken: usize = out.iter().map(|s| s.range.len()).sum();
+                let left = usize::try_from(expect)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(taken);
+                if left > 1 && start < n && start + left <= n && here(rows, start + left - 1) {
+                    *pos = start + left;
+                }
                 while *pos < n && here(rows, *pos) {
                     *pos += 1;
                 }
