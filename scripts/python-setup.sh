@@ -48,6 +48,16 @@ if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pyarrow' 2>/dev/nul
   "$VPY" -m pip install -q --disable-pip-version-check pyarrow >&2
 fi
 
+# The HyperLogLog oracle of crates/sketches (tests/python_hll.rs): python-hll and mmh3 in a venv of
+# their own, because python-hll 0.1.3 (the last release) needs numpy < 1.24 (it uses `np.int`
+# and numpy 1.x integer conversions) while pyarrow here brings numpy 2. Inside .venv/ so it is
+# ignored and removed with it.
+HLL_VENV=$PWD/.venv/hll-oracle
+if ! "$HLL_VENV/bin/python" -c 'import python_hll.hll, mmh3' 2>/dev/null; then
+  "$PY" -m venv "$HLL_VENV"
+  "$HLL_VENV/bin/python" -m pip install -q --disable-pip-version-check 'python-hll==0.1.3' 'numpy<1.24' mmh3 >&2
+fi
+
 export PATH="$HOME/.cargo/bin:$PATH"
 # Build and install the extension into the venv (incremental: cargo reuses python/target).
 VIRTUAL_ENV=$PWD/.venv PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin develop --release -q >&2
