@@ -14,7 +14,11 @@ through the native module), so the rows are the same:
 - ``agg``: ``count``, ``sum:PATH``, ``min:PATH``, ``max:PATH``, ``avg:PATH`` (default ``count``),
   over every match of PATH that is a number or a string that reads as one; other values are
   skipped. ``sum`` of integers is an exact integer; ``min``/``max`` keep the value's type;
-  ``None`` when a group has no value.
+  ``None`` when a group has no value. Also ``pNN:PATH`` (``p50``, ``p95``, ``p99.9``: the
+  quantile of those numbers from a DDSketch, within 1 %), ``distinct:PATH`` (distinct values
+  from a HyperLogLog in postgresql-hll's format: exact up to 160, then ~2 % error),
+  ``count_if:EXPR`` (events matching a ``where`` expression: ``"count_if:status >= 500"``) and
+  ``ratio:EXPR`` (that count over ``count``, a float).
 - ``window``: seconds (an int) or ``"10s"``, ``"5m"``, ``"1h"``, ``"1d"``; each row then starts with
   ``window`` (its start, Unix seconds) and windows come out in time order, each as soon as an event
   of a later window arrives. The time of an event is its ``time_field`` (the ``epoch`` tag every

@@ -24,7 +24,10 @@ pub struct ReduceArgs {
     /// repeated) and print one row per group (and window) instead of the events.
     #[arg(long = "group-by", value_name = "PATHS")]
     group_by: Vec<String>,
-    /// Aggregates per group: `count`, `sum:PATH`, `min:PATH`, `max:PATH`, `avg:PATH`
+    /// Aggregates per group: `count`, `sum:PATH`, `min:PATH`, `max:PATH`, `avg:PATH`,
+    /// `pNN:PATH` (a quantile within 1 %: `p50`, `p95`, `p99.9`), `distinct:PATH` (distinct
+    /// values, HyperLogLog: exact up to 160), `count_if:EXPR` and `ratio:EXPR` (events matching
+    /// a --where expression, and their share of `count`: `ratio:status >= 500`)
     /// (comma-separated or repeated; default `count`).
     #[arg(long = "agg", value_name = "AGGS")]
     agg: Vec<String>,
@@ -152,7 +155,8 @@ pub fn reduce_items<W: Write>(
 /// asks only for the fields it reads (a `select` of its sparse shape's key paths and `epoch`:
 /// the server reads them lazily and sends only those), and rebuilds each event's sparse form
 /// here ([`SparseShape::build`], the blob reader's rule); a top-N (which prints whole events)
-/// or a path that needs whole events reads them.
+/// or a path that needs whole events reads them, and so does a `count_if` / `ratio`: a select
+/// sends `null` for a missing path, and its expression may tell them apart (`exists p`).
 pub fn reduce_server<W: Write>(
     plan: Plan,
     server: &str,
@@ -162,7 +166,13 @@ pub fn reduce_server<W: Write>(
     selection: &Selection,
     out: EventWriter<W>,
 ) -> Result<()> {
-    let shape = plan.paths().as_deref().and_then(SparseShape::of);
+    let conditional =
+        matches!(&plan, Plan::Reduce(spec) if spec.aggs.iter().any(|a| a.condition.is_some()));
+    let shape = if conditional {
+        None
+    } else {
+        plan.paths().as_deref().and_then(SparseShape::of)
+    };
     let mut selection = selection.clone();
     let epoch_path = sereal::Path::parse("epoch")?;
     // The output key of each prefix (the path's canonical text, as the server writes it).

@@ -222,3 +222,130 @@ fn count_by_and_top_rank_like_the_written_events() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `--agg p95:…,distinct:…,count_if:…,ratio:…` equal what the written events give, computed
+/// here: quantiles within 1 % of the exact value (rank ⌊q·(n−1)⌋), distinct counts exact while
+/// small and within 3 × 1.04/√2048 beyond, conditional counts exact.
+#[test]
+fn sketch_and_conditional_aggregates_match_the_written_events() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("reduce-sketch-data");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = sluice_gen::GenConfig {
+        epoch_start: EPOCH,
+        events_per_second: 1000,
+        ..sluice_gen::GenConfig::mixed(13, 6000)
+    };
+    let written = common::write_store(&dir, &cfg, ams1(), EPOCH + 10);
+    let out = cat(
+        &dir,
+        &[
+            "--group-by",
+            "type",
+            "--agg",
+            "count,p95:timings.total_ms,p50:bytes,distinct:ip,distinct:host",
+            "--agg",
+            "count_if:status >= 500,ratio:status in (500, 502, 503)",
+        ],
+    );
+    assert_success(&out);
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json row"))
+        .collect();
+    let types: std::collections::BTreeSet<&str> =
+        written.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(rows.len(), types.len());
+    let bound = 3.0 * 1.04 / 2048f64.sqrt();
+    let mut checked = (0, 0, 0);
+    for r in &rows {
+        let ty = r["type"].as_str().expect("type");
+        let events: Vec<&serde_json::Value> = written.iter().filter(|e| e["type"] == ty).collect();
+        assert_eq!(r["count"].as_u64(), Some(events.len() as u64), "{r}");
+        for (label, path, q) in [
+            ("p95:timings.total_ms", &["timings", "total_ms"][..], 0.95),
+            ("p50:bytes", &["bytes"][..], 0.5),
+        ] {
+            let mut values: Vec<f64> = events
+                .iter()
+                .filter_map(|e| path.iter().fold(Some(*e), |v, k| v?.get(k))?.as_f64())
+                .collect();
+            values.sort_by(f64::total_cmp);
+            if values.is_empty() {
+                assert!(r[label].is_null(), "{r}");
+                continue;
+            }
+            let want = values[(q * (values.len() as f64 - 1.0)) as usize];
+            let got = r[label].as_f64().expect(label);
+            eprintln!(
+                "{ty} {label}: {got} vs exact {want} ({:.3} %)",
+                100.0 * (got - want).abs() / want.abs()
+            );
+            assert!(
+                (got - want).abs() <= 0.01 * want.abs(),
+                "{ty} {label}: {got} vs {want}"
+            );
+            checked.0 += 1;
+        }
+        for (label, key) in [("distinct:ip", "ip"), ("distinct:host", "host")] {
+            let exact: std::collections::HashSet<String> = events
+                .iter()
+                .filter(|e| !e[key].is_null())
+                .filter_map(|e| e.get(key).map(|v| v.to_string()))
+                .collect();
+            let got = r[label].as_u64().expect(label) as f64;
+            let n = exact.len() as f64;
+            eprintln!("{ty} {label}: {got} vs exact {n}");
+            if exact.len() <= 160 {
+                assert_eq!(got, n, "{ty} {label}: exact while small");
+            } else {
+                assert!((got - n).abs() <= bound * n, "{ty} {label}: {got} vs {n}");
+                checked.1 += 1;
+            }
+        }
+        let status = |e: &&&serde_json::Value| e["status"].as_i64();
+        let errors = events
+            .iter()
+            .filter(|e| status(e).is_some_and(|s| s >= 500))
+            .count();
+        let listed = events
+            .iter()
+            .filter(|e| status(e).is_some_and(|s| [500, 502, 503].contains(&s)))
+            .count();
+        assert_eq!(
+            r["count_if:status >= 500"].as_u64(),
+            Some(errors as u64),
+            "{r}"
+        );
+        let ratio = r["ratio:status in (500, 502, 503)"]
+            .as_f64()
+            .expect("ratio");
+        assert!(
+            (ratio - listed as f64 / events.len() as f64).abs() < 1e-12,
+            "{r}"
+        );
+        checked.2 += errors;
+    }
+    assert!(
+        checked.0 >= 2 && checked.2 > 0,
+        "{checked:?}: quantiles and errors were checked"
+    );
+    assert!(
+        checked.1 >= 1,
+        "{checked:?}: a distinct count past the explicit form was checked"
+    );
+
+    for (args, want) in [
+        (vec!["--agg", "p101:ms"], "unknown function \"p101\""),
+        (
+            vec!["--agg", "count_if"],
+            "count_if needs a --where expression",
+        ),
+        (vec!["--agg", "ratio:status >"], "ratio:status >"),
+    ] {
+        let out = cat(&dir, &args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -55,6 +55,15 @@ fn server_reduce_rows_equal_the_data_dir_rows() {
         ],
         &["--group-by", "timings", "--agg", "count"],
         &["--agg", "count", "--window", "1s"],
+        // Sketches and conditional counts (a condition reads whole events from a server).
+        &[
+            "--group-by",
+            "type",
+            "--agg",
+            "count,p95:timings.total_ms,distinct:ip,count_if:status >= 500,ratio:exists search",
+            "--window",
+            "5s",
+        ],
         // A path that needs whole events, and top events (whole).
         &["--group-by", "type", "--agg", "sum:[*]"],
         &["--top", "5", "--by", "timings.total_ms"],

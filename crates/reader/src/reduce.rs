@@ -28,6 +28,20 @@
 //!   the float sum in event order; `avg` is the float sum over the number of values; `min`/`max`
 //!   keep the value as it came (an integer stays an integer; a numeric string gives its float);
 //!   with no value they are `null`.
+//! - **Sketches** (the states of `sluice_sketches`, which the rollups share, so a rollup and a
+//!   query over the same events agree): `pNN:P` (`p50`, `p95`, `p99.9`: any quantile from 0 to
+//!   100 with at most one decimal) is the value at that quantile of the numbers `sum` takes, from
+//!   a DDSketch: within 1 % of the exact value of rank `⌊q·(n−1)⌋` (`p0`/`p100` are the exact min
+//!   and max), a float, `null` with no value. `distinct:P` counts the distinct values of every
+//!   match of `P` (any kind; `null` is no value) with a HyperLogLog in postgresql-hll's format and
+//!   hash (an integer hashed as `hll_hash_bigint`, a string by its bytes, anything else by its
+//!   JSON text): exact up to 160 values, then within a few percent (2.3 % standard error); `0`
+//!   with no value.
+//! - **Conditional counts**: `count_if:EXPR` counts the group's events that match `EXPR`, a
+//!   `--where` expression ([`crate::filter`]: `count_if:status >= 500`); `ratio:EXPR` is that
+//!   count over `count`, a float from 0 to 1. Their expression's paths are read like the others
+//!   (sparse events hold them: a missing path stays missing). An expression may hold commas
+//!   inside brackets, parentheses or quotes (`count_if:status in (500, 503)`).
 //! - **Windows**: `--window 10s` puts an event of epoch `e` in the window starting at
 //!   `e - e.rem_euclid(10)`; rows carry `"window": start`. Without a window there is one group
 //!   set for the whole input and no `window` field.
@@ -38,6 +52,10 @@
 //!   out (never silently: the CLI warns and exits 3).
 //! - **Limits**: at most [`ReduceSpec::max_groups`] groups held at once (default
 //!   [`DEFAULT_MAX_GROUPS`]); one more is [`ReduceError::TooManyGroups`].
+//! - **Repeats**: a read may hand over equal events as one with a count
+//!   ([`Reducer::push_repeated`], [`crate::ReadEvent::repeat`]); every aggregate adds it `n`
+//!   times, but [`Plan::narrow_read`] asks for repeats only when the plan's aggregates are all
+//!   `count`, `min`, `max`, `count_if` or `ratio`.
 //!
 //! # Reads for a plan
 //! A range read whose events go to a [`Sink`] is narrowed with [`Plan::narrow_read`] (the CLI,
@@ -51,7 +69,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use sereal::{Key, Path, Value};
+use sluice_sketches::{Distinct, Quantiles};
 
+use crate::filter::Filter;
 use crate::request::ReadOptions;
 
 /// Default cap on groups held at once.
@@ -93,24 +113,62 @@ pub enum AggKind {
     Max,
     /// Mean of the values.
     Avg,
+    /// The value at a quantile, in thousandths (`p95` is 950, `p99.9` 999): a DDSketch, within
+    /// 1 % of the exact value ([`sluice_sketches::Quantiles`]).
+    Quantile(u16),
+    /// Distinct values: a HyperLogLog, exact up to 160 values ([`sluice_sketches::Distinct`]).
+    Distinct,
+    /// Events that match a `--where` expression.
+    CountIf,
+    /// Events that match a `--where` expression over the events in the group.
+    Ratio,
 }
 
-/// One aggregate: a function, its path (none for `count`) and its column name.
-#[derive(Debug, Clone, PartialEq)]
+/// The functions `--agg` knows, for error messages.
+const FUNCTIONS: &str = "count, sum:PATH, min:PATH, max:PATH, avg:PATH, pNN:PATH (p50, p95, p99.9), distinct:PATH, count_if:EXPR or ratio:EXPR";
+
+/// One aggregate: a function, its path (none for `count`, `count_if`, `ratio`), its condition
+/// (`count_if`, `ratio`) and its column name.
+#[derive(Debug, Clone)]
 pub struct Agg {
     /// The function.
     pub kind: AggKind,
-    /// The values' path (`None` for `count`).
+    /// The values' path (`None` for `count`, `count_if` and `ratio`).
     pub path: Option<Path>,
-    /// The output column: the text as written (`count`, `avg:ms`).
+    /// The condition of `count_if` / `ratio` (a `--where` expression).
+    pub condition: Option<Filter>,
+    /// The output column: the text as written (`count`, `avg:ms`, `count_if:status >= 500`).
     pub label: String,
 }
 
+impl PartialEq for Agg {
+    fn eq(&self, other: &Agg) -> bool {
+        self.kind == other.kind
+            && self.path == other.path
+            && self.condition.as_ref().map(Filter::text)
+                == other.condition.as_ref().map(Filter::text)
+            && self.label == other.label
+    }
+}
+
+/// `pNN` / `pNN.N` (0 to 100) in thousandths.
+fn quantile_name(name: &str) -> Option<u16> {
+    let digits = name.strip_prefix('p')?;
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let ok = |s: &str, max_len: usize| s.len() <= max_len && s.bytes().all(|b| b.is_ascii_digit());
+    if int.is_empty() || !ok(int, 3) || !ok(frac, 1) || (digits.contains('.') && frac.is_empty()) {
+        return None;
+    }
+    let thousandths = int.parse::<u16>().ok()? * 10 + frac.parse::<u16>().unwrap_or(0);
+    (thousandths <= 1000).then_some(thousandths)
+}
+
 impl Agg {
-    /// Parses `count`, `sum:P`, `min:P`, `max:P` or `avg:P`.
+    /// Parses `count`, `sum:P`, `min:P`, `max:P`, `avg:P`, `pNN:P`, `distinct:P`,
+    /// `count_if:EXPR` or `ratio:EXPR`.
     pub fn parse(text: &str) -> Result<Agg, ReduceError> {
         let text = text.trim();
-        let (name, path) = match text.split_once(':') {
+        let (name, arg) = match text.split_once(':') {
             Some((n, p)) => (n.trim(), Some(p.trim())),
             None => (text, None),
         };
@@ -120,34 +178,72 @@ impl Agg {
             "min" => AggKind::Min,
             "max" => AggKind::Max,
             "avg" => AggKind::Avg,
-            other => {
-                return Err(ReduceError::Spec(format!(
-                    "--agg {text:?}: unknown function {other:?}: count, sum:PATH, min:PATH, max:PATH or avg:PATH"
-                )))
-            }
+            "distinct" => AggKind::Distinct,
+            "count_if" => AggKind::CountIf,
+            "ratio" => AggKind::Ratio,
+            other => match quantile_name(other) {
+                Some(q) => AggKind::Quantile(q),
+                None => {
+                    return Err(ReduceError::Spec(format!(
+                        "--agg {text:?}: unknown function {other:?}: {FUNCTIONS}"
+                    )))
+                }
+            },
         };
-        let path = match (kind, path) {
-            (AggKind::Count, None) => None,
+        let (mut path, mut condition) = (None, None);
+        match (kind, arg) {
+            (AggKind::Count, None) => {}
             (AggKind::Count, Some(_)) => {
                 return Err(ReduceError::Spec(format!(
                     "--agg {text:?}: count takes no path"
                 )))
+            }
+            (AggKind::CountIf | AggKind::Ratio, None | Some("")) => {
+                return Err(ReduceError::Spec(format!(
+                    "--agg {text:?}: {name} needs a --where expression, e.g. {name}:status >= 500"
+                )))
+            }
+            (AggKind::CountIf | AggKind::Ratio, Some(e)) => {
+                condition = Some(
+                    Filter::parse(e)
+                        .map_err(|err| ReduceError::Spec(format!("--agg {text:?}: {err}")))?,
+                );
             }
             (_, None) | (_, Some("")) => {
                 return Err(ReduceError::Spec(format!(
                     "--agg {text:?}: {name} needs a path, e.g. {name}:ms"
                 )))
             }
-            (_, Some(p)) => Some(
-                Path::parse(p).map_err(|e| ReduceError::Spec(format!("--agg {text:?}: {e}")))?,
-            ),
-        };
+            (_, Some(p)) => {
+                path = Some(
+                    Path::parse(p)
+                        .map_err(|e| ReduceError::Spec(format!("--agg {text:?}: {e}")))?,
+                );
+            }
+        }
         // The column is the text as written, without the spaces around `:`.
-        let label = match text.split_once(':') {
-            Some((_, p)) => format!("{name}:{}", p.trim()),
+        let label = match arg {
+            Some(a) => format!("{name}:{a}"),
             None => name.to_string(),
         };
-        Ok(Agg { kind, path, label })
+        Ok(Agg {
+            kind,
+            path,
+            condition,
+            label,
+        })
+    }
+
+    /// Whether adding an event `n` times equals adding it once with a count of `n` in a way
+    /// that lets column reads hand over equal events as one ([`ReadOptions::repeats`]): count,
+    /// min, max and the conditional counts (a float `sum` / `avg` would round in another order;
+    /// quantiles and distinct counts are exact with repeats too, but are left out of the
+    /// shortcut to keep it to counts).
+    fn takes_repeats(&self) -> bool {
+        matches!(
+            self.kind,
+            AggKind::Count | AggKind::Min | AggKind::Max | AggKind::CountIf | AggKind::Ratio
+        )
     }
 }
 
@@ -448,7 +544,8 @@ impl TopEvents {
     }
 }
 
-/// Splits at commas outside quotes and brackets (a path may hold `"a,b"` or `[*]`).
+/// Splits at commas outside quotes, brackets and parentheses (a path may hold `"a,b"` or `[*]`,
+/// a `count_if` expression `in (500, 503)`).
 fn split_top_level(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut cur = String::new();
@@ -472,11 +569,11 @@ fn split_top_level(s: &str) -> Vec<String> {
                 quote = Some(c);
                 cur.push(c);
             }
-            '[' => {
+            '[' | '(' => {
                 depth += 1;
                 cur.push(c);
             }
-            ']' => {
+            ']' | ')' => {
                 depth = depth.saturating_sub(1);
                 cur.push(c);
             }
@@ -497,6 +594,29 @@ struct Acc {
     float_sum: f64,
     min: Option<(f64, Value)>,
     max: Option<(f64, Value)>,
+    /// `count_if` / `ratio`: events that matched.
+    matched: u64,
+    /// `pNN`: made on the first value.
+    quantiles: Option<Box<Quantiles>>,
+    /// `distinct`: made on the first value.
+    distinct: Option<Box<Distinct>>,
+}
+
+/// Adds `v` to a distinct count: an integer as postgresql-hll's `hll_hash_bigint` hashes it, a
+/// string by its bytes (`hll_hash_text`; a binary string with the same bytes is the same
+/// value), anything else by its JSON text; `null` is not a value.
+fn add_distinct(d: &mut Distinct, v: &Value) {
+    match v.resolve() {
+        Value::Undef => {}
+        Value::Int(i) => d.add_i64(*i),
+        Value::String(s) => d.add_bytes(s.as_bytes()),
+        Value::Binary(b) => d.add_bytes(b),
+        other => {
+            let mut text = Vec::new();
+            let _ = sereal::json::to_writer(&mut text, other);
+            d.add_bytes(&text);
+        }
+    }
 }
 
 /// A value as a number: `(as f64, exact integer if it is one, the value to report)`.
@@ -534,9 +654,32 @@ impl Acc {
         }
     }
 
+    /// Adds the value at a `pNN` path, `n` times (the numbers `sum` takes).
+    fn add_quantile(&mut self, v: &Value, n: u64) {
+        if let Some((f, _, _)) = numeric(v) {
+            let q = self.quantiles.get_or_insert_with(Default::default);
+            for _ in 0..n {
+                q.add(f);
+            }
+        }
+    }
+
     fn result(&self, kind: AggKind, count: u64) -> Value {
         match kind {
             AggKind::Count => Value::Int(count as i64),
+            AggKind::CountIf => Value::Int(self.matched as i64),
+            // A group holds at least one event.
+            AggKind::Ratio => Value::Float(self.matched as f64 / count.max(1) as f64),
+            AggKind::Distinct => Value::Int(
+                self.distinct
+                    .as_ref()
+                    .map_or(0, |d| d.cardinality().min(i64::MAX as u64) as i64),
+            ),
+            AggKind::Quantile(q) => self
+                .quantiles
+                .as_ref()
+                .and_then(|s| s.quantile(f64::from(q) / 1000.0))
+                .map_or(Value::Undef, Value::Float),
             _ if self.n == 0 => Value::Undef,
             AggKind::Sum => match i64::try_from(self.int_sum) {
                 Ok(i) if self.all_int => Value::Int(i),
@@ -622,7 +765,7 @@ impl Reducer {
 
     /// Adds `n` equal events of second `epoch` ([`crate::ReadEvent::repeat`]): exact for every
     /// aggregate but a float `sum` / `avg`, whose additions round in another order (so
-    /// [`Plan::narrow_read`] asks for repeats only for count, min and max).
+    /// [`Plan::narrow_read`] asks for repeats only for count, min, max, count_if and ratio).
     pub fn push_repeated(&mut self, epoch: i64, event: &Value, n: u64) -> Result<(), ReduceError> {
         let start = self.window_of(epoch);
         if self.handed_out_before.is_some_and(|b| start < b) {
@@ -669,10 +812,28 @@ impl Reducer {
         let group = &mut window.groups[at];
         group.count += n;
         for (agg, acc) in self.spec.aggs.iter().zip(group.accs.iter_mut()) {
-            if let Some(p) = &agg.path {
-                for v in p.eval(event) {
-                    acc.add(v, n);
+            match (agg.kind, &agg.path, &agg.condition) {
+                (AggKind::CountIf | AggKind::Ratio, _, Some(c)) if c.matches(event) => {
+                    acc.matched += n;
                 }
+                (AggKind::CountIf | AggKind::Ratio, _, _) => {}
+                (AggKind::Quantile(_), Some(p), _) => {
+                    for v in p.eval(event) {
+                        acc.add_quantile(v, n);
+                    }
+                }
+                // Adding a value again changes no distinct count: once is `n` times.
+                (AggKind::Distinct, Some(p), _) => {
+                    for v in p.eval(event) {
+                        add_distinct(acc.distinct.get_or_insert_with(Default::default), v);
+                    }
+                }
+                (_, Some(p), _) => {
+                    for v in p.eval(event) {
+                        acc.add(v, n);
+                    }
+                }
+                _ => {}
             }
         }
         self.events += n;
@@ -778,8 +939,9 @@ pub enum Plan {
 }
 
 impl Plan {
-    /// The paths a reduce reads (group-by and aggregate paths), so a read can fetch only those
-    /// fields; `None` when the plan needs whole events (a top-N prints them).
+    /// The paths a reduce reads (group-by and aggregate paths, and the paths of `count_if` /
+    /// `ratio` expressions), so a read can fetch only those fields; `None` when the plan needs
+    /// whole events (a top-N prints them).
     pub fn paths(&self) -> Option<Vec<Path>> {
         match self {
             Plan::Reduce(spec) => Some(
@@ -787,6 +949,12 @@ impl Plan {
                     .iter()
                     .map(|(_, p)| p.clone())
                     .chain(spec.aggs.iter().filter_map(|a| a.path.clone()))
+                    .chain(
+                        spec.aggs
+                            .iter()
+                            .filter_map(|a| a.condition.as_ref())
+                            .flat_map(|c| c.paths().iter().cloned()),
+                    )
                     .collect(),
             ),
             Plan::Top { .. } => None,
@@ -802,10 +970,7 @@ impl Plan {
             Plan::Reduce(spec) => {
                 opts.needs = self.paths();
                 // Equal events may come as one with a count where that changes no aggregate.
-                opts.repeats = spec
-                    .aggs
-                    .iter()
-                    .all(|a| matches!(a.kind, AggKind::Count | AggKind::Min | AggKind::Max));
+                opts.repeats = spec.aggs.iter().all(Agg::takes_repeats);
             }
             Plan::Top { by, n } => {
                 // `PlanArgs::plan` checked the path; a plan built otherwise reads whole events.
@@ -1070,6 +1235,148 @@ mod tests {
     }
 
     #[test]
+    fn sketches_and_conditional_counts() {
+        let spec = ReduceSpec::parse(
+            &["path"],
+            &[
+                "count,p50:ms,p95:ms,p99.9:ms,p0:ms,p100:ms,distinct:user",
+                "count_if:status >= 500,ratio:status in (500, 503),count_if:exists user",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(spec.aggs[1].kind, AggKind::Quantile(500));
+        assert_eq!(spec.aggs[3].kind, AggKind::Quantile(999));
+        assert_eq!(spec.aggs[8].label, "ratio:status in (500, 503)");
+        let mut r = Reducer::new(spec);
+        // 10 000 events on /a: ms 1..=10000 (as numbers and numeric strings), users 0..2500
+        // (integers and strings), statuses 200 / 500 / 503 / 404; one event on /b without them.
+        let mut exact_ms = Vec::new();
+        let (mut errors, mut ratio_hits, mut with_user) = (0, 0, 0);
+        for i in 1..=10_000i64 {
+            let status = [200, 500, 503, 404, 200][(i % 5) as usize];
+            errors += i64::from(status >= 500);
+            ratio_hits += i64::from(status == 500 || status == 503);
+            let ms = if i % 3 == 0 {
+                format!("\"{i}\"")
+            } else {
+                i.to_string()
+            };
+            let user = match i % 4 {
+                0 => format!("{}", i % 2500),
+                1 => format!("\"u{}\"", i % 2500),
+                _ => "null".to_owned(),
+            };
+            with_user += 1; // `exists user` holds for null too: it is there
+            exact_ms.push(i as f64);
+            r.push(
+                0,
+                &ev(&format!(
+                    r#"{{"path":"/a","ms":{ms},"status":{status},"user":{user}}}"#
+                )),
+            )
+            .unwrap();
+        }
+        r.push(0, &ev(r#"{"path":"/b","status":"x"}"#)).unwrap();
+        let out = r.finish();
+        let a = &out[0];
+        let get = |row: &Value, k: &str| row.get(k).cloned().unwrap_or(Value::Undef);
+        for (label, q) in [("p50:ms", 0.5), ("p95:ms", 0.95), ("p99.9:ms", 0.999)] {
+            let want = exact_ms[(q * (exact_ms.len() as f64 - 1.0)) as usize];
+            let got = get(a, label).as_f64().expect(label);
+            assert!(
+                (got - want).abs() <= 0.01 * want,
+                "{label}: {got} vs {want}"
+            );
+        }
+        assert_eq!(get(a, "p0:ms"), Value::Float(1.0));
+        assert_eq!(get(a, "p100:ms"), Value::Float(10_000.0));
+        // Users: i % 4 == 0 gives integers i % 2500 (the multiples of 4 below 2500: 625), i % 4
+        // == 1 strings "u…" (2500 / 4 = 625 values, each a different string); nulls do not count.
+        let distinct = get(a, "distinct:user").as_i64().expect("distinct");
+        assert!(
+            (distinct - 1250).abs() as f64 <= 0.07 * 1250.0,
+            "{distinct}"
+        );
+        assert_eq!(get(a, "count_if:status >= 500"), Value::Int(errors));
+        assert_eq!(
+            get(a, "ratio:status in (500, 503)"),
+            Value::Float(ratio_hits as f64 / 10_000.0)
+        );
+        assert_eq!(get(a, "count_if:exists user"), Value::Int(with_user));
+        assert_eq!(
+            rows(vec![out[1].clone()]),
+            [
+                r#"{"path":"/b","count":1,"p50:ms":null,"p95:ms":null,"p99.9:ms":null,"p0:ms":null,"p100:ms":null,"distinct:user":0,"count_if:status >= 500":0,"ratio:status in (500, 503)":0.0,"count_if:exists user":0}"#
+            ]
+        );
+
+        // Small distinct sets are exact; 1 and 1.0 and "1" are three values, a binary and a
+        // UTF-8 string with the same bytes one.
+        let mut r = Reducer::new(ReduceSpec::parse::<&str>(&[], &["distinct:v[*]"], None).unwrap());
+        r.push(0, &ev(r#"{"v":[1,1.0,"1",1,null,{"a":1},{"a":1}]}"#))
+            .unwrap();
+        let mut bin = ev(r#"{"v":[]}"#);
+        if let Value::Hash(h) = &mut bin {
+            h[0].1 = Value::Array(vec![Value::Binary(b"1".to_vec())]);
+        }
+        r.push(0, &bin).unwrap();
+        assert_eq!(rows(r.finish()), [r#"{"distinct:v[*]":4}"#]);
+    }
+
+    #[test]
+    fn repeats_add_n_times_and_narrowed_reads_name_condition_paths() {
+        let aggs = ["count,min:ms,p95:ms,distinct:u,count_if:s >= 500,ratio:exists x.y"];
+        let spec = ReduceSpec::parse(&["k"], &aggs, Some("10s")).unwrap();
+        let events = [
+            r#"{"k":1,"ms":5,"u":"a","s":500,"x":{"y":null}}"#,
+            r#"{"k":1,"ms":"7.5","u":3,"s":200}"#,
+            r#"{"k":2,"ms":1,"s":503,"x":{"z":1}}"#,
+        ];
+        let (mut once, mut each) = (Reducer::new(spec.clone()), Reducer::new(spec.clone()));
+        for (i, e) in events.iter().enumerate() {
+            let n = 3 + i as u64 * 40;
+            once.push_repeated(1, &ev(e), n).unwrap();
+            for _ in 0..n {
+                each.push(1, &ev(e)).unwrap();
+            }
+        }
+        assert_eq!(rows(once.finish()), rows(each.finish()));
+
+        let plan = Plan::Reduce(spec.clone());
+        let mut opts = ReadOptions::default();
+        plan.narrow_read(&mut opts);
+        let needs: Vec<String> = opts.needs.unwrap().iter().map(|p| p.to_string()).collect();
+        assert_eq!(needs, ["k", "ms", "ms", "u", "s", "x.y"]);
+        assert!(!opts.repeats, "p95 and distinct leave the repeat shortcut");
+        for (aggs, repeats) in [
+            ("count,count_if:s >= 500,ratio:s == 1,min:ms,max:ms", true),
+            ("count,p50:ms", false),
+            ("distinct:u", false),
+            ("avg:ms", false),
+        ] {
+            let mut opts = ReadOptions::default();
+            Plan::Reduce(ReduceSpec::parse(&["k"], &[aggs], None).unwrap()).narrow_read(&mut opts);
+            assert_eq!(opts.repeats, repeats, "{aggs}");
+        }
+
+        // A sparse event (only the plan's paths, a missing one left out) gives the rows of the
+        // whole one, `exists` included.
+        let shape = crate::request::SparseShape::of(&plan.paths().unwrap()).unwrap();
+        let (mut whole, mut sparse) = (Reducer::new(spec.clone()), Reducer::new(spec));
+        for e in events {
+            let e = ev(e);
+            whole.push(1, &e).unwrap();
+            let values = shape
+                .paths()
+                .iter()
+                .map(|p| p.eval(&e).first().map(|v| (*v).clone()));
+            sparse.push(1, &shape.build(values)).unwrap();
+        }
+        assert_eq!(rows(whole.finish()), rows(sparse.finish()));
+    }
+
+    #[test]
     fn specs_are_validated() {
         for (g, a, w) in [
             (vec!["a["], vec!["count"], None),
@@ -1080,6 +1387,16 @@ mod tests {
             (vec!["a"], vec!["count"], Some("10 parsecs")),
             (vec!["a,a"], vec!["count"], None),
             (vec!["window"], vec!["count"], Some("5")),
+            (vec!["a"], vec!["p101:x"], None),
+            (vec!["a"], vec!["p9.99:x"], None),
+            (vec!["a"], vec!["p:x"], None),
+            (vec!["a"], vec!["p95."], None),
+            (vec!["a"], vec!["p95"], None),
+            (vec!["a"], vec!["distinct"], None),
+            (vec!["a"], vec!["count_if"], None),
+            (vec!["a"], vec!["ratio: "], None),
+            (vec!["a"], vec!["count_if:status >"], None),
+            (vec!["a"], vec!["p95:x,p95:x"], None),
         ] {
             let e = ReduceSpec::parse(&g, &a, w).expect_err("bad spec");
             assert!(matches!(e, ReduceError::Spec(_)), "{e}");
@@ -1089,5 +1406,18 @@ mod tests {
         assert_eq!(cols, [r#""x,y".z"#, "q[*]"]);
         assert_eq!(s.aggs[0].label, "avg:ms");
         assert_eq!(s.window, Some(30));
+        let e = Agg::parse("median:x").unwrap_err().to_string();
+        assert!(e.contains("pNN:PATH") && e.contains("count_if:EXPR"), "{e}");
+        let e = Agg::parse("count_if:status >").unwrap_err().to_string();
+        assert!(e.contains("count_if:status >"), "{e}");
+        for (name, q) in [
+            ("p0", 0),
+            ("p5", 50),
+            ("p99.9", 999),
+            ("p100", 1000),
+            ("p100.0", 1000),
+        ] {
+            assert_eq!(quantile_name(name), Some(q), "{name}");
+        }
     }
 }
