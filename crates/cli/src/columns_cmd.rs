@@ -76,7 +76,8 @@ impl Where {
             .unwrap_or_else(|| self.data.join("columns").display().to_string());
         let location: Arc<dyn sluice_columns::location::Location> =
             if write || spec.starts_with("s3://") {
-                Arc::from(open_location(&spec).with_context(|| format!("columns at {spec}"))?)
+                // The error names the location itself (an S3 URL without its keys).
+                Arc::from(open_location(&spec).context("opening the columns location")?)
             } else {
                 Arc::new(
                     LocalDir::open_read_only(std::path::Path::new(&spec))

@@ -2,131 +2,20 @@
 //! requests: round trips, atomic visibility of puts, listings over 1000 keys (paging), missing
 //! objects, a dead or silent endpoint (an error within the timeout, never a hang) and wrong keys.
 //!
-//! The server is started by the first test that needs it (the script is idempotent; a file lock
-//! keeps test binaries from starting it twice) and left running for the next test binary; `make
-//! test` stops it at the end. It fails to start → the tests fail, unless `SLUICE_SKIP_S3=1`.
+//! The server is started (`sluice_test_support::s3`) by the first test that needs it (the
+//! script is idempotent; a file lock keeps test binaries from starting it twice) and left running
+//! for the next test binary; `make test` stops it at the end. It fails to start → the tests fail,
+//! unless `SLUICE_SKIP_S3=1`.
 
-use std::collections::HashMap;
-use std::fs::File;
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::thread;
 use std::time::Duration;
 
 use sluice_columns::location::s3::S3Location;
 use sluice_columns::location::{open_location, Listed, Location, LocationError};
-
-/// The environment variable that skips these tests.
-const SKIP_VAR: &str = "SLUICE_SKIP_S3";
-
-/// What `scripts/seaweedfs.sh start` says about the running server.
-#[derive(Debug, Clone)]
-struct Server {
-    endpoint: String,
-    bucket: String,
-    region: String,
-    access_key_id: String,
-    secret_access_key: String,
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn home() -> PathBuf {
-    std::env::var_os("SLUICE_SEAWEEDFS_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/seaweedfs"))
-}
-
-/// Starts the server if it is not up (once per process, under a lock shared by test binaries).
-fn start_server() -> Server {
-    std::fs::create_dir_all(home()).expect("creating the SeaweedFS state directory");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home().join("lock"))
-        .expect("opening the SeaweedFS lock file");
-    lock.lock()
-        .expect("locking the SeaweedFS state (exclusive)");
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/seaweedfs.sh"))
-        .arg("start")
-        .output()
-        .expect("running scripts/seaweedfs.sh start");
-    lock.unlock().expect("unlocking the SeaweedFS state");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scripts/seaweedfs.sh start failed (set {SKIP_VAR}=1 to skip the S3 tests):\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let vars: HashMap<&str, &str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
-        .collect();
-    let var = |name: &str| {
-        vars.get(name)
-            .unwrap_or_else(|| panic!("scripts/seaweedfs.sh start printed no {name}:\n{stdout}"))
-            .to_string()
-    };
-    Server {
-        endpoint: var("SLUICE_S3_ENDPOINT"),
-        bucket: var("SLUICE_S3_BUCKET"),
-        region: var("SLUICE_S3_REGION"),
-        access_key_id: var("SLUICE_S3_ACCESS_KEY_ID"),
-        secret_access_key: var("SLUICE_S3_SECRET_ACCESS_KEY"),
-    }
-}
-
-/// The running server, or `None` (after printing SKIPPED) when the tests are opted out.
-fn server(test: &str) -> Option<&'static Server> {
-    if std::env::var(SKIP_VAR).is_ok_and(|v| v == "1") {
-        eprintln!("SKIPPED: {test}: {SKIP_VAR}=1 (S3 tests opted out)");
-        return None;
-    }
-    static SERVER: OnceLock<Server> = OnceLock::new();
-    Some(SERVER.get_or_init(start_server))
-}
-
-/// Percent-encodes a query value (secrets may hold `/`, `+`, `=`).
-fn encode(value: &str) -> String {
-    value
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-/// A key prefix no other test (of any process) uses.
-fn fresh_prefix(test: &str) -> String {
-    static N: AtomicU64 = AtomicU64::new(0);
-    format!(
-        "tests/{test}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-/// The URL of `prefix` in the test bucket with the server's keys.
-fn url(server: &Server, prefix: &str, extra: &str) -> String {
-    format!(
-        "s3://{}/{prefix}?endpoint={}&region={}&allow_http=true&access_key_id={}&secret_access_key={}{extra}",
-        server.bucket,
-        encode(&server.endpoint),
-        server.region,
-        encode(&server.access_key_id),
-        encode(&server.secret_access_key),
-    )
-}
+use sluice_test_support::s3::{encode, fresh_prefix, seaweedfs as server};
 
 fn listed(path: &str, size: u64) -> Listed {
     Listed {
@@ -141,7 +30,7 @@ fn put_get_list_delete_round_trip() {
         return;
     };
     let prefix = fresh_prefix("round-trip");
-    let location = open_location(&url(server, &prefix, "")).unwrap();
+    let location = open_location(&server.url(&prefix, "")).unwrap();
     assert!(
         !location.describe().contains(&server.secret_access_key),
         "describe() shows the secret: {}",
@@ -159,7 +48,7 @@ fn put_get_list_delete_round_trip() {
     location.put(c, &[7u8; 100_000]).unwrap();
 
     // A sibling prefix that starts with the same characters sees none of it, nor the reverse.
-    let sibling = open_location(&url(server, &format!("{prefix}-sibling"), "")).unwrap();
+    let sibling = open_location(&server.url(&format!("{prefix}-sibling"), "")).unwrap();
     sibling.put("x.parquet", b"x").unwrap();
     assert_eq!(sibling.list("").unwrap(), vec![listed("x.parquet", 1)]);
 
@@ -213,7 +102,7 @@ fn missing_objects_are_none_and_deleting_them_is_fine() {
     let Some(server) = server("missing_objects_are_none_and_deleting_them_is_fine") else {
         return;
     };
-    let location = S3Location::open(&url(server, &fresh_prefix("missing"), "")).unwrap();
+    let location = S3Location::open(&server.url(&fresh_prefix("missing"), "")).unwrap();
     assert!(location.get("nope.parquet").unwrap().is_none());
     assert!(location.get("no/such/dir/nope.parquet").unwrap().is_none());
     location.delete("nope.parquet").unwrap();
@@ -232,7 +121,7 @@ fn a_put_is_never_visible_partially() {
         return;
     };
     let location: Arc<S3Location> =
-        Arc::new(S3Location::open(&url(server, &fresh_prefix("atomic"), "")).unwrap());
+        Arc::new(S3Location::open(&server.url(&fresh_prefix("atomic"), "")).unwrap());
     // Sizes above the gateway's 4 MB chunk size, so an object is stored as several chunks.
     const SMALL: usize = 1_500_000;
     const LARGE: usize = 9_000_000;
@@ -317,7 +206,7 @@ fn listing_more_than_a_page() {
         return;
     };
     let location: Arc<S3Location> =
-        Arc::new(S3Location::open(&url(server, &fresh_prefix("paging"), "")).unwrap());
+        Arc::new(S3Location::open(&server.url(&fresh_prefix("paging"), "")).unwrap());
     const KEYS: usize = 1_234; // S3 lists at most 1000 keys a page
     const THREADS: usize = 8;
     let name = |i: usize| format!("hour={:02}/part-{i:05}.parquet", i % 3);
@@ -469,4 +358,27 @@ fn wrong_credentials_are_a_clear_error() {
     for detail in assert_every_call_fails(S3Location::open(&unknown).unwrap(), wrong_secret) {
         assert!(detail.contains("InvalidAccessKeyId"), "{detail}");
     }
+}
+
+#[test]
+fn used_and_dropped_inside_async_code() {
+    // `sluice serve` opens its tier from async code and drops the view at shutdown there: a
+    // nested `block_on` or a runtime dropped in async code would panic.
+    let Some(server) = server("used_and_dropped_inside_async_code") else {
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = server.url(&fresh_prefix("async"), "");
+    runtime.block_on(async move {
+        let location = S3Location::open(&url).unwrap();
+        location.put("a.parquet", b"x").unwrap();
+        assert_eq!(location.list("").unwrap(), vec![listed("a.parquet", 1)]);
+        location.delete("a.parquet").unwrap();
+        assert!(location.list("").unwrap().is_empty());
+        drop(location);
+    });
 }

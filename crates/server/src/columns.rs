@@ -51,8 +51,10 @@ impl Columns {
         let view = Arc::new(ColumnsView::new(Arc::from(location)));
         // `Arc<dyn Store>` is a `Store` itself, so it reads as a `ReadStore`.
         let read_store: Arc<dyn sluice_store::ReadStore> = Arc::new(store);
+        // The location as users may see it: an S3 URL's keys left out.
+        let shown = view.location().describe();
         let tier = Tier::open(view.clone(), read_store, config.columns_tier(), now())
-            .map_err(|e| Error::Io(format!("columns at {spec}: {e}")))?;
+            .map_err(|e| Error::Io(format!("columns at {shown}: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
             let stop = stop.clone();

@@ -201,7 +201,8 @@ impl S3Url {
 pub struct S3Location {
     url: S3Url,
     store: Arc<AmazonS3>,
-    runtime: tokio::runtime::Runtime,
+    /// Taken only when dropped (shut down without blocking).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl fmt::Debug for S3Location {
@@ -290,7 +291,7 @@ impl S3Location {
         Ok(S3Location {
             url,
             store: Arc::new(store),
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -305,16 +306,29 @@ impl S3Location {
         &self.url
     }
 
-    /// Runs `what` on the runtime under the deadline.
-    fn call<T>(
+    /// Runs `what` on the runtime under the deadline. Called from a thread of another tokio
+    /// runtime (`sluice serve` opens the tier from its async start), where `block_on` panics,
+    /// the call blocks a thread of its own instead.
+    fn call<T: Send>(
         &self,
         operation: &str,
-        what: impl Future<Output = Result<T, object_store::Error>>,
+        what: impl Future<Output = Result<T, object_store::Error>> + Send,
     ) -> Result<T, LocationError> {
         let timeout = self.url.timeout;
-        let result = self
-            .runtime
-            .block_on(async move { tokio::time::timeout(timeout, what).await });
+        let Some(runtime) = &self.runtime else {
+            return Err(LocationError::ObjectStore {
+                url: self.url.shown.clone(),
+                detail: format!("{operation}: the client runtime is shut down"),
+            });
+        };
+        let run =
+            move || runtime.block_on(async move { tokio::time::timeout(timeout, what).await });
+        let result = if tokio::runtime::Handle::try_current().is_ok() {
+            std::thread::scope(|s| s.spawn(run).join())
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        } else {
+            run()
+        };
         match result {
             Ok(Ok(value)) => Ok(value),
             Ok(Err(e)) => Err(self.store_error(operation, &e)),
@@ -339,6 +353,17 @@ impl S3Location {
         };
         check_relative(path).map_err(|d| invalid(format!("not a relative path: {d}")))?;
         ObjectPath::parse(self.url.key(path)).map_err(|e| invalid(error_chain(&e)))
+    }
+}
+
+impl Drop for S3Location {
+    /// Shuts the runtime down without waiting for its worker: dropping a runtime blocks, which
+    /// tokio forbids (a panic) where the last reference goes away inside async code (the
+    /// server's HTTP state at shutdown).
+    fn drop(&mut self) {
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
     }
 }
 
