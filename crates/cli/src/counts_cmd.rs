@@ -55,7 +55,8 @@ pub fn run(a: CountsArgs) -> Result<()> {
                 url
             }
             DataDir::Store(store) => {
-                let rows = counts::read_counts(&store, from, to, a.dc.as_deref(), a.dc.as_deref())?;
+                let rows =
+                    counts::read_counts(&*store, from, to, a.dc.as_deref(), a.dc.as_deref())?;
                 return print(&rows, a.total);
             }
         },

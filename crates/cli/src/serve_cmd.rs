@@ -77,12 +77,14 @@ pub struct ServeArgs {
     /// A Parquet part per (dc, type) this often (default 1m; 1s..1h).
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     columns_every: Option<std::time::Duration>,
-    /// How long column files are kept, in whole days (`400d`; `0d`: forever). Default 400 days.
-    #[arg(long, value_parser = parse_days, value_name = "DAYS")]
-    columns_retention: Option<u32>,
-    /// How long blobs are kept, in whole days (`10d`). Default 10 days.
-    #[arg(long, value_parser = parse_days, value_name = "DAYS")]
-    retention: Option<u32>,
+    /// How long column files are kept, in whole days (`400d`; `0d`: forever; default 400
+    /// days); `TYPE=DAYS` or `TYPE/SUBTYPE=DAYS` for one type or subtype. Repeatable.
+    #[arg(long, value_parser = parse_retention, value_name = "[TYPE[/SUBTYPE]=]DAYS")]
+    columns_retention: Vec<RetentionArg>,
+    /// How long blobs are kept, in whole days (`10d`; default 10 days); `TYPE=DAYS` or
+    /// `TYPE/SUBTYPE=DAYS` for one type or subtype (embedded store). Repeatable.
+    #[arg(long, value_parser = parse_retention, value_name = "[TYPE[/SUBTYPE]=]DAYS")]
+    retention: Vec<RetentionArg>,
     /// Every request needs a token with its route's scope (`sluice token create`); `/healthz`
     /// stays open. Needed to serve beyond loopback (see docs/security.md).
     #[arg(long)]
@@ -134,6 +136,42 @@ fn parse_bytes(value: &str) -> std::result::Result<u64, String> {
     };
     let n: u64 = digits.trim().parse().map_err(|_| bad())?;
     n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// One `--retention` / `--columns-retention` value.
+#[derive(Debug, Clone)]
+enum RetentionArg {
+    /// The default, in days.
+    Default(u32),
+    /// `TYPE` or `TYPE/SUBTYPE` (checked by the config), in days.
+    Group(String, u32),
+}
+
+/// `DAYS` or `TYPE[/SUBTYPE]=DAYS`.
+fn parse_retention(value: &str) -> std::result::Result<RetentionArg, String> {
+    match value.split_once('=') {
+        Some((group, days)) => Ok(RetentionArg::Group(
+            group.trim().to_owned(),
+            parse_days(days)?,
+        )),
+        None => parse_days(value).map(RetentionArg::Default),
+    }
+}
+
+/// Sets `default` or adds to `by_group` from each argument, in order.
+fn apply_retention(
+    args: &[RetentionArg],
+    default: &mut u32,
+    by_group: &mut std::collections::BTreeMap<String, u32>,
+) {
+    for a in args {
+        match a {
+            RetentionArg::Default(days) => *default = *days,
+            RetentionArg::Group(group, days) => {
+                by_group.insert(group.clone(), *days);
+            }
+        }
+    }
 }
 
 /// A retention in whole days: `400d`, `2w`, or a plain number of days.
@@ -231,12 +269,16 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     if let Some(every) = a.columns_every {
         c.columns_every_secs = every.as_secs();
     }
-    if let Some(days) = a.columns_retention {
-        c.columns_retention_days = days;
-    }
-    if let Some(days) = a.retention {
-        c.retention_days = days;
-    }
+    apply_retention(
+        &a.columns_retention,
+        &mut c.columns_retention_days,
+        &mut c.columns_retention_by_type,
+    );
+    apply_retention(
+        &a.retention,
+        &mut c.retention_days,
+        &mut c.retention_by_type,
+    );
     c.auth |= a.auth;
     c.insecure_no_auth |= a.insecure_no_auth;
     c.metrics_open |= a.metrics_open;

@@ -38,7 +38,7 @@ pub(crate) fn open_for_read(data: &Path, store: Option<&str>) -> Result<ReadSour
         }
     };
     Ok(match open_data_dir(&dir)? {
-        DataDir::Store(s) => ReadSource::Store(Arc::new(s)),
+        DataDir::Store(s) => ReadSource::Store(Arc::new(*s)),
         DataDir::Server(url) => ReadSource::Server(url),
     })
 }

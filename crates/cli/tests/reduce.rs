@@ -267,7 +267,7 @@ fn sketch_and_conditional_aggregates_match_the_written_events() {
         ] {
             let mut values: Vec<f64> = events
                 .iter()
-                .filter_map(|e| path.iter().fold(Some(*e), |v, k| v?.get(k))?.as_f64())
+                .filter_map(|e| path.iter().try_fold(*e, |v, k| v.get(k))?.as_f64())
                 .collect();
             values.sort_by(f64::total_cmp);
             if values.is_empty() {

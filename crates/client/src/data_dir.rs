@@ -14,7 +14,7 @@ use crate::{base_url, ClientError, Result};
 /// A data directory opened for reading.
 pub enum DataDir {
     /// No server runs on it: its store, opened read-only.
-    Store(EmbeddedStore),
+    Store(Box<EmbeddedStore>),
     /// A server holds its lock: read through that server (`http://ADDR`, or `https://ADDR`
     /// when it serves TLS: with `--tls-self-signed` its certificate is [`crate::self_signed_ca`]
     /// of the directory).
@@ -30,7 +30,7 @@ pub fn resolve_data_dir(dir: &Path) -> Result<DataDir> {
         )));
     }
     match EmbeddedStore::open_read_only(dir) {
-        Ok(s) => Ok(DataDir::Store(s)),
+        Ok(s) => Ok(DataDir::Store(Box::new(s))),
         Err(StoreError::Locked { .. }) => {
             let file: PathBuf = dir.join(SERVER_FILE);
             let text = std::fs::read_to_string(&file).ok();

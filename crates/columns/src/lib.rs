@@ -32,6 +32,7 @@ pub mod export;
 pub mod layout;
 pub mod location;
 pub mod parquet_file;
+pub mod retention;
 pub mod tier;
 pub mod verify;
 pub mod view;

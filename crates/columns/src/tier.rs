@@ -5,7 +5,7 @@
 //! run_due(now):  parts for [watermark, due)        due = (now - settle) rounded down to `every`
 //!                hour files for closed hours with parts of ours (rebuilt from the blobs, so
 //!                late chunks join them), then our parts of that hour are deleted
-//!                expiry of hours past `retention` (per type where set)
+//!                expiry of files past `retention` (per type and subtype: retention.rs)
 //! ```
 //!
 //! # Crash safety
@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 use sluice_blob::{Blob, EpochKey, EventKey, IndexEntry};
-use sluice_store::{BlobKey, Namespace, ReadStore};
+use sluice_store::{BlobKey, Namespace, ReadStore, TypeRetention};
 
 use crate::convert::{to_batch, Row, TypeSchema};
 use crate::covers::{sha1_hex, CoveredChunk, Covers, COVERS_KEY, SCHEMA_KEY};
@@ -81,10 +81,9 @@ pub struct TierConfig {
     /// The zstd level of parts (default 1): a part lives until its hour is merged, so it is
     /// written cheaply; compression was 19 % of a conversion's CPU at level 9.
     pub part_zstd_level: i32,
-    /// Seconds columns are kept (None: forever).
-    pub retention: Option<i64>,
-    /// Per-type retention, overriding `retention`.
-    pub retention_by_type: BTreeMap<String, i64>,
+    /// How long files are kept, per type and subtype (default: forever,
+    /// [`crate::retention::FOREVER`]).
+    pub retention: TypeRetention,
     /// Hours looked back at start for our newest file (the watermark) and unmerged parts.
     pub lookback_hours: i64,
     /// Where a tier with no file of its own within the lookback starts (default: the oldest
@@ -102,8 +101,7 @@ impl Default for TierConfig {
             owns_plain: true,
             write: WriteOptions::default(),
             part_zstd_level: 1,
-            retention: None,
-            retention_by_type: BTreeMap::new(),
+            retention: TypeRetention::new(crate::retention::FOREVER),
             lookback_hours: 24,
             start: None,
         }
@@ -126,7 +124,7 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    fn add(&mut self, other: RunReport) {
+    pub(crate) fn add(&mut self, other: RunReport) {
         self.files += other.files;
         self.rows += other.rows;
         self.bytes += other.bytes;
@@ -622,32 +620,15 @@ impl Tier {
         TypeSchema::new()
     }
 
-    /// Deletes the files of hours past the retention (per type where set).
+    /// Deletes or rewrites the files past their retention (`retention.rs`).
     fn expire(&self, now: i64) -> Result<RunReport, TierError> {
-        let mut report = RunReport::default();
-        if self.config.retention.is_none() && self.config.retention_by_type.is_empty() {
-            return Ok(report);
-        }
-        for l in self.view.location().list("")? {
-            let Some(name) = FileName::parse(&l.path) else {
-                continue;
-            };
-            let keep = self
-                .config
-                .retention_by_type
-                .get(&name.type_)
-                .copied()
-                .or(self.config.retention);
-            if let Some(keep) = keep {
-                if name.span().1 <= now - keep {
-                    self.view.location().delete(&l.path)?;
-                    self.view.forget(&l.path);
-                    self.view.invalidate(name.hour);
-                    report.deleted += 1;
-                }
-            }
-        }
-        Ok(report)
+        crate::retention::expire(
+            &self.view,
+            &self.config.retention,
+            &self.config.write,
+            self.config.part_zstd_level,
+            now,
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

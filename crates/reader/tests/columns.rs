@@ -390,3 +390,81 @@ fn filters_on_columns_agree_with_blobs_on_conflicting_types() {
         }
     }
 }
+
+/// Retention per subtype and type in the columns (`sluice_columns::retention`): a file holding
+/// a subtype past its retention is rewritten without it, the columns alone then answer with
+/// every other event, and with the blobs the answer is still whole (the uncovered chunks are
+/// read from the blobs); a type past its retention loses its files.
+#[test]
+fn subtypes_and_types_past_their_retention_leave_the_columns() {
+    use sluice_columns::parquet_file::WriteOptions;
+    use sluice_columns::retention::{expire, FOREVER};
+    use sluice_store::TypeRetention;
+
+    let dir = temp_dir("columns-retention");
+    let store = Arc::new(EmbeddedStore::open(dir.join("store")).expect("store"));
+    let data = groups(11, 40, START, SECONDS);
+    write(&*store, &data, 0);
+    let view = Arc::new(ColumnsView::new(Arc::new(
+        LocalDir::open(&dir.join("columns")).expect("columns dir"),
+    )));
+    let read_store: Arc<dyn ReadStore> = store.clone();
+    let tier = tier(&view, read_store, START);
+    tier.run_due(START + SECONDS + 5).expect("run");
+    // A type with several subtypes: one of them gets a short retention.
+    let mut subtypes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (_, _, t, s) in data.keys() {
+        let list = subtypes.entry(t.clone()).or_default();
+        if !list.contains(s) {
+            list.push(s.clone());
+        }
+    }
+    let (type_, subs) = subtypes
+        .iter()
+        .find(|(_, s)| s.len() >= 2)
+        .expect("a type with two subtypes");
+    let gone = &subs[0];
+    let empty = EmbeddedStore::open(dir.join("empty")).expect("empty store");
+    let all = Selection::default();
+    let (blobs, _, _) = read(&*store, None, START, START + SECONDS, &all);
+    let of = |line: &String, t: &str, s: Option<&str>| {
+        let mut key = line.split(' ').next().unwrap_or("").split(':').skip(2);
+        key.next() == Some(t) && s.is_none_or(|s| key.next() == Some(s))
+    };
+    assert!(blobs.iter().any(|l| of(l, type_, Some(gone))));
+
+    let mut rules = TypeRetention::new(FOREVER);
+    rules.insert(&format!("{type_}/{gone}"), 60).expect("rule");
+    let now = START + SECONDS + 2 * HOUR;
+    let report = expire(&view, &rules, &WriteOptions::default(), 1, now).expect("expire");
+    assert!(report.files > 0, "no file rewritten: {report:?}");
+    let (only, warnings, _) = read(&empty, Some(&view), START, START + SECONDS, &all);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let want: Vec<String> = blobs
+        .iter()
+        .filter(|l| !of(l, type_, Some(gone)))
+        .cloned()
+        .collect();
+    assert_eq!(only.len(), want.len());
+    assert_eq!(only, want);
+    let (whole, _, _) = read(&*store, Some(&view), START, START + SECONDS, &all);
+    assert_eq!(
+        whole, blobs,
+        "with the blobs, the purged subtype is read from them"
+    );
+    // Done once: the next pass finds nothing to do.
+    let again = expire(&view, &rules, &WriteOptions::default(), 1, now).expect("expire");
+    assert_eq!((again.files, again.deleted), (0, 0), "{again:?}");
+
+    // The whole type past its retention: its files go.
+    rules.insert(type_, 60).expect("rule");
+    let report = expire(&view, &rules, &WriteOptions::default(), 1, now).expect("expire");
+    assert!(report.deleted > 0, "{report:?}");
+    let (only, _, _) = read(&empty, Some(&view), START, START + SECONDS, &all);
+    let want: Vec<String> = blobs
+        .iter()
+        .filter(|l| !of(l, type_, None))
+        .cloned()
+        .collect();
+    assert_eq!(only, want);
+}

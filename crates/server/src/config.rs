@@ -9,6 +9,7 @@ use sluice_blob::{BlobOptions, Profile};
 use sluice_collector::aggregate::{AggregatorConfig, SpoolConfig};
 use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
+use sluice_store::TypeRetention;
 use std::time::Duration;
 
 use crate::error::Error;
@@ -51,6 +52,7 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// profile = "default"          # blob profile: original | default | default:<zstd level>
 /// chunk_limit = 500000         # largest blob chunk, bytes
 /// retention_days = 10
+/// # retention_by_type = { DEBUG = 1, "WEB/error" = 90 } # days, per type or TYPE/SUBTYPE
 /// # collector_id = "c1"        # chunks named <id>.<n> (several writers per dc)
 /// max_body_bytes = 8388608     # largest POST body (413 above)
 /// max_event_bytes = 65536
@@ -101,7 +103,7 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// #                            # or "off" (default: <data_dir>/columns with the embedded store, off with Cassandra)
 /// columns_every_secs = 60      # a Parquet part per (dc, type) this often
 /// columns_retention_days = 400 # column files kept (0 = forever); per type below
-/// # columns_retention_by_type = { WEB = 30 }
+/// # columns_retention_by_type = { WEB = 30, "WEB/debug" = 7 } # TYPE or TYPE/SUBTYPE
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -137,6 +139,10 @@ pub struct ServerConfig {
     pub chunk_limit: usize,
     /// Days of data kept; partitions older are dropped hourly (default 10).
     pub retention_days: u32,
+    /// Days blobs of a type (`TYPE`) or subtype (`TYPE/SUBTYPE`) are kept, overriding
+    /// `retention_days` (each at least 1). Partitions live for the longest; the groups kept
+    /// shorter are removed from them (embedded store) or written with their own TTL (Cassandra).
+    pub retention_by_type: std::collections::BTreeMap<String, u32>,
     /// This collector's id: chunks are named `<id>.<n>` (default none: plain `<n>`).
     pub collector_id: Option<String>,
     /// Largest HTTP request body in bytes (default 8 MiB); larger gets 413.
@@ -257,7 +263,8 @@ pub struct ServerConfig {
     pub columns_every_secs: u64,
     /// Days column files are kept (default 400; 0 keeps them forever).
     pub columns_retention_days: u32,
-    /// Days column files of a type are kept, overriding `columns_retention_days`.
+    /// Days column files of a type (`TYPE`) or subtype (`TYPE/SUBTYPE`) are kept, overriding
+    /// `columns_retention_days` (0: forever).
     pub columns_retention_by_type: std::collections::BTreeMap<String, u32>,
     /// Every request needs a token (`sluice token create`) with its route's scope, `/healthz`
     /// aside (default false: on loopback, ingest and reads are open and admin routes take the
@@ -306,6 +313,7 @@ impl Default for ServerConfig {
             profile: Profile::default(),
             chunk_limit: sluice_blob::DEFAULT_CHUNK_LIMIT,
             retention_days: 10,
+            retention_by_type: std::collections::BTreeMap::new(),
             collector_id: None,
             max_body_bytes: 8 << 20,
             max_event_bytes: 64 << 10,
@@ -427,26 +435,49 @@ impl ServerConfig {
 
     /// The columns writer's settings (the owner is this collector's id, else `local`).
     pub fn columns_tier(&self) -> sluice_columns::tier::TierConfig {
-        let days = |d: u32| (d > 0).then(|| i64::from(d) * 86_400);
         sluice_columns::tier::TierConfig {
             every: self.columns_every_secs as i64,
             // The flush grace plus a margin for the flush itself.
             settle: (self.grace().as_millis() as i64 + 999) / 1000 + 2,
             owner: self.collector_id.clone().unwrap_or_else(|| "local".into()),
             owns_plain: self.collector_id.is_none(),
-            retention: days(self.columns_retention_days),
-            retention_by_type: self
-                .columns_retention_by_type
-                .iter()
-                .map(|(t, d)| (t.clone(), days(*d).unwrap_or(i64::MAX / 2)))
-                .collect(),
+            // Checked by `validate`; a bad rule here would have stopped the start.
+            retention: self
+                .columns_retention()
+                .unwrap_or_else(|_| TypeRetention::new(sluice_columns::retention::FOREVER)),
             ..sluice_columns::tier::TierConfig::default()
         }
     }
 
-    /// Retention in seconds.
+    /// How long column files are kept, per type and subtype (0 days: forever).
+    pub fn columns_retention(&self) -> Result<TypeRetention, Error> {
+        let secs = |d: u32| match d {
+            0 => sluice_columns::retention::FOREVER,
+            d => i64::from(d) * 86_400,
+        };
+        let mut r = TypeRetention::new(secs(self.columns_retention_days));
+        for (key, days) in &self.columns_retention_by_type {
+            r.insert(key, secs(*days))
+                .map_err(|e| Error::Config(format!("columns_retention_by_type: {e}")))?;
+        }
+        Ok(r)
+    }
+
+    /// How long blobs are kept, per type and subtype.
+    pub fn blob_retention(&self) -> Result<TypeRetention, Error> {
+        let mut r = TypeRetention::new(i64::from(self.retention_days) * 86_400);
+        for (key, days) in &self.retention_by_type {
+            r.insert(key, i64::from(*days) * 86_400)
+                .map_err(|e| Error::Config(format!("retention_by_type: {e}")))?;
+        }
+        Ok(r)
+    }
+
+    /// The longest retention of blobs, in seconds: how long a time partition lives, and the
+    /// oldest epoch ingest takes.
     pub fn retention_secs(&self) -> i64 {
-        i64::from(self.retention_days) * 86_400
+        self.blob_retention()
+            .map_or(i64::from(self.retention_days) * 86_400, |r| r.longest())
     }
 
     /// The collector input settings this configuration implies.
@@ -595,6 +626,19 @@ impl ServerConfig {
         }
         self.wal_config()?;
         self.store_url()?;
+        if !self.blob_retention()?.is_empty()
+            && matches!(
+                self.store_url()?,
+                sluice_store_cassandra::StoreUrl::Cassandra(_)
+            )
+        {
+            return Err(Error::Config(
+                "retention_by_type needs the embedded store: on Cassandra every type keeps \
+                 retention_days (the tables' TTL)"
+                    .into(),
+            ));
+        }
+        self.columns_retention()?;
         if self.tcp_max_connections == 0 || self.tcp_idle_timeout_secs == 0 {
             return Err(Error::Config(
                 "tcp_max_connections and tcp_idle_timeout_secs must be positive".into(),

@@ -78,7 +78,8 @@ pub fn open_store(config: &ServerConfig) -> Result<Arc<dyn Store>> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|e| Error::Io(format!("creating {}: {e}", config.data_dir.display())))?;
     }
-    url.open(sluice_store_cassandra::OpenMode::Serve, retention)
+    let types = config.blob_retention()?;
+    url.open_with_types(sluice_store_cassandra::OpenMode::Serve, retention, types)
         .map_err(Error::Store)
 }
 

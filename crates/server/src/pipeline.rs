@@ -158,6 +158,8 @@ pub(crate) struct Pipeline {
     store: Arc<dyn Store>,
     metrics: SharedMetrics,
     expire_every: i64,
+    /// An expiry pass is running (on its own thread).
+    expiring: Arc<std::sync::atomic::AtomicBool>,
     wal: Arc<Wal>,
     /// The configured dc (drops whose tags are unknown are counted under it).
     dc: String,
@@ -300,17 +302,37 @@ impl Pipeline {
         self.shards.flushed(self.shard);
     }
 
-    /// Drops expired partitions (shard 0, hourly).
+    /// Drops expired partitions and purges groups past their own retention (shard 0, hourly),
+    /// on a thread of its own: a purge copies a partition's kept bytes, which must not hold up
+    /// this shard's flushes. A pass still running when the next is due is not doubled.
     fn expire(&mut self, now: i64) {
-        match self.store.expire(now) {
-            Ok(r) => self
-                .metrics
-                .partitions_expired
-                .inc_by(r.partitions_dropped as u64),
-            Err(e) => {
-                eprintln!("sluice-server: expiry failed: {e}");
-                self.metrics.store_errors.inc();
-            }
+        use std::sync::atomic::Ordering;
+        if self.expiring.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let (store, metrics) = (self.store.clone(), self.metrics.clone());
+        let running = self.expiring.clone();
+        let finished = self.expiring.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sluice-expire".into())
+            .spawn(move || {
+                match store.expire(now) {
+                    Ok(r) => {
+                        metrics
+                            .partitions_expired
+                            .inc_by(r.partitions_dropped as u64);
+                        metrics.partitions_purged.inc_by(r.partitions_purged as u64);
+                    }
+                    Err(e) => {
+                        eprintln!("sluice-server: expiry failed: {e}");
+                        metrics.store_errors.inc();
+                    }
+                }
+                finished.store(false, Ordering::Release);
+            });
+        if let Err(e) = spawned {
+            eprintln!("sluice-server: expiry not started: {e}");
+            running.store(false, Ordering::Release);
         }
     }
 

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store, StoreError};
+use sluice_store::{EmbeddedOptions, EmbeddedStore, Retention, Store, StoreError, TypeRetention};
 
 use crate::store::CassandraStore;
 use crate::url::StoreUrl;
@@ -32,6 +32,24 @@ impl StoreUrl {
     /// reads its own partition width instead; a read-only Cassandra store needs the writers'
     /// partition width).
     pub fn open(&self, mode: OpenMode, retention: Retention) -> Result<Arc<dyn Store>, StoreError> {
+        self.open_with_types(mode, retention, TypeRetention::new(retention.period_secs))
+    }
+
+    /// [`open`](Self::open) with retention per type and subtype: `retention.period_secs` must
+    /// be `types.longest()`. Only the embedded store takes rules; Cassandra refuses them.
+    pub fn open_with_types(
+        &self,
+        mode: OpenMode,
+        retention: Retention,
+        types: TypeRetention,
+    ) -> Result<Arc<dyn Store>, StoreError> {
+        if !types.is_empty() && matches!(self, StoreUrl::Cassandra(_)) {
+            return Err(StoreError::InvalidArgument {
+                reason: "retention per type needs the embedded store: on Cassandra every type \
+                         keeps the tables' TTL"
+                    .into(),
+            });
+        }
         Ok(match (self, mode) {
             (StoreUrl::Embedded(dir), OpenMode::ReadOnly) => {
                 Arc::new(EmbeddedStore::open_read_only(dir)?)
@@ -39,6 +57,7 @@ impl StoreUrl {
             (StoreUrl::Embedded(dir), OpenMode::Serve | OpenMode::Create) => {
                 let opts = EmbeddedOptions {
                     retention,
+                    type_retention: types,
                     ..EmbeddedOptions::default()
                 };
                 Arc::new(EmbeddedStore::open_with(dir, opts)?)

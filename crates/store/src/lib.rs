@@ -19,7 +19,8 @@
 //!   union;
 //! - **completeness [`Counts`]** per `(epoch, dc, type, subtype)`, merged by addition;
 //! - a [`Retention`]: data is grouped in time partitions (an hour) and
-//!   [`expire`](Store::expire) drops whole partitions.
+//!   [`expire`](Store::expire) drops whole partitions; a [`TypeRetention`] keeps some types (or
+//!   subtypes) for less or more time than the rest.
 //!
 //! Modules: `store` (the trait and its value types), `stored` (what a flush stored,
 //! [`StoredBatch`]), [`copy`] (a time range from one store to
@@ -60,6 +61,7 @@ mod store;
 mod stored;
 #[cfg(feature = "testkit")]
 pub mod testkit;
+mod type_retention;
 
 pub use crate::embedded::{
     BlobFormat, CheckReport, CodecFormat, Durability, EmbeddedOptions, EmbeddedStore,
@@ -71,6 +73,7 @@ pub use crate::faulty::{Faults, FaultyStore};
 #[cfg(feature = "testkit")]
 pub use crate::memory::InMemoryStore;
 pub use crate::stored::{StoredBatch, StoredChunk};
+pub use crate::type_retention::TypeRetention;
 
 /// The file in a data directory naming the running server's HTTP address (`http://ADDR`), so
 /// that readers (`sluice cat --data DIR`, `sluice_client::resolve_data_dir`) can go through that

@@ -224,6 +224,9 @@ pub struct ExpireReport {
     pub partitions_dropped: usize,
     /// Bytes of files removed (0 for backends that do not know, e.g. TTL-based ones).
     pub bytes_freed: u64,
+    /// Time partitions rewritten without the groups past their own retention
+    /// ([`crate::TypeRetention`]).
+    pub partitions_purged: usize,
 }
 
 /// What kind of damage a [`Damage`] is.

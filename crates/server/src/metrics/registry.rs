@@ -95,6 +95,8 @@ pub struct Metrics {
     pub freshness_seconds: Histogram,
     /// Partitions dropped by retention.
     pub partitions_expired: IntCounter,
+    /// Partitions rewritten without the types or subtypes past their own retention.
+    pub partitions_purged: IntCounter,
     /// WAL records replayed at start.
     pub wal_replayed_records: IntGauge,
     /// WAL records appended.
@@ -240,6 +242,7 @@ impl Metrics {
             waiting_since_unix: AtomicI64::new(0),
             freshness_seconds: reg(&r, histogram("sluice_freshness_seconds", "From the end of an event's second to its blob being readable, per group with on-time events stored, seconds.", FRESHNESS_BUCKETS)),
             partitions_expired: reg(&r, counter("sluice_partitions_expired_total", "Time partitions dropped by retention.")),
+            partitions_purged: reg(&r, counter("sluice_partitions_purged_total", "Time partitions rewritten without the types or subtypes past their own retention (retention_by_type).")),
             wal_replayed_records: reg(&r, gauge("sluice_wal_replayed_records", "WAL records replayed at start.")),
             wal_appends: reg(&r, counter("sluice_wal_appends_total", "Payloads logged in the WAL.")),
             wal_errors: reg(&r, counter("sluice_wal_errors_total", "WAL append or checkpoint errors.")),

@@ -161,6 +161,7 @@ impl Pipeline {
             store: shared.store.clone(),
             metrics: shared.metrics.clone(),
             expire_every: config.expire_interval_secs as i64,
+            expiring: Arc::default(),
             wal: shared.wal.clone(),
             dc: config.dc.clone(),
             pending_drops: Default::default(),

@@ -20,6 +20,9 @@ pub trait BlobFormat: Send + Sync + Debug {
     /// The epoch-index slot `(epoch, dc, entry)` an `events` key names, or `None` when the key
     /// is not an event key.
     fn index_slot(&self, key: &str) -> Option<(i64, String, String)>;
+
+    /// The `(type, subtype)` group an epoch-index entry names, or `None` when it is not one.
+    fn entry_group(&self, entry: &str) -> Option<(String, String)>;
 }
 
 /// The format of `sluice-blob`: event keys `EPOCH:DC:TYPE:SUBTYPE:CHUNK`, values with a
@@ -43,5 +46,10 @@ impl BlobFormat for CodecFormat {
             key.dc().to_owned(),
             key.index_entry().to_string(),
         ))
+    }
+
+    fn entry_group(&self, entry: &str) -> Option<(String, String)> {
+        let entry = sluice_blob::IndexEntry::parse(entry).ok()?;
+        Some((entry.type_().to_owned(), entry.subtype().to_owned()))
     }
 }

@@ -12,6 +12,9 @@ pub(super) fn list_partitions(
     read_only: bool,
 ) -> Result<BTreeMap<i64, Arc<Partition>>> {
     let mut partitions = BTreeMap::new();
+    if !read_only {
+        recover_purges(dir)?;
+    }
     let entries = fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
     for entry in entries {
         let entry = entry.map_err(|e| StoreError::io(dir, e))?;
@@ -32,7 +35,7 @@ pub(super) fn list_partitions(
                     "partition directory not aligned to the partition width",
                 ));
             }
-            partitions.insert(start, Arc::new(Partition::new(path)));
+            partitions.insert(start, Arc::new(Partition::new(start, path)));
         }
     }
     Ok(partitions)

@@ -115,6 +115,10 @@ impl MetaLog {
                         return;
                     }
                 }
+                // A token alone (a purge keeps those of groups it removed) adds no group.
+                if c.is_zero() {
+                    return;
+                }
                 counts
                     .entry((epoch, dc.to_owned()))
                     .or_default()

@@ -41,6 +41,7 @@ mod layout;
 mod lock;
 mod log_file;
 mod meta_log;
+mod purge;
 mod record;
 mod repair;
 
@@ -50,6 +51,7 @@ use layout::*;
 use lock::*;
 use log_file::*;
 use meta_log::*;
+use purge::*;
 use repair::*;
 
 use std::collections::hash_map::Entry;
@@ -72,6 +74,7 @@ use crate::store::{
     CountsWrite, Damage, DamageKind, DamageStats, ExpireReport, Namespace, PutOutcome, Retention,
     Store, StoreUsage, TypeSubtype, MAX_BLOB_LEN, MAX_KEY_LEN, MAX_NAME_LEN,
 };
+use crate::type_retention::TypeRetention;
 
 const FORMAT_FILE: &str = "FORMAT";
 const FORMAT_VERSION: &str = "sluice-store segment-log 1";
@@ -103,6 +106,10 @@ pub struct EmbeddedOptions {
     /// Retention period and partition width. The partition width is recorded in the data
     /// directory on creation; reopening with another width is refused.
     pub retention: Retention,
+    /// Groups kept for another period than `retention.period_secs` (which must be the longest
+    /// of all: [`TypeRetention::longest`]); [`Store::expire`] removes the others from older
+    /// partitions (`purge.rs`).
+    pub type_retention: TypeRetention,
     /// When writes are durable.
     pub durability: Durability,
     /// Threads used by [`Store::get_blobs`] (at most; 1 = sequential).
@@ -115,6 +122,7 @@ impl Default for EmbeddedOptions {
     fn default() -> Self {
         EmbeddedOptions {
             retention: Retention::default(),
+            type_retention: TypeRetention::default(),
             durability: Durability::default(),
             read_threads: 4,
             blob_format: Arc::new(CodecFormat),
@@ -307,7 +315,7 @@ impl EmbeddedStore {
         fs::create_dir_all(&path).map_err(|e| StoreError::io(&path, e))?;
         // Make the new directory entry durable before anything is written into it.
         sync_dir(&self.dir)?;
-        let p = Arc::new(Partition::new(path));
+        let p = Arc::new(Partition::new(start, path));
         map.insert(start, p.clone());
         Ok(p)
     }
@@ -574,10 +582,13 @@ impl EmbeddedStore {
         if entries.is_empty() {
             return Ok(());
         }
-        let p = self.partition_for_write(epoch)?;
-        let log = self.meta(&p)?;
-        {
+        loop {
+            let p = self.partition_for_write(epoch)?;
+            let log = self.meta(&p)?;
             let mut len = lock(&log.file.len);
+            if p.retired.load(Ordering::Acquire) {
+                continue; // purged meanwhile: write to its copy
+            }
             let id = (epoch, dc.to_owned());
             // Only the entries not yet present are logged (the writer lock makes this exact).
             let fresh: Vec<&str> = log.with_index(ns, |index| {
@@ -595,8 +606,9 @@ impl EmbeddedStore {
             log.file
                 .append(&mut len, &record::encode_index_add(ns, epoch, dc, &fresh))?;
             log.extend_index(ns, id, fresh.iter().map(|e| (*e).to_owned()));
+            drop(len);
+            return self.after_write(&log.file);
         }
-        self.after_write(&log.file)
     }
 
     /// The entries of `(epoch, dc)` in the events index (`ns` = `None`) or the namespace `ns`.
@@ -627,10 +639,13 @@ impl EmbeddedStore {
         if counts.is_zero() {
             return Ok(());
         }
-        let p = self.partition_for_write(epoch)?;
-        let log = self.meta(&p)?;
-        {
+        loop {
+            let p = self.partition_for_write(epoch)?;
+            let log = self.meta(&p)?;
             let mut len = lock(&log.file.len);
+            if p.retired.load(Ordering::Acquire) {
+                continue; // purged meanwhile: write to its copy
+            }
             let token = write.map(|w| applied_token(epoch, dc, w.writer, w.batch));
             if let Some(t) = &token {
                 if read_lock(&log.applied).contains(t) {
@@ -655,24 +670,29 @@ impl EmbeddedStore {
                 .entry((event_type.to_owned(), subtype.to_owned()))
                 .or_default()
                 .merge(counts);
+            drop(len);
+            return self.after_write(&log.file);
         }
-        self.after_write(&log.file)
     }
 }
 
 impl Store for EmbeddedStore {
     fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome> {
         check_put(ns, key, bytes)?;
-        let p = self.partition_for_write(key.epoch)?;
-        let log = self.blobs(&p)?;
         let ns_name = ns.as_str();
-        let outcome = {
+        loop {
+            let p = self.partition_for_write(key.epoch)?;
+            let log = self.blobs(&p)?;
             let mut len = lock(&log.file.len);
-            Self::put_locked(log, &mut len, &ns_name, key, bytes)?
-        };
-        // Also after `AlreadyPresent`: it may be the retry of a put whose sync failed.
-        self.after_write(&log.file)?;
-        Ok(outcome)
+            if p.retired.load(Ordering::Acquire) {
+                continue; // purged meanwhile: write to its copy
+            }
+            let outcome = Self::put_locked(log, &mut len, &ns_name, key, bytes)?;
+            drop(len);
+            // Also after `AlreadyPresent`: it may be the retry of a put whose sync failed.
+            self.after_write(&log.file)?;
+            return Ok(outcome);
+        }
     }
 
     /// Items of one partition that follow each other are appended under one hold of the log's
@@ -690,26 +710,31 @@ impl Store for EmbeddedStore {
             let run = &items[i..end];
             i = end;
             let (first_key, first_bytes) = run[0];
-            let opened = check_put(ns, first_key, first_bytes)
-                .and_then(|()| self.partition_for_write(first_key.epoch));
-            let p = match opened {
-                Ok(p) => p,
-                Err(e) => {
-                    out.push(Err(e));
-                    return out;
-                }
-            };
-            let log = match self.blobs(&p) {
-                Ok(log) => log,
-                Err(e) => {
-                    out.push(Err(e));
-                    return out;
-                }
-            };
+            if let Err(e) = check_put(ns, first_key, first_bytes) {
+                out.push(Err(e));
+                return out;
+            }
             let first = out.len();
             let mut failed = false;
-            {
+            loop {
+                let p = match self.partition_for_write(first_key.epoch) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        out.push(Err(e));
+                        return out;
+                    }
+                };
+                let log = match self.blobs(&p) {
+                    Ok(log) => log,
+                    Err(e) => {
+                        out.push(Err(e));
+                        return out;
+                    }
+                };
                 let mut len = lock(&log.file.len);
+                if p.retired.load(Ordering::Acquire) {
+                    continue; // purged meanwhile: write to its copy
+                }
                 for (key, bytes) in run {
                     let r = check_put(ns, *key, bytes)
                         .and_then(|()| Self::put_locked(log, &mut len, &ns_name, *key, bytes));
@@ -719,16 +744,20 @@ impl Store for EmbeddedStore {
                         break;
                     }
                 }
-            }
-            // Also after `AlreadyPresent` only: it may be the retry of a put whose sync failed.
-            if out[first..].iter().any(Result::is_ok) {
-                if let Err(e) = self.after_write(&log.file) {
-                    // Handed to the kernel but not synced as `Immediate` promises: the run's
-                    // first write reports it, as a lone `put_blob` would (a retry is harmless).
-                    out.truncate(first);
-                    out.push(Err(e));
-                    return out;
+                drop(len);
+                // Also after `AlreadyPresent` only: it may be the retry of a put whose sync
+                // failed.
+                if out[first..].iter().any(Result::is_ok) {
+                    if let Err(e) = self.after_write(&log.file) {
+                        // Handed to the kernel but not synced as `Immediate` promises: the run's
+                        // first write reports it, as a lone `put_blob` would (a retry is
+                        // harmless).
+                        out.truncate(first);
+                        out.push(Err(e));
+                        return out;
+                    }
                 }
+                break;
             }
             if failed {
                 return out;
@@ -924,6 +953,11 @@ impl Store for EmbeddedStore {
         self.check_writable()?;
         let mut report = ExpireReport::default();
         let mut doomed = Vec::new();
+        // A partition lives as long as its longest-kept group; shorter-kept groups are purged.
+        let mut whole = self.opts.retention;
+        if !self.opts.type_retention.is_empty() {
+            whole.period_secs = whole.period_secs.max(self.opts.type_retention.longest());
+        }
         {
             // Under the map lock: take the partitions out and rename their directories, so a
             // write arriving for the same hour makes a fresh directory, never a half-deleted one.
@@ -931,7 +965,7 @@ impl Store for EmbeddedStore {
             let starts: Vec<i64> = map
                 .keys()
                 .copied()
-                .take_while(|s| self.opts.retention.is_expired(*s, now))
+                .take_while(|s| whole.is_expired(*s, now))
                 .collect();
             for start in starts {
                 let Some(p) = map.remove(&start) else {
@@ -958,6 +992,7 @@ impl Store for EmbeddedStore {
             }
             fs::remove_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
         }
+        self.purge_expired_groups(now, &mut report)?;
         Ok(report)
     }
 
@@ -1074,7 +1109,12 @@ struct FetchJob {
 
 /// One time partition; its logs are loaded on first use.
 struct Partition {
+    /// Its first epoch.
+    start: i64,
     dir: PathBuf,
+    /// Replaced by a purged copy (`purge.rs`): a writer that sees this under a log's writer
+    /// lock takes the partition again from the map.
+    retired: AtomicBool,
     load_lock: Mutex<()>,
     blobs: OnceLock<BlobLog>,
     meta: OnceLock<MetaLog>,
@@ -1083,9 +1123,11 @@ struct Partition {
 }
 
 impl Partition {
-    fn new(dir: PathBuf) -> Self {
+    fn new(start: i64, dir: PathBuf) -> Self {
         Partition {
+            start,
             dir,
+            retired: AtomicBool::new(false),
             load_lock: Mutex::new(()),
             blobs: OnceLock::new(),
             meta: OnceLock::new(),
