@@ -353,3 +353,114 @@ fn a_crash_at_each_step_of_the_swap_leaves_one_whole_partition() {
     assert_eq!(groups_held(&r), set(&GROUPS));
     assert!(done.exists());
 }
+
+/// The SIGKILL loop's child: writes a kept group (printing each chunk once its blob and index
+/// entry returned) and a purged one, while the main thread purges the partition over and over.
+/// Does nothing unless started by the test below.
+#[test]
+fn purge_crash_child() {
+    let Ok(dir) = std::env::var(CRASH_CHILD) else {
+        return;
+    };
+    let start: u32 = std::env::var(CRASH_START)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .expect("child: start");
+    let s = Arc::new(open(Path::new(&dir)));
+    let writer = {
+        let s = s.clone();
+        std::thread::spawn(move || {
+            for chunk in start.. {
+                for t in ["DEBUG", "APP"] {
+                    let k = key(E, t, "", chunk);
+                    s.put_blob(&EV, BlobKey::new(E, &k), &[chunk as u8; 700])
+                        .expect("child: put");
+                    s.add_to_epoch_index(E, "ams", &[&format!("{t}::{chunk}")])
+                        .expect("child: index");
+                }
+                // println! locks and line-flushes stdout: the line is out once this returns.
+                println!("PUT {chunk}");
+            }
+        })
+    };
+    for i in 0.. {
+        s.expire(END + DAY + i).expect("child: expire");
+        if writer.is_finished() {
+            break;
+        }
+    }
+}
+
+const CRASH_CHILD: &str = "SLUICE_PURGE_CRASH_CHILD";
+const CRASH_START: &str = "SLUICE_PURGE_CRASH_START";
+
+#[test]
+fn sigkill_during_purges_keeps_every_returned_write() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    if std::env::var(CRASH_CHILD).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write_groups(&open(dir.path()));
+    let mut acked: Vec<u32> = Vec::new();
+    let mut next = 1u32;
+    for round in 0..6u32 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "purge_crash_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CRASH_CHILD, dir.path())
+            .env(CRASH_START, next.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn child");
+        let out = BufReader::new(child.stdout.take().expect("stdout"));
+        let want = 30 + round as usize * 37;
+        let mut seen = 0;
+        for line in out.lines() {
+            if let Some(n) = line.expect("child stdout").strip_prefix("PUT ") {
+                acked.push(n.parse().expect("chunk"));
+                seen += 1;
+                if seen >= want {
+                    child.kill().expect("SIGKILL");
+                    break;
+                }
+            }
+        }
+        child.wait().expect("reap");
+        assert!(seen > 0, "round {round}: the child wrote nothing");
+        // Reopened (finishing any interrupted swap): every acked chunk is there, whole.
+        let s = open(dir.path());
+        let index = s.get_epoch_index(E, "ams").unwrap();
+        for c in &acked {
+            let k = key(E, "APP", "", *c);
+            assert_eq!(
+                s.get_blob(&EV, BlobKey::new(E, &k)).unwrap(),
+                Some(vec![*c as u8; 700]),
+                "round {round}: acked {k} lost"
+            );
+            assert!(
+                index.contains(&format!("APP::{c}")),
+                "round {round}: entry of {k} lost"
+            );
+        }
+        let stray: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".purge") || n.ends_with(".expired"))
+            .collect();
+        assert!(stray.is_empty(), "round {round}: left over: {stray:?}");
+        next = acked.iter().max().copied().unwrap_or(0) + 2;
+    }
+    // A last purge removes every DEBUG chunk; the kept ones stay.
+    let s = open(dir.path());
+    s.expire(END + DAY).unwrap();
+    let index = s.get_epoch_index(E, "ams").unwrap();
+    assert!(index.iter().all(|e| !e.starts_with("DEBUG:")), "{index:?}");
+    assert!(acked.iter().all(|c| index.contains(&format!("APP::{c}"))));
+}
