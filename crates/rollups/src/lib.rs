@@ -1,0 +1,10 @@
+//! Rollups: aggregates (count, sum, min, max, quantiles, distinct counts, conditional counts)
+//! computed once at write time per (step, group) as mergeable states, and merged at query time
+//! to any step that is a multiple of the rollup's.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod row;
+
+pub use row::RollupRow;

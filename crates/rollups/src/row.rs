@@ -1,0 +1,23 @@
+//! [`RollupRow`]: one (step, group) of a rollup query's answer — what every output (table, JSON,
+//! CSV, Prometheus remote-write and text format, Graphite) is made from.
+
+use serde::Serialize;
+
+/// One step of one group of a rollup, its aggregates evaluated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RollupRow {
+    /// The rollup's name.
+    pub rollup: String,
+    /// The step's first second, Unix time.
+    pub start: i64,
+    /// The step's width, seconds.
+    pub step: i64,
+    /// The group: each `--group-by` path as written, and its value as text (a string as it is,
+    /// anything else as JSON; `null` when the path was missing). `_other` values mark the
+    /// overflow group of a rollup past its group cap.
+    pub group: Vec<(String, String)>,
+    /// Each aggregate as written (`count`, `sum:duration_ms`, `p95:duration_ms`,
+    /// `distinct:user_id`, `count_if:status >= 500`, `ratio:…`) and its value (`None`: no value
+    /// in this step, e.g. a `min` over no number).
+    pub values: Vec<(String, Option<f64>)>,
+}
