@@ -12,10 +12,13 @@
 //! - Credentials from `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (URL without keys or region):
 //!   served and written; wrong or missing keys: `sluice serve` exits at once with an error naming
 //!   the location and the S3 error code (no hang, no panic, no secret shown).
+//! - Cassandra as the blob store (`scripts/cassandra.sh`, `SLUICE_SKIP_CASSANDRA=1` skips it),
+//!   the columns on S3 named with the collector id: the same reads, verify and rebuild.
 //!
 //! SeaweedFS is started by the first test that needs it and left running (`make test` stops it);
 //! `SLUICE_SKIP_S3=1` skips these tests. Runs the `sluice` binary cargo builds for these tests.
 
+mod cassandra_common;
 mod common;
 mod load;
 mod process;
@@ -25,11 +28,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use cassandra_common::Keyspace;
 use common::now;
 use load::{Clients, Load, Targets};
 use process::{lines, sluice_bin, try_request, Server, XorShift};
 use serde_json::{json, Value};
 use sluice_columns::location::{open_location, Listed};
+use sluice_store_cassandra::testing::cluster;
 use sluice_test_support::s3::{encode, fresh_prefix, seaweedfs, S3Server};
 
 const HOUR: i64 = 3600;
@@ -746,4 +751,130 @@ fn credentials_from_the_environment() {
             "{what}: the secret is shown: {log}"
         );
     }
+}
+
+#[test]
+fn cassandra_blobs_with_columns_on_s3() {
+    // DESIGN: with Cassandra as the blob store, the columns go to the object store.
+    let Some(s3) = seaweedfs("cassandra_blobs_with_columns_on_s3") else {
+        return;
+    };
+    let Some(cluster) = cluster(1, "cassandra_blobs_with_columns_on_s3") else {
+        return;
+    };
+    let ks = Keyspace::new(&cluster.hosts, "colss3");
+    let store = ks.url("rf=1");
+    let prefix = fresh_prefix("cli-columns-cassandra");
+    let url = s3.url(&prefix, "");
+    let dir = sluice_test_support::temp_dir("columns-s3-cassandra");
+    let data = dir.join("data");
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {data:?}\nstore = {store:?}\ncollector_id = \"c1\"\ntcp = \"off\"\nudp = \"off\"\n\
+             columns = {url:?}\ncolumns_every_secs = 1\n"
+        ),
+    )
+    .expect("config");
+    let server = serve_env(&config, &data, &[]).unwrap_or_else(|e| panic!("{e}"));
+
+    let t1 = now();
+    let mut sent = events(0, 4, t1);
+    post(server.addr, &sent);
+    let (from, to) = (t1 - 5, t1 + 3600);
+    let store_status = || {
+        let out = sluice_env(
+            &[
+                "columns",
+                "status",
+                "--json",
+                "--store",
+                &store,
+                "--columns",
+                &url,
+                "--from",
+                &from.to_string(),
+                "--to",
+                &to.to_string(),
+            ],
+            &[],
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).expect("status JSON")
+    };
+    let n = sent.len() as u64;
+    wait_status(
+        "the events in the columns",
+        Duration::from_secs(90),
+        store_status,
+        |s| s["rows"].as_u64() == Some(n),
+    );
+    // Late: the same second again, after its part was written (on the blob path until merged).
+    let late = events(1000, 2, t1);
+    post(server.addr, &late);
+    sent.extend(late);
+    server.wait_idle(Duration::from_secs(30));
+
+    let to = now() + 2;
+    assert_exactly(
+        &sent,
+        &read(&server, from, to, ""),
+        "read (columns and blobs)",
+    );
+    assert_exactly(
+        &sent,
+        &read(&server, from, to, "&columns=off"),
+        "read with columns=off",
+    );
+    // `cat --store` reads the blobs only.
+    assert_exactly(&sent, &cat(&["--store", &store], from, to), "cat --store");
+    let keys = hive_keys(&objects(&url));
+    assert!(
+        keys.iter().all(|(_, _, _, f)| f.ends_with("-c1.parquet")),
+        "files named with the collector id: {keys:?}"
+    );
+    assert_eq!(
+        keys.iter()
+            .map(|(_, dc, t, _)| (dc.clone(), t.clone()))
+            .collect::<BTreeSet<_>>()
+            .len(),
+        4,
+        "{keys:?}"
+    );
+    server.stop();
+
+    let range = [
+        "--from".to_owned(),
+        from.to_string(),
+        "--to".to_owned(),
+        to.to_string(),
+    ];
+    let run = |cmd: &[&str]| {
+        let mut args = vec!["columns"];
+        args.extend_from_slice(cmd);
+        args.extend(["--store", &store, "--columns", &url]);
+        args.extend(range.iter().map(String::as_str));
+        let out = sluice_env(&args, &[]);
+        assert!(
+            out.status.success(),
+            "sluice {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(run(&["verify"]).contains(" 0 problems"));
+    run(&["rebuild", "--collector-id", "c1"]);
+    let rebuilt: Value = serde_json::from_str(&run(&["status", "--json"])).expect("status JSON");
+    assert_eq!(
+        rebuilt["rows"].as_u64(),
+        Some(sent.len() as u64),
+        "{rebuilt}"
+    );
+    assert!(run(&["verify"]).contains(" 0 problems"));
 }
