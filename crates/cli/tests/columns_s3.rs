@@ -357,9 +357,9 @@ fn acked_events_go_to_s3_and_read_back_once() {
     };
     let old_1 = wave(0, &[old, old + 1]);
     server.wait_idle(Duration::from_secs(30));
-    // Seconds the tier has not passed yet (it writes a second once the flush has settled).
+    // Seconds the tier has not passed yet (it writes a second a few seconds after it ends).
     let t1 = now();
-    let current_1 = wave(1000, &[t1 - 1, t1]);
+    let current_1 = wave(1000, &[t1, t1 + 1]);
     let (from, to) = (hour_of(old), t1 + 3600);
     let status_now = || status(&data, &url, from, to, &[]);
 
@@ -373,7 +373,7 @@ fn acked_events_go_to_s3_and_read_back_once() {
             old_rows == in_hour(&old_1, hour_of(old))
                 && old_parts == 0
                 && s["rows"].as_u64() == Some((old_1.len() + current_1.len()) as u64)
-                && s["covered_until"].as_i64().is_some_and(|c| c > t1)
+                && s["covered_until"].as_i64().is_some_and(|c| c > t1 + 1)
         },
     );
     println!("first events covered: {first}");
@@ -385,7 +385,7 @@ fn acked_events_go_to_s3_and_read_back_once() {
 
     // Late: the same seconds again, after their part and their hour file were written.
     let old_2 = wave(2000, &[old, old + 1]);
-    let current_2 = wave(3000, &[t1 - 1, t1]);
+    let current_2 = wave(3000, &[t1, t1 + 1]);
     server.wait_idle(Duration::from_secs(30));
     // The closed hour is merged again with its late chunks (checked every minute).
     let merged = wait_status(
