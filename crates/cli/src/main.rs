@@ -13,6 +13,7 @@ mod export_cmd;
 mod gen_cmd;
 mod output;
 mod reduce_args;
+mod rollup_cmd;
 mod sereal_cmd;
 mod serve_cmd;
 mod store_arg;
@@ -63,6 +64,10 @@ enum Command {
     /// Write a time range's events (with --where / --select) as Parquet files for an analyst
     /// (`OUT/dc=…/type=…/part-N.parquet`, the history tier's layout).
     Export(export_cmd::ExportArgs),
+    /// Rollups: aggregates (counts, sums, quantiles, distinct counts) computed once at write
+    /// time per step and group; queried at any multiple of the step.
+    #[command(subcommand)]
+    Rollup(rollup_cmd::RollupCommand),
     /// Manage substreams: write-time transformations whose small results consumers read
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
@@ -146,6 +151,7 @@ fn main() -> ExitCode {
         Command::Store(cmd) => store_cmd::run(cmd),
         Command::Columns(cmd) => columns_cmd::run(cmd),
         Command::Export(args) => export_cmd::run(args),
+        Command::Rollup(cmd) => rollup_cmd::run(cmd),
         Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),

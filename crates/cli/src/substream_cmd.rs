@@ -17,13 +17,13 @@ use sluice_substreams::{registry, Spec};
 
 /// Where the registry is.
 #[derive(Args, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// A running server (e.g. http://127.0.0.1:8180).
     #[arg(long, conflicts_with = "data")]
-    server: Option<String>,
+    pub(crate) server: Option<String>,
     /// A data directory: written directly, or through the server that holds it.
     #[arg(long)]
-    data: Option<PathBuf>,
+    pub(crate) data: Option<PathBuf>,
     #[command(flatten)]
     client: sluice_client::ClientArgs,
 }
@@ -113,12 +113,12 @@ pub struct BackfillArgs {
 }
 
 /// The registry, resolved.
-enum Registry {
+pub(crate) enum Registry {
     Server(SubstreamAdmin),
     Local(EmbeddedStore),
 }
 
-fn open(t: &Target) -> Result<Registry> {
+pub(crate) fn open(t: &Target) -> Result<Registry> {
     // Registering a Python substream imports it on the server: give that time.
     let mut opts = HttpOptions {
         read_timeout: std::time::Duration::from_secs(120),
@@ -153,7 +153,7 @@ fn open(t: &Target) -> Result<Registry> {
     }
 }
 
-fn print(v: &Value) -> Result<()> {
+pub(crate) fn print(v: &Value) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())
 }
@@ -173,6 +173,7 @@ fn print_list(v: &Value) {
             .collect();
         let t = &d["transform"];
         let what = match t["kind"].as_str() {
+            Some("rollup") => crate::rollup_cmd::describe(t),
             Some("select") => {
                 let paths: Vec<&str> = t["select"]
                     .as_array()

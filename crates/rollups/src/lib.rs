@@ -5,6 +5,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod query;
 pub mod row;
 
+pub use query::{query, RollupAnswer, RollupError, RollupQuery};
 pub use row::RollupRow;

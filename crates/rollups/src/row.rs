@@ -21,3 +21,27 @@ pub struct RollupRow {
     /// in this step, e.g. a `min` over no number).
     pub values: Vec<(String, Option<f64>)>,
 }
+
+impl RollupRow {
+    /// The row as one flat JSON object: `start`, the group fields, the aggregates (in that
+    /// order; `null` for no value) — what `GET /v1/rollups/NAME` and `--format json` give.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("start".into(), self.start.into());
+        for (k, v) in &self.group {
+            m.insert(k.clone(), v.clone().into());
+        }
+        for (k, v) in &self.values {
+            let value = match v {
+                // Whole numbers (counts) print as integers.
+                Some(f) if f.fract() == 0.0 && f.abs() < 9e15 => (*f as i64).into(),
+                Some(f) => {
+                    serde_json::Number::from_f64(*f).map_or(serde_json::Value::Null, Into::into)
+                }
+                None => serde_json::Value::Null,
+            };
+            m.insert(k.clone(), value);
+        }
+        serde_json::Value::Object(m)
+    }
+}

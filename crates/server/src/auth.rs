@@ -171,6 +171,7 @@ impl Auth {
             r if r.starts_with("/v1/substreams") || r.starts_with("/v1/tokens") => {
                 Some(Scope::Admin)
             }
+            r if r.starts_with("/v1/rollups") && method != Method::GET => Some(Scope::Admin),
             _ => Some(Scope::Read),
         }
     }

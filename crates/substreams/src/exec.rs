@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use sereal::{Decoder, Limits, Value};
 use sluice_blob::EventKey;
 use sluice_pyworkers::{BlobContext, Job, NoPython, Pool, PoolConfig, PoolError};
+use sluice_reader::reduce::{ReduceError, ReduceSpec, Reducer};
 use sluice_reader::{Selection, SelectionError};
 
 use crate::declarative::{encode_result, result_builder, DeclarativeSet, EncodeError};
@@ -42,6 +43,8 @@ pub struct Compiled {
     pub selection: Option<Selection>,
     /// Python: the file holding the source (named by its content hash).
     pub code: Option<PathBuf>,
+    /// Rollup: the reduce its kept events go through.
+    pub rollup: Option<ReduceSpec>,
 }
 
 impl Compiled {
@@ -52,12 +55,17 @@ impl Compiled {
             Transform::Python { source, .. } => {
                 Some(crate::code_file(code_dir, &def.name, source).map_err(CompileError::Source)?)
             }
-            Transform::Select { .. } => None,
+            Transform::Select { .. } | Transform::Rollup { .. } => None,
         };
+        let rollup = def
+            .rollup_spec()
+            .transpose()
+            .map_err(CompileError::Rollup)?;
         Ok(Compiled {
             def,
             selection,
             code,
+            rollup,
         })
     }
 }
@@ -71,6 +79,9 @@ pub enum CompileError {
     /// Its Python source could not be written to the code directory.
     #[error("writing the Python source: {0}")]
     Source(#[source] std::io::Error),
+    /// Its rollup's group-by paths or aggregates do not parse.
+    #[error("rollup: {0}")]
+    Rollup(ReduceError),
 }
 
 /// Why the Python pool is not running; kept and answered again until the next start attempt
@@ -261,7 +272,14 @@ impl Executor {
                                 ),
                             })
                         } else {
-                            self.encode(&events, budget.max_result_bytes)
+                            match &subs[*i].rollup {
+                                Some(spec) => {
+                                    rollup_states(spec, key.epoch(), &events).and_then(|states| {
+                                        self.encode(&states, budget.max_result_bytes)
+                                    })
+                                }
+                                None => self.encode(&events, budget.max_result_bytes),
+                            }
                         });
                     }
                 }
@@ -295,7 +313,9 @@ impl Executor {
                             let c = &subs[i];
                             let func = match &c.def.transform {
                                 Transform::Python { func, .. } => func.clone(),
-                                Transform::Select { .. } => String::new(),
+                                Transform::Select { .. } | Transform::Rollup { .. } => {
+                                    String::new()
+                                }
                             };
                             Job {
                                 name: c.def.name.clone(),
@@ -352,6 +372,19 @@ impl Executor {
             })
             .collect()
     }
+}
+
+/// A rollup's partial states of the kept `events` of one blob (all of second `epoch`).
+fn rollup_states(spec: &ReduceSpec, epoch: i64, events: &[Value]) -> Result<Vec<Value>, Miss> {
+    let mut reducer = Reducer::new(spec.clone());
+    for e in events {
+        // An overflowing rollup never refuses a group; nothing else fails.
+        reducer.push(epoch, e).map_err(|e| Miss {
+            reason: "exception",
+            detail: format!("rollup: {e}"),
+        })?;
+    }
+    Ok(reducer.finish_states())
 }
 
 /// `encoded` unless over `max` bytes (or not encodable).

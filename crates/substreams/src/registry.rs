@@ -22,6 +22,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sluice_reader::reduce::{ReduceError, ReduceSpec};
 use sluice_reader::{Selection, SelectionError};
 use sluice_store::{Namespace, ReadStore, Store, StoreError};
 
@@ -50,6 +51,22 @@ pub enum Transform {
         /// Predicate (`--where`).
         #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
         where_: Option<String>,
+    },
+    /// A rollup: the events a predicate keeps, grouped and aggregated per step into mergeable
+    /// partial states ([`sluice_reader::reduce::Reducer::finish_states`]); queried by merging
+    /// them (`sluice-rollups`).
+    Rollup {
+        /// Group-by paths, as written.
+        group_by: Vec<String>,
+        /// Aggregates, as written (`count`, `sum:ms`, `p95:ms`, `distinct:user`, …).
+        aggs: Vec<String>,
+        /// The step, seconds.
+        step: u64,
+        /// Predicate (`--where`).
+        #[serde(rename = "where", default, skip_serializing_if = "Option::is_none")]
+        where_: Option<String>,
+        /// Groups per blob and step before the rest go to `_other`.
+        max_groups: usize,
     },
     /// Code: `func(events, ctx) -> iterable of dicts`, from a Python source.
     Python {
@@ -118,14 +135,38 @@ impl Definition {
             && self.subtype.as_deref().is_none_or(|s| s == subtype)
     }
 
-    /// The declarative selection (`select` / `where` parsed), `None` for a Python substream.
+    /// The declarative selection (`select` / `where` parsed; a rollup's `where` alone), `None`
+    /// for a Python substream.
     pub fn selection(&self) -> Result<Option<Selection>, SelectionError> {
         match &self.transform {
             Transform::Select { select, where_ } => {
                 Selection::from_texts(None, None, None, select, where_.as_deref()).map(Some)
             }
+            Transform::Rollup { where_, .. } => {
+                Selection::from_texts::<&str>(None, None, None, &[], where_.as_deref()).map(Some)
+            }
             Transform::Python { .. } => Ok(None),
         }
+    }
+
+    /// A rollup's reduce (its step the window, groups past its cap to `_other`); `None` for
+    /// other substreams.
+    pub fn rollup_spec(&self) -> Option<Result<ReduceSpec, ReduceError>> {
+        match &self.transform {
+            Transform::Rollup {
+                group_by,
+                aggs,
+                step,
+                max_groups,
+                ..
+            } => Some(rollup_reduce(group_by, aggs, *step, *max_groups)),
+            _ => None,
+        }
+    }
+
+    /// Whether it is a rollup.
+    pub fn is_rollup(&self) -> bool {
+        matches!(self.transform, Transform::Rollup { .. })
     }
 
     /// Whether it is a Python substream.
@@ -175,6 +216,39 @@ pub struct Spec {
     /// Result size budget, bytes (default 4 MiB).
     #[serde(default)]
     pub max_result_bytes: Option<u64>,
+    /// Rollup: group-by paths.
+    #[serde(default)]
+    pub group_by: Vec<String>,
+    /// Rollup: aggregates (their presence makes a rollup).
+    #[serde(default)]
+    pub agg: Vec<String>,
+    /// Rollup: the step (`10s`, `1m`; default [`DEFAULT_ROLLUP_STEP`]).
+    #[serde(default)]
+    pub step: Option<String>,
+    /// Rollup: groups per blob and step before the rest go to `_other` (default
+    /// [`DEFAULT_ROLLUP_GROUPS`]).
+    #[serde(default)]
+    pub max_groups: Option<usize>,
+}
+
+/// A rollup's step when none is given.
+pub const DEFAULT_ROLLUP_STEP: &str = "10s";
+/// A rollup's group cap per blob and step when none is given.
+pub const DEFAULT_ROLLUP_GROUPS: usize = 10_000;
+/// The largest group cap a rollup may ask for.
+pub const MAX_ROLLUP_GROUPS: usize = 1_000_000;
+
+/// The reduce of a rollup: one owner for the registry (validation) and the executor.
+pub fn rollup_reduce(
+    group_by: &[String],
+    aggs: &[String],
+    step: u64,
+    max_groups: usize,
+) -> Result<ReduceSpec, ReduceError> {
+    let mut spec = ReduceSpec::parse(group_by, aggs, Some(&step.to_string()))?;
+    spec.max_groups = max_groups;
+    spec.overflow = true;
+    Ok(spec)
 }
 
 impl Spec {
@@ -293,6 +367,51 @@ pub fn validate(spec: &Spec, now: i64, python: Option<&Path>) -> Result<Definiti
             return Err(Error::Invalid("max_result_bytes: at least 1".into()));
         }
         budget.max_result_bytes = b;
+    }
+    let rollup_asked = !spec.agg.is_empty() || !spec.group_by.is_empty() || spec.step.is_some();
+    if rollup_asked {
+        if spec.python_source.is_some() || !spec.select.is_empty() {
+            return Err(Error::Invalid(
+                "a rollup takes --group-by / --agg / --step (and --where), not --select or --python"
+                    .into(),
+            ));
+        }
+        if spec.agg.is_empty() {
+            return Err(Error::Invalid(
+                "a rollup needs --agg (count, sum:PATH, p95:PATH, distinct:PATH, …)".into(),
+            ));
+        }
+        let step = sluice_reader::reduce::parse_window(
+            spec.step.as_deref().unwrap_or(DEFAULT_ROLLUP_STEP),
+        )
+        .map_err(|e| Error::Invalid(e.to_string().replace("--window", "--step")))?;
+        let max_groups = spec.max_groups.unwrap_or(DEFAULT_ROLLUP_GROUPS);
+        if !(1..=MAX_ROLLUP_GROUPS).contains(&max_groups) {
+            return Err(Error::Invalid(format!(
+                "--max-groups {max_groups}: 1 ..= {MAX_ROLLUP_GROUPS}"
+            )));
+        }
+        let reduce = rollup_reduce(&spec.group_by, &spec.agg, step, max_groups)
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        let sel = Selection::from_texts::<&str>(None, None, None, &[], spec.where_.as_deref())
+            .map_err(|e| Error::Invalid(e.to_string()))?;
+        return Ok(Definition {
+            name: spec.name.clone(),
+            dc: spec.dc.clone(),
+            type_: spec.type_.clone(),
+            subtype: spec.subtype.clone(),
+            transform: Transform::Rollup {
+                group_by: reduce.group_by.iter().map(|(t, _)| t.clone()).collect(),
+                aggs: reduce.aggs.iter().map(|a| a.label.clone()).collect(),
+                step,
+                where_: sel.filter.as_ref().map(|f| f.text().to_owned()),
+                max_groups,
+            },
+            budget,
+            enabled: true,
+            created: now,
+            changed: now,
+        });
     }
     let transform = match (&spec.python_source, spec.select.is_empty()) {
         (Some(_), false) => {

@@ -29,6 +29,7 @@ pub mod counts;
 pub mod events;
 pub mod ops;
 pub mod params;
+pub mod rollups;
 pub mod substreams;
 pub mod tail;
 pub mod tokens;
@@ -98,6 +99,12 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         .route("/v1/substreams/{name}/enable", post(substreams::enable))
         .route("/v1/substreams/{name}/disable", post(substreams::disable))
         .route("/v1/substreams/{name}/backfill", post(substreams::backfill))
+        .route("/v1/rollups", get(rollups::list).post(substreams::add))
+        .route(
+            "/v1/rollups/{name}",
+            get(rollups::query).delete(substreams::remove),
+        )
+        .route("/v1/rollups/{name}/backfill", post(substreams::backfill))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{which}", axum::routing::delete(tokens::revoke))
         .route("/healthz", get(ops::healthz))

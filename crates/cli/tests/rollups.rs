@@ -1,0 +1,201 @@
+//! Rollups end to end on a real server: `sluice rollup add`, events sent over HTTP (two types,
+//! late events for seconds already flushed), the states computed at write time by the runner,
+//! then `sluice rollup query` (through the server, and offline on the data directory) gives the
+//! rows `sluice cat --group-by … --agg … --window` gives over the same events — counts, sums,
+//! maxima, conditional counts and distinct counts equal, quantiles equal (merged sketches) — at a
+//! step that is a multiple of the rollup's; a step that is not is refused.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::{assert_success, now, serve_store_http_only_with, sluice};
+use serde_json::{json, Value};
+use sluice_test_support::http::{addr_of, request};
+use sluice_test_support::metrics::{fetch_url, try_metric};
+
+const AGGS: &str = "count,sum:bytes,max:bytes,p95:ms,distinct:user,count_if:status >= 500";
+
+fn events(first_epoch: i64, seconds: i64, seed: u64) -> String {
+    let mut body = String::new();
+    let mut x = seed | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for s in 0..seconds {
+        for k in 0..40 {
+            let r = next();
+            let type_ = if k % 5 == 0 { "LB" } else { "WEB" };
+            let ev = json!({
+                "epoch": first_epoch + s, "type": type_, "subtype": if k % 2 == 0 { "a" } else { "b" },
+                "path": format!("/p{}", r % 4), "bytes": (r >> 8) % 5000,
+                "ms": ((r >> 20) % 900) as f64 / 3.0, "user": format!("u{}", (r >> 30) % 70),
+                "status": if (r >> 40) % 9 == 0 { 503 } else { 200 },
+            });
+            body.push_str(&ev.to_string());
+            body.push('\n');
+        }
+    }
+    body
+}
+
+fn post(base: &str, body: &str) {
+    let r = request(addr_of(base), "POST", "/v1/events", body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+}
+
+/// NDJSON rows of a command's stdout, keyed by (window start, path).
+fn rows(out: &std::process::Output, start_key: &str) -> BTreeMap<(i64, String), Value> {
+    assert_success(out);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("row JSON");
+            let start = v[start_key].as_i64().expect("start");
+            let path = v["path"].as_str().expect("path").to_owned();
+            ((start, path), v)
+        })
+        .collect()
+}
+
+fn same(a: &Value, b: &Value, what: &str) {
+    let (x, y) = (a.as_f64(), b.as_f64());
+    match (x, y) {
+        (Some(x), Some(y)) => assert!(
+            (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+            "{what}: {a} vs {b}"
+        ),
+        _ => assert_eq!(a, b, "{what}"),
+    }
+}
+
+#[test]
+fn a_rollup_answers_as_the_events_do() {
+    let dir = sluice_test_support::temp_dir("rollups-e2e");
+    let data = dir.join("data");
+    let store = format!("embedded:{}", data.display());
+    let (mut server, base) = serve_store_http_only_with(&store, &data, &["--columns", "off"]);
+    let add = sluice(&[
+        "rollup",
+        "add",
+        "web",
+        "--type",
+        "WEB",
+        "--group-by",
+        "path",
+        "--agg",
+        AGGS,
+        "--step",
+        "10s",
+        "--server",
+        &base,
+    ]);
+    assert_success(&add);
+    // 60 seconds of events, then late ones for the first 20 s (flushed by then).
+    let t0 = now() - 120;
+    let t0 = t0 - t0.rem_euclid(60);
+    post(&base, &events(t0, 60, 7));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Absent until the first result: the waits below fail if it never comes.
+    let stored = || {
+        try_metric(
+            &fetch_url(&base),
+            "sluice_substream_results_total",
+            &[("substream", "web")],
+        )
+        .unwrap_or(0.0)
+    };
+    // One result per stored WEB blob: 60 seconds × 2 subtypes, then 20 × 2 late chunks.
+    while stored() < 120.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the rollup never ran: {}",
+            stored()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    post(&base, &events(t0, 20, 11));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while stored() < 160.0 {
+        assert!(
+            Instant::now() < deadline,
+            "late chunks never rolled up: {}",
+            stored()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let range = [
+        "--from".to_string(),
+        t0.to_string(),
+        "--to".to_string(),
+        (t0 + 60).to_string(),
+    ];
+    let q = |extra: &[&str]| {
+        let mut args = vec!["rollup", "query", "web", "--format", "json"];
+        args.extend(range.iter().map(String::as_str));
+        args.extend_from_slice(extra);
+        sluice(&args)
+    };
+    let rolled = rows(&q(&["--step", "30s", "--server", &base]), "start");
+    let mut cat_args = vec![
+        "cat",
+        "--server",
+        &base,
+        "--type",
+        "WEB",
+        "--group-by",
+        "path",
+    ];
+    cat_args.extend(["--agg", AGGS, "--window", "30s"]);
+    cat_args.extend(range.iter().map(String::as_str));
+    let direct = rows(&sluice(&cat_args), "window");
+    assert_eq!(rolled.len(), 8, "two 30 s steps × four paths: {rolled:?}");
+    assert_eq!(
+        rolled.keys().collect::<Vec<_>>(),
+        direct.keys().collect::<Vec<_>>()
+    );
+    let mut late_seen = false;
+    for (k, d) in &direct {
+        let r = &rolled[k];
+        for agg in AGGS.split(',') {
+            same(&r[agg], &d[agg], &format!("{k:?} {agg}"));
+        }
+        late_seen |= k.0 == t0 && r["count"].as_u64().unwrap_or(0) > 0;
+    }
+    assert!(late_seen);
+    // A step that is not a multiple of the rollup's is refused.
+    let bad = q(&["--step", "15s", "--server", &base]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("multiple"));
+    // A query-time filter over the group fields.
+    let one = rows(
+        &q(&[
+            "--step",
+            "30s",
+            "--where",
+            "path == \"/p1\"",
+            "--server",
+            &base,
+        ]),
+        "start",
+    );
+    assert_eq!(one.len(), 2);
+    assert!(one.keys().all(|(_, p)| p == "/p1"));
+    server.terminate(Duration::from_secs(30));
+
+    // Offline, on the data directory: the same rows.
+    let offline = rows(
+        &q(&["--step", "30s", "--data", data.to_str().expect("path")]),
+        "start",
+    );
+    assert_eq!(offline, rolled);
+    // Listed as a rollup.
+    let ls = sluice(&["rollup", "ls", "--data", data.to_str().expect("path")]);
+    assert_success(&ls);
+    assert!(String::from_utf8_lossy(&ls.stdout).contains("web\tWEB\trollup every 10s by [path]"));
+}
