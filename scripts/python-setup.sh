@@ -47,6 +47,10 @@ fi
 if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pyarrow' 2>/dev/null; then
   "$VPY" -m pip install -q --disable-pip-version-check pyarrow >&2
 fi
+# pandas: Reader.rollup(output="pandas") is tested (python/tests/test_rollups.py).
+if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pandas' 2>/dev/null; then
+  "$VPY" -m pip install -q --disable-pip-version-check pandas >&2
+fi
 
 # The HyperLogLog oracle of crates/sketches (tests/python_hll.rs): python-hll and mmh3 in a venv of
 # their own, because python-hll 0.1.3 (the last release) needs numpy < 1.24 (it uses `np.int`

@@ -559,6 +559,75 @@ class Reader:
         ev._it = self._server_events(conn, resp, ev)
         return ev
 
+    def rollup(
+        self,
+        name: str,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        *,
+        step: Union[None, int, str] = None,
+        where: Optional[str] = None,
+        output: str = "arrow",
+    ) -> Any:
+        """The rows of rollup ``name`` (``sluice rollup add``) over ``start <= epoch < end``:
+        its stored states merged at ``step`` (a multiple of the rollup's; default the rollup's),
+        quantiles and distinct counts merged as sketches, as ``sluice rollup query`` gives them.
+
+        Args:
+            name: the rollup.
+            start, end: as for :meth:`read`.
+            step: seconds, or a duration (``"1m"``).
+            where: keep only the groups for which this holds (over the group-by fields).
+            output: ``"arrow"`` (a :class:`pyarrow.Table`), ``"pandas"`` (a DataFrame) or
+                ``"rows"`` (a list of dicts): one row per (step, group) with ``start``, the
+                group fields (as text) and the aggregates.
+
+        Returns:
+            the rows in the asked form; ``self.warnings`` holds the states skipped.
+
+        Raises:
+            ValueError: a bad step, ``where`` or ``output``.
+            ReadError: no such rollup, a step that is not a multiple of the rollup's, or the
+                read cannot start.
+        """
+        if output not in ("arrow", "pandas", "rows"):
+            raise ValueError(f"output: 'arrow', 'pandas' or 'rows', got {output!r}")
+        now = int(time.time())
+        t0 = _epoch(start, now)
+        t1 = now if end is None else _epoch(end, now)
+        step_s = None if step is None else str(step)
+        self.warnings = []
+        if self.data_dir is not None:
+            try:
+                rows, warnings, _other = _native.rollup_query(self.data_dir, name, t0, t1, step_s, where)
+            except ReadError:
+                live = self._live_server()
+                if live is None:
+                    raise
+                got = live.rollup(name, t0, t1, step=step, where=where, output=output)
+                self.warnings = live.warnings
+                return got
+        else:
+            query = [("from", str(t0)), ("to", str(t1))]
+            if step_s is not None:
+                query.append(("step", step_s))
+            if where is not None:
+                query.append(("where", where))
+            conn, resp = self._get(f"/v1/rollups/{urllib.parse.quote(name, safe='')}", query)
+            try:
+                body = _parse_json(resp.read())
+            finally:
+                conn.close()
+            rows = body.get("rows", [])
+            warnings = [str(w) for w in body.get("warnings", [])]
+        self.warnings = [ReadWarning("rollup", w) for w in warnings]
+        if output == "rows":
+            return rows
+        import pyarrow as pa
+
+        table = pa.Table.from_pylist(rows)
+        return table if output == "arrow" else table.to_pandas()
+
     def _live_server(self) -> Optional["Reader"]:
         """When a running ``sluice serve`` holds ``data_dir`` (its lock), a reader of that server:
         the server writes its address to ``<data_dir>/SERVER`` (as ``sluice cat --data`` uses it).

@@ -30,6 +30,7 @@ mod decode;
 mod encode;
 mod reader;
 mod reduce;
+mod rollup;
 
 /// Registers the Python classes the native code creates or recognises (called once, by
 /// `sluice._types`, at import).
@@ -66,6 +67,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(codec::pack_events, m)?)?;
     m.add_class::<codec::Packed>()?;
     m.add_function(wrap_pyfunction!(reader::open_range, m)?)?;
+    m.add_function(wrap_pyfunction!(rollup::rollup_query, m)?)?;
     m.add_function(wrap_pyfunction!(arrow::open_batches, m)?)?;
     m.add_class::<arrow::BatchIter>()?;
     m.add_function(wrap_pyfunction!(reader::open_tail, m)?)?;
