@@ -31,7 +31,7 @@ test: deps
 	  status=0; start=$$SECONDS; $(CARGO) test --workspace --no-run || status=$$?; built=$$SECONDS; \
 	  if [ $$status = 0 ]; then $(CARGO) test --workspace --no-fail-fast || status=$$?; fi; \
 	  echo "make test: build $$((built - start)) s, Rust tests $$((SECONDS - built)) s"; \
-	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; exit $$status
+	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; scripts/victoriametrics.sh stop; exit $$status
 	$(MAKE) test-python
 
 ## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).

@@ -365,7 +365,7 @@ fn poll_once(shared: &Shared, source: &dyn RowSource) -> bool {
             continue;
         }
         if let Some(only) = &config.rollups {
-            if !only.iter().any(|n| *n == name) {
+            if !only.contains(&name) {
                 continue;
             }
         }

@@ -8,6 +8,7 @@
 //! - [`perl`]: the Perl Sereal reference: is it installed, run a script.
 //! - [`http`]: a minimal HTTP/1.1 client on a `TcpStream`, with bounds on every step.
 //! - [`s3`]: a real S3 server (SeaweedFS, `scripts/seaweedfs.sh`) started once, its URLs.
+//! - [`victoriametrics`]: a real VictoriaMetrics (`scripts/victoriametrics.sh`) started once.
 //!
 //! Dev-only: no crate depends on this one outside `[dev-dependencies]`, and it depends on no
 //! Sluice crate (so any of them, the codec included, can use it without a cycle).
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod perl;
 pub mod s3;
 pub mod temp;
+pub mod victoriametrics;
 pub mod wait;
 
 pub use metrics::metric;
