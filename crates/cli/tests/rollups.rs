@@ -199,3 +199,100 @@ fn a_rollup_answers_as_the_events_do() {
     assert_success(&ls);
     assert!(String::from_utf8_lossy(&ls.stdout).contains("web\tWEB\trollup every 10s by [path]"));
 }
+
+/// `[[rollups]]` in the configuration: registered at start and run on the first blobs; a
+/// restart with the same definition starts; with another, the start is refused, naming it.
+#[test]
+fn rollups_from_the_configuration() {
+    let dir = sluice_test_support::temp_dir("rollups-config");
+    let data = dir.join("data");
+    let store = format!("embedded:{}", data.display());
+    let config = dir.join("sluice.toml");
+    let write_config = |agg: &str| {
+        std::fs::write(
+            &config,
+            format!(
+                "[[rollups]]\nname = \"byp\"\ntype = \"WEB\"\ngroup_by = [\"path\"]\nagg = [{agg}]\nstep = \"10s\"\n"
+            ),
+        )
+        .expect("config");
+    };
+    write_config("\"count\", \"max:bytes\"");
+    let cfg = config.to_str().expect("path").to_owned();
+    let (mut server, base) = serve_store_http_only_with(&store, &data, &["--config", &cfg]);
+    let t0 = now() - 100;
+    let t0 = t0 - t0.rem_euclid(10);
+    post(&base, &events(t0, 10, 3));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = try_metric(
+            &fetch_url(&base),
+            "sluice_substream_results_total",
+            &[("substream", "byp")],
+        );
+        if got.unwrap_or(0.0) >= 20.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the configured rollup never ran: {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = sluice(&[
+        "rollup",
+        "query",
+        "byp",
+        "--from",
+        &t0.to_string(),
+        "--to",
+        &(t0 + 10).to_string(),
+        "--format",
+        "csv",
+        "--server",
+        &base,
+    ]);
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("start,path,count,max:bytes\n"), "{text}");
+    // 10 s × 32 WEB events.
+    let total: u64 = text
+        .lines()
+        .skip(1)
+        .map(|l| {
+            l.split(',')
+                .nth(2)
+                .and_then(|c| c.parse::<u64>().ok())
+                .expect("count")
+        })
+        .sum();
+    assert_eq!(total, 320, "{text}");
+    server.terminate(Duration::from_secs(30));
+
+    // The same configuration again: starts.
+    let (mut server, _) = serve_store_http_only_with(&store, &data, &["--config", &cfg]);
+    server.terminate(Duration::from_secs(30));
+    // Another definition under the same name: refused, with the way out.
+    write_config("\"count\"");
+    let out = sluice(&[
+        "serve",
+        "--config",
+        &cfg,
+        "--store",
+        &store,
+        "--data",
+        data.to_str().expect("path"),
+        "--http",
+        "127.0.0.1:0",
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("differs from the one registered") && err.contains("sluice rollup rm byp"),
+        "{err}"
+    );
+}

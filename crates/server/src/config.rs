@@ -104,6 +104,13 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// columns_every_secs = 60      # a Parquet part per (dc, type) this often
 /// columns_retention_days = 400 # column files kept (0 = forever); per type below
 /// # columns_retention_by_type = { WEB = 30, "WEB/debug" = 7 } # TYPE or TYPE/SUBTYPE
+///
+/// # [[rollups]]               # registered at start (as `sluice rollup add`)
+/// # name = "web"
+/// # type = "WEB"
+/// # group_by = ["path"]
+/// # agg = ["count", "p95:timings.total_ms"]
+/// # step = "10s"
 /// ```
 ///
 /// `fsync` (the WAL's [`FsyncPolicy`]): acknowledged payloads (HTTP, TCP) are answered only
@@ -263,6 +270,10 @@ pub struct ServerConfig {
     pub columns_every_secs: u64,
     /// Days column files are kept (default 400; 0 keeps them forever).
     pub columns_retention_days: u32,
+    /// Rollups registered at start (`[[rollups]]`: `name`, `type`, `subtype`, `dc`, `where`,
+    /// `group_by`, `agg`, `step`, `max_groups`), as `sluice rollup add` would; a name
+    /// registered with another definition refuses the start.
+    pub rollups: Vec<sluice_substreams::Spec>,
     /// Days column files of a type (`TYPE`) or subtype (`TYPE/SUBTYPE`) are kept, overriding
     /// `columns_retention_days` (0: forever).
     pub columns_retention_by_type: std::collections::BTreeMap<String, u32>,
@@ -314,6 +325,7 @@ impl Default for ServerConfig {
             chunk_limit: sluice_blob::DEFAULT_CHUNK_LIMIT,
             retention_days: 10,
             retention_by_type: std::collections::BTreeMap::new(),
+            rollups: Vec::new(),
             collector_id: None,
             max_body_bytes: 8 << 20,
             max_event_bytes: 64 << 10,

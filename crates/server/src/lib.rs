@@ -41,6 +41,7 @@ pub mod http;
 mod listen;
 pub mod metrics;
 pub mod pipeline;
+pub mod rollups;
 mod server;
 pub mod shutdown;
 pub mod timing;

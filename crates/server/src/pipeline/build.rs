@@ -78,6 +78,15 @@ impl Pipeline {
         publish_start(config, &metrics, &aggregators, &wal, &replayed);
         let disk = Arc::new(Mutex::new(disk_guard(config, &metrics, &wal)));
 
+        // Rollups named in the configuration are registered first, so they run on every blob.
+        {
+            let (store, specs) = (store.clone(), config.rollups.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::rollups::register(&*store, &specs, crate::pipeline::now_unix())
+            })
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??;
+        }
         // Substreams run on their own threads, fed by the pipeline's flush reports.
         let substreams = Arc::new(sluice_substreams::Runner::start(
             store.clone(),
