@@ -37,6 +37,8 @@ as_root() {
 build() {
   # The version stamp beside the binary: another version in the cache is rebuilt, not used.
   if [[ -x $BIN && $(cat "$BIN.version" 2>/dev/null) == "$MODULE_VERSION" ]]; then return 0; fi
+  # A Go installed from the official archive may not be on PATH (non-login shells, CI).
+  [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
   if ! command -v go >/dev/null; then
     echo "victoriametrics: installing Go (apt)" >&2
     export DEBIAN_FRONTEND=noninteractive
@@ -154,5 +156,5 @@ case ${1:-} in
   status) status ;;
   env) status >/dev/null && cat "$HOME_DIR/env" ;;
   build) build; echo "victoriametrics: $BIN" ;;
-  *) sed -n '2,24p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,23p' "$0" >&2; exit 2 ;;
 esac

@@ -61,7 +61,56 @@ pub enum SinkConfig {
     },
 }
 
+/// A configuration that cannot work (said at start, not at every retry).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
 impl SinkConfig {
+    /// Checks the shape: a remote-write URL is `http(s)://HOST…`, a Graphite address
+    /// `HOST:PORT` (names are resolved at each connection, so a receiver may move).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        match self {
+            SinkConfig::RemoteWrite { url, headers } => {
+                let rest = url
+                    .strip_prefix("http://")
+                    .or_else(|| url.strip_prefix("https://"))
+                    .ok_or_else(|| {
+                        ConfigError(format!("remote write URL {url:?}: not http:// or https://"))
+                    })?;
+                if rest.is_empty() || rest.starts_with('/') {
+                    return Err(ConfigError(format!("remote write URL {url:?}: no host")));
+                }
+                let bad = |k: &str, v: &str| {
+                    k.is_empty() || k.contains([':', '\r', '\n']) || v.contains(['\r', '\n'])
+                };
+                if let Some((k, _)) = headers.iter().find(|(k, v)| bad(k, v)) {
+                    return Err(ConfigError(format!(
+                        "remote write header {k:?}: not a valid header"
+                    )));
+                }
+                Ok(())
+            }
+            SinkConfig::Graphite { addr } => match addr.rsplit_once(':') {
+                Some((host, port))
+                    if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) =>
+                {
+                    Ok(())
+                }
+                _ => Err(ConfigError(format!(
+                    "graphite address {addr:?}: not HOST:PORT"
+                ))),
+            },
+        }
+    }
+
     /// The sink, with these deadlines on every call.
     pub fn open(&self, connect: Duration, timeout: Duration) -> Box<dyn Sink> {
         match self {
@@ -222,10 +271,15 @@ fn now_secs() -> i64 {
 }
 
 impl Exporter {
-    /// Starts exporting `source`'s rollups to `config.sink`.
-    pub fn start(config: ExporterConfig, source: Arc<dyn RowSource>) -> Exporter {
+    /// Starts exporting `source`'s rollups to `config.sink` (an error: the sink's address
+    /// cannot work, see [`SinkConfig::validate`]).
+    pub fn start(
+        config: ExporterConfig,
+        source: Arc<dyn RowSource>,
+    ) -> Result<Exporter, ConfigError> {
+        config.sink.validate()?;
         let sink = config.sink.open(config.connect_timeout, config.timeout);
-        Exporter::with_sink(config, source, sink)
+        Ok(Exporter::with_sink(config, source, sink))
     }
 
     /// Starts exporting to a sink of the caller's (`config.sink` is then only a description).
@@ -540,6 +594,29 @@ mod tests {
             group: vec![("g".into(), g.into())],
             values: vec![("count".into(), Some(1.0))],
         }
+    }
+
+    #[test]
+    fn sink_addresses_checked() {
+        let rw = |url: &str| SinkConfig::RemoteWrite {
+            url: url.into(),
+            headers: vec![],
+        };
+        let gr = |addr: &str| SinkConfig::Graphite { addr: addr.into() };
+        assert!(rw("http://127.0.0.1:8428/api/v1/write").validate().is_ok());
+        assert!(rw("https://vm.example/api/v1/write").validate().is_ok());
+        assert!(rw("127.0.0.1:8428/api/v1/write").validate().is_err());
+        assert!(rw("http:///x").validate().is_err());
+        let bad_header = SinkConfig::RemoteWrite {
+            url: "http://h/".into(),
+            headers: vec![("Authorization".into(), "a\nb".into())],
+        };
+        assert!(bad_header.validate().is_err());
+        assert!(gr("carbon:2003").validate().is_ok());
+        assert!(gr("[::1]:2003").validate().is_ok());
+        assert!(gr("carbon").validate().is_err());
+        assert!(gr(":2003").validate().is_err());
+        assert!(gr("carbon:0").validate().is_err());
     }
 
     #[test]

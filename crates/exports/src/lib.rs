@@ -24,7 +24,7 @@ pub mod prometheus;
 pub mod remote_write;
 
 pub use exporter::{
-    Exporter, ExporterConfig, ExporterCounters, ExporterStats, RowSource, SinkConfig,
+    ConfigError, Exporter, ExporterConfig, ExporterCounters, ExporterStats, RowSource, SinkConfig,
 };
 pub use graphite::GraphiteSink;
 pub use prometheus::prometheus_text;

@@ -384,7 +384,8 @@ fn exporter_sink_down_then_up_delivers_every_row() {
             rollup: r.clone(),
             rows: rows.clone(),
         }),
-    );
+    )
+    .unwrap();
     wait_until("3 failed attempts", Duration::from_secs(20), || {
         exporter.stats().failed_attempts >= 3
     });
@@ -446,7 +447,8 @@ fn exporter_full_queue_drops_oldest_and_counts() {
             rollup: r.clone(),
             rows: rows.clone(),
         }),
-    );
+    )
+    .unwrap();
     wait_until(
         "every step queued and a failed attempt",
         Duration::from_secs(20),
@@ -522,7 +524,8 @@ fn exporter_graphite_sink_and_rejected_batches() {
             rollup: r.clone(),
             rows: rows.clone(),
         }),
-    );
+    )
+    .unwrap();
     wait_until("6 rows sent", Duration::from_secs(20), || {
         exporter.stats().sent_rows == 6
     });
@@ -553,7 +556,8 @@ fn exporter_graphite_sink_and_rejected_batches() {
             rollup: r.clone(),
             rows: sample_rows(&r, start, 1),
         }),
-    );
+    )
+    .unwrap();
     wait_until("the batch rejected", Duration::from_secs(20), || {
         exporter.stats().rejected_batches == 1
     });
