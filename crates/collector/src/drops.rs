@@ -42,11 +42,16 @@ pub enum DropReason {
     /// `shed`: refused under backpressure (the store is down and the spool full). Acknowledged
     /// transports get an error and may retry; UDP events are lost and counted.
     Shed,
+    /// `statsd_line`: the payload is statsd lines (`name:value|type…`, see
+    /// [`sluice_statsd::looks_like_statsd`]) sent to an events port rather than to the
+    /// `--statsd` listener. Always `whole_payload`; the detail says "statsd line on the events
+    /// port; use --statsd".
+    StatsdLine,
 }
 
 impl DropReason {
     /// Every reason, in a fixed order (the order of [`DropCounters::iter`]).
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::PayloadError,
         DropReason::Malformed,
         DropReason::Oversized,
@@ -58,6 +63,7 @@ impl DropReason {
         DropReason::BadUtf8,
         DropReason::TooMany,
         DropReason::Shed,
+        DropReason::StatsdLine,
     ];
 
     /// The stable snake_case name, for metric labels and error messages.
@@ -74,6 +80,7 @@ impl DropReason {
             DropReason::BadUtf8 => "bad_utf8",
             DropReason::TooMany => "too_many",
             DropReason::Shed => "shed",
+            DropReason::StatsdLine => "statsd_line",
         }
     }
 
@@ -90,6 +97,7 @@ impl DropReason {
             DropReason::BadUtf8 => 8,
             DropReason::TooMany => 9,
             DropReason::Shed => 10,
+            DropReason::StatsdLine => 11,
         }
     }
 }

@@ -23,6 +23,9 @@
 //!   array: the array cannot be split reliably, so all of it is refused;
 //! - a JSON payload nested too deeply for the parser to even split it into events (more than
 //!   127 levels: `too_deep`);
+//! - a payload whose first non-blank line is a statsd line (`name:value|type…`, checked by
+//!   [`sluice_statsd::looks_like_statsd`]) rather than JSON: `statsd_line`, detail
+//!   "statsd line on the events port; use --statsd" (it belongs on `sluice serve --statsd`);
 //! - a Sereal document that is corrupt, truncated, followed by trailing bytes
 //!   (`payload_error`) or exceeds the decoder limits (`too_deep` for depth, `oversized`
 //!   for sizes and counts).
@@ -176,6 +179,9 @@ impl Format {
         }
     }
 }
+
+/// The detail of a [`DropReason::StatsdLine`] drop.
+pub const STATSD_ON_EVENTS_PORT: &str = "statsd line on the events port; use --statsd";
 
 /// Guess the format of `payload` from its first bytes and lines, without parsing it (see the
 /// module documentation for the rules).
@@ -458,6 +464,13 @@ impl Ingestor {
             0
         };
         let body = &payload[bom..];
+        if matches!(format, Format::JsonObject | Format::Ndjson)
+            && !matches!(body.trim_ascii_start().first(), Some(b'{' | b'['))
+            && sluice_statsd::looks_like_statsd(body)
+        {
+            sink.drop_payload(0, DropReason::StatsdLine, STATSD_ON_EVENTS_PORT.into());
+            return sink.out;
+        }
         match format {
             Format::Empty => sink.drop_payload(0, DropReason::PayloadError, "empty payload".into()),
             Format::Sereal => self.ingest_sereal(&mut sink, payload),

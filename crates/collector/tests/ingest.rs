@@ -136,6 +136,16 @@ fn formats_and_drop_scopes() {
         ("malformed object", br#"{"type":"A""#.to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
         ("trailing garbage", br#"{"type":"A"} x"#.to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
         ("garbage", b"hello".to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
+        ("statsd line", b"api.hits:1|c|@0.5|#env:prod".to_vec(), Format::JsonObject, vec![], vec![(0, StatsdLine, true)]),
+        ("statsd lines", b"a:1|c\nb:2|g\nc:x|ms\n".to_vec(), Format::Ndjson, vec![], vec![(0, StatsdLine, true)]),
+        ("almost statsd", b"a:1|zz".to_vec(), Format::JsonObject, vec![], vec![(0, PayloadError, true)]),
+        (
+            "statsd after a JSON line is one malformed line",
+            b"{\"type\":\"A\"}\na:1|c".to_vec(),
+            Format::Ndjson,
+            vec!["A"],
+            vec![(1, Malformed, false)],
+        ),
         ("scalar", b"42".to_vec(), Format::JsonObject, vec![], vec![(0, NotAMap, false)]),
         ("string", b"\"s\"".to_vec(), Format::JsonObject, vec![], vec![(0, NotAMap, false)]),
         ("missing type", br#"{"dc":"x"}"#.to_vec(), Format::JsonObject, vec![], vec![(0, MissingType, false)]),
@@ -699,7 +709,8 @@ fn drop_counters() {
             "bad_epoch",
             "bad_utf8",
             "too_many",
-            "shed"
+            "shed",
+            "statsd_line"
         ]
     );
     let mut sum = DropCounters::new();
