@@ -173,3 +173,64 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// An object store that is down when the server starts does not stop it: ingest and reads go
+/// on (from the blobs), each failed attempt to open the columns is counted, and the writer
+/// keeps trying.
+#[test]
+fn columns_on_an_object_store_that_is_down_do_not_stop_the_start() {
+    let dir = sluice_test_support::temp_dir("columns-down");
+    let data = dir.join("data");
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+        l.local_addr().expect("addr").port()
+    };
+    let url = format!(
+        "s3://bucket/p?endpoint=http://127.0.0.1:{closed}&allow_http=true&access_key_id=k&secret_access_key=s&timeout=2s"
+    );
+    let store = format!("embedded:{}", data.display());
+    let (mut server, base) =
+        common::serve_store_http_only_with(&store, &data, &["--columns", &url]);
+    let epoch = now() - 30;
+    let body: String = (0..50)
+        .map(|i| format!("{{\"epoch\":{epoch},\"type\":\"WEB\",\"id\":{i}}}\n"))
+        .collect();
+    let addr = sluice_test_support::http::addr_of(&base);
+    let r = sluice_test_support::http::request(addr, "POST", "/v1/events", body.as_bytes());
+    assert_eq!(r.status, 200, "{}", r.text());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = sluice_test_support::http::request(
+            addr,
+            "GET",
+            &format!("/v1/events?from={}&to={}", epoch, epoch + 1),
+            b"",
+        );
+        let n = r
+            .text()
+            .lines()
+            .filter(|l| l.starts_with("{\"epoch\"") || l.contains("\"id\""))
+            .count();
+        if r.status == 200 && n == 50 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "events not readable: {} {}",
+            r.status,
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while sluice_test_support::metrics::metric(
+        &sluice_test_support::metrics::fetch_url(&base),
+        "sluice_columns_errors_total",
+        &[],
+    ) < 2.0
+    {
+        assert!(Instant::now() < deadline, "the writer did not try again");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    server.terminate(Duration::from_secs(30));
+}

@@ -32,6 +32,15 @@ pub enum LocationError {
         /// What went wrong.
         detail: String,
     },
+    /// The object store refused the credentials (401, 403): a configuration to fix, not an
+    /// outage to wait out.
+    #[error("object store {url}: {detail} (check the keys)")]
+    Denied {
+        /// The location's URL.
+        url: String,
+        /// What it said.
+        detail: String,
+    },
     /// The location's URL is not valid.
     #[error("columns location {url:?}: {detail}")]
     Url {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_columns::location::open_location;
-use sluice_columns::tier::Tier;
-use sluice_columns::view::ColumnsView;
+use sluice_columns::location::{open_location, LocationError};
+use sluice_columns::tier::{Tier, TierError};
+use sluice_columns::view::{ColumnsView, ViewError};
 use sluice_store::Store;
 
 use crate::config::ServerConfig;
@@ -20,6 +20,8 @@ use crate::metrics::SharedMetrics;
 
 /// How often the writer wakes to see whether a part is due.
 const TICK: Duration = Duration::from_millis(500);
+/// How often the writer tries to open a location that did not answer at start.
+const OPEN_RETRY: Duration = Duration::from_secs(5);
 /// How often the bytes of the location are summed for `sluice_columns_bytes`.
 const SIZE_EVERY: Duration = Duration::from_secs(60);
 
@@ -53,14 +55,39 @@ impl Columns {
         let read_store: Arc<dyn sluice_store::ReadStore> = Arc::new(store);
         // The location as users may see it: an S3 URL's keys left out.
         let shown = view.location().describe();
-        let tier = Tier::open(view.clone(), read_store, config.columns_tier(), now())
-            .map_err(|e| Error::Io(format!("columns at {shown}: {e}")))?;
+        let tier_config = config.columns_tier();
+        // Opening lists the location. Refused keys or a bad URL stop the start (a configuration
+        // to fix); an object store that is down or slow does not: the writer opens the tier
+        // when it answers, counting each failure, and ingest goes on meanwhile.
+        let opened = match Tier::open(view.clone(), read_store.clone(), tier_config.clone(), now())
+        {
+            Ok(tier) => Some(tier),
+            Err(e) if is_configuration(&e) => {
+                return Err(Error::Io(format!("columns at {shown}: {e}")))
+            }
+            Err(e) => {
+                metrics.columns_errors.inc();
+                eprintln!("columns at {shown}: {e} (the writer tries again every {OPEN_RETRY:?})");
+                None
+            }
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
             let stop = stop.clone();
+            let view = view.clone();
             std::thread::Builder::new()
                 .name("columns".into())
-                .spawn(move || write_loop(&tier, &stop, &metrics))
+                .spawn(move || {
+                    let tier = match opened {
+                        Some(t) => t,
+                        None => match open_retrying(view, read_store, tier_config, &stop, &metrics)
+                        {
+                            Some(t) => t,
+                            None => return,
+                        },
+                    };
+                    write_loop(&tier, &stop, &metrics)
+                })
                 .map_err(|e| Error::Config(format!("columns: starting the writer: {e}")))?
         };
         Ok(Some(Columns {
@@ -77,6 +104,47 @@ impl Columns {
             let _ = w.join();
         }
     }
+}
+
+/// Whether opening failed on the configuration (refused keys, a bad URL), not an outage.
+fn is_configuration(e: &TierError) -> bool {
+    let location = match e {
+        TierError::Location(l) | TierError::View(ViewError::Location(l)) => l,
+        _ => return false,
+    };
+    matches!(
+        location,
+        LocationError::Denied { .. } | LocationError::Url { .. }
+    )
+}
+
+/// Opens the tier once the location answers (`None`: stopped first), counting each failure.
+fn open_retrying(
+    view: Arc<ColumnsView>,
+    store: Arc<dyn sluice_store::ReadStore>,
+    config: sluice_columns::tier::TierConfig,
+    stop: &AtomicBool,
+    metrics: &SharedMetrics,
+) -> Option<Tier> {
+    let mut waited = Duration::ZERO;
+    while !stop.load(Ordering::Relaxed) {
+        if waited >= OPEN_RETRY {
+            waited = Duration::ZERO;
+            match Tier::open(view.clone(), store.clone(), config.clone(), now()) {
+                Ok(t) => {
+                    eprintln!("columns at {}: open", view.location().describe());
+                    return Some(t);
+                }
+                Err(e) => {
+                    metrics.columns_errors.inc();
+                    eprintln!("columns: {e} (tried again in {OPEN_RETRY:?})");
+                }
+            }
+        }
+        std::thread::sleep(TICK);
+        waited += TICK;
+    }
+    None
 }
 
 fn write_loop(tier: &Tier, stop: &AtomicBool, metrics: &SharedMetrics) {

@@ -42,6 +42,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_REGION: &str = "us-east-1";
 
 /// Query parameters that are secrets: never shown by `describe()` or in errors.
+/// S3 error codes and statuses that mean the credentials were refused (not an outage).
+const DENIED_CODES: [&str; 6] = [
+    "InvalidAccessKeyId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "401 Unauthorized",
+    "403 Forbidden",
+    "no credentials",
+];
 const SECRET_PARAMS: [&str; 3] = ["access_key_id", "secret_access_key", "session_token"];
 
 /// Every query parameter the URL may carry.
@@ -340,9 +349,21 @@ impl S3Location {
     }
 
     fn store_error(&self, operation: &str, e: &object_store::Error) -> LocationError {
-        LocationError::ObjectStore {
-            url: self.url.shown.clone(),
-            detail: format!("{operation}: {}", error_chain(e)),
+        let (url, detail) = (
+            self.url.shown.clone(),
+            format!("{operation}: {}", error_chain(e)),
+        );
+        // object_store reports most of S3's refusals as generic errors, the status and S3's
+        // error code in the text: those are read there.
+        let refused = matches!(
+            e,
+            object_store::Error::Unauthenticated { .. }
+                | object_store::Error::PermissionDenied { .. }
+        ) || DENIED_CODES.iter().any(|c| detail.contains(c));
+        if refused {
+            LocationError::Denied { url, detail }
+        } else {
+            LocationError::ObjectStore { url, detail }
         }
     }
 
