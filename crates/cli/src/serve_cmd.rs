@@ -37,6 +37,10 @@ pub struct ServeArgs {
     /// UDP address for fire-and-forget datagrams (default 127.0.0.1:8182), or `off`.
     #[arg(long)]
     udp: Option<String>,
+    /// statsd / DogStatsD lines on UDP and TCP (newline framing) at this address, e.g.
+    /// 127.0.0.1:8125 (default off); sources as `--udp-allow` (docs/statsd.md).
+    #[arg(long, value_name = "ADDR:PORT")]
+    statsd: Option<String>,
     /// This collector's data-centre id, filled into events that carry none (default `local`).
     #[arg(long)]
     dc: Option<String>,
@@ -247,6 +251,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(p) = a.profile {
         c.profile = p;
+    if let Some(u) = &a.statsd {
+        c.statsd = parse_listen("statsd", u)?;
+    }
     }
     if let Some(n) = a.max_pending_bytes {
         c.max_pending_bytes = n;

@@ -75,6 +75,7 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// # fd_reserve = 256           # descriptors kept for the store/WAL (default max(96, RLIMIT_NOFILE/4))
 /// udp = "127.0.0.1:8182"       # or "off"
 /// udp_recv_buffer_bytes = 33554432
+/// # statsd = "127.0.0.1:8125"  # statsd lines on UDP and TCP (newline framing); default off
 /// # spool_dir = "./data/spool" # batches the store could not take (default <data_dir>/spool)
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
@@ -213,6 +214,11 @@ pub struct ServerConfig {
     pub udp: Option<SocketAddr>,
     /// Requested UDP receive buffer (`SO_RCVBUF`), bytes (default 32 MiB).
     pub udp_recv_buffer_bytes: usize,
+    /// statsd listener address, UDP and TCP (newline framing) on the same port; default `None`
+    /// (off). Its sources are checked against `udp_allow` on both (statsd carries no
+    /// credentials). See `docs/statsd.md`.
+    #[serde(deserialize_with = "de_addr")]
+    pub statsd: Option<SocketAddr>,
     /// Directory of the spool, where batches wait while the store fails (default
     /// `<data_dir>/spool`).
     pub spool_dir: Option<PathBuf>,
@@ -305,7 +311,8 @@ pub struct ServerConfig {
     pub tls_self_signed: bool,
     /// Sources (CIDRs) UDP datagrams are taken from (default loopback: `127.0.0.0/8`, `::1/128`);
     /// others are refused and counted (`sluice_udp_refused_total{reason="source"}`). UDP carries
-    /// no credentials.
+    /// no credentials. The statsd listener (UDP and TCP) takes the same sources
+    /// (`sluice_statsd_refused_total{reason="source"}`).
     pub udp_allow: Vec<String>,
 }
 
@@ -366,6 +373,7 @@ impl Default for ServerConfig {
             substream_python_workers: 2,
             substream_memory_bytes: 512 << 20,
             substream_nice: 10,
+            statsd: None,
             local_node: None,
             columns: None,
             columns_every_secs: 60,

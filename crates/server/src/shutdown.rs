@@ -69,6 +69,13 @@ pub(crate) async fn finish(
     if let Some(t) = listening.tcp_task {
         let _ = t.await;
     }
+    let statsd_thread = match listening.statsd {
+        Some(s) => {
+            let _ = s.tcp_task.await;
+            Some(s.thread)
+        }
+        None => None,
+    };
     let Running {
         tx,
         acks,
@@ -80,6 +87,9 @@ pub(crate) async fn finish(
     let _ = tokio::task::spawn_blocking(move || acks.stop()).await;
     listening.udp_stop.store(true, Ordering::Relaxed);
     if let Some(t) = listening.udp_thread {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
+    if let Some(t) = statsd_thread {
         let _ = tokio::task::spawn_blocking(move || t.join()).await;
     }
     ticker.abort();

@@ -9,6 +9,7 @@
 
 pub mod http_server;
 pub mod limits;
+pub mod statsd;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
@@ -36,6 +37,7 @@ pub(crate) struct Bound {
     http: Option<std::net::TcpListener>,
     tcp: Option<std::net::TcpListener>,
     udp: Option<UdpHandle>,
+    statsd: Option<statsd::StatsdBound>,
 }
 
 /// The sockets a server serves, bound before it starts, registered with its runtime.
@@ -43,6 +45,7 @@ pub(crate) struct Sockets {
     http: Option<tokio::net::TcpListener>,
     tcp: Option<tokio::net::TcpListener>,
     udp: Option<UdpHandle>,
+    statsd: Option<statsd::StatsdBound>,
 }
 
 /// The UDP thread, its socket bound, waiting for its context (the receiver is not `Send`, so
@@ -85,6 +88,10 @@ pub(crate) struct Listening {
     pub udp_stop: Arc<AtomicBool>,
     /// The UDP thread.
     pub udp_thread: Option<std::thread::JoinHandle<()>>,
+    /// The statsd listener (its UDP thread stops with `udp_stop`).
+    pub statsd: Option<statsd::StatsdRunning>,
+    /// The bound statsd address (UDP and TCP).
+    pub statsd_addr: Option<SocketAddr>,
     /// The bound (HTTP, TCP, UDP) addresses.
     addrs: [Option<SocketAddr>; 3],
 }
@@ -104,6 +111,7 @@ impl Bound {
             http: bind(config.http)?,
             tcp: bind(config.tcp)?,
             udp: bind_udp(config)?,
+            statsd: statsd::bind(config)?,
         })
     }
 
@@ -131,6 +139,7 @@ impl Bound {
             http: conv(self.http)?,
             tcp: conv(self.tcp)?,
             udp: self.udp,
+            statsd: self.statsd,
         })
     }
 }
@@ -248,11 +257,18 @@ impl Sockets {
             }
             None => None,
         };
+        let statsd_addr = self.statsd.as_ref().map(|b| b.addr);
+        let statsd = match self.statsd {
+            Some(b) => Some(b.start(s, udp_stop.clone())?),
+            None => None,
+        };
         Ok(Listening {
             http: self.http,
             tcp_task,
             udp_stop,
             udp_thread,
+            statsd,
+            statsd_addr,
             addrs,
         })
     }
@@ -284,6 +300,9 @@ impl Listening {
             show(self.addrs[1]),
             show(self.addrs[2])
         );
+        if let Some(a) = self.statsd_addr {
+            eprintln!("sluice-server: statsd on {a} (udp and tcp)");
+        }
         server_file
     }
 

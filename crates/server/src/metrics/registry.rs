@@ -175,6 +175,22 @@ pub struct Metrics {
     pub udp_kernel_drops: IntCounter,
     /// Events served by the read endpoints, by endpoint (`events`, `tail`).
     pub events_out: IntCounterVec,
+    /// statsd lines received (non-blank), by transport (`udp`, `tcp`).
+    pub statsd_lines: IntCounterVec,
+    /// Events made from statsd lines, by transport.
+    pub statsd_events: IntCounterVec,
+    /// statsd lines dropped, by reason (`sluice_statsd::Reject` labels; `shed`: refused under
+    /// backpressure).
+    pub statsd_dropped: IntCounterVec,
+    /// statsd UDP datagrams received.
+    pub statsd_datagrams: IntCounter,
+    /// statsd UDP datagrams the kernel dropped before Sluice read them.
+    pub statsd_kernel_drops: IntCounter,
+    /// statsd UDP datagrams over the largest size, dropped.
+    pub statsd_truncated: IntCounter,
+    /// statsd datagrams and connections refused, by transport and reason (`source`: outside
+    /// `udp_allow`).
+    pub statsd_refused: IntCounterVec,
     /// HTTP responses, by route and status code.
     pub http_responses: IntCounterVec,
     /// HTTP request durations (to the response head; a stream's body is not included), by route.
@@ -283,6 +299,13 @@ impl Metrics {
             events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
             http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
             http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
+            statsd_lines: reg(&r, counter_vec("sluice_statsd_lines_total", "statsd lines received (non-blank), by transport (udp, tcp).", &["transport"])),
+            statsd_events: reg(&r, counter_vec("sluice_statsd_events_total", "Events made from statsd lines, by transport (udp, tcp).", &["transport"])),
+            statsd_dropped: reg(&r, counter_vec("sluice_statsd_dropped_total", "statsd lines dropped, by reason (too_long, bad_utf8, no_value, bad_name, bad_value, bad_type, bad_rate, bad_tag, too_many_tags, bad_field; shed: refused under backpressure).", &["reason"])),
+            statsd_datagrams: reg(&r, counter("sluice_statsd_datagrams_total", "statsd UDP datagrams received.")),
+            statsd_kernel_drops: reg(&r, counter("sluice_statsd_kernel_drops_total", "statsd UDP datagrams the kernel dropped before Sluice read them.")),
+            statsd_truncated: reg(&r, counter("sluice_statsd_truncated_total", "statsd UDP datagrams over the largest size, dropped.")),
+            statsd_refused: reg(&r, counter_vec("sluice_statsd_refused_total", "statsd datagrams and connections refused, by transport and reason (source: outside udp_allow).", &["transport", "reason"])),
             store_write_seconds: reg(&r, histogram("sluice_store_write_seconds", "Duration of store writes (blob put, epoch index, counts, flush), seconds.", SECONDS_BUCKETS)),
             blob_bytes: reg(&r, histogram("sluice_blob_bytes", "Size of the blob chunks written, bytes.", BLOB_BYTES_BUCKETS)),
             flush_lag: reg(&r, float_gauge("sluice_flush_lag_seconds", "Seconds since data last reached the store, while events or batches wait to be written (0 when nothing waits).")),
@@ -317,6 +340,13 @@ impl Metrics {
         for transport in ["http", "tcp", "udp"] {
             m.payloads.with_label_values(&[transport]);
             m.payloads_rejected.with_label_values(&[transport]);
+        for transport in ["udp", "tcp"] {
+            m.statsd_lines.with_label_values(&[transport]);
+            m.statsd_events.with_label_values(&[transport]);
+        }
+        for reason in sluice_statsd::Reject::ALL {
+            m.statsd_dropped.with_label_values(&[reason.as_str()]);
+        }
             for reason in DropReason::ALL {
                 m.events_dropped
                     .with_label_values(&[transport, reason.as_str()]);
