@@ -89,6 +89,14 @@ pub struct ServeArgs {
     /// `TYPE/SUBTYPE=DAYS` for one type or subtype (embedded store). Repeatable.
     #[arg(long, value_parser = parse_retention, value_name = "[TYPE[/SUBTYPE]=]DAYS")]
     retention: Vec<RetentionArg>,
+    /// Send every rollup's closed steps to a Prometheus remote write receiver
+    /// (`http://HOST:PORT/api/v1/write`; repeatable). More options: TOML `[[exports]]`.
+    #[arg(long, value_name = "URL")]
+    export_remote_write: Vec<String>,
+    /// Send every rollup's closed steps to a Graphite plaintext listener (`HOST:PORT`;
+    /// repeatable).
+    #[arg(long, value_name = "HOST:PORT")]
+    export_graphite: Vec<String>,
     /// Every request needs a token with its route's scope (`sluice token create`); `/healthz`
     /// stays open. Needed to serve beyond loopback (see docs/security.md).
     #[arg(long)]
@@ -243,6 +251,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     if let Some(u) = &a.udp {
         c.udp = parse_listen("udp", u)?;
     }
+    if let Some(u) = &a.statsd {
+        c.statsd = parse_listen("statsd", u)?;
+    }
     if let Some(dc) = &a.dc {
         c.dc = dc.clone();
     }
@@ -251,9 +262,6 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     }
     if let Some(p) = a.profile {
         c.profile = p;
-    if let Some(u) = &a.statsd {
-        c.statsd = parse_listen("statsd", u)?;
-    }
     }
     if let Some(n) = a.max_pending_bytes {
         c.max_pending_bytes = n;
@@ -286,6 +294,9 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
         &mut c.retention_days,
         &mut c.retention_by_type,
     );
+    c.export_remote_write
+        .extend(a.export_remote_write.iter().cloned());
+    c.export_graphite.extend(a.export_graphite.iter().cloned());
     c.auth |= a.auth;
     c.insecure_no_auth |= a.insecure_no_auth;
     c.metrics_open |= a.metrics_open;

@@ -296,3 +296,131 @@ fn rollups_from_the_configuration() {
         "{err}"
     );
 }
+
+/// Export end to end: a server with `--export-remote-write` to a real VictoriaMetrics sends
+/// each closed step of a rollup once its states are stored; VictoriaMetrics holds the values
+/// `sluice rollup query` gives for those steps (at the step's end), `/metrics` counts the rows
+/// sent, and `GET /v1/rollups/NAME/metrics` serves the text format for scrapers.
+#[test]
+fn rollups_reach_victoriametrics() {
+    let Some(vm) =
+        sluice_test_support::victoriametrics::victoriametrics("rollups_reach_victoriametrics")
+    else {
+        return;
+    };
+    let dir = sluice_test_support::temp_dir("rollups-export");
+    let data = dir.join("data");
+    let store = format!("embedded:{}", data.display());
+    let rw = format!("{}/api/v1/write", vm.http);
+    let (mut server, base) = serve_store_http_only_with(
+        &store,
+        &data,
+        &["--columns", "off", "--export-remote-write", &rw],
+    );
+    // A name of its own per run: VictoriaMetrics keeps the series of earlier runs.
+    let name = format!("exp{}", std::process::id());
+    let add = sluice(&[
+        "rollup",
+        "add",
+        &name,
+        "--type",
+        "WEB",
+        "--group-by",
+        "path",
+        "--agg",
+        "count,max:bytes",
+        "--step",
+        "5s",
+        "--server",
+        &base,
+    ]);
+    assert_success(&add);
+    // Live events over 6 s: at least one whole 5 s step closes after the server started.
+    let start = now();
+    for s in 0..6 {
+        post(&base, &events(now(), 1, 20 + s));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let selector = format!("{{__name__=\"sluice_{name}_count\"}}");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let vm_counts = loop {
+        let body = ureq::get(&format!("{}/api/v1/export", vm.http))
+            .timeout(Duration::from_secs(10))
+            .query("match[]", &selector)
+            .call()
+            .expect("VictoriaMetrics export")
+            .into_string()
+            .expect("body");
+        // (step end ms, path) → count.
+        let mut got: BTreeMap<(i64, String), f64> = BTreeMap::new();
+        for line in body.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).expect("export JSON");
+            let path = v["metric"]["path"].as_str().expect("path label").to_owned();
+            assert_eq!(v["metric"]["rollup"].as_str(), Some(name.as_str()));
+            let times = v["timestamps"].as_array().expect("timestamps");
+            for (t, x) in times.iter().zip(v["values"].as_array().expect("values")) {
+                got.insert(
+                    (t.as_i64().expect("t"), path.clone()),
+                    x.as_f64().expect("x"),
+                );
+            }
+        }
+        if got.len() >= 4 {
+            break got;
+        }
+        assert!(Instant::now() < deadline, "VictoriaMetrics got {got:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // Each exported sample equals the rollup's own answer for that step.
+    let out = sluice(&[
+        "rollup",
+        "query",
+        &name,
+        "--from",
+        &(start - 10).to_string(),
+        "--to",
+        &(now() + 1).to_string(),
+        "--format",
+        "json",
+        "--server",
+        &base,
+    ]);
+    let rows = rows(&out, "start");
+    for ((t_ms, path), count) in &vm_counts {
+        let step_start = t_ms / 1000 - 5;
+        let row = rows
+            .get(&(step_start, path.clone()))
+            .unwrap_or_else(|| panic!("no rollup row for {step_start} {path}: {rows:?}"));
+        assert_eq!(
+            row["count"].as_f64(),
+            Some(*count),
+            "{path} at {step_start}"
+        );
+    }
+    let m = fetch_url(&base);
+    let sent = try_metric(
+        &m,
+        "sluice_export_sent_rows_total",
+        &[("sink", &format!("remote_write {rw}"))],
+    )
+    .expect("the exporter's counter");
+    assert!(sent >= 4.0, "{sent}");
+    // The scrape endpoint: the latest closed step of each path, as gauges.
+    let r = request(
+        addr_of(&base),
+        "GET",
+        &format!("/v1/rollups/{name}/metrics"),
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.text());
+    let text = r.text();
+    assert!(
+        text.contains(&format!("# TYPE sluice_{name}_count gauge")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("sluice_{name}_max_bytes{{")),
+        "{text}"
+    );
+    server.terminate(Duration::from_secs(30));
+}

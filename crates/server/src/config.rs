@@ -280,6 +280,15 @@ pub struct ServerConfig {
     /// `group_by`, `agg`, `step`, `max_groups`), as `sluice rollup add` would; a name
     /// registered with another definition refuses the start.
     pub rollups: Vec<sluice_substreams::Spec>,
+    /// Rollup exports (`[[exports]]`: `remote_write = "URL"` or `graphite = "HOST:PORT"`,
+    /// optional `rollups = [...]`, `delay_secs`); the flags add to them.
+    pub exports: Vec<crate::exports::ExportSpec>,
+    /// `--export-remote-write URL` (repeatable): every rollup to a Prometheus remote write.
+    #[serde(skip)]
+    pub export_remote_write: Vec<String>,
+    /// `--export-graphite HOST:PORT` (repeatable): every rollup to a Graphite listener.
+    #[serde(skip)]
+    pub export_graphite: Vec<String>,
     /// Days column files of a type (`TYPE`) or subtype (`TYPE/SUBTYPE`) are kept, overriding
     /// `columns_retention_days` (0: forever).
     pub columns_retention_by_type: std::collections::BTreeMap<String, u32>,
@@ -333,6 +342,9 @@ impl Default for ServerConfig {
             retention_days: 10,
             retention_by_type: std::collections::BTreeMap::new(),
             rollups: Vec::new(),
+            exports: Vec::new(),
+            export_remote_write: Vec::new(),
+            export_graphite: Vec::new(),
             collector_id: None,
             max_body_bytes: 8 << 20,
             max_event_bytes: 64 << 10,
@@ -361,6 +373,7 @@ impl Default for ServerConfig {
                 DEFAULT_UDP_PORT,
             ))),
             udp_recv_buffer_bytes: 32 << 20,
+            statsd: None,
             spool_dir: None,
             spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
             spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
@@ -373,7 +386,6 @@ impl Default for ServerConfig {
             substream_python_workers: 2,
             substream_memory_bytes: 512 << 20,
             substream_nice: 10,
-            statsd: None,
             local_node: None,
             columns: None,
             columns_every_secs: 60,
@@ -467,6 +479,24 @@ impl ServerConfig {
                 .unwrap_or_else(|_| TypeRetention::new(sluice_columns::retention::FOREVER)),
             ..sluice_columns::tier::TierConfig::default()
         }
+    }
+
+    /// Every export: `[[exports]]` and the flags'.
+    pub fn exports_all(&self) -> Result<Vec<crate::exports::ExportSpec>, Error> {
+        let mut all = self.exports.clone();
+        for url in &self.export_remote_write {
+            all.push(crate::exports::ExportSpec {
+                remote_write: Some(url.clone()),
+                ..Default::default()
+            });
+        }
+        for addr in &self.export_graphite {
+            all.push(crate::exports::ExportSpec {
+                graphite: Some(addr.clone()),
+                ..Default::default()
+            });
+        }
+        Ok(all)
     }
 
     /// How long column files are kept, per type and subtype (0 days: forever).

@@ -37,6 +37,7 @@ pub mod columns;
 pub mod config;
 pub mod disk;
 mod error;
+pub mod exports;
 pub mod http;
 mod listen;
 pub mod metrics;
@@ -119,6 +120,7 @@ async fn run_with(
     let auth = auth::Auth::start_refreshing(store.clone(), &config, metrics.clone())?;
     let pipeline = pipeline::Pipeline::start(&config, store.clone(), metrics.clone()).await?;
     let columns = columns::Columns::start(&config, store.clone(), metrics.clone())?;
+    let exports = exports::Exports::start(&config.exports_all()?, store.clone(), &metrics)?;
     let stop = shutdown::flag(shutdown);
     let services = listen::Services {
         config: &config,
@@ -140,6 +142,9 @@ async fn run_with(
     if let Some(c) = columns {
         tokio::task::spawn_blocking(move || c.stop()).await.ok();
     }
+    tokio::task::spawn_blocking(move || exports.stop())
+        .await
+        .ok();
     drop(store);
     shutdown::finish(listening, pipeline, &auth, &server_file).await
 }

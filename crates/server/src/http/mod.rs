@@ -105,6 +105,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
             get(rollups::query).delete(substreams::remove),
         )
         .route("/v1/rollups/{name}/backfill", post(substreams::backfill))
+        .route("/v1/rollups/{name}/metrics", get(rollups::metrics))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{which}", axum::routing::delete(tokens::revoke))
         .route("/healthz", get(ops::healthz))

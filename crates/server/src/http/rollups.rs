@@ -6,13 +6,14 @@
 //! | `POST /v1/rollups` (JSON spec: `name`, `type`, `group_by`, `agg`, `step`, `where`, …) | **201** the definition (as `POST /v1/substreams`) |
 //! | `DELETE /v1/rollups/{name}`, `POST /v1/rollups/{name}/backfill?from&to` | as the substream routes |
 //! | `GET /v1/rollups/{name}?from&to&step&where` | `{"rollup", "step", "rows":[{start, group fields…, aggregates…}], "other_events", "warnings"}` |
+//! | `GET /v1/rollups/{name}/metrics` | the Prometheus text format: each series' latest closed step, with its timestamp (`sluice-exports` names) |
 //!
 //! A query merges the stored partial states (`sluice_rollups::query`); a token restricted to
 //! some dcs or types may query a rollup only when the rollup's own dc and type are within reach.
 
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use sluice_auth::Grant;
 use sluice_reader::filter::Filter;
 use sluice_rollups::{RollupError, RollupQuery};
@@ -65,6 +66,74 @@ fn parse(q: Option<&str>) -> Result<RollupQuery, String> {
     })
 }
 
+/// Steps looked back for `/metrics` (a series absent that long is not shown).
+const METRICS_STEPS: i64 = 5;
+
+/// `GET /v1/rollups/{name}/metrics`: the latest closed step of each series, for scrapers.
+pub(crate) async fn metrics(
+    State(st): State<AppState>,
+    Extension(grant): Extension<Grant>,
+    Path(name): Path<String>,
+) -> Response {
+    let store = st.store.clone();
+    let answered = tokio::task::spawn_blocking(move || {
+        let def = registry::get(&*store, &name).map_err(|e| match e {
+            Error::NotFound(_) => (StatusCode::NOT_FOUND, format!("no rollup named {name:?}")),
+            other => (StatusCode::SERVICE_UNAVAILABLE, other.to_string()),
+        })?;
+        within_reach(&grant, &def)?;
+        let step = sluice_rollups::query::rollup_step(&def)
+            .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))? as i64;
+        // Closed steps only: a step still filling would be scraped low.
+        let to = now_unix() - now_unix().rem_euclid(step);
+        let q = RollupQuery {
+            from: to - METRICS_STEPS * step,
+            to,
+            step: None,
+            filter: None,
+        };
+        sluice_rollups::query(&*store, &def, &q)
+            .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, e.to_string()))
+    })
+    .await;
+    match answered {
+        Ok(Ok(a)) => (
+            StatusCode::OK,
+            [(
+                axum::http::header::CONTENT_TYPE,
+                sluice_exports::prometheus::CONTENT_TYPE,
+            )],
+            sluice_exports::prometheus_text(&a.rows),
+        )
+            .into_response(),
+        Ok(Err((status, m))) => error(status, m),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+/// A token limited to some dcs or types reads a rollup only when the rollup's own dc and type
+/// are within its reach.
+fn within_reach(grant: &Grant, def: &registry::Definition) -> Result<(), (StatusCode, String)> {
+    if grant.allowed.is_all() {
+        return Ok(());
+    }
+    let within = match (&def.dc, &def.type_) {
+        (Some(dc), Some(t)) => grant.allowed.allows(dc, t),
+        _ => false,
+    };
+    if within {
+        Ok(())
+    } else {
+        Err((
+            StatusCode::FORBIDDEN,
+            format!(
+                "rollup {:?} reads events beyond this token's reach",
+                def.name
+            ),
+        ))
+    }
+}
+
 /// `GET /v1/rollups/{name}`.
 pub(crate) async fn query(
     State(st): State<AppState>,
@@ -82,18 +151,7 @@ pub(crate) async fn query(
             Error::NotFound(_) => (StatusCode::NOT_FOUND, format!("no rollup named {name:?}")),
             other => (StatusCode::SERVICE_UNAVAILABLE, other.to_string()),
         })?;
-        if !grant.allowed.is_all() {
-            let within = match (&def.dc, &def.type_) {
-                (Some(dc), Some(t)) => grant.allowed.allows(dc, t),
-                _ => false,
-            };
-            if !within {
-                return Err((
-                    StatusCode::FORBIDDEN,
-                    format!("rollup {name:?} reads events beyond this token's reach"),
-                ));
-            }
-        }
+        within_reach(&grant, &def)?;
         let step = sluice_rollups::query::rollup_step(&def)
             .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
         sluice_rollups::query(&*store, &def, &q)

@@ -20,7 +20,7 @@ mod render;
 
 pub use ingest_counters::IngestCounters;
 pub use registry::{as_gauge, Metrics, SharedMetrics, MAX_TYPE_LABELS};
-pub(crate) use render::{render, render_substreams};
+pub(crate) use render::{render, render_exports, render_substreams};
 
 #[cfg(test)]
 pub(crate) mod tests {

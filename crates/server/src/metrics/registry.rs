@@ -95,6 +95,8 @@ pub struct Metrics {
     pub freshness_seconds: Histogram,
     /// Partitions dropped by retention.
     pub partitions_expired: IntCounter,
+    /// The rollup exporters' counters, by sink (`sluice_export_*`).
+    pub exporters: std::sync::Mutex<Vec<(String, Arc<sluice_exports::ExporterCounters>)>>,
     /// Partitions rewritten without the types or subtypes past their own retention.
     pub partitions_purged: IntCounter,
     /// WAL records replayed at start.
@@ -173,8 +175,6 @@ pub struct Metrics {
     pub udp_truncated: IntCounter,
     /// UDP datagrams the kernel dropped before Sluice read them.
     pub udp_kernel_drops: IntCounter,
-    /// Events served by the read endpoints, by endpoint (`events`, `tail`).
-    pub events_out: IntCounterVec,
     /// statsd lines received (non-blank), by transport (`udp`, `tcp`).
     pub statsd_lines: IntCounterVec,
     /// Events made from statsd lines, by transport.
@@ -191,6 +191,8 @@ pub struct Metrics {
     /// statsd datagrams and connections refused, by transport and reason (`source`: outside
     /// `udp_allow`).
     pub statsd_refused: IntCounterVec,
+    /// Events served by the read endpoints, by endpoint (`events`, `tail`).
+    pub events_out: IntCounterVec,
     /// HTTP responses, by route and status code.
     pub http_responses: IntCounterVec,
     /// HTTP request durations (to the response head; a stream's body is not included), by route.
@@ -258,6 +260,7 @@ impl Metrics {
             waiting_since_unix: AtomicI64::new(0),
             freshness_seconds: reg(&r, histogram("sluice_freshness_seconds", "From the end of an event's second to its blob being readable, per group with on-time events stored, seconds.", FRESHNESS_BUCKETS)),
             partitions_expired: reg(&r, counter("sluice_partitions_expired_total", "Time partitions dropped by retention.")),
+            exporters: std::sync::Mutex::new(Vec::new()),
             partitions_purged: reg(&r, counter("sluice_partitions_purged_total", "Time partitions rewritten without the types or subtypes past their own retention (retention_by_type).")),
             wal_replayed_records: reg(&r, gauge("sluice_wal_replayed_records", "WAL records replayed at start.")),
             wal_appends: reg(&r, counter("sluice_wal_appends_total", "Payloads logged in the WAL.")),
@@ -296,9 +299,6 @@ impl Metrics {
             udp_bytes: reg(&r, counter("sluice_udp_bytes_total", "UDP payload bytes received.")),
             udp_truncated: reg(&r, counter("sluice_udp_truncated_total", "UDP datagrams over the largest size, dropped.")),
             udp_kernel_drops: reg(&r, counter("sluice_udp_kernel_drops_total", "UDP datagrams the kernel dropped before Sluice read them.")),
-            events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
-            http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
-            http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
             statsd_lines: reg(&r, counter_vec("sluice_statsd_lines_total", "statsd lines received (non-blank), by transport (udp, tcp).", &["transport"])),
             statsd_events: reg(&r, counter_vec("sluice_statsd_events_total", "Events made from statsd lines, by transport (udp, tcp).", &["transport"])),
             statsd_dropped: reg(&r, counter_vec("sluice_statsd_dropped_total", "statsd lines dropped, by reason (too_long, bad_utf8, no_value, bad_name, bad_value, bad_type, bad_rate, bad_tag, too_many_tags, bad_field; shed: refused under backpressure).", &["reason"])),
@@ -306,6 +306,9 @@ impl Metrics {
             statsd_kernel_drops: reg(&r, counter("sluice_statsd_kernel_drops_total", "statsd UDP datagrams the kernel dropped before Sluice read them.")),
             statsd_truncated: reg(&r, counter("sluice_statsd_truncated_total", "statsd UDP datagrams over the largest size, dropped.")),
             statsd_refused: reg(&r, counter_vec("sluice_statsd_refused_total", "statsd datagrams and connections refused, by transport and reason (source: outside udp_allow).", &["transport", "reason"])),
+            events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
+            http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
+            http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
             store_write_seconds: reg(&r, histogram("sluice_store_write_seconds", "Duration of store writes (blob put, epoch index, counts, flush), seconds.", SECONDS_BUCKETS)),
             blob_bytes: reg(&r, histogram("sluice_blob_bytes", "Size of the blob chunks written, bytes.", BLOB_BYTES_BUCKETS)),
             flush_lag: reg(&r, float_gauge("sluice_flush_lag_seconds", "Seconds since data last reached the store, while events or batches wait to be written (0 when nothing waits).")),
@@ -337,9 +340,6 @@ impl Metrics {
         for endpoint in ["events", "tail"] {
             m.events_out.with_label_values(&[endpoint]);
         }
-        for transport in ["http", "tcp", "udp"] {
-            m.payloads.with_label_values(&[transport]);
-            m.payloads_rejected.with_label_values(&[transport]);
         for transport in ["udp", "tcp"] {
             m.statsd_lines.with_label_values(&[transport]);
             m.statsd_events.with_label_values(&[transport]);
@@ -347,6 +347,9 @@ impl Metrics {
         for reason in sluice_statsd::Reject::ALL {
             m.statsd_dropped.with_label_values(&[reason.as_str()]);
         }
+        for transport in ["http", "tcp", "udp"] {
+            m.payloads.with_label_values(&[transport]);
+            m.payloads_rejected.with_label_values(&[transport]);
             for reason in DropReason::ALL {
                 m.events_dropped
                     .with_label_values(&[transport, reason.as_str()]);

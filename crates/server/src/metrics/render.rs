@@ -201,6 +201,69 @@ fn store_damage(d: &sluice_store::DamageStats) -> Vec<MetricFamily> {
     r.gather()
 }
 
+/// The rollup exporters' counters, by sink (`sluice_export_*`).
+pub(crate) fn render_exports(o: &mut String, m: &super::Metrics) {
+    use std::fmt::Write as _;
+    let exporters = m.exporters.lock().unwrap_or_else(|e| e.into_inner());
+    if exporters.is_empty() {
+        return;
+    }
+    let label = |v: &str| {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    };
+    let stats: Vec<(String, sluice_exports::ExporterStats)> = exporters
+        .iter()
+        .map(|(sink, c)| (label(sink), c.snapshot()))
+        .collect();
+    type Field = fn(&sluice_exports::ExporterStats) -> u64;
+    let series: [(&str, &str, &str, Field); 6] = [
+        (
+            "sluice_export_sent_rows_total",
+            "Rollup rows a sink acknowledged.",
+            "counter",
+            |s| s.sent_rows,
+        ),
+        (
+            "sluice_export_failed_attempts_total",
+            "Sends that failed and will be retried.",
+            "counter",
+            |s| s.failed_attempts,
+        ),
+        (
+            "sluice_export_dropped_rows_total",
+            "Rows dropped from a full export queue (oldest first).",
+            "counter",
+            |s| s.dropped_rows,
+        ),
+        (
+            "sluice_export_rejected_rows_total",
+            "Rows a sink refused for good (HTTP 4xx).",
+            "counter",
+            |s| s.rejected_rows,
+        ),
+        (
+            "sluice_export_source_errors_total",
+            "Rollup queries of an exporter that failed.",
+            "counter",
+            |s| s.source_errors,
+        ),
+        (
+            "sluice_export_queue",
+            "Batches waiting to be sent.",
+            "gauge",
+            |s| s.queue_len,
+        ),
+    ];
+    for (name, help, kind, get) in series {
+        let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+        for (sink, s) in &stats {
+            let _ = writeln!(o, "{name}{{sink=\"{sink}\"}} {}", get(s));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
