@@ -25,9 +25,11 @@ run: build
 ## package is set up first: the code-substream worker pool's tests (crates/pyworkers) run real
 ## Python workers with the interpreter in SLUICE_PYTHON. The Cassandra tests start a real cluster
 ## with scripts/cassandra.sh (shared by every test binary), stopped at the end;
-## SLUICE_SKIP_CASSANDRA=1 skips them (each prints SKIPPED).
+## SLUICE_SKIP_CASSANDRA=1 skips them (each prints SKIPPED). The statsd test's npm client
+## (hot-shots) is installed outside the repository by scripts/node-deps.sh (SLUICE_NODE_MODULES).
 test: deps
 	@set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
+	  SLUICE_NODE_MODULES=$$(scripts/node-deps.sh | tail -n 1) && export SLUICE_NODE_MODULES && \
 	  status=0; start=$$SECONDS; $(CARGO) test --workspace --no-run || status=$$?; built=$$SECONDS; \
 	  if [ $$status = 0 ]; then $(CARGO) test --workspace --no-fail-fast || status=$$?; fi; \
 	  echo "make test: build $$((built - start)) s, Rust tests $$((SECONDS - built)) s"; \

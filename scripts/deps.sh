@@ -47,6 +47,15 @@ if ! command -v chromedriver >/dev/null || [[ ! -x /usr/lib/chromium/chromium ]]
   fi
 fi
 
+# Node.js and npm: the statsd test sends with the npm hot-shots client (scripts/node-deps.sh
+# installs it outside the repository).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "deps: installing nodejs and npm (the statsd client test)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt_update_once
+  as_root apt-get install -y -qq nodejs npm >/dev/null
+fi
+
 if ! command -v cargo >/dev/null; then
   if [[ -x "$HOME/.cargo/bin/cargo" ]]; then
     echo "deps: cargo is in ~/.cargo/bin; add it to PATH" >&2

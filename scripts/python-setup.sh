@@ -52,6 +52,11 @@ if [[ ${SLUICE_WITH_ARROW:-1} == 1 ]] && ! "$VPY" -c 'import pandas' 2>/dev/null
   "$VPY" -m pip install -q --disable-pip-version-check pandas >&2
 fi
 
+# statsd: a real statsd client for the statsd ingest test (crates/cli/tests/statsd.rs).
+if ! "$VPY" -c 'import statsd' 2>/dev/null; then
+  "$VPY" -m pip install -q --disable-pip-version-check 'statsd==4.0.1' >&2
+fi
+
 # The HyperLogLog oracle of crates/sketches (tests/python_hll.rs): python-hll and mmh3 in a venv of
 # their own, because python-hll 0.1.3 (the last release) needs numpy < 1.24 (it uses `np.int`
 # and numpy 1.x integer conversions) while pyarrow here brings numpy 2. Inside .venv/ so it is
