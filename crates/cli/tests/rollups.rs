@@ -424,3 +424,122 @@ fn rollups_reach_victoriametrics() {
     );
     server.terminate(Duration::from_secs(30));
 }
+
+/// `--statsd`: every statsd metric lands in the rollup of its type, grouped by name and tags —
+/// counters summed with their sample rates applied, timers with quantiles, sets with distinct
+/// counts, gauges without their `+`/`-` changes — queryable like any rollup.
+#[test]
+fn statsd_metrics_become_rollups() {
+    let dir = sluice_test_support::temp_dir("rollups-statsd");
+    let data = dir.join("data");
+    let store = format!("embedded:{}", data.display());
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+        s.local_addr().expect("addr").port()
+    };
+    let statsd = format!("127.0.0.1:{port}");
+    let (mut server, base) =
+        serve_store_http_only_with(&store, &data, &["--columns", "off", "--statsd", &statsd]);
+    let ls = sluice(&["rollup", "ls", "--server", &base]);
+    assert_success(&ls);
+    let listed = String::from_utf8_lossy(&ls.stdout).to_string();
+    for kind in [
+        "counter",
+        "gauge",
+        "timer",
+        "histogram",
+        "distribution",
+        "set",
+    ] {
+        assert!(
+            listed.contains(&format!("statsd_{kind}\tstatsd")),
+            "{listed}"
+        );
+    }
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("sender");
+    let start = now();
+    let mut timings = Vec::new();
+    for i in 0..200u32 {
+        let ms = (i * 37) % 500;
+        timings.push(f64::from(ms));
+        let lines = format!(
+            "api.hits:1|c|#env:prod\napi.hits:2|c|@0.5|#env:prod\napi.latency:{ms}|ms|#env:prod\nusers:u{}|s\ntemp:{}|g\ntemp:+1|g",
+            i % 17,
+            20 + i % 3
+        );
+        sock.send_to(lines.as_bytes(), &statsd).expect("send");
+        if i % 50 == 49 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let q = |name: &str| {
+        let out = sluice(&[
+            "rollup",
+            "query",
+            name,
+            "--from",
+            &(start - 1).to_string(),
+            "--to",
+            &(now() + 2).to_string(),
+            "--step",
+            "3600s",
+            "--format",
+            "json",
+            "--server",
+            &base,
+        ]);
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("row"))
+            .collect::<Vec<_>>()
+    };
+    // Every line arrives (loopback), then rolls up; each rollup is polled until its count is
+    // whole (the runner takes the blobs of each type in its own time).
+    let until = |name: &str, column: &str, want: f64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let rows = q(name);
+            let got: f64 = rows.iter().filter_map(|r| r[column].as_f64()).sum();
+            if got >= want || Instant::now() > deadline {
+                return rows;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    // 200 × (1 + 2/0.5) counted hits.
+    let hits = until("statsd_counter", "sum:value", 1000.0);
+    let total: f64 = hits.iter().filter_map(|r| r["sum:value"].as_f64()).sum();
+    assert_eq!(total, 1000.0, "{hits:?}");
+    assert!(
+        hits.iter()
+            .all(|r| r["name"] == "api.hits" && r["tags"] == "{\"env\":\"prod\"}"),
+        "{hits:?}"
+    );
+    // Timers: p95 within 1 % of the exact value (one hour step: every sample in one row... or
+    // two, when the hour turned meanwhile: then compare the counts only).
+    let timer = until("statsd_timer", "count", 200.0);
+    let count: f64 = timer.iter().filter_map(|r| r["count"].as_f64()).sum();
+    assert_eq!(count, 200.0, "{timer:?}");
+    if timer.len() == 1 {
+        timings.sort_by(f64::total_cmp);
+        let exact = timings[(0.95 * 199.0) as usize];
+        let got = timer[0]["p95:value"].as_f64().expect("p95");
+        assert!((got - exact).abs() <= 0.01 * exact, "p95 {got} vs {exact}");
+        assert_eq!(timer[0]["max:value"].as_f64(), timings.last().copied());
+    }
+    // Sets: 17 distinct members (exact while small).
+    let set = until("statsd_set", "count", 200.0);
+    if set.len() == 1 {
+        assert_eq!(set[0]["distinct:value"].as_f64(), Some(17.0), "{set:?}");
+    }
+    // Gauges: the values set (20..22), not the +1 changes.
+    let gauge = until("statsd_gauge", "count", 200.0);
+    let n: f64 = gauge.iter().filter_map(|r| r["count"].as_f64()).sum();
+    assert_eq!(n, 200.0, "{gauge:?}");
+    assert!(
+        gauge.iter().all(|r| r["min:value"].as_f64() >= Some(20.0)),
+        "{gauge:?}"
+    );
+    server.terminate(Duration::from_secs(30));
+}

@@ -80,7 +80,11 @@ impl Pipeline {
 
         // Rollups named in the configuration are registered first, so they run on every blob.
         {
-            let (store, specs) = (store.clone(), config.rollups.clone());
+            let mut specs = config.rollups.clone();
+            if config.statsd.is_some() {
+                specs.extend(crate::rollups::statsd_rollups());
+            }
+            let store = store.clone();
             tokio::task::spawn_blocking(move || {
                 crate::rollups::register(&*store, &specs, crate::pipeline::now_unix())
             })
