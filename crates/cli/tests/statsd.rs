@@ -377,3 +377,55 @@ fn real_statsd_clients_round_trip_and_drops_are_counted() {
         },
     );
 }
+
+/// `statsd = "…"` in the TOML file, and sources outside `udp_allow` refused on UDP and TCP
+/// (counted, nothing stored), as on the UDP events port.
+#[test]
+fn toml_setting_and_sources_outside_udp_allow_are_refused() {
+    let dir = temp_dir("statsd-allow");
+    let (hp, sp) = (free_port(), free_port());
+    let statsd_s = format!("127.0.0.1:{sp}");
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {:?}\nhttp = \"127.0.0.1:{hp}\"\ntcp = \"off\"\nudp = \"off\"\nstatsd = \"{statsd_s}\"\nudp_allow = [\"10.0.0.0/8\"]\n",
+            dir.path().join("data").to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let _server = spawn_serve(&["--config", config.to_str().unwrap()]);
+    let http: SocketAddr = format!("127.0.0.1:{hp}").parse().unwrap();
+    wait_for(Duration::from_secs(30), "the server", || {
+        http::PLAIN
+            .try_request(http, "GET", "/healthz", b"")
+            .is_ok()
+    });
+    let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut m = String::new();
+    wait_for(Duration::from_secs(20), "the refusals counted", || {
+        // Sent until counted: the listener may start a moment after /healthz answers.
+        udp.send_to(b"refused.udp:1|c", &statsd_s).unwrap();
+        if let Ok(mut tcp) = TcpStream::connect(&statsd_s) {
+            let _ = tcp.write_all(b"refused.tcp:1|c\n");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        m = metrics::fetch(http);
+        metrics::try_metric(
+            &m,
+            "sluice_statsd_refused_total",
+            &[("transport", "udp"), ("reason", "source")],
+        )
+        .is_some_and(|n| n >= 1.0)
+            && metrics::try_metric(
+                &m,
+                "sluice_statsd_refused_total",
+                &[("transport", "tcp"), ("reason", "source")],
+            )
+            .is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(metrics::metric(&m, "sluice_statsd_lines_total", &[]), 0.0);
+    assert_eq!(metrics::metric(&m, "sluice_statsd_events_total", &[]), 0.0);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(stored(http).is_empty());
+}
