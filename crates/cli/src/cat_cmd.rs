@@ -77,6 +77,7 @@ pub fn run(a: CatArgs) -> Result<()> {
         bail!("--limit cuts the events printed; with --group-by/--count-by/--top use --top N");
     }
     let mut http = HttpOptions::default().with_client(a.client.options());
+    http.no_columns = a.no_columns;
     let server = match &a.server {
         Some(server) => Some(server.clone()),
         None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {

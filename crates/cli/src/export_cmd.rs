@@ -108,6 +108,7 @@ pub fn run(a: ExportArgs) -> Result<()> {
         .to_string(),
     };
     let mut http = HttpOptions::default().with_client(a.client.options());
+    http.no_columns = a.no_columns;
     let server = match &a.server {
         Some(s) => s.clone(),
         None => match crate::store_arg::open_for_read(&a.data, a.store.as_deref())? {

@@ -143,6 +143,9 @@ pub struct HttpOptions {
     pub read_timeout: Duration,
     /// The token and TLS trust (default none: no `Authorization`, the built-in roots).
     pub client: ClientOptions,
+    /// Range reads skip the server's history tier (`columns=off`: every chunk from its blob;
+    /// `sluice cat --no-columns`). Default false.
+    pub no_columns: bool,
 }
 
 impl Default for HttpOptions {
@@ -151,6 +154,7 @@ impl Default for HttpOptions {
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(60),
             client: ClientOptions::default(),
+            no_columns: false,
         }
     }
 }

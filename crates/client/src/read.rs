@@ -22,6 +22,7 @@ use crate::{base_url, http_error, ClientError, HttpOptions, Result};
 pub struct HttpReader {
     base: String,
     agent: ureq::Agent,
+    no_columns: bool,
 }
 
 /// What an NDJSON range read yields.
@@ -59,6 +60,7 @@ impl HttpReader {
         Ok(HttpReader {
             base: base_url(server)?,
             agent: opts.agent()?,
+            no_columns: opts.no_columns,
         })
     }
 
@@ -89,6 +91,9 @@ impl HttpReader {
             .query("hints", "1");
         for (k, v) in selection.query_pairs() {
             req = req.query(k, &v);
+        }
+        if self.no_columns {
+            req = req.query("columns", "off");
         }
         let resp = req.call().map_err(|e| http_error(&url, e))?;
         let body = resp.into_reader();
