@@ -42,8 +42,13 @@ fn readme_try_it_commands_work_as_written() {
     let work = std::env::temp_dir().join(format!("sluice-readme-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).expect("work dir");
-    let (http, tcp, udp) = (free_port(), free_port(), free_port());
-    let ports = [("8180", http), ("8181", tcp), ("8182", udp)];
+    let (http, tcp, udp, statsd) = (free_port(), free_port(), free_port(), free_port());
+    let ports = [
+        ("8180", http),
+        ("8181", tcp),
+        ("8182", udp),
+        ("8125", statsd),
+    ];
 
     let mut script = String::from("set -u\n");
     script += &format!("cd '{}'\n", work.display());
@@ -70,6 +75,8 @@ fn readme_try_it_commands_work_as_written() {
         }
         for (from, to) in ports {
             cmd = cmd.replace(&format!("127.0.0.1:{from}"), &format!("127.0.0.1:{to}"));
+            // bash's /dev/udp/HOST/PORT (the statsd line).
+            cmd = cmd.replace(&format!("127.0.0.1/{from}"), &format!("127.0.0.1/{to}"));
         }
         cmd = cmd.replace("./data", &format!("{}/data", work.display()));
         let n = steps.len();
