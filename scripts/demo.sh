@@ -39,6 +39,8 @@ echo
 step "sluice substream add errors --type WEB --select status,path --where 'status >= 500'   (run on every blob stored from now on)"
 $S substream add errors --type WEB --select status,path --where 'status >= 500' --server "$url" > /dev/null
 $S substream list --server "$url"
+step "sluice rollup add web --type WEB --group-by status --agg count,p95:timings.total_ms,distinct:ip   (aggregates kept at write time)"
+$S rollup add web --type WEB --group-by status --agg count,p95:timings.total_ms,distinct:ip --step 10s --server "$url" > /dev/null 2>&1
 
 step "sluice gen --live --rate 400 --http $url   (5 seconds of live WEB/CRON/LB events)"
 $S gen --live --rate 400 --count 2000 --http "$url" &
@@ -70,6 +72,9 @@ sub_bytes=$(awk '$1 == "sluice_substream_result_bytes_total{substream=\"errors\"
 printf '  a consumer of 500s reads %d bytes of NDJSON instead of %d (%.1f%%); stored: %d result bytes beside %d bytes of blobs\n' \
   "$sub" "$full" "$(echo "100 * $sub / $full" | bc -l)" "${sub_bytes%.*}" "${blob_bytes%.*}"
 echo "  sluice substream show errors: $($S substream show errors --server "$url" | sed -n '/"status": {/,/^  }/p' | tr -s ' \n' ' ')"
+
+step "sluice rollup query web --from -1m --step 1m   (the states merged: counts, p95, distinct IPs per status)"
+$S rollup query web --from -1m --step 1m --server "$url" | head -6
 
 step "curl $url/metrics"
 curl -fsS "$url/metrics" | grep -E '^sluice_(events_in|blobs_written|events_flushed|drops)' | head -8

@@ -2,6 +2,8 @@
 //! step and group, as mergeable states — through a running server or in a data directory (the
 //! same registry and targets as `sluice substream`: a rollup is a substream of kind `rollup`).
 
+use std::io::Write;
+
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
@@ -313,8 +315,7 @@ fn query(a: QueryArgs, now: i64) -> Result<()> {
         .flatten()
         .filter_map(Value::as_object)
         .collect();
-    print_rows(&rows, &a.format);
-    Ok(())
+    print_rows(&rows, &a.format)
 }
 
 /// A cell: strings as they are, numbers as JSON, `null` empty.
@@ -326,16 +327,29 @@ fn cell(v: &Value) -> String {
     }
 }
 
-fn print_rows(rows: &[&serde_json::Map<String, Value>], format: &str) {
+fn print_rows(rows: &[&serde_json::Map<String, Value>], format: &str) -> Result<()> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match write_rows(&mut out, rows, format).and_then(|()| out.flush()) {
+        // A reader that stopped early (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+fn write_rows(
+    out: &mut impl Write,
+    rows: &[&serde_json::Map<String, Value>],
+    format: &str,
+) -> std::io::Result<()> {
     if format == "json" {
         for r in rows {
-            println!("{}", Value::Object((*r).clone()));
+            writeln!(out, "{}", Value::Object((*r).clone()))?;
         }
-        return;
+        return Ok(());
     }
     let Some(first) = rows.first() else {
         eprintln!("sluice: no rows in the range");
-        return;
+        return Ok(());
     };
     let header: Vec<&String> = first.keys().collect();
     let table: Vec<Vec<String>> = rows
@@ -350,21 +364,23 @@ fn print_rows(rows: &[&serde_json::Map<String, Value>], format: &str) {
                 s.to_owned()
             }
         };
-        println!(
+        writeln!(
+            out,
             "{}",
             header
                 .iter()
                 .map(|h| quote(h))
                 .collect::<Vec<_>>()
                 .join(",")
-        );
+        )?;
         for row in &table {
-            println!(
+            writeln!(
+                out,
                 "{}",
                 row.iter().map(|c| quote(c)).collect::<Vec<_>>().join(",")
-            );
+            )?;
         }
-        return;
+        return Ok(());
     }
     let widths: Vec<usize> = header
         .iter()
@@ -388,8 +404,9 @@ fn print_rows(rows: &[&serde_json::Map<String, Value>], format: &str) {
             .trim_end()
             .to_owned()
     };
-    println!("{}", line(header.iter().map(|h| h.as_str()).collect()));
+    writeln!(out, "{}", line(header.iter().map(|h| h.as_str()).collect()))?;
     for row in &table {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
+        writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
     }
+    Ok(())
 }
