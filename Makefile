@@ -82,6 +82,12 @@ bench-history: deps
 bench-store:
 	$(CARGO) run --release -p sluice-store-bench
 
+## bench-metrics-statsd: issue 25's statsd row (bench/metrics/run.py): datagrams/s at which >= 99.9 % of
+## N are received and counted, Sluice beside Etsy statsd (npm) and statsd_exporter (Go module proxy),
+## both cached under ~/.cache/sluice; the table goes to bench/metrics/RESULTS.md.
+bench-metrics-statsd: deps
+	python3 bench/metrics/run.py --write
+
 ## fuzz: a short coverage-guided run of every fuzz target (needs the nightly toolchain).
 FUZZ_SECONDS ?= 30
 fuzz: deps
