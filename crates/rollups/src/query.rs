@@ -99,6 +99,10 @@ pub fn query<S: ReadStore + ?Sized>(
         None => return Err(RollupError::Invalid("not a rollup".into())),
     };
     spec.window = Some(step);
+    // The rollup's cap bounds the groups of one stored blob and step; a query holds one window
+    // at a time (states come in time order and complete windows are handed out as they close),
+    // so its own cap is per window, and high: a step gathers the groups of many blobs.
+    spec.max_groups = sluice_reader::reduce::DEFAULT_MAX_GROUPS;
     let labels: Vec<String> = spec.group_by.iter().map(|(t, _)| t.clone()).collect();
     let aggs: Vec<String> = spec.aggs.iter().map(|a| a.label.clone()).collect();
     let mut reducer = Reducer::new(spec);
@@ -124,6 +128,7 @@ pub fn query<S: ReadStore + ?Sized>(
             answer.warnings.push(w);
         }
     };
+    let mut done = Vec::new();
     for item in reader {
         match item {
             ReadItem::Event(e) => {
@@ -135,16 +140,32 @@ pub fn query<S: ReadStore + ?Sized>(
                 if let Err(err) = reducer.push_state(&e.value) {
                     warn(&mut answer, format!("{}: {err}", e.key));
                 }
+                done.extend(reducer.ready());
             }
             ReadItem::Warning(w) => warn(&mut answer, format!("{}: {}", w.key, w.reason)),
             ReadItem::Notice(_) => {}
         }
     }
     answer.events = reducer.events();
-    for row in reducer.finish() {
+    if reducer.late() > 0 {
+        warn(
+            &mut answer,
+            format!(
+                "{} events in states that came after their step was merged: left out",
+                reducer.late()
+            ),
+        );
+    }
+    // Events in `_other` groups: their `count` when the rollup has one (write-time and
+    // query-time overflow alike), else the query's own overflow.
+    let query_overflow = reducer.overflowed();
+    let has_count = aggs.iter().any(|a| a == "count");
+    let mut in_other = 0u64;
+    done.extend(reducer.finish());
+    for row in done {
         let r = to_row(&def.name, step as i64, &labels, &aggs, &row);
         if r.group.iter().any(|(_, v)| v == OTHER_GROUP) {
-            answer.other_events += r
+            in_other += r
                 .values
                 .iter()
                 .find(|(l, _)| l == "count")
@@ -155,6 +176,7 @@ pub fn query<S: ReadStore + ?Sized>(
             answer.rows.push(r);
         }
     }
+    answer.other_events = if has_count { in_other } else { query_overflow };
     answer.rows.sort_by_key(|r| r.start);
     Ok(answer)
 }
