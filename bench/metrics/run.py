@@ -206,14 +206,22 @@ def main():
         f_kept = next((r[2] for r in rows if r[0] == fail), None)
         lines.append("| {} | {} | {} | {} | {} | {} |".format(
             names[kind],
-            f"{best[1]:,.0f}" if best else "—",
+            (f"≥ {best[1]:,.0f} (the sender's limit)" if fail is None else f"{best[1]:,.0f}") if best else "—",
             f"{best[2] * 100:.3f} %" if best else "—",
             f"{best[3]:.2f}" if best else "—",
-            f"{fail:,.0f}" if fail else "not reached (sender limit)",
+            f"{fail:,.0f}" if fail else "not reached",
             f"{f_kept * 100:.2f} %" if f_kept is not None else "—"))
-    peers = [results[k][0][1] for k in ("etsy", "exporter") if k in results and results[k][0]]
-    if "sluice" in results and results["sluice"][0] and peers:
-        lines += ["", f"Sluice / the better peer: **{results['sluice'][0][1] / max(peers):.1f}×** (target ≥ 5×)."]
+    peers = [(results[k][0][1], results[k][1]) for k in ("etsy", "exporter") if k in results and results[k][0]]
+    sl = results.get("sluice")
+    if sl and sl[0] and peers:
+        ratio = sl[0][1] / max(p[0] for p in peers)
+        if any(p[1] is None for p in peers):
+            # A peer kept up with the sender: its own limit is unknown, so is the ratio.
+            lines += ["", "Sluice / the better peer: not measured (target ≥ 5×) — a peer kept ≥ 99.9 % up to "
+                          "the sender's limit as well, so neither limit is known."]
+        else:
+            bound = "≥ " if sl[1] is None else ""
+            lines += ["", f"Sluice / the better peer: **{bound}{ratio:.1f}×** (target ≥ 5×)."]
     text = "\n".join(lines) + "\n"
     print(text)
     if a.write:
