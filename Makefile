@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store bench-history fuzz clean
+.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
 
 all: build
 
@@ -77,6 +77,16 @@ bench-history: deps
 	@scripts/victorialogs.sh build
 	$(CARGO) build --release -p sluice
 	$(CARGO) run --release -p sluice-history-bench
+
+## bench-metrics: issue 25's metrics rows, each beside an anchor measured in the same run. The rollup
+## rows (bench/rollups, crate sluice-rollups-bench): the ingest CPU one rollup of 3 aggregations adds
+## at a fixed offered rate, and a day's rollup query beside the same answer read from the events
+## (table in bench/rollups/RESULTS.md); then the statsd row (bench-metrics-statsd). Both run even
+## when the first reports a wrong answer (exit 3); the status is the first failure's.
+bench-metrics: deps
+	$(CARGO) build --release -p sluice -p sluice-rollups-bench
+	@status=0; $(CARGO) run --release -p sluice-rollups-bench || status=$$?; \
+	  $(MAKE) bench-metrics-statsd || { [ $$status != 0 ] || status=$$?; }; exit $$status
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:
