@@ -338,7 +338,9 @@ fn real_statsd_clients_round_trip_and_drops_are_counted() {
     let mut m = String::new();
     wait_for(Duration::from_secs(20), "the drops counted", || {
         m = metrics::fetch(http);
+        // The TCP connection's last line is taken at its close, after the others: wait for it.
         metrics::try_metric(&m, "sluice_statsd_dropped_total", &[]) == Some(9.0)
+            && metrics::try_metric(&m, "sluice_statsd_events_total", &[]) >= Some(want as f64 + 4.0)
             && metrics::try_metric(
                 &m,
                 "sluice_events_dropped_total",

@@ -245,8 +245,10 @@ impl UdpStatsd {
         let mut prev = UdpStats::default();
         let mut last_report = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            let now = now_unix();
             let mut refused = 0;
+            // Dated when its first datagram is read, not when the wait for it began (the wait
+            // may cross into the next second).
+            let mut stamped = false;
             let mut batch = Batch {
                 ingestor: &mut ingestor,
                 ndjson: Vec::new(),
@@ -254,20 +256,27 @@ impl UdpStatsd {
                 drops: DropCounters::new(),
                 pending_drops: &mut pending_drops,
                 dc: &self.dc,
-                now,
+                now: 0,
             };
             let res = receiver.recv_batch(|payload, from| {
                 if !self.allow.allows(from.ip()) {
                     refused += 1;
                     return;
                 }
-                converter.convert(payload, now, &mut batch.ndjson);
+                if !stamped {
+                    batch.now = now_unix();
+                    stamped = true;
+                }
+                converter.convert(payload, batch.now, &mut batch.ndjson);
                 if batch.ndjson.len() >= FLUSH_BYTES {
                     batch.ingest();
                 }
             });
             batch.ingest();
-            let Batch { events, drops, .. } = batch;
+            let Batch {
+                events, drops, now, ..
+            } = batch;
+            let now = if stamped { now } else { now_unix() };
             if refused > 0 {
                 refused_source.inc_by(refused);
             }
