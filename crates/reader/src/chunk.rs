@@ -339,3 +339,43 @@ fn kind_of(v: &Value) -> u8 {
         _ => KIND_OTHER,
     }
 }
+
+/// Decodes stored blobs into the sparse events a reduce needs — only the paths it names, read
+/// lazily, the events a `--where` drops never built — as a range read narrowed by
+/// [`crate::reduce::Plan::narrow_read`] does (the same decoder). What a rollup runs on each
+/// newly stored blob.
+pub struct ReduceDecoder {
+    inner: ChunkDecoder,
+}
+
+impl std::fmt::Debug for ReduceDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReduceDecoder").finish_non_exhaustive()
+    }
+}
+
+impl ReduceDecoder {
+    /// A decoder keeping the events `filter` keeps, with the paths `needs` (`None`: whole
+    /// events), within `limits`.
+    pub fn new(filter: Option<Filter>, needs: Option<Vec<sereal::Path>>, limits: Limits) -> Self {
+        let selection = crate::Selection {
+            filter,
+            ..crate::Selection::default()
+        };
+        let req = ReadRequest::selected(0, 1, selection);
+        let opts = ReadOptions {
+            needs,
+            limits,
+            ..ReadOptions::default()
+        };
+        let mut inner = ChunkDecoder::new(&req, &opts);
+        // Bytes handed over by the writer that just built them: their SHA-1 holds.
+        inner.verify_sha1 = false;
+        ReduceDecoder { inner }
+    }
+
+    /// The kept events of one blob, or why it cannot be read.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Vec<Value>, String> {
+        self.inner.decode(bytes)
+    }
+}

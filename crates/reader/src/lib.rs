@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 mod chunk;
+pub use chunk::ReduceDecoder;
 mod columns;
 pub mod counts;
 pub mod facts;

@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use sereal::{Decoder, Limits, Value};
 use sluice_blob::EventKey;
 use sluice_pyworkers::{BlobContext, Job, NoPython, Pool, PoolConfig, PoolError};
-use sluice_reader::reduce::{ReduceError, ReduceSpec, Reducer};
+use sluice_reader::reduce::{Plan, ReduceError, ReduceSpec, Reducer};
+use sluice_reader::ReduceDecoder;
 use sluice_reader::{Selection, SelectionError};
 
 use crate::declarative::{encode_result, result_builder, DeclarativeSet, EncodeError};
@@ -205,6 +206,8 @@ impl PythonPool {
 #[derive(Debug)]
 pub struct Executor {
     declarative: DeclarativeSet,
+    /// Each rollup's lazy decoder (only the paths its reduce names), by name.
+    rollups: std::collections::HashMap<String, ReduceDecoder>,
     limits: Limits,
     decoder: Decoder,
     builder: Option<BlobBuilder>,
@@ -216,6 +219,7 @@ impl Executor {
     pub fn new(python: Arc<PythonPool>) -> Executor {
         Executor {
             declarative: DeclarativeSet::default(),
+            rollups: std::collections::HashMap::new(),
             limits: Limits::default(),
             decoder: Decoder::new(),
             builder: None,
@@ -226,6 +230,7 @@ impl Executor {
     /// Forgets state built for the previous registry.
     pub fn registry_changed(&mut self) {
         self.declarative.clear();
+        self.rollups.clear();
     }
 
     /// One result blob of `events` (the builder kept across runs), unless over `max` bytes.
@@ -240,6 +245,39 @@ impl Executor {
         sized(encode_result(b, events), max)
     }
 
+    /// A rollup's states of the blob `data` (second `epoch`), as a result blob.
+    fn rollup(
+        &mut self,
+        c: &Compiled,
+        spec: &ReduceSpec,
+        epoch: i64,
+        data: &[u8],
+    ) -> Result<Vec<u8>, Miss> {
+        let start = Instant::now();
+        let limits = self.limits.clone();
+        let decoder = self.rollups.entry(c.def.name.clone()).or_insert_with(|| {
+            let filter = c.selection.as_ref().and_then(|s| s.filter.clone());
+            ReduceDecoder::new(filter, Plan::Reduce(spec.clone()).paths(), limits)
+        });
+        let events = decoder.decode(data).map_err(|detail| Miss {
+            reason: "decode_error",
+            detail,
+        })?;
+        let states = rollup_states(spec, epoch, &events)?;
+        let took = start.elapsed();
+        if took > Duration::from_millis(c.def.budget.wall_ms) {
+            return Err(Miss {
+                reason: "wall_time",
+                detail: format!(
+                    "the rollup took {} ms (budget {} ms)",
+                    took.as_millis(),
+                    c.def.budget.wall_ms
+                ),
+            });
+        }
+        self.encode(&states, c.def.budget.max_result_bytes)
+    }
+
     /// The outcome of each of `subs` on the event blob `data` stored under `key`, in order.
     pub fn run(
         &mut self,
@@ -248,9 +286,17 @@ impl Executor {
         data: &[u8],
     ) -> Vec<Result<Vec<u8>, Miss>> {
         let mut out: Vec<Option<Result<Vec<u8>, Miss>>> = vec![None; subs.len()];
+        // Rollups read only the paths their reduce names, each lazily (`rollup`); the other
+        // declarative substreams share one pass.
+        for (i, c) in subs.iter().enumerate() {
+            if let Some(spec) = &c.rollup {
+                out[i] = Some(self.rollup(c, spec, key.epoch(), data));
+            }
+        }
         let decl: Vec<(usize, &str, &Selection)> = subs
             .iter()
             .enumerate()
+            .filter(|(_, c)| c.rollup.is_none())
             .filter_map(|(i, c)| c.selection.as_ref().map(|s| (i, c.def.name.as_str(), s)))
             .collect();
         if !decl.is_empty() {
@@ -272,14 +318,7 @@ impl Executor {
                                 ),
                             })
                         } else {
-                            match &subs[*i].rollup {
-                                Some(spec) => {
-                                    rollup_states(spec, key.epoch(), &events).and_then(|states| {
-                                        self.encode(&states, budget.max_result_bytes)
-                                    })
-                                }
-                                None => self.encode(&events, budget.max_result_bytes),
-                            }
+                            self.encode(&events, budget.max_result_bytes)
                         });
                     }
                 }
