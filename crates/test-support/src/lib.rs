@@ -20,6 +20,7 @@ pub mod http;
 pub mod metrics;
 pub mod perl;
 pub mod s3;
+pub mod script_server;
 pub mod temp;
 pub mod victoriametrics;
 pub mod wait;

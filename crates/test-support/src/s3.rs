@@ -5,10 +5,6 @@
 //! It fails to start → the test fails, unless `SLUICE_SKIP_S3=1` ([`seaweedfs`] then says
 //! SKIPPED and returns `None`).
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
@@ -54,49 +50,13 @@ impl S3Server {
     }
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn home() -> PathBuf {
-    std::env::var_os("SLUICE_SEAWEEDFS_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/seaweedfs"))
-}
-
 /// Starts the server if it is not up (under a lock shared by test binaries); panics when it
 /// cannot.
 fn start() -> S3Server {
-    std::fs::create_dir_all(home()).expect("creating the SeaweedFS state directory");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home().join("lock"))
-        .expect("opening the SeaweedFS lock file");
-    lock.lock()
-        .expect("locking the SeaweedFS state (exclusive)");
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/seaweedfs.sh"))
-        .arg("start")
-        .output()
-        .expect("running scripts/seaweedfs.sh start");
-    lock.unlock().expect("unlocking the SeaweedFS state");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scripts/seaweedfs.sh start failed (set {SKIP_VAR}=1 to skip the S3 tests):\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let vars: HashMap<&str, &str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
-        .collect();
-    let var = |name: &str| {
-        vars.get(name)
-            .unwrap_or_else(|| panic!("scripts/seaweedfs.sh start printed no {name}"))
-            .to_string()
-    };
+    const SCRIPT: &str = "seaweedfs.sh";
+    let home = crate::script_server::home("SLUICE_SEAWEEDFS_HOME", "seaweedfs");
+    let vars = crate::script_server::start(SCRIPT, &home, SKIP_VAR);
+    let var = |name: &str| crate::script_server::var(&vars, SCRIPT, name);
     S3Server {
         endpoint: var("SLUICE_S3_ENDPOINT"),
         bucket: var("SLUICE_S3_BUCKET"),

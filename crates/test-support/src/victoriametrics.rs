@@ -6,10 +6,6 @@
 //! It fails to start → the test fails, unless `SLUICE_SKIP_VM=1` ([`victoriametrics`] then says
 //! SKIPPED and returns `None`).
 
-use std::collections::HashMap;
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The environment variable that skips the VictoriaMetrics tests.
@@ -24,53 +20,15 @@ pub struct VmServer {
     pub graphite: String,
 }
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn home() -> PathBuf {
-    std::env::var_os("SLUICE_VM_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/victoriametrics"))
-}
-
 /// Starts the server if it is not up (under a lock shared by test binaries); panics when it
 /// cannot.
 fn start() -> VmServer {
-    std::fs::create_dir_all(home()).expect("creating the VictoriaMetrics state directory");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(home().join("lock"))
-        .expect("opening the VictoriaMetrics lock file");
-    lock.lock()
-        .expect("locking the VictoriaMetrics state (exclusive)");
-    let out = Command::new("bash")
-        .arg(repo_root().join("scripts/victoriametrics.sh"))
-        .arg("start")
-        .output()
-        .expect("running scripts/victoriametrics.sh start");
-    lock.unlock().expect("unlocking the VictoriaMetrics state");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "scripts/victoriametrics.sh start failed (set {SKIP_VAR}=1 to skip the VictoriaMetrics \
-         tests):\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let vars: HashMap<&str, &str> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("export ")?.split_once('='))
-        .collect();
-    let var = |name: &str| {
-        vars.get(name)
-            .unwrap_or_else(|| panic!("scripts/victoriametrics.sh start printed no {name}"))
-            .to_string()
-    };
+    const SCRIPT: &str = "victoriametrics.sh";
+    let home = crate::script_server::home("SLUICE_VM_HOME", "victoriametrics");
+    let vars = crate::script_server::start(SCRIPT, &home, SKIP_VAR);
     VmServer {
-        http: var("SLUICE_VM_HTTP"),
-        graphite: var("SLUICE_VM_GRAPHITE"),
+        http: crate::script_server::var(&vars, SCRIPT, "SLUICE_VM_HTTP"),
+        graphite: crate::script_server::var(&vars, SCRIPT, "SLUICE_VM_GRAPHITE"),
     }
 }
 
