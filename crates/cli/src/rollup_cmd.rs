@@ -12,7 +12,7 @@ use sluice_reader::filter::Filter;
 use sluice_rollups::RollupQuery;
 use sluice_substreams::{registry, Spec};
 
-use crate::substream_cmd::{open, print, Registry, Target};
+use crate::substream_cmd::{open, print, BackfillArgs, NameArgs, Registry, Target, TargetArgs};
 
 /// `sluice rollup …`
 #[derive(Subcommand)]
@@ -64,22 +64,6 @@ pub struct AddArgs {
     target: Target,
 }
 
-/// Flags of commands that take only a target.
-#[derive(Args)]
-pub struct TargetArgs {
-    #[command(flatten)]
-    target: Target,
-}
-
-/// Flags of commands on one rollup.
-#[derive(Args)]
-pub struct NameArgs {
-    /// The rollup.
-    name: String,
-    #[command(flatten)]
-    target: Target,
-}
-
 /// Flags of `sluice rollup query`.
 #[derive(Args)]
 pub struct QueryArgs {
@@ -100,21 +84,6 @@ pub struct QueryArgs {
     /// `table` (default), `json` (one object per row) or `csv`.
     #[arg(long, default_value = "table")]
     format: String,
-    #[command(flatten)]
-    target: Target,
-}
-
-/// Flags of `sluice rollup backfill`.
-#[derive(Args)]
-pub struct BackfillArgs {
-    /// The rollup.
-    name: String,
-    /// Start of the range.
-    #[arg(long, allow_hyphen_values = true)]
-    from: String,
-    /// End of the range (excluded); default `now`.
-    #[arg(long, allow_hyphen_values = true, default_value = "now")]
-    to: String,
     #[command(flatten)]
     target: Target,
 }

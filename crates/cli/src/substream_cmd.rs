@@ -85,31 +85,31 @@ pub struct AddArgs {
 #[derive(Args)]
 pub struct TargetArgs {
     #[command(flatten)]
-    target: Target,
+    pub(crate) target: Target,
 }
 
-/// Flags of commands on one substream.
+/// Flags of commands on one substream (or rollup: `sluice rollup rm`).
 #[derive(Args)]
 pub struct NameArgs {
-    /// The substream.
-    name: String,
+    /// The substream (or rollup).
+    pub(crate) name: String,
     #[command(flatten)]
-    target: Target,
+    pub(crate) target: Target,
 }
 
-/// Flags of `sluice substream backfill`.
+/// Flags of `sluice substream backfill` and `sluice rollup backfill`.
 #[derive(Args)]
 pub struct BackfillArgs {
-    /// The substream.
-    name: String,
+    /// The substream (or rollup).
+    pub(crate) name: String,
     /// Start of the range: Unix seconds, RFC 3339, or relative (`-5m`).
     #[arg(long, allow_hyphen_values = true)]
-    from: String,
+    pub(crate) from: String,
     /// End of the range (excluded); default `now`.
     #[arg(long, allow_hyphen_values = true, default_value = "now")]
-    to: String,
+    pub(crate) to: String,
     #[command(flatten)]
-    target: Target,
+    pub(crate) target: Target,
 }
 
 /// The registry, resolved.
