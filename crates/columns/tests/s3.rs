@@ -254,7 +254,10 @@ fn listing_more_than_a_page() {
 /// Runs every operation on `location` in a thread; each must fail with an object-store error
 /// naming the URL without secrets. The generous bound only guards against a hang (the calls
 /// themselves give up after the location's timeout); nothing here measures time.
-fn assert_every_call_fails(location: S3Location, secret: &str) -> Vec<String> {
+/// Every call fails within its timeout, naming the location without its secret: refused keys
+/// as [`LocationError::Denied`] (a configuration to fix) when `denied`, anything else as
+/// [`LocationError::ObjectStore`] (an outage to wait out).
+fn assert_every_call_fails(location: S3Location, secret: &str, denied: bool) -> Vec<String> {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let results: Vec<Result<(), LocationError>> = vec![
@@ -274,8 +277,9 @@ fn assert_every_call_fails(location: S3Location, secret: &str) -> Vec<String> {
     );
     results
         .into_iter()
-        .map(|r| match r {
-            Err(LocationError::ObjectStore { url, detail }) => {
+        .map(|r| match (r, denied) {
+            (Err(LocationError::ObjectStore { url, detail }), false)
+            | (Err(LocationError::Denied { url, detail }), true) => {
                 assert_eq!(url, shown, "the error names the location");
                 assert!(
                     !url.contains(secret) && !detail.contains(secret),
@@ -284,7 +288,10 @@ fn assert_every_call_fails(location: S3Location, secret: &str) -> Vec<String> {
                 eprintln!("{detail}");
                 detail
             }
-            other => panic!("expected an object-store error, got {other:?}"),
+            (other, _) => panic!(
+                "expected {} error, got {other:?}",
+                if denied { "a Denied" } else { "an ObjectStore" }
+            ),
         })
         .collect()
 }
@@ -303,7 +310,7 @@ fn nothing_listening_gives_an_error_not_a_hang() {
          &access_key_id=k&secret_access_key={secret}"
     ))
     .unwrap();
-    for detail in assert_every_call_fails(location, secret) {
+    for detail in assert_every_call_fails(location, secret, false) {
         assert!(
             detail.contains("refused")
                 || detail.contains("timed out")
@@ -325,7 +332,7 @@ fn a_silent_endpoint_times_out() {
     ))
     .unwrap()
     .with_timeout(Duration::from_millis(1500));
-    for detail in assert_every_call_fails(location, secret) {
+    for detail in assert_every_call_fails(location, secret, false) {
         assert!(
             detail.contains("timed out") || detail.contains("timeout"),
             "{detail}"
@@ -347,7 +354,7 @@ fn wrong_credentials_are_a_clear_error() {
         encode(&server.endpoint),
         encode(&server.access_key_id),
     );
-    for detail in assert_every_call_fails(S3Location::open(&wrong).unwrap(), wrong_secret) {
+    for detail in assert_every_call_fails(S3Location::open(&wrong).unwrap(), wrong_secret, true) {
         assert!(detail.contains("SignatureDoesNotMatch"), "{detail}");
     }
     let unknown = format!(
@@ -355,7 +362,7 @@ fn wrong_credentials_are_a_clear_error() {
         server.bucket,
         encode(&server.endpoint),
     );
-    for detail in assert_every_call_fails(S3Location::open(&unknown).unwrap(), wrong_secret) {
+    for detail in assert_every_call_fails(S3Location::open(&unknown).unwrap(), wrong_secret, true) {
         assert!(detail.contains("InvalidAccessKeyId"), "{detail}");
     }
 }
