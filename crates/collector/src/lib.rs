@@ -28,6 +28,8 @@
 //!   proven step by step at the crash points of [`failpoint`].
 //! - [`drops`]: why an event or payload was dropped ([`DropReason`], [`Drop`] with the tags read
 //!   of the event, [`DropTags`]) and per-reason counters for `/metrics` ([`DropCounters`]).
+//! - [`epoch`]: `epoch` as people write it (seconds, milliseconds, float seconds, RFC 3339)
+//!   normalised to whole seconds, in one place.
 //! - [`batch`]: accepted events as one buffer ([`EventBatch`]) handed between threads.
 //! - [`note`]: the done notes the aggregator writes to the WAL once a batch is stored.
 //! - `json` (the fast JSON path), `spares` (reused buffers): internal.
@@ -40,6 +42,7 @@
 pub mod aggregate;
 pub mod batch;
 pub mod drops;
+pub mod epoch;
 pub mod exactly_once;
 pub mod failpoint;
 pub mod ingest;

@@ -99,6 +99,8 @@ pub enum Msg {
         /// Their arrival second.
         now: i64,
     },
+    /// Drops reported by clients (`POST /v1/drops`), added to the pending drop counts.
+    ClientDrops(drops::PendingDrops),
     /// Flush due epochs; expire partitions when due.
     Tick,
     /// Answered once every message sent before it is handled (its events routed): the first
@@ -242,6 +244,7 @@ impl Pipeline {
                         self.publish_pending();
                         drop(admitted);
                     }
+                    Msg::ClientDrops(drops) => self.add_client_drops(drops),
                     Msg::Tick => {
                         self.flush_wanted = true;
                         self.write_drop_counts();

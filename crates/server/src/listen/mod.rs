@@ -327,6 +327,10 @@ impl Listening {
             auth: s.auth.clone(),
             python_substreams: config.python_substreams,
             columns: s.columns.clone(),
+            epoch_window: {
+                let c = config.ingest_config();
+                (c.max_past_secs, c.max_future_secs)
+            },
         };
         let router = crate::http::router(state, config.max_body_bytes);
         http_server::serve(

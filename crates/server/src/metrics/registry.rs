@@ -191,6 +191,8 @@ pub struct Metrics {
     /// statsd datagrams and connections refused, by transport and reason (`source`: outside
     /// `udp_allow`).
     pub statsd_refused: IntCounterVec,
+    /// Drops reported by emitters (`POST /v1/drops`), by reason (the standard five, else `other`).
+    pub client_drops: IntCounterVec,
     /// Events served by the read endpoints, by endpoint (`events`, `tail`).
     pub events_out: IntCounterVec,
     /// HTTP responses, by route and status code.
@@ -306,6 +308,7 @@ impl Metrics {
             statsd_kernel_drops: reg(&r, counter("sluice_statsd_kernel_drops_total", "statsd UDP datagrams the kernel dropped before Sluice read them.")),
             statsd_truncated: reg(&r, counter("sluice_statsd_truncated_total", "statsd UDP datagrams over the largest size, dropped.")),
             statsd_refused: reg(&r, counter_vec("sluice_statsd_refused_total", "statsd datagrams and connections refused, by transport and reason (source: outside udp_allow).", &["transport", "reason"])),
+            client_drops: reg(&r, counter_vec("sluice_client_drops_total", "Events emitters reported dropped on their side (POST /v1/drops), by reason (retry_budget, queue_full, buffer_full, too_large, rejected; other).", &["reason"])),
             events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
             http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
             http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
@@ -346,6 +349,9 @@ impl Metrics {
         }
         for reason in sluice_statsd::Reject::ALL {
             m.statsd_dropped.with_label_values(&[reason.as_str()]);
+        }
+        for reason in crate::http::drops::STANDARD_REASONS.iter().chain(&["other"]) {
+            m.client_drops.with_label_values(&[reason]);
         }
         for transport in ["http", "tcp", "udp"] {
             m.payloads.with_label_values(&[transport]);

@@ -46,6 +46,21 @@ pub(crate) fn add(
         .or_default() += n;
 }
 
+/// Adds `n` drops of the reason named `reason` (client reports: `client:<reason>`) under `key`.
+pub(crate) fn add_named(
+    pending: &mut PendingDrops,
+    key: (i64, String, String, String),
+    reason: &str,
+    n: u64,
+) {
+    let slot = pending
+        .entry(key)
+        .or_default()
+        .entry(reason.to_owned())
+        .or_default();
+    *slot = slot.saturating_add(n);
+}
+
 /// Adds the pending drops to the store's counts (one `add_counts` per (epoch, dc, type,
 /// subtype)); what fails stays pending for the next call. `who` names the caller in the log.
 pub(crate) fn write_drop_counts(
@@ -80,6 +95,16 @@ impl Pipeline {
     /// Adds one ingest drop to the pending counts (see [`note_drop`]).
     pub(super) fn note_drop(&mut self, d: &Drop, now: i64) {
         note_drop(&mut self.pending_drops, d, now, &self.dc);
+    }
+
+    /// Adds drops reported by clients (`POST /v1/drops`) to the pending counts, written with
+    /// the next tick like ingest drops.
+    pub(super) fn add_client_drops(&mut self, drops: PendingDrops) {
+        for (key, reasons) in drops {
+            for (reason, n) in reasons {
+                add_named(&mut self.pending_drops, key.clone(), &reason, n);
+            }
+        }
     }
 
     /// Adds the pending ingest drops to the store's counts; what fails stays pending for the
