@@ -31,6 +31,7 @@
 //! - [`epoch`]: `epoch` as people write it (seconds, milliseconds, float seconds, RFC 3339)
 //!   normalised to whole seconds, in one place.
 //! - [`batch`]: accepted events as one buffer ([`EventBatch`]) handed between threads.
+//! - [`otlp`]: OTLP logs request bodies (protobuf, JSON, gzip) → events, and the answers.
 //! - [`note`]: the done notes the aggregator writes to the WAL once a batch is stored.
 //! - `json` (the fast JSON path), `spares` (reused buffers): internal.
 //!
@@ -48,6 +49,7 @@ pub mod failpoint;
 pub mod ingest;
 mod json;
 pub mod note;
+pub mod otlp;
 mod spares;
 pub mod spool;
 pub mod wal;
