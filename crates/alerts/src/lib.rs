@@ -6,6 +6,17 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod backtest;
+pub mod catalog;
+pub mod engine;
+pub mod evidence;
+pub mod expr;
 pub mod notification;
+pub mod rule;
+pub mod run;
+pub mod state;
 
+pub use backtest::{backtest, Backtest};
+pub use engine::{Engine, EngineConfig, Sink};
 pub use notification::{Notification, Status};
+pub use rule::{Rule, RuleSpec};

@@ -7,6 +7,8 @@
 
 pub mod query;
 pub mod row;
+pub mod states;
 
 pub use query::{query, RollupAnswer, RollupError, RollupQuery};
 pub use row::RollupRow;
+pub use states::{read_states, GroupValues, StateMerger};

@@ -1,0 +1,652 @@
+//! [`Engine`]: live evaluation inside `sluice serve` — every rule at each of its steps, as soon
+//! as the step is stored, its transitions notified with evidence, its state kept in the
+//! catalog.
+//!
+//! ```text
+//! every tick (200 ms):
+//!   ready = the end of the last step whose seconds were flushed: now − grace − settle
+//!   per rollup with rules: read its new states [read_to, ready) once → every rule on it
+//!   per rule: evaluate each of its steps ≤ ready (RuleRun) → transitions
+//!     → Notification (labels, annotations, evidence) → outbox (catalog) → Sink
+//!   a delivery (every receiver took it) removes it from the outbox
+//! ```
+//!
+//! | moment of a restart | what happens |
+//! |---|---|
+//! | pending | the state is in the catalog; evaluation goes on from the last step done (catch-up up to [`MAX_CATCH_UP`]) and fires at `since + for` |
+//! | firing, notified | not sent again (Alertmanager's resends go on) |
+//! | firing, not yet delivered | the outbox still holds it: sent again at start |
+//!
+//! The state is written at every transition and delivery, and otherwise every
+//! [`SAVE_EVERY`] (the last step done), so a restart re-evaluates at most that much.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sluice_store::Store;
+use sluice_substreams::registry::{self, Definition};
+
+use crate::catalog;
+use crate::evidence;
+use crate::notification::{Notification, Status};
+use crate::rule::Rule;
+use crate::run::RuleRun;
+use crate::state::{fingerprint, Phase, Transition};
+
+/// How often the engine looks for steps to evaluate.
+pub const TICK: Duration = Duration::from_millis(200);
+/// How often the last step done is saved when nothing else changes.
+pub const SAVE_EVERY: Duration = Duration::from_secs(10);
+/// The longest gap a restart catches up on (older steps are skipped, not evaluated).
+pub const MAX_CATCH_UP: i64 = 3600;
+/// Longest sample-events annotation, bytes (the rest is cut, marked).
+pub const MAX_SAMPLES_TEXT: usize = 16 * 1024;
+
+/// Where notifications go (the Notifier, or a test's collector).
+pub trait Sink: Send + Sync {
+    /// Queues `n` for delivery; false when it could not be queued (counted by the sink).
+    fn send(&self, n: Notification) -> bool;
+}
+
+/// The engine's settings.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The server's flush grace: a second is stored this long after it ends.
+    pub grace: Duration,
+    /// Extra wait after the grace before a step is evaluated (the flush and the rollup's run).
+    pub settle: Duration,
+    /// The server's URL, for links in notifications (`http://127.0.0.1:8180`).
+    pub external_url: String,
+}
+
+/// Counters and gauges for `/metrics`.
+#[derive(Debug, Default)]
+pub struct EngineStats {
+    /// Rule evaluations done.
+    pub evaluations: AtomicU64,
+    /// Time spent evaluating (reads, merges, expressions, evidence), microseconds.
+    pub eval_micros: AtomicU64,
+    /// Transitions to firing.
+    pub fired: AtomicU64,
+    /// Transitions to resolved.
+    pub resolved: AtomicU64,
+    /// Notifications handed to the sink.
+    pub notifications: AtomicU64,
+    /// Notifications the sink refused (its queue full) — kept in the outbox, tried again.
+    pub sink_refused: AtomicU64,
+    /// Notifications not sent because the rule was silenced.
+    pub silenced: AtomicU64,
+    /// Notifications dropped from a full outbox.
+    pub outbox_dropped: AtomicU64,
+    /// Errors (reads, catalog writes, rules that do not load), each logged.
+    pub errors: AtomicU64,
+    /// Alerts firing now.
+    pub firing: AtomicU64,
+    /// Alerts pending now.
+    pub pending: AtomicU64,
+    /// Sum of the delays from a window's end to its notification being queued, ms.
+    pub notify_delay_ms_sum: AtomicU64,
+    /// Notifications those delays were measured on.
+    pub notify_delay_count: AtomicU64,
+    /// The largest such delay, ms.
+    pub notify_delay_ms_max: AtomicU64,
+}
+
+/// One alert as `GET /v1/alerts` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AlertView {
+    /// The group's labels.
+    pub labels: BTreeMap<String, String>,
+    /// `pending` or `firing`.
+    pub state: &'static str,
+    /// When the condition started holding.
+    pub active_since: i64,
+    /// The last value.
+    pub value: Option<f64>,
+}
+
+/// One rule as `GET /v1/alerts` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuleView {
+    /// The rule.
+    #[serde(flatten)]
+    pub rule: Rule,
+    /// `threshold`, `zscore` or `stddev`.
+    pub kind: &'static str,
+    /// `inactive`, `pending` or `firing`.
+    pub state: &'static str,
+    /// The last step evaluated (end of its window).
+    pub last_eval: i64,
+    /// Pending and firing alerts.
+    pub alerts: Vec<AlertView>,
+    /// Why it does not run, if it does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The live engine (a thread). Dropping it stops the thread.
+pub struct Engine {
+    stop: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+    views: Arc<RwLock<Vec<RuleView>>>,
+    /// Counters for `/metrics`.
+    pub stats: Arc<EngineStats>,
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Engine {
+    /// Starts evaluating the rules in `store`'s catalog; `delivered` gives the ids of
+    /// notifications every receiver took.
+    pub fn start(
+        store: Arc<dyn Store>,
+        cfg: EngineConfig,
+        sink: Arc<dyn Sink>,
+        delivered: Receiver<String>,
+    ) -> Engine {
+        let stop = Arc::new(AtomicBool::new(false));
+        let reload = Arc::new(AtomicBool::new(true));
+        let views = Arc::new(RwLock::new(Vec::new()));
+        let stats = Arc::new(EngineStats::default());
+        let mut worker = Worker {
+            store,
+            cfg,
+            sink,
+            stats: stats.clone(),
+            runs: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            defs: BTreeMap::new(),
+            read_to: HashMap::new(),
+            last_save: HashMap::new(),
+        };
+        let (s, r, v) = (stop.clone(), reload.clone(), views.clone());
+        let thread = std::thread::Builder::new()
+            .name("sluice-alerts".into())
+            .spawn(move || worker.run(&s, &r, &v, &delivered))
+            .ok();
+        Engine {
+            stop,
+            reload,
+            views,
+            stats,
+            thread: std::sync::Mutex::new(thread),
+        }
+    }
+
+    /// Re-reads the rules at the next tick (after a change to the catalog).
+    pub fn reload(&self) {
+        self.reload.store(true, Ordering::Release);
+    }
+
+    /// The rules and their alerts as of the last tick.
+    pub fn views(&self) -> Vec<RuleView> {
+        self.views.read().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    /// Stops the thread, saving every rule's state (later calls do nothing).
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        let thread = self.thread.lock().map(|mut t| t.take()).unwrap_or(None);
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Worker {
+    store: Arc<dyn Store>,
+    cfg: EngineConfig,
+    sink: Arc<dyn Sink>,
+    stats: Arc<EngineStats>,
+    runs: BTreeMap<String, Run>,
+    errors: BTreeMap<String, (Rule, String)>,
+    defs: BTreeMap<String, Definition>,
+    /// Per rollup: its states are read up to here (exclusive step start).
+    read_to: HashMap<String, i64>,
+    last_save: HashMap<String, Instant>,
+}
+
+struct Run {
+    run: RuleRun,
+    /// The next evaluation time.
+    next: i64,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Worker {
+    fn run(
+        &mut self,
+        stop: &AtomicBool,
+        reload: &AtomicBool,
+        views: &RwLock<Vec<RuleView>>,
+        delivered: &Receiver<String>,
+    ) {
+        while !stop.load(Ordering::Acquire) {
+            if reload.swap(false, Ordering::AcqRel) {
+                self.load();
+            }
+            let started = Instant::now();
+            self.tick();
+            self.stats
+                .eval_micros
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            self.publish(views);
+            let deadline = Instant::now() + TICK;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match delivered.recv_timeout(left) {
+                    Ok(id) => self.delivered(&id),
+                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(RecvTimeoutError::Disconnected) => {
+                        std::thread::sleep(left);
+                        break;
+                    }
+                }
+            }
+        }
+        let names: Vec<String> = self.runs.keys().cloned().collect();
+        for name in names {
+            self.save(&name);
+        }
+    }
+
+    /// (Re)reads rules and rollups; keeps the runs of unchanged rules.
+    fn load(&mut self) {
+        let rules = match catalog::load_rules(&*self.store) {
+            Ok((rules, bad)) => {
+                for (name, why) in bad {
+                    self.error(&format!("alert rule {name:?} does not load: {why}"));
+                }
+                rules
+            }
+            Err(e) => {
+                self.error(&format!("alert rules: {e}"));
+                return;
+            }
+        };
+        self.defs = registry::load(&*self.store)
+            .map(|d| d.0)
+            .unwrap_or_default();
+        self.runs
+            .retain(|name, r| rules.get(name) == Some(&r.run.rule));
+        self.errors.clear();
+        for (name, rule) in rules {
+            if self.runs.contains_key(&name) {
+                continue;
+            }
+            match self.start_run(&rule) {
+                Ok(run) => {
+                    self.runs.insert(name, run);
+                }
+                Err(e) => {
+                    self.error(&e);
+                    self.errors.insert(name, (rule, e));
+                }
+            }
+        }
+    }
+
+    /// A run of `rule`: its state from the catalog, its windows filled from stored states,
+    /// the outbox sent again.
+    fn start_run(&mut self, rule: &Rule) -> Result<Run, String> {
+        let def = self
+            .defs
+            .get(&rule.rollup)
+            .ok_or_else(|| {
+                format!(
+                    "alert rule {:?}: no rollup named {:?}",
+                    rule.name, rule.rollup
+                )
+            })?
+            .clone();
+        let state = catalog::load_state(&*self.store, &rule.name).map_err(|e| e.to_string())?;
+        let mut run = RuleRun::new(rule.clone(), &def, state).map_err(|e| e.to_string())?;
+        let step = run.eval_step as i64;
+        let ready = self.ready(&def);
+        let last = run.state.last_eval;
+        let next = if last > 0 && ready - last <= MAX_CATCH_UP {
+            last + step
+        } else {
+            ready - ready.rem_euclid(step) + step
+        };
+        // Fill the windows (and an anomaly baseline) up to where the rollup's feed is.
+        let feed = *self.read_to.entry(def.name.clone()).or_insert(ready);
+        let warm_from = next - step - rule.lookback_secs() as i64;
+        let mut states = Vec::new();
+        let warnings =
+            sluice_rollups::read_states(&*self.store, &def, warm_from - step, feed, |s| {
+                states.push(s)
+            })
+            .map_err(|e| e.to_string())?;
+        if !warnings.is_empty() {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut warm = warm_from;
+        for s in states {
+            let w = sluice_rollups::states::state_step(&s).unwrap_or(i64::MIN);
+            if rule.anomaly.is_some() {
+                while warm + step <= w && warm + step < next {
+                    warm += step;
+                    run.evaluate(warm, false);
+                }
+            }
+            run.push(s);
+        }
+        if rule.anomaly.is_some() {
+            while warm + step < next {
+                warm += step;
+                run.evaluate(warm, false);
+            }
+        }
+        // What was not delivered before the restart goes again (a silenced rule's is let go).
+        if rule.silenced_until > now_ms() / 1000 {
+            let n = run.state.outbox.len() as u64;
+            self.stats.silenced.fetch_add(n, Ordering::Relaxed);
+            run.state.outbox.clear();
+        }
+        for n in run.state.outbox.clone() {
+            self.stats.notifications.fetch_add(1, Ordering::Relaxed);
+            if !self.sink.send(n) {
+                self.stats.sink_refused.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(Run { run, next })
+    }
+
+    /// The end of the last step of `def` whose seconds are all stored.
+    fn ready(&self, def: &Definition) -> i64 {
+        let step = sluice_rollups::query::rollup_step(def).unwrap_or(1) as i64;
+        let at =
+            (now_ms() - (self.cfg.grace + self.cfg.settle).as_millis() as i64).div_euclid(1000);
+        at - at.rem_euclid(step)
+    }
+
+    fn tick(&mut self) {
+        let rollups: Vec<String> = {
+            let mut r: Vec<String> = self
+                .runs
+                .values()
+                .map(|r| r.run.rule.rollup.clone())
+                .collect();
+            r.dedup();
+            r.sort();
+            r.dedup();
+            r
+        };
+        for rollup in rollups {
+            let Some(def) = self.defs.get(&rollup).cloned() else {
+                continue;
+            };
+            let ready = self.ready(&def);
+            let from = *self.read_to.entry(rollup.clone()).or_insert(ready);
+            if ready > from {
+                let mut states = Vec::new();
+                match sluice_rollups::read_states(&*self.store, &def, from, ready, |s| {
+                    states.push(s)
+                }) {
+                    Ok(_) => {
+                        for r in self
+                            .runs
+                            .values_mut()
+                            .filter(|r| r.run.rule.rollup == rollup)
+                        {
+                            for s in &states {
+                                r.run.push(s.clone());
+                            }
+                        }
+                        self.read_to.insert(rollup.clone(), ready);
+                    }
+                    Err(e) => {
+                        self.error(&format!("rollup {rollup:?}: {e}"));
+                        continue;
+                    }
+                }
+            }
+            let names: Vec<String> = self
+                .runs
+                .iter()
+                .filter(|(_, r)| r.run.rule.rollup == rollup)
+                .map(|(n, _)| n.clone())
+                .collect();
+            for name in names {
+                self.evaluate_rule(&name, &def, ready);
+            }
+        }
+    }
+
+    fn evaluate_rule(&mut self, name: &str, def: &Definition, ready: i64) {
+        let mut changed = false;
+        loop {
+            let Some(r) = self.runs.get_mut(name) else {
+                return;
+            };
+            if r.next > ready {
+                break;
+            }
+            let t = r.next;
+            r.next += r.run.eval_step as i64;
+            let (_, transitions) = r.run.evaluate(t, true);
+            self.stats.evaluations.fetch_add(1, Ordering::Relaxed);
+            for tr in transitions {
+                changed = true;
+                let n = self.notification(name, def, &tr);
+                let Some(r) = self.runs.get_mut(name) else {
+                    return;
+                };
+                r.run.state.outbox.push(n.clone());
+                let silenced = r.run.rule.silenced_until;
+                match tr.status {
+                    Status::Firing => self.stats.fired.fetch_add(1, Ordering::Relaxed),
+                    Status::Resolved => self.stats.resolved.fetch_add(1, Ordering::Relaxed),
+                };
+                // Saved before it is sent: a crash between the two sends it again, never
+                // loses it.
+                self.save(name);
+                self.deliver(&silenced, n);
+                let delay = (now_ms() - tr.t * 1000).max(0) as u64;
+                self.stats
+                    .notify_delay_ms_sum
+                    .fetch_add(delay, Ordering::Relaxed);
+                self.stats
+                    .notify_delay_count
+                    .fetch_add(1, Ordering::Relaxed);
+                self.stats
+                    .notify_delay_ms_max
+                    .fetch_max(delay, Ordering::Relaxed);
+            }
+        }
+        let due = self
+            .last_save
+            .get(name)
+            .is_none_or(|t| t.elapsed() >= SAVE_EVERY);
+        if changed || due {
+            self.save(name);
+        }
+    }
+
+    /// Hands `n` to the sink unless the rule is silenced (then it leaves the outbox).
+    fn deliver(&mut self, silenced_until: &i64, n: Notification) {
+        if *silenced_until > now_ms() / 1000 {
+            self.stats.silenced.fetch_add(1, Ordering::Relaxed);
+            self.delivered(&n.id);
+            return;
+        }
+        self.stats.notifications.fetch_add(1, Ordering::Relaxed);
+        if !self.sink.send(n) {
+            self.stats.sink_refused.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Every receiver took notification `id`: out of its rule's outbox.
+    fn delivered(&mut self, id: &str) {
+        let name = self
+            .runs
+            .iter_mut()
+            .find(|(_, r)| r.run.state.outbox.iter().any(|n| n.id == id))
+            .map(|(name, r)| {
+                r.run.state.outbox.retain(|n| n.id != id);
+                name.clone()
+            });
+        if let Some(name) = name {
+            self.save(&name);
+        }
+    }
+
+    fn save(&mut self, name: &str) {
+        let Some(r) = self.runs.get_mut(name) else {
+            return;
+        };
+        match catalog::put_state(&*self.store, name, &mut r.run.state) {
+            Ok(cut) => {
+                self.stats
+                    .outbox_dropped
+                    .fetch_add(cut as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                eprintln!("sluice: alerts: saving the state of {name:?}: {e}");
+            }
+        }
+        self.last_save.insert(name.to_owned(), Instant::now());
+    }
+
+    fn error(&self, what: &str) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        eprintln!("sluice: alerts: {what}");
+    }
+
+    /// The notification of transition `tr` of rule `name`: labels, annotations, evidence.
+    fn notification(&self, name: &str, def: &Definition, tr: &Transition) -> Notification {
+        let run = &self.runs[name].run;
+        let rule = &run.rule;
+        let mut labels = BTreeMap::new();
+        labels.insert("alertname".to_owned(), rule.name.clone());
+        labels.insert("rollup".to_owned(), rule.rollup.clone());
+        for (k, v) in rule.labels.iter().chain(&tr.labels) {
+            labels.insert(k.clone(), v.clone());
+        }
+        let mut annotations = rule.annotations.clone();
+        annotations.insert(
+            "value".into(),
+            tr.value
+                .map_or_else(|| "none".to_owned(), |v| format!("{v}")),
+        );
+        annotations.insert("expr".into(), rule.expr.clone());
+        if tr.status == Status::Firing {
+            let to = tr.t;
+            let from = to - rule.window_secs as i64;
+            match evidence::gather(&*self.store, rule, run.expr(), def, &tr.labels, from, to) {
+                Ok(ev) => {
+                    let mut text = serde_json::to_string(&ev.samples).unwrap_or_default();
+                    if text.len() > MAX_SAMPLES_TEXT {
+                        let mut cut = MAX_SAMPLES_TEXT;
+                        while !text.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        text.truncate(cut);
+                        text.push_str("…(cut)");
+                    }
+                    if rule.samples > 0 {
+                        annotations.insert("sample_events".into(), text);
+                    }
+                    annotations.insert("events_count".into(), ev.count.to_string());
+                    annotations.insert("events_where".into(), ev.where_);
+                    annotations.insert("sluice_cat".into(), ev.command);
+                    annotations.insert(
+                        "events_url".into(),
+                        format!("{}{}", self.cfg.external_url, ev.url),
+                    );
+                }
+                Err(e) => {
+                    self.error(&format!("evidence of {name:?}: {e}"));
+                    annotations.insert("evidence_error".into(), e);
+                }
+            }
+        }
+        let fp = fingerprint(name, &tr.labels);
+        Notification {
+            status: tr.status,
+            id: format!(
+                "{fp}-{}-{}",
+                tr.firing_since,
+                if tr.status == Status::Firing {
+                    "firing"
+                } else {
+                    "resolved"
+                }
+            ),
+            labels,
+            annotations,
+            starts_at_ms: tr.firing_since * 1000,
+            ends_at_ms: (tr.status == Status::Resolved).then_some(tr.t * 1000),
+            generator_url: format!("{}/v1/alerts/{name}", self.cfg.external_url),
+            fingerprint: fp,
+        }
+    }
+
+    fn publish(&self, views: &RwLock<Vec<RuleView>>) {
+        let (mut firing, mut pending) = (0, 0);
+        let mut out = Vec::new();
+        for r in self.runs.values() {
+            let s = &r.run.state;
+            let alerts = s
+                .instances
+                .values()
+                .map(|i| {
+                    match i.phase {
+                        Phase::Firing => firing += 1,
+                        Phase::Pending => pending += 1,
+                    }
+                    AlertView {
+                        labels: i.labels.clone(),
+                        state: if i.phase == Phase::Firing {
+                            "firing"
+                        } else {
+                            "pending"
+                        },
+                        active_since: i.active_since,
+                        value: i.value,
+                    }
+                })
+                .collect();
+            out.push(RuleView {
+                kind: r.run.rule.kind(),
+                rule: r.run.rule.clone(),
+                state: s.overall(),
+                last_eval: s.last_eval,
+                alerts,
+                error: None,
+            });
+        }
+        for (rule, e) in self.errors.values() {
+            out.push(RuleView {
+                kind: rule.kind(),
+                rule: rule.clone(),
+                state: "inactive",
+                last_eval: 0,
+                alerts: Vec::new(),
+                error: Some(e.clone()),
+            });
+        }
+        out.sort_by(|a, b| a.rule.name.cmp(&b.rule.name));
+        self.stats.firing.store(firing, Ordering::Relaxed);
+        self.stats.pending.store(pending, Ordering::Relaxed);
+        if let Ok(mut v) = views.write() {
+            *v = out;
+        }
+    }
+}
