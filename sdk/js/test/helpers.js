@@ -134,7 +134,7 @@ export class Server {
     const env = { ...process.env };
     delete env.SLUICE_TOKEN;
     if (this.tlsOn) env.SLUICE_CA = this.ca;
-    const out = execFileSync(sluiceBin(), ['token', 'create', '--data', this.data, '--name', name, '--scope', scope], { env, encoding: 'utf8' });
+    const out = execFileSync(sluiceBin(), ['token', 'create', '--data', this.data, '--name', name, '--scope', scope], { env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
     const secret = out.split('\n')[0].trim();
     if (!secret.startsWith('sluice_')) throw new Error(`token create printed ${out}`);
     return secret;
