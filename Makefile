@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
+.PHONY: all deps build run test cassandra-test test-python wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
 
 all: build
 
@@ -46,8 +46,13 @@ cassandra-test:
 ## a real `sluice serve` and the Perl reference.
 test-python: deps
 	$(CARGO) build -p sluice
-	@PY=$$(scripts/python-setup.sh | tail -n 1) && cd python && \
-	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$PY -m pytest -q tests
+	@PY=$$(scripts/python-setup.sh | tail -n 1) && WHEEL=$$(scripts/python-wheel.sh | tail -n 1) && cd python && \
+	  SLUICE_BIN=$(CURDIR)/target/debug/sluice SLUICE_WHEEL=$$WHEEL $$PY -m pytest -q tests
+
+## wheel: the `sluice` Python package as an abi3 manylinux wheel in dist/ (installs without Rust:
+## `pip install dist/sluice-*.whl`).
+wheel: deps
+	@scripts/python-wheel.sh
 
 ## bench: throughput against the Perl reference, as a table (targets, not tests); then the
 ## Python package's rows (bench-python).
