@@ -32,7 +32,8 @@ pub enum DropReason {
     /// `bad_tag`: `dc`, `type` or `subtype` is not a string, too long, empty (`dc`, `type`),
     /// contains `:`, `|` or a control character, or appears twice at the top level.
     BadTag,
-    /// `bad_epoch`: `epoch` is not an integer, or lies outside the accepted window around now.
+    /// `bad_epoch`: `epoch` is not a time in an accepted form (`crate::epoch`), or lies outside
+    /// the accepted window around now.
     BadEpoch,
     /// `bad_utf8`: the text is not valid UTF-8 (the detail gives the byte offset).
     BadUtf8,

@@ -46,8 +46,11 @@
 //! strings of 1-64 bytes (`dc` may also be an integer, as the original's data-centre ids were: its
 //! decimal form is the tag, the event keeps the number), `subtype` 0-64 bytes, none containing `:`, `|` or a control character
 //! (they become parts of the key `<epoch>:<dc>:<type>:<subtype>:<chunk>`); a tag key may appear
-//! only once at the top level. `epoch` must be an integer in
-//! `now - max_past_secs ..= now + max_future_secs`.
+//! only once at the top level. `epoch` is whole Unix seconds, or milliseconds (integers from
+//! 10¹¹), float seconds or an RFC 3339 string, all read by [`crate::epoch`] (the one place) and
+//! stored as the whole second (the event's `epoch` field is rewritten to it); it must lie in
+//! `now - max_past_secs ..= now + max_future_secs`. Anything else is `bad_epoch`, its detail
+//! naming the accepted forms.
 //!
 //! # Two paths, one answer
 //! A JSON event is first tried on the fast path: its text is transcoded straight into a Sereal
@@ -64,6 +67,7 @@ use std::sync::Arc;
 use sereal::{Decoder, Fragment, FragmentWriter, Hash, Key, Limits, Value};
 
 use crate::drops::{Drop, DropCounters, DropReason, DropTags};
+use crate::epoch;
 use crate::json::{self, Interner, ParseError, TagValue, Tags};
 
 const BOM: &[u8] = b"\xEF\xBB\xBF";
@@ -695,7 +699,8 @@ impl Ingestor {
         };
         let epoch = match epoch_t {
             None => None,
-            Some(TagValue::Int(e)) => {
+            // Milliseconds are read by the authoritative path (`crate::epoch`).
+            Some(TagValue::Int(e)) if e < epoch::MS_THRESHOLD => {
                 let lo = now.saturating_sub(self.cfg.max_past_secs);
                 let hi = now.saturating_add(self.cfg.max_future_secs);
                 if e < lo || e > hi {
@@ -703,7 +708,7 @@ impl Ingestor {
                 }
                 Some(e)
             }
-            Some(TagValue::Str(_)) => return None,
+            Some(TagValue::Int(_) | TagValue::Str(_)) => return None,
         };
         let w = &mut self.writer;
         let epoch = epoch.unwrap_or_else(|| {
@@ -856,21 +861,14 @@ impl Ingestor {
             Slot::Present(i) => tag_str(&hash[i].1, "subtype", true)?,
             _ => String::new(),
         };
+        let mut epoch_rewritten = false;
         let epoch = match epoch_s {
             Slot::Present(i) => {
                 let v = hash[i].1.resolve();
-                let e = match v {
-                    Value::Int(e) => *e,
-                    Value::UInt(u) => {
-                        return Err((DropReason::BadEpoch, format!("epoch {u} out of range")))
-                    }
-                    _ => {
-                        return Err((
-                            DropReason::BadEpoch,
-                            format!("epoch is {}, not an integer", kind(v)),
-                        ))
-                    }
-                };
+                // Milliseconds, float seconds and RFC 3339 are read here, in one place
+                // (`crate::epoch`); the stored event then holds the whole second.
+                let e = epoch::from_value(v).map_err(|why| (DropReason::BadEpoch, why))?;
+                epoch_rewritten = !matches!(v, Value::Int(x) if *x == e);
                 let lo = now.saturating_sub(self.cfg.max_past_secs);
                 let hi = now.saturating_add(self.cfg.max_future_secs);
                 if e < lo || e > hi {
@@ -886,6 +884,7 @@ impl Ingestor {
         Ok(FoundTags {
             slots,
             epoch,
+            epoch_rewritten,
             dc,
             type_,
             subtype,
@@ -897,11 +896,17 @@ impl Ingestor {
         let FoundTags {
             slots,
             epoch,
+            epoch_rewritten,
             dc,
             type_,
             subtype,
         } = found;
         let [epoch_s, dc_s, _, subtype_s] = slots;
+        if let (Slot::Present(i), true) = (epoch_s, epoch_rewritten) {
+            if let Some(entry) = hash.get_mut(i) {
+                entry.1 = Value::Int(epoch);
+            }
+        }
         let mut fill = |slot: Slot, key: &Key, value: Value| match slot {
             Slot::Present(_) => {}
             Slot::Null(i) => {
@@ -928,6 +933,8 @@ impl Ingestor {
 struct FoundTags {
     slots: [Slot; 4],
     epoch: i64,
+    /// The event's `epoch` was written in another form (ms, float, RFC 3339): stored as `epoch`.
+    epoch_rewritten: bool,
     dc: String,
     type_: String,
     subtype: String,
@@ -952,11 +959,7 @@ fn hash_tags(hash: &Hash, window: &std::ops::RangeInclusive<i64>) -> Option<Drop
     Some(DropTags {
         type_: tag_str(type_?, "type", false).ok()?,
         epoch: epoch
-            .and_then(|v| match v.resolve() {
-                Value::Int(e) => Some(*e),
-                Value::UInt(u) => i64::try_from(*u).ok(),
-                _ => None,
-            })
+            .and_then(|v| epoch::from_value(v).ok())
             .filter(|e| window.contains(e)),
         dc: dc.and_then(|v| tag_dc(v).ok()),
         subtype: subtype
@@ -1003,7 +1006,7 @@ fn text_tags(text: &str, window: &std::ops::RangeInclusive<i64>) -> Option<DropT
         epoch: raw
             .epoch
             .as_ref()
-            .and_then(serde_json::Value::as_i64)
+            .and_then(|v| epoch::from_json(v).ok())
             .filter(|e| window.contains(e)),
         dc: tag(&raw.dc, "dc", false),
         subtype: tag(&raw.subtype, "subtype", true).unwrap_or_default(),
