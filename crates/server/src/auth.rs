@@ -168,6 +168,7 @@ impl Auth {
             "/metrics" if self.metrics_open => None,
             "/metrics" => Some(Scope::Read),
             "/v1/events" if method == Method::POST => Some(Scope::Ingest),
+            "/v1/logs" => Some(Scope::Ingest),
             "/v1/drops" => Some(Scope::Ingest),
             r if r.starts_with("/v1/substreams") || r.starts_with("/v1/tokens") => {
                 Some(Scope::Admin)

@@ -8,6 +8,7 @@ use serde::{Deserialize, Deserializer};
 use sluice_blob::{BlobOptions, Profile};
 use sluice_collector::aggregate::{AggregatorConfig, SpoolConfig};
 use sluice_collector::wal::{FsyncPolicy, WalConfig};
+use sluice_collector::otlp::OtlpConfig;
 use sluice_collector::IngestConfig;
 use sluice_store::TypeRetention;
 use std::time::Duration;
@@ -105,6 +106,14 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// columns_every_secs = 60      # a Parquet part per (dc, type) this often
 /// columns_retention_days = 400 # column files kept (0 = forever); per type below
 /// # columns_retention_by_type = { WEB = 30, "WEB/debug" = 7 } # TYPE or TYPE/SUBTYPE
+/// # POST /v1/logs (OTLP logs, docs/otlp.md): attributes → tags, first found wins
+/// otlp_type_attributes = ["service.name"]
+/// otlp_dc_attributes = ["deployment.environment", "deployment.environment.name", "cloud.region"]
+/// otlp_subtype_attributes = [] # before the severity text (lowercased)
+/// otlp_default_type = "otlp"   # no type attribute
+/// otlp_default_subtype = "log" # no subtype attribute, no severity text
+/// otlp_max_records = 50000     # log records per request; more are rejected (partial success)
+/// otlp_max_attribute_depth = 8 # nesting in one attribute value or body; deeper: rejected
 ///
 /// # [[rollups]]               # registered at start (as `sluice rollup add`)
 /// # name = "web"
@@ -323,6 +332,22 @@ pub struct ServerConfig {
     /// no credentials. The statsd listener (UDP and TCP) takes the same sources
     /// (`sluice_statsd_refused_total{reason="source"}`).
     pub udp_allow: Vec<String>,
+    /// OTLP logs: attributes whose string value is the `type` (resource first, then the record;
+    /// default `["service.name"]`). See `docs/otlp.md`.
+    pub otlp_type_attributes: Vec<String>,
+    /// OTLP logs: attributes whose value is the `dc` (default `deployment.environment`,
+    /// `deployment.environment.name`, `cloud.region`); none: `dc`.
+    pub otlp_dc_attributes: Vec<String>,
+    /// OTLP logs: attributes whose value is the `subtype`, before the severity text (default none).
+    pub otlp_subtype_attributes: Vec<String>,
+    /// OTLP logs: the `type` of a record without a type attribute (default `otlp`).
+    pub otlp_default_type: String,
+    /// OTLP logs: the `subtype` of a record without subtype attribute or severity text (default `log`).
+    pub otlp_default_subtype: String,
+    /// OTLP logs: most log records per request (default 50,000); more are rejected.
+    pub otlp_max_records: usize,
+    /// OTLP logs: deepest nesting of one attribute value or body (default 8); deeper: rejected.
+    pub otlp_max_attribute_depth: usize,
 }
 
 impl Default for ServerConfig {
@@ -401,6 +426,13 @@ impl Default for ServerConfig {
             tls_client_ca: None,
             tls_self_signed: false,
             udp_allow: vec!["127.0.0.0/8".into(), "::1/128".into()],
+            otlp_type_attributes: OtlpConfig::default().type_attributes,
+            otlp_dc_attributes: OtlpConfig::default().dc_attributes,
+            otlp_subtype_attributes: OtlpConfig::default().subtype_attributes,
+            otlp_default_type: OtlpConfig::default().default_type,
+            otlp_default_subtype: OtlpConfig::default().default_subtype,
+            otlp_max_records: OtlpConfig::default().max_records,
+            otlp_max_attribute_depth: OtlpConfig::default().max_attribute_depth,
         }
     }
 }
@@ -793,6 +825,20 @@ impl ServerConfig {
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
         self.aggregator_config()?;
+        self.otlp_config().validate().map_err(Error::Config)?;
         Ok(())
+    }
+
+    /// The OTLP logs mapping and limits (`otlp_*`).
+    pub fn otlp_config(&self) -> OtlpConfig {
+        OtlpConfig {
+            type_attributes: self.otlp_type_attributes.clone(),
+            dc_attributes: self.otlp_dc_attributes.clone(),
+            subtype_attributes: self.otlp_subtype_attributes.clone(),
+            default_type: self.otlp_default_type.clone(),
+            default_subtype: self.otlp_default_subtype.clone(),
+            max_records: self.otlp_max_records,
+            max_attribute_depth: self.otlp_max_attribute_depth,
+        }
     }
 }

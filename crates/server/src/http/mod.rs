@@ -7,6 +7,7 @@
 //! | `GET /v1/tail` (the live stream, Server-Sent Events) | [`tail`] |
 //! | `GET /buckets/{ns}/keys/{key}`, `GET /buckets/substreams/{name}/keys/{key}` (raw blobs) | [`blobs`] |
 //! | `GET /v1/counts` (completeness counts) | [`counts`] |
+//! | `POST /v1/logs` (OTLP/HTTP logs, into the events ingest) | [`logs`] |
 //! | `POST /v1/drops` (drops reported by emitters, into the counts) | [`drops`] |
 //! | `GET /healthz`, `GET /metrics` | [`ops`] |
 //! | `/v1/substreams` (list, add, show, enable / disable, remove, backfill) | [`substreams`] |
@@ -29,6 +30,7 @@ pub mod blobs;
 pub mod counts;
 pub mod drops;
 pub mod events;
+pub mod logs;
 pub mod ops;
 pub mod params;
 pub mod rollups;
@@ -71,6 +73,8 @@ pub(crate) struct AppState {
     pub python_substreams: bool,
     /// The column files reads use where they cover (`columns=off` on a read skips them).
     pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
+    /// `POST /v1/logs`: the OTLP mapping and the limits it needs.
+    pub otlp: Arc<logs::OtlpSettings>,
     /// The ingest window for reported drops' epochs: (seconds before now, seconds after now).
     pub epoch_window: (i64, i64),
 }
@@ -90,6 +94,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         )
         .route("/v1/tail", get(tail::tail))
         .route("/v1/counts", get(counts::read_counts))
+        .route("/v1/logs", post(logs::post_logs))
         .route("/v1/drops", post(drops::post_drops))
         .route(
             "/v1/substreams",

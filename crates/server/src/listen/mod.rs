@@ -327,6 +327,11 @@ impl Listening {
             auth: s.auth.clone(),
             python_substreams: config.python_substreams,
             columns: s.columns.clone(),
+            otlp: Arc::new(crate::http::logs::OtlpSettings {
+                config: config.otlp_config(),
+                max_body: config.max_body_bytes,
+                max_events: config.max_events,
+            }),
             epoch_window: {
                 let c = config.ingest_config();
                 (c.max_past_secs, c.max_future_secs)

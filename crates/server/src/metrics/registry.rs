@@ -193,6 +193,13 @@ pub struct Metrics {
     pub statsd_refused: IntCounterVec,
     /// Drops reported by emitters (`POST /v1/drops`), by reason (the standard five, else `other`).
     pub client_drops: IntCounterVec,
+    /// OTLP log records received on `POST /v1/logs`, by outcome (`accepted`, `rejected`).
+    pub otlp_records: IntCounterVec,
+    /// OTLP log records rejected, by reason (`too_many`, `too_deep`, or the ingest's drop reasons).
+    pub otlp_rejected: IntCounterVec,
+    /// `POST /v1/logs` requests refused whole, by reason (`bad_body`, `too_large`,
+    /// `unsupported_media_type`, `unsupported_encoding`, `forbidden`, `unavailable`).
+    pub otlp_refused: IntCounterVec,
     /// Events served by the read endpoints, by endpoint (`events`, `tail`).
     pub events_out: IntCounterVec,
     /// HTTP responses, by route and status code.
@@ -309,6 +316,9 @@ impl Metrics {
             statsd_truncated: reg(&r, counter("sluice_statsd_truncated_total", "statsd UDP datagrams over the largest size, dropped.")),
             statsd_refused: reg(&r, counter_vec("sluice_statsd_refused_total", "statsd datagrams and connections refused, by transport and reason (source: outside udp_allow).", &["transport", "reason"])),
             client_drops: reg(&r, counter_vec("sluice_client_drops_total", "Events emitters reported dropped on their side (POST /v1/drops), by reason (retry_budget, queue_full, buffer_full, too_large, rejected; other).", &["reason"])),
+            otlp_records: reg(&r, counter_vec("sluice_otlp_log_records_total", "OTLP log records received on POST /v1/logs, by outcome (accepted, rejected).", &["outcome"])),
+            otlp_rejected: reg(&r, counter_vec("sluice_otlp_rejected_total", "OTLP log records rejected (partial success), by reason (too_many, too_deep, or an ingest drop reason).", &["reason"])),
+            otlp_refused: reg(&r, counter_vec("sluice_otlp_refused_total", "POST /v1/logs requests refused whole, by reason (bad_body, too_large, unsupported_media_type, unsupported_encoding, forbidden, unavailable).", &["reason"])),
             events_out: reg(&r, counter_vec("sluice_events_out_total", "Events served by the read endpoints, by endpoint (events, tail).", &["endpoint"])),
             http_responses: reg(&r, counter_vec("sluice_http_responses_total", "HTTP responses, by route and status code.", &["route", "status"])),
             http_request_seconds: reg(&r, histogram_vec("sluice_http_request_duration_seconds", "HTTP request durations to the response head (a stream's body not included), by route, seconds.", &["route"], REQUEST_BUCKETS)),
@@ -352,6 +362,9 @@ impl Metrics {
         }
         for reason in crate::http::drops::STANDARD_REASONS.iter().chain(&["other"]) {
             m.client_drops.with_label_values(&[reason]);
+        }
+        for outcome in ["accepted", "rejected"] {
+            m.otlp_records.with_label_values(&[outcome]);
         }
         for transport in ["http", "tcp", "udp"] {
             m.payloads.with_label_values(&[transport]);

@@ -1,0 +1,383 @@
+//! `POST /v1/logs` (OTLP/HTTP logs) on a real `sluice serve`:
+//! - the OpenTelemetry Python SDK (`opentelemetry-sdk`, `opentelemetry-exporter-otlp-proto-http`:
+//!   `LoggerProvider`, the `logging` handler, `OTLPLogExporter`, protobuf bodies, plain and gzip)
+//!   logs with a resource and inside a span; the events read back carry the mapped type, dc,
+//!   subtype, body (a string and a structured one), severity, trace and span ids, attributes,
+//!   resource and scope;
+//! - OTLP/JSON bodies, plain and gzip; a partial rejection (an attribute nested too deeply, a time
+//!   outside the ingest window, records over `otlp_max_records`) answered with `partialSuccess`;
+//!   unreadable bodies → 400, another content type → 415; the counters by reason;
+//! - after a SIGKILL and a restart (WAL replay), every record is there once.
+//!
+//! Needs a Python with the two OpenTelemetry packages (`$SLUICE_PYTHON`, else `python/.venv`,
+//! else `scripts/python-setup.sh`, which installs them). Missing, it fails.
+
+mod process;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use process::Server;
+use serde_json::{json, Value};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const IMPORTS: &str =
+    "import opentelemetry.sdk._logs, opentelemetry.exporter.otlp.proto.http._log_exporter";
+
+fn can_import(py: &Path) -> bool {
+    Command::new(py)
+        .args(["-c", IMPORTS])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A Python with the OpenTelemetry SDK and its OTLP/HTTP exporter.
+fn python() -> PathBuf {
+    let py = match std::env::var_os("SLUICE_PYTHON").filter(|p| !p.is_empty()) {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let venv = repo_root().join("python/.venv/bin/python");
+            if venv.exists() && can_import(&venv) {
+                venv
+            } else {
+                let out = Command::new(repo_root().join("scripts/python-setup.sh"))
+                    .output()
+                    .expect("scripts/python-setup.sh");
+                assert!(
+                    out.status.success(),
+                    "scripts/python-setup.sh failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let text = String::from_utf8_lossy(&out.stdout);
+                PathBuf::from(text.lines().last().unwrap_or("").trim())
+            }
+        }
+    };
+    assert!(
+        can_import(&py),
+        "{} cannot import the OpenTelemetry SDK and OTLP exporter: run scripts/python-setup.sh",
+        py.display()
+    );
+    py
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// `POST /v1/logs` with `headers` and `body`: (status, content type, body).
+fn post_logs(server: &Server, headers: &[(&str, &str)], body: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut req = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .post(&format!("http://{}/v1/logs", server.addr));
+    for (k, v) in headers {
+        req = req.set(k, v);
+    }
+    let resp = match req.send_bytes(body) {
+        Ok(r) => r,
+        Err(ureq::Error::Status(_, r)) => r,
+        Err(e) => panic!("POST /v1/logs: {e}"),
+    };
+    let status = resp.status();
+    let ctype = resp.content_type().to_owned();
+    let mut out = Vec::new();
+    std::io::Read::read_to_end(&mut resp.into_reader(), &mut out).unwrap();
+    (status, ctype, out)
+}
+
+fn post_json(server: &Server, body: &Value) -> (u16, Value) {
+    let (status, ctype, out) = post_logs(
+        server,
+        &[("content-type", "application/json")],
+        body.to_string().as_bytes(),
+    );
+    assert_eq!(ctype, "application/json");
+    (status, serde_json::from_slice(&out).unwrap())
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(data).unwrap();
+    enc.finish().unwrap()
+}
+
+/// The events of the last few minutes, by type.
+fn by_type(server: &Server) -> BTreeMap<String, Vec<Value>> {
+    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for e in server.read(now() - 600, now() + 60) {
+        out.entry(e["type"].as_str().unwrap_or("").to_owned())
+            .or_default()
+            .push(e);
+    }
+    out
+}
+
+/// Waits (60 s at most) until the store holds `want` events per type.
+fn wait_for_types(server: &Server, want: &[(&str, usize)]) -> BTreeMap<String, Vec<Value>> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let got = by_type(server);
+        let counts: Vec<(&str, usize)> = want
+            .iter()
+            .map(|(t, _)| (*t, got.get(*t).map_or(0, Vec::len)))
+            .collect();
+        if counts == want {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "wanted {want:?}, have {counts:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Runs the SDK script: its JSON line (trace and span ids, the export results).
+fn send_with_sdk(py: &Path, server: &Server, service: &str, env: &str, compression: &str) -> Value {
+    let out = Command::new(py)
+        .arg(repo_root().join("crates/cli/tests/otlp/send_logs.py"))
+        .arg(format!("http://{}/v1/logs", server.addr))
+        .args([service, env, compression])
+        .output()
+        .expect("run send_logs.py");
+    assert!(
+        out.status.success(),
+        "send_logs.py failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("")).unwrap()
+}
+
+fn find<'a>(events: &'a [Value], subtype: &str) -> &'a Value {
+    events
+        .iter()
+        .find(|e| e["subtype"] == subtype)
+        .unwrap_or_else(|| panic!("no {subtype} event in {events:?}"))
+}
+
+/// An OTLP/JSON request of one resource (`service`) with `records`.
+fn json_request(service: &str, records: Vec<Value>) -> Value {
+    json!({ "resourceLogs": [{
+        "resource": { "attributes": [
+            { "key": "service.name", "value": { "stringValue": service } },
+            { "key": "cloud.region", "value": { "stringValue": "eu-west-1" } }
+        ]},
+        "scopeLogs": [{ "scope": { "name": "curl", "version": "1" }, "logRecords": records }]
+    }]})
+}
+
+fn nano(secs: i64) -> String {
+    (secs as u128 * 1_000_000_000 + 250_000_000).to_string()
+}
+
+#[test]
+fn otlp_logs_from_the_python_sdk_and_json() {
+    let py = python();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\ngrace_ms = 100\ndc = \"here\"\n\
+             otlp_max_records = 4\notlp_max_attribute_depth = 2\n"
+        ),
+    )
+    .unwrap();
+    let mut server = Server::start(&config, &data);
+
+    // The SDK over protobuf, plain and gzip.
+    let sent = send_with_sdk(&py, &server, "shop-api", "prod", "none");
+    assert_eq!(sent["results"], json!(["SUCCESS", "SUCCESS", "SUCCESS"]));
+    let gz = send_with_sdk(&py, &server, "billing:v2", "staging", "gzip");
+    assert_eq!(gz["results"], json!(["SUCCESS", "SUCCESS", "SUCCESS"]));
+
+    // OTLP/JSON: int64 as strings, hex ids, a structured body; one record nests too deeply, one
+    // is 30 days old (outside the ingest window), one is beyond otlp_max_records.
+    let t = now();
+    let deep = json!({ "arrayValue": { "values": [ { "arrayValue": { "values": [
+        { "arrayValue": { "values": [ { "intValue": "1" } ] } } ] } } ] } });
+    let records = vec![
+        json!({ "timeUnixNano": nano(t), "severityNumber": 9, "severityText": "Info",
+                "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+                "body": { "kvlistValue": { "values": [ { "key": "n", "value": { "intValue": "42" } } ] } },
+                "attributes": [ { "key": "http.status", "value": { "intValue": "503" } } ] }),
+        json!({ "timeUnixNano": nano(t), "body": { "stringValue": "deep" },
+                "attributes": [ { "key": "x", "value": deep } ] }),
+        json!({ "timeUnixNano": nano(t - 30 * 86_400), "body": { "stringValue": "old" } }),
+        json!({ "observedTimeUnixNano": nano(t), "body": { "stringValue": "no severity" } }),
+        json!({ "timeUnixNano": nano(t), "body": { "stringValue": "one too many" } }),
+    ];
+    let (status, answer) = post_json(&server, &json_request("curl-json", records));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["partialSuccess"]["rejectedLogRecords"], "3",
+        "{answer}"
+    );
+    let msg = answer["partialSuccess"]["errorMessage"].as_str().unwrap();
+    for reason in ["too_deep 1", "bad_epoch 1", "too_many 1"] {
+        assert!(msg.contains(reason), "{msg}");
+    }
+
+    // Gzip JSON, all accepted: an empty response.
+    let body = json_request(
+        "curl-gzip",
+        vec![
+            json!({ "timeUnixNano": t.to_string() + "000000000", "severityText": "DEBUG",
+                     "body": { "stringValue": "zipped" } }),
+        ],
+    );
+    let (status, ctype, out) = post_logs(
+        &server,
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        &gzip(body.to_string().as_bytes()),
+    );
+    assert_eq!((status, ctype.as_str()), (200, "application/json"));
+    assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), json!({}));
+
+    // Unreadable bodies.
+    let bad: [(&[(&str, &str)], &[u8], u16); 5] = [
+        (
+            &[("content-type", "application/x-protobuf")],
+            b"\xff\xff\xff\xff",
+            400,
+        ),
+        (
+            &[("content-type", "application/json")],
+            b"{\"resourceLogs\": [",
+            400,
+        ),
+        (
+            &[("content-type", "application/json")],
+            b"{\"resourceLogs\":[{\"scopeLogs\":[{\"logRecords\":[{\"traceId\":\"zz\"}]}]}]}",
+            400,
+        ),
+        (
+            &[
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+            b"not gzip",
+            400,
+        ),
+        (&[("content-type", "text/plain")], b"hello", 415),
+    ];
+    for (headers, body, want) in bad {
+        let (status, _, out) = post_logs(&server, headers, body);
+        assert_eq!(status, want, "{}", String::from_utf8_lossy(&out));
+    }
+    // A JSON 400 carries a google.rpc.Status.
+    let (status, answer) = post_json(&server, &json!({ "resourceLogs": {} }));
+    assert_eq!(status, 400);
+    assert_eq!(answer["code"], 3, "{answer}");
+    assert!(answer["message"].as_str().unwrap().contains("OTLP/JSON"));
+
+    let want = [
+        ("billing_v2", 3),
+        ("curl-gzip", 1),
+        ("curl-json", 2),
+        ("shop-api", 3),
+    ];
+    let got = wait_for_types(&server, &want);
+
+    // The SDK's records.
+    let shop = &got["shop-api"];
+    let warn = find(shop, "warn");
+    assert_eq!(warn["dc"], "prod");
+    assert_eq!(warn["body"], "payment slow for order-7");
+    assert_eq!(warn["severity_text"], "WARN");
+    assert_eq!(warn["severity_number"], 13);
+    assert_eq!(warn["trace_id"], sent["trace_id"]);
+    assert_eq!(warn["span_id"], sent["span_id"]);
+    assert_eq!(warn["attributes"]["order_id"], 7);
+    assert_eq!(warn["attributes"]["amount"], 12.5);
+    assert_eq!(warn["attributes"]["tags"], json!(["a", "b"]));
+    assert_eq!(warn["resource"]["service.name"], "shop-api");
+    assert_eq!(warn["resource"]["host.name"], "box1");
+    assert_eq!(warn["scope"]["name"], "shop.checkout");
+    let nanos = warn["time_unix_nano"].as_u64().unwrap();
+    assert_eq!(warn["epoch"].as_u64().unwrap(), nanos / 1_000_000_000);
+    let err = find(shop, "error");
+    assert_eq!(
+        err["body"],
+        json!({ "event": "refund", "items": [1, 2], "ok": false })
+    );
+    assert_eq!(err["severity_number"], 17);
+    assert_eq!(err["trace_id"], sent["trace_id"]);
+    let info = find(shop, "info");
+    assert_eq!(info["body"], "no span here");
+    assert!(info.get("trace_id").is_none(), "{info}");
+    // gzip from the SDK; `:` in service.name made `_` by the tag rule.
+    let billing = &got["billing_v2"];
+    assert!(billing.iter().all(|e| e["dc"] == "staging"));
+    assert_eq!(find(billing, "warn")["trace_id"], gz["trace_id"]);
+
+    // OTLP/JSON records.
+    let json_events = &got["curl-json"];
+    let info = find(json_events, "info");
+    assert_eq!(info["dc"], "eu-west-1");
+    assert_eq!(info["body"], json!({ "n": 42 }));
+    assert_eq!(info["trace_id"], "5b8efff798038103d269b633813fc60c");
+    assert_eq!(info["span_id"], "eee19b7ec3c1b174");
+    assert_eq!(info["attributes"]["http.status"], 503);
+    assert_eq!(info["severity_number"], 9);
+    assert_eq!(info["scope"], json!({ "name": "curl", "version": "1" }));
+    let plain = find(json_events, "log");
+    assert_eq!(plain["body"], "no severity");
+    assert_eq!(plain["epoch"], t);
+    assert_eq!(find(&got["curl-gzip"], "debug")["body"], "zipped");
+
+    // The counters.
+    let metric = |name: &str| server.metric(name);
+    assert_eq!(
+        metric("sluice_otlp_log_records_total{outcome=\"accepted\"}"),
+        9.0
+    );
+    assert_eq!(
+        metric("sluice_otlp_log_records_total{outcome=\"rejected\"}"),
+        3.0
+    );
+    for reason in ["too_deep", "too_many", "bad_epoch"] {
+        assert_eq!(
+            metric(&format!(
+                "sluice_otlp_rejected_total{{reason=\"{reason}\"}}"
+            )),
+            1.0,
+            "{reason}"
+        );
+    }
+    assert_eq!(
+        metric("sluice_otlp_refused_total{reason=\"bad_body\"}"),
+        5.0
+    );
+    assert_eq!(
+        metric("sluice_otlp_refused_total{reason=\"unsupported_media_type\"}"),
+        1.0
+    );
+
+    // The WAL holds plain events: after a SIGKILL and a restart, every record is there once.
+    server.kill();
+    let server = Server::start(&config, &data);
+    server.wait_idle(Duration::from_secs(60));
+    let again = by_type(&server);
+    for (t, n) in want {
+        assert_eq!(again.get(t).map_or(0, Vec::len), n, "{t} after a restart");
+    }
+    server.stop();
+}
