@@ -57,6 +57,14 @@ if ! "$VPY" -c 'import statsd' 2>/dev/null; then
   "$VPY" -m pip install -q --disable-pip-version-check 'statsd==4.0.1' >&2
 fi
 
+# OpenTelemetry: the Python SDK and its OTLP/HTTP exporter as a real client of POST /v1/logs
+# (crates/cli/tests/otlp_logs.rs). Pinned: the test checks what this version sends.
+OTEL=1.45.2
+if ! "$VPY" -c "import importlib.metadata as m, opentelemetry.exporter.otlp.proto.http._log_exporter
+assert m.version('opentelemetry-sdk') == '$OTEL'" 2>/dev/null; then
+  "$VPY" -m pip install -q --disable-pip-version-check "opentelemetry-sdk==$OTEL" "opentelemetry-exporter-otlp-proto-http==$OTEL" >&2
+fi
+
 # The HyperLogLog oracle of crates/sketches (tests/python_hll.rs): python-hll and mmh3 in a venv of
 # their own, because python-hll 0.1.3 (the last release) needs numpy < 1.24 (it uses `np.int`
 # and numpy 1.x integer conversions) while pyarrow here brings numpy 2. Inside .venv/ so it is
