@@ -27,13 +27,15 @@ run: build
 ## with scripts/cassandra.sh (shared by every test binary), stopped at the end;
 ## SLUICE_SKIP_CASSANDRA=1 skips them (each prints SKIPPED). The statsd test's npm client
 ## (hot-shots) is installed outside the repository by scripts/node-deps.sh (SLUICE_NODE_MODULES).
+## The alert-notification tests start their own Alertmanager each (scripts/alertmanager.sh, built
+## once into ~/.cache/sluice/bin; SLUICE_SKIP_ALERTMANAGER=1 skips them); any left over is stopped.
 test: deps
 	@set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
 	  SLUICE_NODE_MODULES=$$(scripts/node-deps.sh | tail -n 1) && export SLUICE_NODE_MODULES && \
 	  status=0; start=$$SECONDS; $(CARGO) test --workspace --no-run || status=$$?; built=$$SECONDS; \
 	  if [ $$status = 0 ]; then $(CARGO) test --workspace --no-fail-fast || status=$$?; fi; \
 	  echo "make test: build $$((built - start)) s, Rust tests $$((SECONDS - built)) s"; \
-	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; scripts/victoriametrics.sh stop; exit $$status
+	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; scripts/victoriametrics.sh stop; scripts/alertmanager.sh stop-all; exit $$status
 	$(MAKE) test-python
 
 ## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).

@@ -9,12 +9,16 @@
 //! - [`http`]: a minimal HTTP/1.1 client on a `TcpStream`, with bounds on every step.
 //! - [`s3`]: a real S3 server (SeaweedFS, `scripts/seaweedfs.sh`) started once, its URLs.
 //! - [`victoriametrics`]: a real VictoriaMetrics (`scripts/victoriametrics.sh`) started once.
+//! - [`alertmanager`]: a real Alertmanager (`scripts/alertmanager.sh`) for one test, routing to
+//!   its webhook.
+//! - [`webhook`]: a real HTTP receiver that records POSTs and can answer 503 or be down.
 //!
 //! Dev-only: no crate depends on this one outside `[dev-dependencies]`, and it depends on no
 //! Sluice crate (so any of them, the codec included, can use it without a cycle).
 
 #![deny(missing_docs)]
 
+pub mod alertmanager;
 pub mod bin;
 pub mod http;
 pub mod metrics;
@@ -24,6 +28,7 @@ pub mod script_server;
 pub mod temp;
 pub mod victoriametrics;
 pub mod wait;
+pub mod webhook;
 
 pub use metrics::metric;
 pub use temp::{temp_dir, TempDir};
