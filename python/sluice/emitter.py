@@ -22,13 +22,32 @@ line of each TCP connection (``auth <token>``, answered ``ok auth <name>``). TLS
 PEM file, or ``SLUICE_CA``), or uses ``ssl_context=`` as given. See :mod:`sluice._net`.
 
 Acknowledged transports retry a failed batch (connection refused or lost, timeout, 5xx, the
-collector ``unavailable``) with exponential backoff, ``retries`` times; then its events count as
-``undelivered`` and ``on_error`` is told. Events the collector refuses (bad tags, too big) count as
+collector ``unavailable``) with jittered exponential backoff (``backoff`` 0.1 s doubling to
+``max_backoff`` 5 s) for ``retry_budget`` seconds of failure (default 120: a server restart or a
+minute's outage loses nothing); then its events count as ``undelivered``, ``on_error`` is told,
+and they are reported to the server as dropped ``retry_budget`` (below). Events the collector refuses (bad tags, too big) count as
 ``rejected``; they are not retried. A batch refused for its credentials (HTTP 401 or 403, a TCP
 ``auth`` line not answered ``ok auth``, ``error unauthorized`` or ``error forbidden``) counts as
 ``unauthorized`` and is not retried either (503, the collector being unavailable, is retried).
 A batch whose acknowledgement was lost (a timeout after the collector stored it) is sent again:
 delivery is at least once.
+
+Disk buffer (``buffer_dir=``, ``buffer_max_bytes=``, default 256 MiB; :mod:`sluice._buffer`): the
+sender moves queued events to append-only NDJSON segment files before sending them and moves a
+cursor once they are acknowledged. Nothing is dropped for time then: a batch is retried until it
+is delivered, while new events keep going to disk up to the cap (beyond it: ``buffer_full``). What
+the buffer holds when the process stops (close during an outage, a crash, SIGKILL) is sent first
+by the next emitter on the same directory. One process per directory (a lock); a forked child
+does not share it (it uses its memory queue and the retry budget).
+
+Drops are reported (``report_drops=True``; :mod:`sluice._drops`): every event the emitter gives
+up on is recorded by (epoch, dc, type, subtype, reason) — ``retry_budget``, ``queue_full``,
+``buffer_full``, ``too_large`` (over a datagram or ``max_payload``), ``rejected`` (a whole payload
+refused with a 4xx) — and sent to ``POST /v1/drops`` once the server answers again (batched,
+merged, at most ``max_drop_records`` pending records), so ``sluice counts`` shows them as dropped
+``client:<reason>``. With ``http=`` they go to the same server; with ``tcp=``/``udp=`` to
+``drops_url=`` (an ``http(s)://`` base URL) when given. Events the collector drops itself (``ok``
+with a dropped count) are in its counts already and are not reported again.
 
 Fork safety: after ``os.fork()`` the child gets an empty queue and starts its own sender thread
 (lazily, at its first ``emit``); what the parent had queued is sent by the parent only. Pre-fork
@@ -42,6 +61,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import socket
 import ssl
 import threading
@@ -51,6 +71,8 @@ import weakref
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
 
 from . import _native
+from ._buffer import DiskBuffer, decode_line, encode_line
+from ._drops import DropLedger
 from ._net import AuthRefused, bearer, make_ssl_context, resolve_token, tcp_connect
 
 __all__ = ["Emitter"]
@@ -74,6 +96,8 @@ if hasattr(os, "register_at_fork"):
 
 # Events packed per call for UDP (see `_send_batch`).
 _UDP_SLICE = 256
+# Queue-full drops remembered by key between two sender wakes (more are counted only).
+_MAX_EMIT_DROPS = 10_000
 
 
 class _Retryable(Exception):
@@ -114,8 +138,17 @@ class Emitter:
         max_payload: largest TCP frame / HTTP body, in bytes.
         compress: compress payloads (``"zstd"``, ``"zlib"``, ``"snappy"``) or not (``None``).
         timeout: seconds for every network operation (connect, send, acknowledgement).
-        retries: resends of a failed batch on TCP/HTTP before it counts as undelivered.
-        backoff: first wait before a resend, doubled each time up to ``max_backoff``.
+        retry_budget: seconds a failing batch is retried on TCP/HTTP before it counts as
+            undelivered (dropped ``retry_budget``); not with a disk buffer (it keeps trying).
+        retries: also give up after this many resends (``None``: the budget alone decides).
+        backoff: first wait before a resend, doubled each time up to ``max_backoff``; each wait
+            is jittered (between half and all of it) so that emitters do not resend in step.
+        buffer_dir: a directory for the disk buffer (see above); ``None``: memory only.
+        buffer_max_bytes: cap on the bytes the disk buffer holds undelivered.
+        report_drops: report dropped events to the server (``POST /v1/drops``).
+        drops_url: where to report them for ``tcp=``/``udp=`` (``"http://127.0.0.1:8180"``);
+            ``http=`` reports to its own URL.
+        max_drop_records: most drop records (keys) held waiting for the server.
         on_error: called on the sender thread as ``on_error(message, events)`` when events are
             lost (undelivered, rejected, dropped as invalid or oversized); by default a warning
             is logged on the ``sluice.emitter`` logger.
@@ -139,7 +172,8 @@ class Emitter:
         max_payload: int = 4 << 20,
         compress: Optional[str] = None,
         timeout: float = 5.0,
-        retries: int = 5,
+        retries: Optional[int] = None,
+        retry_budget: float = 120.0,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
         on_error: Optional[Callable[[str, int], None]] = None,
@@ -148,6 +182,11 @@ class Emitter:
         tls: bool = False,
         ca: Optional[str] = None,
         ssl_context: Optional[ssl.SSLContext] = None,
+        buffer_dir: Optional[str] = None,
+        buffer_max_bytes: int = 256 << 20,
+        report_drops: bool = True,
+        drops_url: Optional[str] = None,
+        max_drop_records: int = 10_000,
     ) -> None:
         given = [(k, v) for k, v in (("udp", udp), ("tcp", tcp), ("http", http)) if v is not None]
         if len(given) != 1:
@@ -193,6 +232,25 @@ class Emitter:
             raise ValueError("max_queue and batch_size must be at least 1")
         if timeout <= 0:
             raise ValueError("timeout must be positive")
+        if retry_budget < 0 or backoff < 0 or max_backoff < 0 or (retries is not None and retries < 0):
+            raise ValueError("retry_budget, retries, backoff and max_backoff must not be negative")
+        if buffer_max_bytes < 1 or max_drop_records < 1:
+            raise ValueError("buffer_max_bytes and max_drop_records must be at least 1")
+        # Where drops are reported: the HTTP target itself, or drops_url for TCP and UDP.
+        self._drops_url: Optional[urllib.parse.SplitResult] = None
+        self._drops_ssl: Optional[ssl.SSLContext] = None
+        if drops_url is not None:
+            d = urllib.parse.urlsplit(drops_url)
+            if d.scheme not in ("http", "https") or not d.hostname:
+                raise ValueError(f"drops_url: expected a URL like http://127.0.0.1:8180, got {drops_url!r}")
+            self._drops_url = d
+        elif self.transport == "http":
+            self._drops_url = self._url
+        if not report_drops:
+            self._drops_url = None
+        if self._drops_url is not None and self._drops_url.scheme == "https":
+            self._drops_ssl = self._ssl or make_ssl_context(ca, ssl_context)
+        self._drops_token = self._token if self.transport != "udp" else resolve_token(None)
         if compress not in (None, "zstd", "zlib", "snappy"):
             raise ValueError(f"compress must be None, 'zstd', 'zlib' or 'snappy', not {compress!r}")
         if dc is not None and (not dc or len(dc.encode()) > 64 or any(c in dc for c in ":|")):
@@ -209,13 +267,19 @@ class Emitter:
         self._compress = compress
         self._timeout = timeout
         self._retries = retries
+        self._retry_budget = retry_budget
+        self._max_drop_records = max_drop_records
         self._backoff = backoff
         self._max_backoff = max_backoff
         self._on_error = on_error
         self.close_timeout = close_timeout
         self._closed = False
+        # Opened last: a bad argument above must not leave the directory locked.
+        self._buffer: Optional[DiskBuffer] = DiskBuffer(buffer_dir, buffer_max_bytes) if buffer_dir else None
         self._init_state()
         _EMITTERS.add(self)
+        if self._buffer is not None and self._buffer.has_pending():
+            self._start()  # what an earlier process left is sent first, without waiting for an emit
         _register_atexit()
 
     # ---- state that a forked child must not share -------------------------------------------
@@ -232,11 +296,14 @@ class Emitter:
         self._reader: Any = None
         self._conn: Optional[http.client.HTTPConnection] = None
         self._deadline: Optional[float] = None
+        self._ledger = DropLedger(self._max_drop_records)
+        self._emit_drops: Deque[Tuple[str, str, int]] = collections.deque()
+        self._server_up = True  # the last send was answered (drop reports wait for it)
         self._stats: Dict[str, int] = dict.fromkeys(
             (
                 "emitted", "sent", "dropped_queue_full", "dropped_closed", "dropped_error", "invalid",
                 "oversized", "rejected", "unauthorized", "undelivered", "payloads", "send_errors",
-                "retries",
+                "retries", "dropped_buffer_full", "buffer_errors",
             ),
             0,
         )
@@ -251,6 +318,10 @@ class Emitter:
         except Exception:
             pass
         closed = self._closed
+        if self._buffer is not None:
+            # The directory stays the parent's: the child keeps to its memory queue.
+            self._buffer.abandon()
+            self._buffer = None
         self._init_state()
         self._closed = closed
 
@@ -268,6 +339,8 @@ class Emitter:
             q = self._queue
             if len(q) >= self._max_queue:
                 self._stats["dropped_queue_full"] += 1
+                if len(self._emit_drops) < _MAX_EMIT_DROPS:
+                    self._emit_drops.append((type, subtype, int(time.time()) if epoch is None else epoch))
                 return
             if self._closed:
                 self._stats["dropped_closed"] += 1
@@ -290,14 +363,15 @@ class Emitter:
 
     # ---- public control ----------------------------------------------------------------------
     def flush(self, timeout: Optional[float] = None) -> bool:
-        """Wait until every event queued so far has been sent (or given up on). Returns False
-        if ``timeout`` seconds passed first."""
+        """Wait until every event queued so far has been sent (or given up on; with a disk
+        buffer: until the buffer is empty too). Returns False if ``timeout`` seconds passed
+        first."""
         if self._thread is None:
-            return not self._queue
+            return not self._queue and not self._buffered()
         end = None if timeout is None else time.monotonic() + timeout
         self._wake.set()
         with self._idle:
-            while self._queue or self._busy:
+            while self._queue or self._busy or self._buffered():
                 self._wake.set()
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
@@ -308,7 +382,8 @@ class Emitter:
     def close(self, timeout: Optional[float] = None) -> bool:
         """Send what is queued (waiting at most ``timeout`` seconds, default ``close_timeout``),
         stop the sender thread and close the connection. Later :meth:`emit` calls are dropped
-        (counted as ``dropped_closed``). Returns False if events were left unsent."""
+        (counted as ``dropped_closed``). Returns False if events were left unsent (with a disk
+        buffer they stay there, for the next emitter on the directory)."""
         if timeout is None:
             timeout = self.close_timeout
         self._closed = True
@@ -319,6 +394,17 @@ class Emitter:
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(max(0.0, self._deadline - time.monotonic()) + 0.1)
+        sender_done = t is None or not t.is_alive()
+        if self._buffer is not None and sender_done:
+            self._intake()  # what is still queued goes to disk, not lost
+            try:
+                self._buffer.close()
+            except OSError as e:
+                self._report(f"disk buffer: {e}", 0)
+        if sender_done:
+            self._drain_emit_drops()
+            if self._server_up and self._ledger.pending():
+                self._ledger.report(self._post_drops, force=True)
         if not ok:
             left = len(self._queue)
             self._queue.clear()
@@ -336,10 +422,17 @@ class Emitter:
         ``oversized`` (larger than a datagram/payload alone), ``rejected`` (refused by the
         collector), ``unauthorized`` (refused for the credentials: HTTP 401/403, TCP ``auth``
         refused, ``error unauthorized|forbidden``; not retried), ``undelivered`` (given up after
-        retries, or lost at close), ``payloads`` (datagrams/frames/requests sent),
-        ``send_errors``, ``retries``."""
+        the retry budget, or lost at close), ``payloads`` (datagrams/frames/requests sent),
+        ``send_errors``, ``retries``; with a disk buffer ``dropped_buffer_full`` (over its cap),
+        ``buffer_errors`` (a write failed) and ``buffered_bytes`` (waiting on disk); drop
+        reports: ``drops_pending`` (dropped events not yet reported), ``drops_reported`` (accepted
+        by the server), ``drops_unreported`` (not recordable, or refused by the server)."""
         s = dict(self._stats)
         s["queued"] = len(self._queue)
+        s["buffered_bytes"] = self._buffer.pending_bytes if self._buffer is not None else 0
+        s["drops_pending"] = self._ledger.pending()
+        s["drops_reported"] = self._ledger.reported
+        s["drops_unreported"] = self._ledger.unrecorded
         return s
 
     def __enter__(self) -> "Emitter":
@@ -355,10 +448,19 @@ class Emitter:
     # ---- the sender thread -------------------------------------------------------------------
     def _run(self) -> None:
         q = self._queue
+        at_once = self._buffered()  # what an earlier process left is sent without waiting
         while True:
-            self._wake.wait(self._flush_interval)
+            if not at_once:
+                self._wake.wait(self._flush_interval)
+            at_once = False
             self._wake.clear()
-            while q:
+            if self._buffer is not None:
+                try:
+                    self._run_buffered()
+                except Exception as e:  # a bug must not kill the thread: the data stays on disk
+                    self._report(f"internal error sending from the disk buffer: {e!r}", 0)
+                    self._stop.wait(self._flush_interval)
+            while q and self._buffer is None:
                 n = min(len(q), self._batch_size)
                 batch: List[_Item] = []
                 # `_busy` is raised before events leave the queue, so `flush` never sees both
@@ -370,7 +472,8 @@ class Emitter:
                 except IndexError:  # cleared by close() meanwhile
                     pass
                 try:
-                    self._send_batch(batch)
+                    self._stats["emitted"] += len(batch)
+                    self._send_batch(batch, keep=False)
                 except Exception as e:  # a bug must not kill the thread: count and go on
                     self._stats["undelivered"] += len(batch)
                     self._report(f"internal error sending a batch: {e!r}", len(batch))
@@ -378,10 +481,124 @@ class Emitter:
                     with self._idle:
                         self._busy -= n
                         self._idle.notify_all()
+            try:
+                self._drain_emit_drops()
+                self._maybe_report_drops()
+            except Exception as e:
+                self._report(f"internal error reporting drops: {e!r}", 0)
             with self._idle:
                 self._idle.notify_all()
             if self._stop.is_set():
                 return
+
+    def _buffered(self) -> bool:
+        return self._buffer is not None and self._buffer.has_pending()
+
+    def _run_buffered(self) -> None:
+        """Queue → disk, then disk → collector, batch by batch, until both are empty or the
+        emitter closes (what is not delivered then stays on disk)."""
+        buf = self._buffer
+        assert buf is not None
+        while True:
+            self._intake()
+            if self._deadline is not None and time.monotonic() >= self._deadline:
+                return
+            got = buf.read(self._batch_size, max(1, self._max_payload // 2))
+            if got is None:
+                if not self._queue:
+                    return
+                continue
+            lines, end = got
+            items: List[_Item] = []
+            for line in lines:
+                try:
+                    items.append(decode_line(line))
+                except Exception as e:
+                    self._stats["invalid"] += 1
+                    self._report(f"disk buffer: a damaged line dropped: {e}", 1)
+            if items and not self._send_batch(items, keep=True):
+                return  # closing: the batch stays on disk
+            buf.commit(end)
+            with self._idle:
+                self._idle.notify_all()
+
+    def _intake(self) -> None:
+        """Moves the memory queue to the disk buffer (beyond its cap: ``buffer_full``)."""
+        buf = self._buffer
+        if buf is None:
+            return
+        q = self._queue
+        while q:
+            n = min(len(q), self._batch_size)
+            self._busy += n
+            try:
+                items: List[_Item] = []
+                try:
+                    for _ in range(n):
+                        items.append(q.popleft())
+                except IndexError:
+                    pass
+                self._stats["emitted"] += len(items)
+                lines: List[bytes] = []
+                size = 0
+                full: List[_Item] = []
+                for it in items:
+                    try:
+                        line = encode_line(it)
+                    except Exception as e:
+                        self._stats["invalid"] += 1
+                        self._report(f"dropped 1 event(s): {e}", 1)
+                        continue
+                    if not buf.fits(size + len(line) + 1):
+                        full.append(it)
+                        continue
+                    lines.append(line)
+                    size += len(line) + 1
+                try:
+                    buf.append(lines)
+                except OSError as e:
+                    self._stats["buffer_errors"] += 1
+                    full.extend(decode_line(line) for line in lines)
+                    self._report(f"disk buffer write failed: {e}", 0)
+                if full:
+                    self._stats["dropped_buffer_full"] += len(full)
+                    self._ledger.add_items(full, self.dc, "buffer_full")
+                    self._report(f"disk buffer full: {len(full)} event(s) dropped", len(full))
+            finally:
+                with self._idle:
+                    self._busy -= n
+                    self._idle.notify_all()
+
+    def _drain_emit_drops(self) -> None:
+        d = self._emit_drops
+        while d:
+            try:
+                t, s, e = d.popleft()
+            except IndexError:
+                break
+            self._ledger.add(e, self.dc, t, s, "queue_full")
+
+    def _maybe_report_drops(self) -> None:
+        # Only once the server answers (a report during an outage would only fail).
+        if self._drops_url is not None and self._server_up and self._ledger.due():
+            self._ledger.report(self._post_drops)
+
+    def _post_drops(self, body: bytes) -> Tuple[int, bytes]:
+        u = self._drops_url
+        assert u is not None
+        port = u.port or (443 if u.scheme == "https" else 80)
+        conn: http.client.HTTPConnection
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname, port, timeout=self._timeout, context=self._drops_ssl)
+        else:
+            conn = http.client.HTTPConnection(u.hostname, port, timeout=self._timeout)
+        try:
+            headers = {"Content-Type": "application/json", **bearer(self._drops_token)}
+            conn.request("POST", (u.path.rstrip("/") or "") + "/v1/drops", body=body, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+        finally:
+            conn.close()
 
     def _report(self, message: str, events: int) -> None:
         try:
@@ -392,18 +609,21 @@ class Emitter:
         except Exception:
             pass
 
-    def _send_batch(self, batch: List[_Item]) -> None:
-        self._stats["emitted"] += len(batch)
+    def _send_batch(self, batch: List[_Item], keep: bool) -> bool:
+        """Sends a batch; False if the emitter closed while a ``keep`` batch (from the disk
+        buffer) was still failing, so that it stays on disk."""
         if self.transport == "udp":
             # Packing converts events with the GIL held: in slices, the calling threads get the
             # GIL back between them (a datagram per slice may be left part-full: no matter).
             for i in range(0, len(batch), _UDP_SLICE):
                 packed = self._pack(batch[i : i + _UDP_SLICE], self._max_datagram)
                 self._send_udp(packed.payloads, packed.events)
-        else:
-            # One request / frame per payload; acknowledgements say how many were accepted.
-            for payload in self._pack(batch, self._max_payload).payloads:
-                self._send_acked(payload)
+            return True
+        # One request / frame per payload; acknowledgements say how many were accepted.
+        for payload in self._pack(batch, self._max_payload).payloads:
+            if not self._send_acked(payload, keep):
+                return False
+        return True
 
     def _pack(self, items: List[_Item], max_bytes: int) -> Any:
         packed = _native.pack_events(items, self.dc, max_bytes=max_bytes, compress=self._compress)
@@ -411,6 +631,15 @@ class Emitter:
         if lost:
             self._stats["invalid"] += packed.invalid
             self._stats["oversized"] += packed.oversized
+            if packed.oversized and self._drops_url is not None:
+                # Which ones: each alone (a rare path), for their keys.
+                for it in items:
+                    try:
+                        alone = _native.pack_events([it], self.dc, max_bytes=max_bytes, compress=self._compress)
+                    except Exception:
+                        continue
+                    if alone.oversized:
+                        self._ledger.add(it[2], self.dc, it[0], it[1], "too_large")
             self._report(f"dropped {lost} event(s): {packed.first_error}", lost)
         return packed
 
@@ -441,39 +670,74 @@ class Emitter:
         else:
             self._stats["sent"] += events
 
-    def _send_acked(self, payload: bytes) -> None:
+    def _dropped_payload(self, payload: bytes, reason: str) -> int:
+        """Records a payload's events as dropped for ``reason``; returns how many it held."""
+        if self._drops_url is not None:
+            return self._ledger.add_payload(payload, self.dc, reason)
+        return _count_events(payload)
+
+    def _send_acked(self, payload: bytes, keep: bool) -> bool:
+        """Sends one payload until it is acknowledged, refused, or out of budget (then dropped
+        as ``retry_budget``). ``keep`` (from the disk buffer): no budget, and False when the
+        emitter closes first (the payload stays on disk)."""
         delay = self._backoff
         attempt = 0
+        first_failure: Optional[float] = None
         while True:
             try:
                 accepted, refused = self._send_once(payload)
+                self._server_up = True
                 self._stats["payloads"] += 1
                 self._stats["sent"] += accepted
                 if refused:
                     self._stats["rejected"] += refused
                     self._report(f"the collector refused {refused} event(s)", refused)
-                return
+                if attempt:
+                    self._maybe_report_drops()  # the server is back: what was dropped meanwhile
+                return True
             except AuthRefused as e:
-                # Permanent: the same credentials get the same answer. Counted, never resent.
+                # Permanent: the same credentials get the same answer. Counted, never resent
+                # (nor reported: the report would carry the same credentials).
                 self._disconnect()
                 n = _count_events(payload)
                 self._stats["unauthorized"] += n
                 self._report(f"{e}; {n} event(s) not sent (check the token: token= or SLUICE_TOKEN)", n)
-                return
+                return True
             except _Retryable as e:
+                self._server_up = False
                 self._stats["send_errors"] += 1
                 self._disconnect()
-                out_of_time = self._deadline is not None and time.monotonic() + delay > self._deadline
-                if attempt >= self._retries or out_of_time:
-                    n = _count_events(payload)
+                now = time.monotonic()
+                if first_failure is None:
+                    first_failure = now
+                wait = delay * (0.5 + random.random() / 2)
+                closing = self._deadline is not None and now + wait > self._deadline
+                if closing and keep:
+                    return False
+                over_budget = not keep and now + wait - first_failure > self._retry_budget
+                over_retries = not keep and self._retries is not None and attempt >= self._retries
+                if closing or over_budget or over_retries:
+                    n = self._dropped_payload(payload, "retry_budget")
                     self._stats["undelivered"] += n
-                    self._report(f"gave up after {attempt + 1} attempt(s): {e}", n)
-                    return
+                    self._report(f"gave up after {attempt + 1} attempt(s) in {now - first_failure:.1f} s: {e}", n)
+                    return True
                 attempt += 1
                 self._stats["retries"] += 1
-                # Interruptible by close(): a closing emitter stops waiting at its deadline.
-                self._stop.wait(delay)
+                self._backoff_wait(wait)
                 delay = min(delay * 2, self._max_backoff)
+
+    def _backoff_wait(self, wait: float) -> None:
+        # Interruptible by close(): a closing emitter stops waiting. With a disk buffer, new
+        # events keep moving to disk meanwhile (the memory queue must not fill in an outage).
+        end = time.monotonic() + wait
+        while not self._stop.is_set():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            self._stop.wait(min(left, self._flush_interval) if self._buffer is not None else left)
+            if self._buffer is not None:
+                self._intake()
+            self._drain_emit_drops()
 
     def _send_once(self, payload: bytes) -> Tuple[int, int]:
         if self.transport == "tcp":
@@ -502,7 +766,7 @@ class Emitter:
             raise AuthRefused(f"TCP {self.target}: {line.decode('utf-8', 'replace').strip()}")
         # Any other error: the collector refused the payload; resending would not help.
         self._report(f"TCP {self.target}: {line.decode('ascii', 'replace').strip()}", 0)
-        return 0, _count_events(payload)
+        return 0, self._dropped_payload(payload, "rejected")
 
     def _send_http(self, payload: bytes) -> Tuple[int, int]:
         try:
@@ -533,7 +797,7 @@ class Emitter:
         if resp.status == 200:
             return int(answer.get("accepted", 0)), int(answer.get("dropped_total", 0))
         self._report(f"HTTP {self.target}: {resp.status} {answer.get('error') or body[:200]!r}", 0)
-        return 0, _count_events(payload)
+        return 0, self._dropped_payload(payload, "rejected")
 
     def _disconnect(self) -> None:
         for closer in (self._reader, self._sock, self._conn):
