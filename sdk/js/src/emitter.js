@@ -365,6 +365,8 @@ export class Emitter {
   #sleep(ms, slot) {
     return new Promise((resolve) => {
       const t = setTimeout(done, ms);
+      // With a disk buffer the events are safe on disk: waiting must not keep Node alive.
+      if (this.buffer) t.unref();
       const self = this;
       function done() {
         clearTimeout(t);
