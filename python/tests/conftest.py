@@ -15,7 +15,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import pytest
 
@@ -53,24 +53,37 @@ def wait_for(pred: Callable[[], Any], timeout: float = 30.0, what: str = "condit
 class Server:
     """A `sluice serve` process on free loopback ports."""
 
-    def __init__(self, data: Path, *extra: str) -> None:
+    def __init__(self, data: Path, *extra: str, ports: Optional[Tuple[int, int, int]] = None, start: bool = True) -> None:
+        """`ports`: (http, tcp, udp) to listen on (free ones by default); `start=False` only
+        picks them (call :meth:`start`)."""
         self.data = data
-        self.http_port = free_port()
-        self.tcp_port = free_port()
-        self.udp_port = free_port(socket.SOCK_DGRAM)
+        self.extra = extra
+        self.http_port, self.tcp_port, self.udp_port = ports or (free_port(), free_port(), free_port(socket.SOCK_DGRAM))
         self.url = f"http://127.0.0.1:{self.http_port}"
         self.tcp = f"127.0.0.1:{self.tcp_port}"
         self.udp = f"127.0.0.1:{self.udp_port}"
-        self.log = open(data.parent / f"{data.name}.log", "wb")
+        self.log = open(data.parent / f"{data.name}.log", "ab")
+        self.proc: Any = None
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Starts `sluice serve` (again, after :meth:`kill`: same data directory and ports)."""
         self.proc = subprocess.Popen(
             [
-                sluice_bin(), "serve", "--data", str(data), "--http", f"127.0.0.1:{self.http_port}",
-                "--tcp", self.tcp, "--udp", self.udp, "--dc", "test", *extra,
+                sluice_bin(), "serve", "--data", str(self.data), "--http", f"127.0.0.1:{self.http_port}",
+                "--tcp", self.tcp, "--udp", self.udp, "--dc", "test", *self.extra,
             ],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
         wait_for(self.healthy, 60, "sluice serve to answer /healthz")
+
+    def kill(self) -> None:
+        """SIGKILL: no clean shutdown (the WAL replay at the next start recovers)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
     def healthy(self) -> bool:
         if self.proc.poll() is not None:
@@ -90,7 +103,7 @@ class Server:
 
     def stop(self) -> None:
         """SIGTERM: the server stores every open second before it exits."""
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(60)
