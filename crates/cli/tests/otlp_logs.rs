@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use process::Server;
 use serde_json::{json, Value};
 
+/// Request headers, as (name, value).
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -252,7 +255,7 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), json!({}));
 
     // Unreadable bodies.
-    let bad: [(&[(&str, &str)], &[u8], u16); 5] = [
+    let bad: [(Headers, &[u8], u16); 5] = [
         (
             &[("content-type", "application/x-protobuf")],
             b"\xff\xff\xff\xff",
@@ -282,6 +285,16 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         let (status, _, out) = post_logs(&server, headers, body);
         assert_eq!(status, want, "{}", String::from_utf8_lossy(&out));
     }
+    // Over max_body_bytes once decompressed: 413 (a 9 MiB body of spaces gzips to ~9 KiB).
+    let (status, _, out) = post_logs(
+        &server,
+        &[
+            ("content-type", "application/json"),
+            ("content-encoding", "gzip"),
+        ],
+        &gzip(&vec![b' '; 9 << 20]),
+    );
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&out));
     // A JSON 400 carries a google.rpc.Status.
     let (status, answer) = post_json(&server, &json!({ "resourceLogs": {} }));
     assert_eq!(status, 400);
@@ -370,6 +383,10 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         metric("sluice_otlp_refused_total{reason=\"unsupported_media_type\"}"),
         1.0
     );
+    assert_eq!(
+        metric("sluice_otlp_refused_total{reason=\"too_large\"}"),
+        1.0
+    );
 
     // The WAL holds plain events: after a SIGKILL and a restart, every record is there once.
     server.kill();
@@ -379,5 +396,66 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     for (t, n) in want {
         assert_eq!(again.get(t).map_or(0, Vec::len), n, "{t} after a restart");
     }
+    server.stop();
+}
+
+/// `POST path` with a bearer token: the status.
+fn post_with_token(server: &Server, path: &str, token: &str, body: &str) -> (u16, String) {
+    let r = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .post(&format!("http://{}{path}", server.addr))
+        .set("authorization", &format!("Bearer {token}"))
+        .set("content-type", "application/json")
+        .send_string(body);
+    match r {
+        Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+        Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+        Err(e) => panic!("POST {path}: {e}"),
+    }
+}
+
+#[test]
+fn otlp_logs_need_the_ingest_scope() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let config = dir.path().join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!("data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\ngrace_ms = 100\nauth = true\n"),
+    )
+    .unwrap();
+    let server = Server::start(&config, &data);
+    let secret = std::fs::read_to_string(data.join("admin.secret"))
+        .expect("the server writes its local secret")
+        .trim()
+        .to_string();
+    let token = |name: &str, scopes: &str| {
+        let body = json!({ "name": name, "scopes": scopes }).to_string();
+        let (code, text) = post_with_token(&server, "/v1/tokens", &secret, &body);
+        assert_eq!(code, 201, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["secret"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let reader = token("reader", "read");
+    let ingester = token("ingester", "ingest");
+    let body = json_request(
+        "authed",
+        vec![json!({ "timeUnixNano": nano(now()), "body": { "stringValue": "hi" } })],
+    )
+    .to_string();
+    let (code, _, _) = post_logs(
+        &server,
+        &[("content-type", "application/json")],
+        body.as_bytes(),
+    );
+    assert_eq!(code, 401, "no token");
+    let (code, text) = post_with_token(&server, "/v1/logs", &reader, &body);
+    assert_eq!(code, 403, "a read token: {text}");
+    let (code, text) = post_with_token(&server, "/v1/logs", &ingester, &body);
+    assert_eq!((code, text.as_str()), (200, "{}"));
     server.stop();
 }
