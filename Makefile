@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
+.PHONY: all deps build run test cassandra-test test-python test-js wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
 
 all: build
 
@@ -37,6 +37,7 @@ test: deps
 	  echo "make test: build $$((built - start)) s, Rust tests $$((SECONDS - built)) s"; \
 	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; scripts/victoriametrics.sh stop; scripts/alertmanager.sh stop-all; exit $$status
 	$(MAKE) test-python
+	$(MAKE) test-js
 
 ## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).
 cassandra-test:
@@ -55,6 +56,14 @@ test-python: deps
 ## `pip install dist/sluice-*.whl`).
 wheel: deps
 	@scripts/python-wheel.sh
+
+## test-js: the JavaScript/TypeScript SDK (sdk/js): `node --test` (Node >= 20, scripts/node20.sh)
+## against real `sluice serve` processes (emit over each transport, reads, tails, tokens/TLS, a
+## SIGKILL-and-restart under steady emitters, the disk buffer, drops in the counts).
+test-js: deps
+	$(CARGO) build -p sluice
+	@NODE=$$(scripts/node20.sh | tail -n 1) && cd sdk/js && \
+	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$NODE --test --test-concurrency=1 test/
 
 ## bench: throughput against the Perl reference, as a table (targets, not tests); then the
 ## Python package's rows (bench-python).
