@@ -29,7 +29,10 @@ run: build
 ## (hot-shots) is installed outside the repository by scripts/node-deps.sh (SLUICE_NODE_MODULES).
 ## The alert-notification tests start their own Alertmanager each (scripts/alertmanager.sh, built
 ## once into ~/.cache/sluice/bin; SLUICE_SKIP_ALERTMANAGER=1 skips them); any left over is stopped.
+## Headless Chromium for the browser tests (the console, cross-site) comes from scripts/chromium.sh;
+## SLUICE_SKIP_BROWSER=1 skips the console test (it prints SKIPPED).
 test: deps
+	@scripts/chromium.sh
 	@set -o pipefail; SLUICE_PYTHON=$$(scripts/python-setup.sh | tail -n 1) && export SLUICE_PYTHON && \
 	  SLUICE_NODE_MODULES=$$(scripts/node-deps.sh | tail -n 1) && export SLUICE_NODE_MODULES && \
 	  status=0; start=$$SECONDS; $(CARGO) test --workspace --no-run || status=$$?; built=$$SECONDS; \

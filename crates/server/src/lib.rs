@@ -35,6 +35,7 @@
 pub mod auth;
 pub mod columns;
 pub mod config;
+mod console;
 pub mod disk;
 mod error;
 pub mod exports;

@@ -121,6 +121,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/metrics", get(ops::metrics))
         .route_layer(middleware::from_fn_with_state(state.clone(), authorize))
+        .merge(crate::console::routes()) // static assets, no data: open like /healthz (console/mod.rs)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(
             move |req: Request, next: Next| async move {
