@@ -66,7 +66,7 @@ wheel: deps
 test-js: deps
 	$(CARGO) build -p sluice
 	@NODE=$$(scripts/node20.sh | tail -n 1) && cd sdk/js && \
-	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$NODE --test --test-concurrency=1 test/
+	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$NODE --test --test-concurrency=1 test/*.test.js
 
 ## bench: throughput against the Perl reference, as a table (targets, not tests); then the
 ## Python package's rows (bench-python).

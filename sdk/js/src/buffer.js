@@ -25,6 +25,7 @@ export class DiskBuffer {
     this.maxBytes = maxBytes;
     this.segmentBytes = segmentBytes;
     fs.mkdirSync(dir, { recursive: true });
+    this.#lock();
     let cursor = { seg: 0, off: 0 };
     try {
       const c = JSON.parse(fs.readFileSync(path.join(dir, CURSOR), 'utf8'));
@@ -53,6 +54,35 @@ export class DiskBuffer {
     this.writeFd = null;
     this.writeSize = 0;
     this.pendingBytes = this.#sizeFromCursor();
+  }
+
+  /**
+   * One emitter per directory: `lock.pid` holds the owner's pid, created exclusively. A file
+   * left by a process that is gone (killed) is taken over. Node has no flock(2): a pid file is
+   * the portable stand-in (a reused pid may refuse a start: remove the file then).
+   */
+  #lock() {
+    const f = path.join(this.dir, 'lock.pid');
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        fs.writeFileSync(f, String(process.pid), { flag: 'wx' });
+        this.lockFile = f;
+        return;
+      } catch (e) {
+        if (e.code !== 'EEXIST') throw e;
+      }
+      let pid = 0;
+      try {
+        pid = Number(fs.readFileSync(f, 'utf8').trim());
+      } catch {
+        // removed meanwhile: try again
+      }
+      if (pid > 0 && alive(pid)) {
+        throw new Error(`bufferDir ${this.dir} is in use by ${pid === process.pid ? 'another emitter of this process' : `process ${pid}`} (${f})`);
+      }
+      fs.rmSync(f, { force: true });
+    }
+    throw new Error(`bufferDir ${this.dir}: cannot take its lock ${f}`);
   }
 
   #file(n) {
@@ -181,12 +211,25 @@ export class DiskBuffer {
     return this.pendingBytes > 0;
   }
 
-  /** Flushes the appends to disk (fsync) and closes the file. */
+  /** Flushes the appends to disk (fsync), closes the file and releases the directory. */
   close() {
     if (this.writeFd !== null) {
       fs.fsyncSync(this.writeFd);
       fs.closeSync(this.writeFd);
       this.writeFd = null;
     }
+    if (this.lockFile) {
+      fs.rmSync(this.lockFile, { force: true });
+      this.lockFile = null;
+    }
+  }
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
   }
 }

@@ -390,16 +390,22 @@ export class Emitter {
     }
     let delay = this.opts.backoffInitial;
     let firstFailure;
+    // Once an attempt was written whole and not answered, the server may hold the batch: each
+    // later attempt may store it again (at least once). Counted once per batch in `resent`.
     let ambiguous = false;
+    let resentCounted = false;
     for (;;) {
-      if (ambiguous) this.counters.resent += lines.length;
+      if (ambiguous && !resentCounted) {
+        this.counters.resent += lines.length;
+        resentCounted = true;
+      }
       let r;
       try {
         r = this.transport === 'tcp' ? await this.#sendTcp(lines) : await this.#sendHttp(lines);
       } catch (e) {
         if (!(e instanceof SluiceError) || !e.retryable) throw e;
         this.counters.sendErrors += 1;
-        ambiguous = e.written;
+        if (e.written) ambiguous = true;
         this.lastError = e.message;
         firstFailure ??= Date.now();
         const wait = delay * (0.5 + Math.random() / 2);
@@ -429,8 +435,8 @@ export class Emitter {
         await this.#deliver(lines.slice(0, half));
         return this.#deliver(lines.slice(half));
       } else if (r.kind === 'unauthorized') {
+        // Counted, not reported: a report with the same credentials would be refused too.
         this.counters.unauthorized += lines.length;
-        for (const l of lines) this.#drop('rejected', safeParse(l));
         this.#report(`${r.message}; ${lines.length} event(s) not sent (check the token: token or SLUICE_TOKEN)`, lines.length);
       } else {
         const reason = r.kind === 'too_large' ? 'too_large' : 'rejected';

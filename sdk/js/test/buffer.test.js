@@ -67,6 +67,8 @@ test('a full disk buffer drops as buffer_full, counted', async () => {
   assert.ok(s.bufferedBytes <= 2000 && s.bufferedBytes > 1000, JSON.stringify(s));
   assert.ok(s.dropped.buffer_full > 50, JSON.stringify(s));
   assert.equal(s.emitted, 100);
+  // One emitter per directory.
+  assert.throws(() => new Emitter({ http: server.url, bufferDir: dir }), /in use by another emitter of this process/);
   assert.equal(await em.close({ timeout: 300 }), false);
   // Kept for the next emitter, not dropped: closing leaves the buffer on disk.
   assert.equal(em.stats().dropped.closed, undefined);
