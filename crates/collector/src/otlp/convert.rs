@@ -18,8 +18,9 @@ pub struct OtlpEvent {
     pub dc: String,
     /// Its `type` tag.
     pub type_: String,
-    /// The event: a JSON object with `epoch`, `dc`, `type`, `subtype` and the record's fields.
-    pub event: Json,
+    /// The event's JSON text: an object with `epoch`, `dc`, `type`, `subtype` and the record's
+    /// fields.
+    pub json: Vec<u8>,
 }
 
 /// A record refused (its ordinal, a stable reason, the detail).
@@ -51,10 +52,12 @@ pub fn convert(req: &ExportLogsServiceRequest, cfg: &OtlpConfig, dc: &str, now: 
     let mut out = Conversion::default();
     for rl in &req.resource_logs {
         let resource: &[KeyValue] = rl.resource.as_ref().map_or(&[], |r| &r.attributes);
-        // The resource's map is shared by its records (the same value in each event).
-        let resource_map = kv_map(resource, cfg.max_attribute_depth).ok();
+        // The resource's map is the same in each of its events: written as JSON text once.
+        let resource_text = kv_map(resource, cfg.max_attribute_depth)
+            .ok()
+            .map(|m| (!m.is_empty()).then(|| json_text(&Json::Object(m))));
         for sl in &rl.scope_logs {
-            let scope = sl.scope.as_ref().map(|s| {
+            let scope_text = sl.scope.as_ref().and_then(|s| {
                 let mut m = Map::new();
                 if !s.name.is_empty() {
                     m.insert("name".into(), s.name.clone().into());
@@ -62,7 +65,7 @@ pub fn convert(req: &ExportLogsServiceRequest, cfg: &OtlpConfig, dc: &str, now: 
                 if !s.version.is_empty() {
                     m.insert("version".into(), s.version.clone().into());
                 }
-                m
+                (!m.is_empty()).then(|| json_text(&Json::Object(m)))
             });
             for rec in &sl.log_records {
                 let index = out.records;
@@ -75,12 +78,16 @@ pub fn convert(req: &ExportLogsServiceRequest, cfg: &OtlpConfig, dc: &str, now: 
                     });
                     continue;
                 }
-                let Some(resource_map) = &resource_map else {
+                let Some(resource_text) = &resource_text else {
                     out.rejected
                         .push(too_deep(index, "a resource attribute", cfg));
                     continue;
                 };
-                match event(rec, resource, resource_map, scope.as_ref(), cfg, dc, now) {
+                let shared = Shared {
+                    resource: resource_text.as_deref(),
+                    scope: scope_text.as_deref(),
+                };
+                match event(rec, resource, shared, cfg, dc, now) {
                     Ok(e) => out.events.push(OtlpEvent { record: index, ..e }),
                     Err(what) => out.rejected.push(too_deep(index, what, cfg)),
                 }
@@ -101,12 +108,25 @@ fn too_deep(record: usize, what: &str, cfg: &OtlpConfig) -> Rejection {
     }
 }
 
+/// JSON text of a value (a `Value` always serialises: its map keys are strings).
+fn json_text(v: &Json) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+/// The JSON text of the fields every event of a resource / scope carries.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    /// `resource` (its attributes), when any.
+    resource: Option<&'a [u8]>,
+    /// `scope` (name, version), when any.
+    scope: Option<&'a [u8]>,
+}
+
 /// The event of one record, or what nests too deeply.
 fn event(
     rec: &LogRecord,
     resource: &[KeyValue],
-    resource_map: &Map<String, Json>,
-    scope: Option<&Map<String, Json>>,
+    shared: Shared<'_>,
     cfg: &OtlpConfig,
     server_dc: &str,
     now: i64,
@@ -179,17 +199,23 @@ fn event(
     if !attributes.is_empty() {
         e.insert("attributes".into(), Json::Object(attributes));
     }
-    if !resource_map.is_empty() {
-        e.insert("resource".into(), Json::Object(resource_map.clone()));
+    // `{…}` (never empty: it has the tags), then the shared fields spliced in before its `}`.
+    let mut json = json_text(&Json::Object(e));
+    json.pop();
+    for (key, text) in [("resource", shared.resource), ("scope", shared.scope)] {
+        if let Some(text) = text {
+            json.extend_from_slice(b",\"");
+            json.extend_from_slice(key.as_bytes());
+            json.extend_from_slice(b"\":");
+            json.extend_from_slice(text);
+        }
     }
-    if let Some(scope) = scope.filter(|s| !s.is_empty()) {
-        e.insert("scope".into(), Json::Object(scope.clone()));
-    }
+    json.push(b'}');
     Ok(OtlpEvent {
         record: 0,
         dc,
         type_,
-        event: Json::Object(e),
+        json,
     })
 }
 
@@ -318,8 +344,7 @@ pub fn payloads(events: &[OtlpEvent], max_bytes: usize, max_events: usize) -> Ve
         records: Vec::new(),
     };
     for e in events {
-        // A `Value` always serialises (its map keys are strings).
-        let text = serde_json::to_vec(&e.event).unwrap_or_default();
+        let text = &e.json;
         let full = !cur.records.is_empty()
             && (cur.bytes.len() + 1 + text.len() + 1 > max_bytes
                 || cur.records.len() >= max_events);
@@ -336,7 +361,7 @@ pub fn payloads(events: &[OtlpEvent], max_bytes: usize, max_events: usize) -> Ve
         if !cur.records.is_empty() {
             cur.bytes.push(b',');
         }
-        cur.bytes.extend_from_slice(&text);
+        cur.bytes.extend_from_slice(text);
         cur.records.push(e.record);
     }
     if !cur.records.is_empty() {
@@ -352,6 +377,14 @@ mod tests {
     use crate::otlp::proto::{
         ArrayValue, InstrumentationScope, KeyValueList, Resource, ResourceLogs, ScopeLogs,
     };
+
+    /// The events of `c`, parsed.
+    fn parsed(c: &Conversion) -> Vec<Json> {
+        c.events
+            .iter()
+            .map(|e| serde_json::from_slice(&e.json).unwrap())
+            .collect()
+    }
 
     fn s(v: &str) -> Option<AnyValue> {
         Some(AnyValue {
@@ -432,7 +465,7 @@ mod tests {
         let c = convert(&req, &OtlpConfig::default(), "local", 5);
         assert_eq!(c.records, 1);
         assert!(c.rejected.is_empty());
-        let e = &c.events[0].event;
+        let e = &parsed(&c)[0];
         assert_eq!(e["epoch"], 1_700_000_001);
         assert_eq!(e["type"], "check_out");
         assert_eq!(e["dc"], "prod");
@@ -458,7 +491,7 @@ mod tests {
             }],
         );
         let c = convert(&req, &OtlpConfig::default(), "ams1", 5);
-        let e = &c.events[0].event;
+        let e = &parsed(&c)[0];
         assert_eq!(e["type"], "otlp");
         assert_eq!(e["dc"], "eu-west-1");
         assert_eq!(e["subtype"], "log");
@@ -469,8 +502,9 @@ mod tests {
             "ams1",
             5,
         );
-        assert_eq!(c.events[0].event["dc"], "ams1");
-        assert_eq!(c.events[0].event["epoch"], 5);
+        assert_eq!(parsed(&c)[0]["dc"], "ams1");
+        assert_eq!(parsed(&c)[0]["epoch"], 5);
+        assert!(parsed(&c)[0].get("resource").is_none());
     }
 
     #[test]
@@ -515,7 +549,9 @@ mod tests {
                 record: i * 2,
                 dc: "d".into(),
                 type_: "t".into(),
-                event: serde_json::json!({ "type": "t", "i": i }),
+                json: serde_json::json!({ "type": "t", "i": i })
+                    .to_string()
+                    .into_bytes(),
             })
             .collect();
         let one = payloads(&events, 1 << 20, 100);
