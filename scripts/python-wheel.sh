@@ -18,7 +18,10 @@ fi
 export PATH="$HOME/.cargo/bin:$PATH" CARGO_INCREMENTAL=0
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-.venv/bin/maturin build --release --compatibility "${SLUICE_WHEEL_COMPAT:-manylinux_2_34}" -o "$out" >&2
+# The same interpreter and environment as `maturin develop` in python-setup.sh: pyo3's build
+# script keys on them, and any difference rebuilds pyo3 and the extension (minutes here).
+VIRTUAL_ENV=$PWD/.venv PATH="$PWD/.venv/bin:$PATH" .venv/bin/maturin build --release \
+  --compatibility "${SLUICE_WHEEL_COMPAT:-manylinux_2_34}" -o "$out" >&2
 whl=$(ls "$out"/sluice-*.whl)
 mkdir -p "$root/dist"
 rm -f "$root"/dist/sluice-*.whl
