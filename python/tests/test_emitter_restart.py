@@ -158,27 +158,39 @@ def test_disk_buffer_survives_the_emitters_sigkill(tmp_path: Path):
         srv.stop()
 
 
-def test_disk_buffer_is_one_process_at_a_time_and_capped(tmp_path: Path):
-    down = f"http://127.0.0.1:{free_port()}"
-    lost: List[int] = []
-    em = sluice.Emitter(http=down, buffer_dir=str(tmp_path / "b"), buffer_max_bytes=2000, on_error=lambda m, n: lost.append(n))
+def test_disk_buffer_lock_cap_and_buffer_full_in_counts(tmp_path: Path):
+    """One process per buffer directory; over its cap events are dropped as buffer_full; once the
+    server answers, the buffer is delivered and the drops show as `client:buffer_full`."""
+    ports = (free_port(), free_port(), free_port(socket.SOCK_DGRAM))
+    srv = Server(tmp_path / "data", ports=ports, start=False)
+    epoch = int(time.time())
+    em = sluice.Emitter(http=srv.url, buffer_dir=str(tmp_path / "b"), buffer_max_bytes=2000, on_error=lambda m, n: None)
     try:
         with pytest.raises(ValueError, match="in use"):
-            sluice.Emitter(http=down, buffer_dir=str(tmp_path / "b"))
+            sluice.Emitter(http=srv.url, buffer_dir=str(tmp_path / "b"))
         for i in range(200):
-            em.emit("CAP", {"i": i, "pad": "x" * 20})
+            em.emit("CAP", {"i": i, "pad": "x" * 20}, epoch=epoch)
         wait_for(lambda: em.stats()["queued"] == 0 and em.stats()["dropped_buffer_full"] > 0, 30, "the cap")
         st = em.stats()
-        assert 0 < st["buffered_bytes"] <= 2000 and st["dropped_buffer_full"] < 200, st
+        assert 0 < st["buffered_bytes"] <= 2000 and 0 < st["dropped_buffer_full"] < 200, st
         assert st["drops_pending"] == st["dropped_buffer_full"]  # recorded, for when the server answers
+        assert not em.flush(0.5)  # the server is down: the buffer holds them
+        srv.start()
+        assert em.flush(60)
+        kept = 200 - st["dropped_buffer_full"]
+        wait_for(lambda: em.stats()["drops_reported"] == st["dropped_buffer_full"], 60, "the buffer_full report")
+        assert em.stats()["sent"] == kept and em.stats()["buffered_bytes"] == 0
+        assert sorted(e["i"] for e in _wait_events(srv, "CAP", kept)) == list(range(kept))  # the first ones, in order
+        wait_for(lambda: _counts(srv, epoch).get("CAP", {}).get("client:buffer_full") == 200 - kept, 60, "client:buffer_full")
     finally:
-        em.close(0.5)
-    # Closed: the directory is free again, and what it holds is still there.
-    again = sluice.Emitter(http=down, buffer_dir=str(tmp_path / "b"))
-    try:
-        assert again.stats()["buffered_bytes"] == st["buffered_bytes"]
-    finally:
-        again.close(0.2)
+        em.close(1)
+        srv.stop()
+    # Closed: the directory is free again.
+    sluice.Emitter(http=srv.url, buffer_dir=str(tmp_path / "b")).close(0.1)
+
+
+def _wait_events(server: Server, type_: str, n: int) -> list:
+    return wait_for(lambda: (lambda e: e if len(e) >= n else None)(server.events(type=type_)), 60, f"{n} {type_} events")
 
 
 def _counts(server: Server, epoch: int) -> Dict[str, Dict[str, int]]:
@@ -232,3 +244,28 @@ def test_drops_reach_the_counts_as_client_reasons(tmp_path: Path):
         wait_for(seen, 60, "client drops in /v1/counts")
     finally:
         srv.stop()
+
+
+def test_forked_child_does_not_share_the_disk_buffer(shared_server: Server, tmp_path: Path):
+    """The directory stays the parent's (one writer); the child sends from memory."""
+    em = sluice.Emitter(http=shared_server.url, buffer_dir=str(tmp_path / "fb"))
+    pid = os.fork()
+    if pid == 0:  # child: must never return into pytest
+        code = 1
+        try:
+            for i in range(50):
+                em.emit("FORKBUF", {"who": "child", "i": i})
+            ok = em.flush(30)
+            st = em.stats()
+            code = 0 if ok and st["sent"] == 50 and st["buffered_bytes"] == 0 else 2
+            em.close(5)
+        finally:
+            os._exit(code)
+    for i in range(50):
+        em.emit("FORKBUF", {"who": "parent", "i": i})
+    assert em.flush(30)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    em.close()
+    evs = _wait_events(shared_server, "FORKBUF", 100)
+    assert sorted((e["who"], e["i"]) for e in evs) == sorted([(w, i) for w in ("child", "parent") for i in range(50)])
