@@ -457,5 +457,64 @@ fn otlp_logs_need_the_ingest_scope() {
     assert_eq!(code, 403, "a read token: {text}");
     let (code, text) = post_with_token(&server, "/v1/logs", &ingester, &body);
     assert_eq!((code, text.as_str()), (200, "{}"));
+
+    // A token that reaches only type `authed`: a request with a record of another type is
+    // refused whole (403, nothing stored), even when it also holds records it reaches.
+    let limited = {
+        let body = json!({ "name": "limited", "scopes": "ingest", "types": "authed" }).to_string();
+        let (code, text) = post_with_token(&server, "/v1/tokens", &secret, &body);
+        assert_eq!(code, 201, "{text}");
+        serde_json::from_str::<Value>(&text).unwrap()["secret"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let mut mixed = json_request(
+        "authed",
+        vec![json!({ "timeUnixNano": nano(now()), "body": { "stringValue": "mine" } })],
+    );
+    let other = json_request(
+        "other",
+        vec![json!({ "timeUnixNano": nano(now()), "body": { "stringValue": "not mine" } })],
+    );
+    mixed["resourceLogs"]
+        .as_array_mut()
+        .unwrap()
+        .push(other["resourceLogs"][0].clone());
+    let (code, text) = post_with_token(&server, "/v1/logs", &limited, &mixed.to_string());
+    assert_eq!(code, 403, "{text}");
+    assert!(text.contains("other"), "{text}");
+    let only_mine = json_request(
+        "authed",
+        vec![json!({ "timeUnixNano": nano(now()), "body": { "stringValue": "mine" } })],
+    );
+    let (code, text) = post_with_token(&server, "/v1/logs", &limited, &only_mine.to_string());
+    assert_eq!((code, text.as_str()), (200, "{}"));
+    let stored = || {
+        let r = ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .get(&format!(
+                "http://{}/v1/events?from={}&to={}",
+                server.addr,
+                now() - 600,
+                now() + 60
+            ))
+            .set("authorization", &format!("Bearer {secret}"))
+            .call()
+            .expect("read");
+        process::lines(&r.into_string().unwrap())
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let events = loop {
+        let events = stored();
+        if events.len() >= 2 {
+            break events;
+        }
+        assert!(Instant::now() < deadline, "{events:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let bodies: Vec<&str> = events.iter().filter_map(|e| e["body"].as_str()).collect();
+    assert_eq!(bodies, vec!["hi", "mine"], "{events:?}");
     server.stop();
 }
