@@ -410,6 +410,58 @@ fn rejected_answer_is_not_retried() {
 }
 
 #[test]
+fn alertmanager_refusing_one_alert_of_a_batch_takes_the_others() {
+    let receiver = WebhookReceiver::start();
+    let Some(am) = alertmanager(
+        "alertmanager_refusing_one_alert_of_a_batch_takes_the_others",
+        &receiver.url("/am"),
+    ) else {
+        return;
+    };
+    let (cb, delivered) = recorder();
+    let notifier = Notifier::start(
+        fast(NotifierConfig {
+            alertmanagers: vec![am.url.clone()],
+            ..NotifierConfig::default()
+        }),
+        cb,
+    )
+    .unwrap();
+    let start = now_ms() - 10_000;
+    let good1 = firing("Batch", "/a", start);
+    // An empty label name: Alertmanager answers 400 for it (and takes the rest of its POST).
+    let mut bad = firing("Batch", "/bad", start);
+    bad.labels.insert(String::new(), "x".into());
+    let good2 = firing("Batch", "/b", start);
+    // Sent back to back: the second and third wait while the first is posted, then go in one
+    // POST, which Alertmanager refuses; they are then sent one at a time.
+    for n in [&good1, &bad, &good2] {
+        assert!(notifier.send(n.clone()));
+    }
+    assert!(notifier.flush(WAIT));
+    let s = notifier.stats().receivers[0].clone();
+    assert_eq!((s.sent, s.dropped.rejected, s.firing), (2, 1, 2), "{s:?}");
+    assert!(
+        s.last_error.as_deref().unwrap_or("").contains("HTTP 400"),
+        "{s:?}"
+    );
+    // Done everywhere: recorded as sent, the refused one too (retrying it cannot help).
+    assert_eq!(delivered.lock().unwrap().len(), 3);
+    let got = receiver.wait_accepted(2, WAIT);
+    let mut paths: Vec<String> = got
+        .iter()
+        .map(|g| {
+            g.json()["alerts"][0]["labels"]["path"]
+                .as_str()
+                .unwrap_or("")
+                .to_owned()
+        })
+        .collect();
+    paths.sort();
+    assert_eq!(paths, ["/a", "/b"]);
+}
+
+#[test]
 fn bad_configuration_is_refused_clearly() {
     let (cb, _) = recorder();
     let refuse = |cfg: NotifierConfig, says: &str| {

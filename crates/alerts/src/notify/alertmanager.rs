@@ -76,6 +76,17 @@ impl FiringSet {
         }
     }
 
+    /// A transition Alertmanager refused leaves the set (if it is still this one).
+    pub fn forget(&mut self, n: &Notification) {
+        if self
+            .alerts
+            .get(&n.fingerprint)
+            .is_some_and(|a| a.id == n.id)
+        {
+            self.alerts.remove(&n.fingerprint);
+        }
+    }
+
     /// How long until the next resend (zero: due).
     pub fn due_in(&self, now: Instant) -> Duration {
         self.next.saturating_duration_since(now)

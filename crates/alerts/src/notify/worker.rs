@@ -54,7 +54,14 @@ impl Pending {
     /// One receiver is done with it; the last one calls `on_delivered`.
     fn done(&self, n: &Notification, on_delivered: &OnDelivered) {
         if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 && self.taken_by_all {
-            on_delivered(n);
+            // A panicking callback must not end the worker (its queue would grow forever).
+            let call = std::panic::AssertUnwindSafe(|| on_delivered(n));
+            if std::panic::catch_unwind(call).is_err() {
+                eprintln!(
+                    "sluice-alerts: on_delivered panicked for notification {}",
+                    n.id
+                );
+            }
         }
     }
 }
@@ -105,8 +112,11 @@ pub(crate) fn run(rx: &Receiver, s: &Settings, on_delivered: &OnDelivered) {
     let mut firing =
         (rx.target.kind == ReceiverKind::Alertmanager).then(|| FiringSet::new(s.resend_firing));
     let c = &rx.counters;
+    // After Alertmanager refused a batch (it takes the valid alerts of a batch and answers 400
+    // for the rest), this many are sent one a POST, so only the bad ones count as rejected.
+    let mut solo = 0usize;
     loop {
-        match next_work(rx, s, firing.as_ref(), on_delivered) {
+        match next_work(rx, s, firing.as_ref(), solo > 0, on_delivered) {
             Work::Stop => break,
             Work::Resend => {
                 let Some(set) = firing.as_mut() else { continue };
@@ -146,13 +156,23 @@ pub(crate) fn run(rx: &Receiver, s: &Settings, on_delivered: &OnDelivered) {
                 match poster.post_json(&rx.target.post_url, &body) {
                     Outcome::Delivered => {
                         backoff.reset();
+                        solo = solo.saturating_sub(batch.len());
                         let latency = batch[batch.len() - 1].1.elapsed();
                         Counters::add(&c.sent, batch.len() as u64);
                         c.latency(latency);
                         finish_head(rx, batch.len(), on_delivered);
                     }
+                    Outcome::Reject(_) if batch.len() > 1 => {
+                        solo = batch.len();
+                    }
                     Outcome::Reject(msg) => {
                         backoff.reset();
+                        solo = solo.saturating_sub(batch.len());
+                        if let Some(set) = &mut firing {
+                            // Never resent: it would be refused every time.
+                            set.forget(&batch[0].0);
+                            c.firing.store(set.len() as u64, Ordering::Relaxed);
+                        }
                         Counters::add(&c.rejected, batch.len() as u64);
                         c.error(format!("{}: rejected: {msg}", rx.target.shown));
                         finish_head(rx, batch.len(), on_delivered);
@@ -184,6 +204,7 @@ fn next_work(
     rx: &Receiver,
     s: &Settings,
     firing: Option<&FiringSet>,
+    one_at_a_time: bool,
     on_delivered: &OnDelivered,
 ) -> Work {
     let mut q = lock(&rx.queue);
@@ -192,29 +213,21 @@ fn next_work(
             return Work::Stop;
         }
         let now = Instant::now();
-        let mut expired = Vec::new();
-        while q
+        // The queue is in `send` order, so the too old are at the head.
+        let expired = q
             .items
-            .front()
-            .is_some_and(|i| now.duration_since(i.queued_at) >= s.max_age)
-        {
-            expired.extend(q.items.pop_front());
-        }
-        if !expired.is_empty() {
+            .iter()
+            .take_while(|i| now.duration_since(i.queued_at) >= s.max_age)
+            .count();
+        if expired > 0 {
             let c = &rx.counters;
-            Counters::add(&c.max_age, expired.len() as u64);
-            c.queued.store(q.items.len() as u64, Ordering::Relaxed);
+            Counters::add(&c.max_age, expired as u64);
             c.error(format!(
-                "{}: {} notification(s) not delivered within max_age ({:?}): dropped",
-                rx.target.shown,
-                expired.len(),
-                s.max_age
+                "{}: {expired} notification(s) not delivered within max_age ({:?}): dropped",
+                rx.target.shown, s.max_age
             ));
             drop(q);
-            rx.wake.notify_all();
-            for i in expired {
-                i.pending.done(&i.n, on_delivered);
-            }
+            finish_head(rx, expired, on_delivered);
             q = lock(&rx.queue);
             continue;
         }
@@ -224,10 +237,10 @@ fn next_work(
         }
         if !q.items.is_empty() {
             let len = match rx.target.kind {
-                ReceiverKind::Alertmanager => {
+                ReceiverKind::Alertmanager if !one_at_a_time => {
                     alertmanager::batch_len(q.items.iter().map(|i| &*i.n))
                 }
-                ReceiverKind::Webhook => 1,
+                ReceiverKind::Alertmanager | ReceiverKind::Webhook => 1,
             };
             let batch = q
                 .items
@@ -249,20 +262,29 @@ fn next_work(
     }
 }
 
-/// The `n` notifications at the head are done here: popped, then (outside the lock) their
-/// `on_delivered` when this receiver was the last.
+/// The `n` notifications at the head are done here: their `on_delivered` (outside the lock)
+/// when this receiver was the last, then they are popped.
+///
+/// The callbacks run before the pop, so that an empty queue ([`crate::notify::Notifier::flush`])
+/// means they have run. Only this worker pops, so the head is still these `n` after the calls.
 fn finish_head(rx: &Receiver, n: usize, on_delivered: &OnDelivered) {
+    let done: Vec<(Arc<Notification>, Arc<Pending>)> = lock(&rx.queue)
+        .items
+        .iter()
+        .take(n)
+        .map(|i| (i.n.clone(), i.pending.clone()))
+        .collect();
+    for (n, pending) in &done {
+        pending.done(n, on_delivered);
+    }
     let mut q = lock(&rx.queue);
-    let n = n.min(q.items.len());
-    let done: Vec<Item> = q.items.drain(..n).collect();
+    let n = done.len().min(q.items.len());
+    q.items.drain(..n);
     rx.counters
         .queued
         .store(q.items.len() as u64, Ordering::Relaxed);
     drop(q);
     rx.wake.notify_all();
-    for i in done {
-        i.pending.done(&i.n, on_delivered);
-    }
 }
 
 /// Sleeps `d`, or less if the worker is told to stop.
