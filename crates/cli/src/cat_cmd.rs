@@ -72,7 +72,11 @@ pub fn run(a: CatArgs) -> Result<()> {
         .output
         .printer(std::io::BufWriter::new(stdout.lock()), true)?;
     let limit = a.limit.unwrap_or(u64::MAX);
-    let reduce = a.reduce.plan(&selection)?;
+    let mut reduce = a.reduce.plan(&selection)?;
+    // Rows of a window the range cuts are marked `partial`.
+    if let Some(plan) = &mut reduce {
+        plan.set_range(from, to);
+    }
     if reduce.is_some() && a.limit.is_some() {
         bail!("--limit cuts the events printed; with --group-by/--count-by/--top use --top N");
     }

@@ -125,7 +125,7 @@ fn printer<W: Write>(plan: Plan, out: EventWriter<W>) -> Result<Printer<W>> {
     let sink = Sink::new(plan)?;
     Ok(Printer {
         sink,
-        out,
+        out: out.rows(),
         warnings: 0,
         no_epoch: 0,
     })

@@ -24,7 +24,11 @@
 //!      of the selected types)".
 //! - A tail ([`for_tail`], `Tail::hints`) gets rules 2–4 once, when it has caught up and seen
 //!   data (a quiet stream is normal: never rule 5); the server sends them as SSE `event: hint`
-//!   messages (clients ignore event names they do not know), `sluice tail` prints them.
+//!   messages (clients ignore event names they do not know), `sluice tail` prints them. A
+//!   field the tail has not met yet is named at once only when it has a near match (a likely
+//!   typo); otherwise only after [`TAIL_UNSEEN_AFTER`] events of the selection without it —
+//!   never when the tail's own rows had it (a field few events carry is not "never seen"
+//!   because the first batch lacked it).
 
 use std::collections::BTreeSet;
 
@@ -122,7 +126,7 @@ pub fn for_read<T: ReadStore + ?Sized>(
         }
         return hints;
     }
-    let typos = typo_hints(store, req, facts);
+    let typos = typo_hints(store, req, facts, None).unwrap_or_default();
     if typos.iter().any(|h| h.starts_with(NO_TYPE)) {
         return typos;
     }
@@ -164,14 +168,17 @@ pub fn for_read<T: ReadStore + ?Sized>(
 const NO_TYPE: &str = "no events of type";
 
 /// The typo hints of a tail (rules 2–4: a quiet stream is normal, so never "no events
-/// matched"), or `None` until it can judge: no type listed yet, or (for a select / where) no
-/// event of the selected types scanned yet. Field names are sampled from the last
-/// [`TAIL_SAMPLE_SECS`] before `now`.
+/// matched"), or `None` until it can judge: no type listed yet, (for a select / where) no
+/// event of the selected types scanned yet, or a field without a near match unseen in fewer
+/// than [`TAIL_UNSEEN_AFTER`] events. Field names are sampled from the last
+/// [`TAIL_SAMPLE_SECS`] before `now`, once: `sample` keeps them for the next calls (a tail
+/// asks on every poll until it gets an answer).
 pub fn for_tail<T: ReadStore + ?Sized>(
     store: &T,
     selection: &Selection,
     facts: &ReadFacts,
     now: i64,
+    sample: &std::sync::OnceLock<BTreeSet<String>>,
 ) -> Option<Vec<String>> {
     if facts.types.is_empty() {
         return None;
@@ -184,18 +191,27 @@ pub fn for_tail<T: ReadStore + ?Sized>(
     if !type_missing && selection.is_lazy() && facts.scanned == 0 {
         return None;
     }
-    Some(typo_hints(store, &req, facts))
+    typo_hints(store, &req, facts, Some(sample))
 }
+
+/// Events of its selection a tail scans before it calls a field with no near match "never
+/// seen": a live stream's first batch says little (a field that a few events carry, such as
+/// `error`, is usually missing from it). A field with a near match (a likely typo) is named at
+/// once; one the tail then meets is not named at all.
+pub const TAIL_UNSEEN_AFTER: u64 = 1_000;
 
 /// Seconds of history a tail's field-name sample reads.
 pub const TAIL_SAMPLE_SECS: i64 = 300;
 
-/// Rules 2–4 of the [module docs](self); a type hint comes alone.
+/// Rules 2–4 of the [module docs](self); a type hint comes alone. For a tail (`tail`: its
+/// field-name sample, taken once), `None` while a field without a near match is unseen in
+/// fewer than [`TAIL_UNSEEN_AFTER`] events (it may still come: judged on a later poll).
 fn typo_hints<T: ReadStore + ?Sized>(
     store: &T,
     req: &ReadRequest,
     facts: &ReadFacts,
-) -> Vec<String> {
+    tail: Option<&std::sync::OnceLock<BTreeSet<String>>>,
+) -> Option<Vec<String>> {
     let mut hints = Vec::new();
     let sel = &req.selection;
     if let Some(t) = &sel.type_ {
@@ -209,7 +225,7 @@ fn typo_hints<T: ReadStore + ?Sized>(
                 h.push_str(&format!(" (types are case-sensitive: did you mean `{m}`?)"));
             }
             hints.push(h);
-            return hints;
+            return Some(hints);
         }
     }
     let mut paths: Vec<String> = sel.select.iter().map(|p| p.to_string()).collect();
@@ -223,10 +239,21 @@ fn typo_hints<T: ReadStore + ?Sized>(
         .map(|(p, _)| p.as_str())
         .collect();
     if facts.scanned > 0 && !unseen.is_empty() {
-        let fields = sample_fields(store, req);
+        let owned;
+        let fields = match tail {
+            Some(cache) => cache.get_or_init(|| sample_fields(store, req)),
+            None => {
+                owned = sample_fields(store, req);
+                &owned
+            }
+        };
         for p in &unseen {
+            let best = nearest(p, fields);
+            if tail.is_some() && best.is_none() && facts.scanned < TAIL_UNSEEN_AFTER {
+                return None;
+            }
             let mut h = format!("field `{p}` never seen in this range");
-            if let Some(best) = nearest(p, &fields) {
+            if let Some(best) = best {
                 h.push_str(&format!("; did you mean `{best}`?"));
             }
             hints.push(h);
@@ -248,7 +275,7 @@ fn typo_hints<T: ReadStore + ?Sized>(
             }
         }
     }
-    hints
+    Some(hints)
 }
 
 /// Field names (dotted paths up to [`SAMPLE_DEPTH`]) of a sample of the range's events.

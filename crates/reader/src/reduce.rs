@@ -44,7 +44,10 @@
 //!   inside brackets, parentheses or quotes (`count_if:status in (500, 503)`).
 //! - **Windows**: `--window 10s` puts an event of epoch `e` in the window starting at
 //!   `e - e.rem_euclid(10)`; rows carry `"window": start`. Without a window there is one group
-//!   set for the whole input and no `window` field.
+//!   set for the whole input and no `window` field. When the caller gave the read's range
+//!   ([`Plan::set_range`]), the rows of a window that lies only partly inside `[from, to)` (the
+//!   first one when `from` is not on a window boundary, the last when `to` is not) also carry
+//!   `"partial": true`: they hold only the events of the range's part of the window.
 //! - **Rows**: `{window?, <group paths as written>…, <aggregates as written>…}`, windows in time
 //!   order, groups in order of first appearance. A window's rows are ready as soon as an event of
 //!   a later window arrives (reads come in epoch order), so memory holds one window at a time;
@@ -287,6 +290,9 @@ pub struct ReduceSpec {
     /// [`Reducer::overflowed`]) instead of failing: rollups, which must never be unbounded
     /// nor stop.
     pub overflow: bool,
+    /// The read's range `[from, to)` (set by [`Plan::set_range`]): rows of a window that lies
+    /// only partly inside it carry `"partial": true`. `None`: no window is marked.
+    pub range: Option<(i64, i64)>,
 }
 
 /// The key value of the group that takes the groups past the cap ([`ReduceSpec::overflow`]).
@@ -349,6 +355,7 @@ impl ReduceSpec {
             max_groups: DEFAULT_MAX_GROUPS,
             rank: None,
             overflow: false,
+            range: None,
         })
     }
 
@@ -1115,8 +1122,18 @@ impl Reducer {
         let mut rows = Vec::with_capacity(w.groups.len());
         for g in w.groups {
             let mut row: Vec<(Key, Value)> = Vec::with_capacity(self.labels.len() + 1);
-            if self.spec.window.is_some() {
+            if let Some(len) = self.spec.window {
                 row.push((Key::Utf8(Arc::from("window")), Value::Int(start)));
+                // A window the range cuts holds only part of its events: say so (unless a
+                // group-by field or aggregate is itself named `partial`).
+                let end = start.saturating_add(i64::try_from(len).unwrap_or(i64::MAX));
+                let cut = self
+                    .spec
+                    .range
+                    .is_some_and(|(from, to)| start < from || end > to);
+                if cut && !self.labels.iter().any(|l| l.as_bytes() == b"partial") {
+                    row.push((Key::Utf8(Arc::from("partial")), Value::Bool(true)));
+                }
             }
             let mut labels = self.labels.iter();
             for v in g.key {
@@ -1192,6 +1209,15 @@ impl Plan {
                     .collect(),
             ),
             Plan::Top { .. } => None,
+        }
+    }
+
+    /// Tells a reduce the range it reads, `[from, to)`: the rows of a window only partly
+    /// inside it (the first, when `from` is not on a window boundary; the last, when `to` is
+    /// not) carry `"partial": true`.
+    pub fn set_range(&mut self, from: i64, to: i64) {
+        if let Plan::Reduce(spec) = self {
+            spec.range = Some((from, to));
         }
     }
 

@@ -387,6 +387,8 @@ pub struct Tail<S> {
     caught_up: bool,
     /// What the polls saw, for [`Tail::hints`].
     facts: crate::facts::ReadFacts,
+    /// The field names the hints sampled (once; see [`crate::hints::for_tail`]).
+    hint_sample: std::sync::OnceLock<std::collections::BTreeSet<String>>,
 }
 
 impl<S> fmt::Debug for Tail<S> {
@@ -416,6 +418,7 @@ where
             damage_seen: Mutex::new(HashSet::new()),
             caught_up: false,
             facts: crate::facts::ReadFacts::default(),
+            hint_sample: std::sync::OnceLock::new(),
         }
     }
 
@@ -426,7 +429,7 @@ where
         if !self.caught_up {
             return None;
         }
-        crate::hints::for_tail(&*self.store, &self.req, &self.facts, now)
+        crate::hints::for_tail(&*self.store, &self.req, &self.facts, now, &self.hint_sample)
     }
 
     /// The cursor after the last poll: resume from it to continue with no gap and no duplicate.

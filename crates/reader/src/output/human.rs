@@ -17,6 +17,8 @@ pub const TABLE_SAMPLE: usize = 100;
 pub const TABLE_COLUMNS: usize = 12;
 /// Widest cell of a table, in characters.
 pub const TABLE_CELL: usize = 40;
+/// After the `window` of a reduce's row whose window the range cut (`"partial": true`).
+pub const PARTIAL_MARK: &str = " ~partial";
 
 /// The state of a human format: the zone, color, a table's columns, a reused line.
 #[derive(Debug)]
@@ -25,6 +27,8 @@ pub(super) struct Human {
     pub(super) color: bool,
     table: Table,
     line: String,
+    /// Rows of a reduce, not events: `window` is a time (see [`Human::fields`]).
+    pub(super) rows: bool,
 }
 
 #[derive(Debug, Default)]
@@ -41,6 +45,7 @@ impl Human {
             color,
             table: Table::default(),
             line: String::new(),
+            rows: false,
         }
     }
 
@@ -76,13 +81,29 @@ impl Human {
         Ok(())
     }
 
-    /// `(name, text)` of an event's fields: `epoch` shown as `time`.
+    /// `(name, text)` of an event's fields: `epoch` shown as `time`. A reduce's row shows its
+    /// `window` start as a time too, `~` after it when the row is `partial` (the range cut the
+    /// window), and no `partial` column.
     fn fields(&self, event: &Json) -> Vec<(String, String)> {
         let Json::Object(map) = event else {
             return vec![(String::new(), event.to_string())];
         };
         let mut out = Vec::with_capacity(map.len());
+        let partial = self.rows && map.get("partial") == Some(&Json::Bool(true));
         for (k, v) in map {
+            if self.rows && k == "window" {
+                if let Some(start) = v.as_i64() {
+                    let mut text = format_time(start as f64, &self.zone);
+                    if partial {
+                        text.push_str(PARTIAL_MARK);
+                    }
+                    out.push((k.clone(), text));
+                    continue;
+                }
+            }
+            if partial && k == "partial" {
+                continue;
+            }
             if k == "epoch" {
                 if let Some(e) = v.as_f64() {
                     out.push(("time".to_owned(), format_time(e, &self.zone)));
@@ -96,9 +117,11 @@ impl Human {
             };
             out.push((k.clone(), text));
         }
-        // time first, then type: the order a reader scans.
+        // time (a row's window) first, then type: the order a reader scans.
+        let rows = self.rows;
         out.sort_by_key(|(k, _)| match k.as_str() {
             "time" => 0,
+            "window" if rows => 0,
             "type" => 1,
             _ => 2,
         });

@@ -49,6 +49,16 @@ impl<W: Write> EventWriter<W> {
         }
     }
 
+    /// Marks what is written as a reduce's rows, not events: the human formats show `window`
+    /// as a time in the writer's zone (with a mark when the row is `partial`); `json` and
+    /// `sereal` keep the rows as they are (Unix seconds).
+    pub fn rows(mut self) -> EventWriter<W> {
+        if let Some(h) = &mut self.human {
+            h.rows = true;
+        }
+        self
+    }
+
     /// The format written.
     pub fn format(&self) -> OutputFormat {
         self.format

@@ -135,6 +135,11 @@ fn read_request(query: &str, now: i64) -> Result<EventsQuery, params::ParamError
         .plan(!selection.select.is_empty())
         .map_err(|e| params::ParamError::Plan(e.to_string().replace("--", "")))?;
     let (from, to) = range.finish(now)?;
+    // Rows of a window the range cuts are marked `partial`.
+    let mut plan = plan;
+    if let Some(p) = &mut plan {
+        p.set_range(from, to);
+    }
     Ok(EventsQuery {
         req: ReadRequest::selected(from, to, selection),
         format,
