@@ -269,3 +269,24 @@ def test_forked_child_does_not_share_the_disk_buffer(shared_server: Server, tmp_
     em.close()
     evs = _wait_events(shared_server, "FORKBUF", 100)
     assert sorted((e["who"], e["i"]) for e in evs) == sorted([(w, i) for w in ("child", "parent") for i in range(50)])
+
+
+def test_a_payload_the_server_refuses_is_reported_rejected(tmp_path: Path):
+    """A whole payload refused with a 4xx (here 413: over the server's max_body_bytes) is not
+    retried; its events show in the counts as `client:rejected`."""
+    cfg = tmp_path / "small.toml"
+    cfg.write_text("max_body_bytes = 4096\n")
+    srv = Server(tmp_path / "data", "--config", str(cfg))
+    epoch = int(time.time())
+    try:
+        em = sluice.Emitter(http=srv.url, on_error=lambda m, n: None)
+        for i in range(100):
+            em.emit("DROPREJ", {"i": i, "pad": "y" * 100}, epoch=epoch)  # ~12 KB in one payload
+        assert em.flush(30)
+        wait_for(lambda: em.stats()["drops_reported"] == 100, 60, "the rejected report")
+        st = em.stats()
+        assert st["rejected"] == 100 and st["retries"] == 0 and st["sent"] == 0, st
+        em.close()
+        wait_for(lambda: _counts(srv, epoch).get("DROPREJ", {}).get("client:rejected") == 100, 60, "client:rejected")
+    finally:
+        srv.stop()
