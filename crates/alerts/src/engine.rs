@@ -13,12 +13,14 @@
 //!
 //! | moment of a restart | what happens |
 //! |---|---|
-//! | pending | the state is in the catalog; evaluation goes on from the last step done (catch-up up to [`MAX_CATCH_UP`]) and fires at `since + for` |
+//! | pending | the state is in the catalog; evaluation goes on at the current step and fires at `since + for` |
 //! | firing, notified | not sent again (Alertmanager's resends go on) |
 //! | firing, not yet delivered | the outbox still holds it: sent again at start |
 //!
-//! The state is written at every transition and delivery, and otherwise every
-//! [`SAVE_EVERY`] (the last step done), so a restart re-evaluates at most that much.
+//! The state is written whenever an alert becomes pending, firing, resolved or inactive, and at
+//! every delivery (the last step done also every [`SAVE_EVERY`]). As Prometheus does, the steps
+//! a server was down for are not evaluated after it comes back: the states it had go on from
+//! the current step (a backtest does evaluate them).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -41,8 +43,6 @@ use crate::state::{fingerprint, Phase, Transition};
 pub const TICK: Duration = Duration::from_millis(200);
 /// How often the last step done is saved when nothing else changes.
 pub const SAVE_EVERY: Duration = Duration::from_secs(10);
-/// The longest gap a restart catches up on (older steps are skipped, not evaluated).
-pub const MAX_CATCH_UP: i64 = 3600;
 /// Longest sample-events annotation, bytes (the rest is cut, marked).
 pub const MAX_SAMPLES_TEXT: usize = 16 * 1024;
 
@@ -317,12 +317,9 @@ impl Worker {
         let mut run = RuleRun::new(rule.clone(), &def, state).map_err(|e| e.to_string())?;
         let step = run.eval_step as i64;
         let ready = self.ready(&def);
-        let last = run.state.last_eval;
-        let next = if last > 0 && ready - last <= MAX_CATCH_UP {
-            last + step
-        } else {
-            ready - ready.rem_euclid(step) + step
-        };
+        // The first step still to evaluate: the one after the last done, unless the server was
+        // down since (then the current one: steps it missed are not evaluated late).
+        let next = (ready - ready.rem_euclid(step)).max(run.state.last_eval + step);
         // Fill the windows (and an anomaly baseline) up to where the rollup's feed is.
         let feed = *self.read_to.entry(def.name.clone()).or_insert(ready);
         let warm_from = next - step - rule.lookback_secs() as i64;
@@ -440,6 +437,7 @@ impl Worker {
             let t = r.next;
             r.next += r.run.eval_step as i64;
             let (_, transitions) = r.run.evaluate(t, true);
+            changed |= std::mem::take(&mut r.run.state.changed);
             self.stats.evaluations.fetch_add(1, Ordering::Relaxed);
             for tr in transitions {
                 changed = true;

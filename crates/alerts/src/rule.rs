@@ -112,6 +112,9 @@ pub struct Rule {
     pub silenced_until: i64,
 }
 
+// The threshold is checked finite when the spec is, so equality is an equivalence.
+impl Eq for RuleSpec {}
+
 fn default_samples() -> usize {
     5
 }

@@ -70,6 +70,9 @@ pub struct RuleState {
     /// Notifications not yet taken by every receiver.
     #[serde(default)]
     pub outbox: Vec<Notification>,
+    /// Set when an alert became pending or inactive (the engine saves, then clears it).
+    #[serde(skip)]
+    pub changed: bool,
 }
 
 /// One group's result at an evaluation.
@@ -101,13 +104,17 @@ impl RuleState {
         for o in outcomes.iter().filter(|o| o.holds) {
             let fp = fingerprint(rule, &o.labels);
             held.insert(fp.clone());
-            let inst = self.instances.entry(fp).or_insert_with(|| Instance {
-                labels: o.labels.clone(),
-                phase: Phase::Pending,
-                active_since: t,
-                firing_since: None,
-                last_held: t,
-                value: o.value,
+            let changed = &mut self.changed;
+            let inst = self.instances.entry(fp).or_insert_with(|| {
+                *changed = true;
+                Instance {
+                    labels: o.labels.clone(),
+                    phase: Phase::Pending,
+                    active_since: t,
+                    firing_since: None,
+                    last_held: t,
+                    value: o.value,
+                }
             });
             inst.last_held = t;
             inst.value = o.value;
@@ -132,7 +139,10 @@ impl RuleState {
                 return true;
             }
             match inst.phase {
-                Phase::Pending => false,
+                Phase::Pending => {
+                    self.changed = true;
+                    false
+                }
                 Phase::Firing => {
                     if let Some(v) = values.get(fp) {
                         inst.value = *v;

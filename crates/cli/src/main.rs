@@ -5,6 +5,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod alert_cmd;
 mod cat_cmd;
 mod columns_cmd;
 mod counts_cmd;
@@ -68,6 +69,10 @@ enum Command {
     /// time per step and group; queried at any multiple of the step.
     #[command(subcommand)]
     Rollup(rollup_cmd::RollupCommand),
+    /// Alert rules over rollups: thresholds and anomalies, notified to Alertmanager or
+    /// webhooks with sample events, backtested over stored rollups (`sluice help alerts`).
+    #[command(subcommand)]
+    Alert(alert_cmd::AlertCommand),
     /// Manage substreams: write-time transformations whose small results consumers read
     /// instead of the full stream (`sluice cat --substream NAME`).
     #[command(subcommand)]
@@ -85,6 +90,9 @@ enum Command {
 
 /// The user's guide to `--where` and `--select` (docs/query.md), printed by `sluice help where`.
 const QUERY_GUIDE: &str = include_str!("../../../docs/query.md");
+
+/// The user's guide to alert rules (docs/alerts.md), printed by `sluice help alerts`.
+const ALERTS_GUIDE: &str = include_str!("../../../docs/alerts.md");
 
 const QUERY_HELP: &str = "--where / --select: see `sluice help where` (docs/query.md). Typos and \
     empty results get hints on stderr (`sluice: hint: …`); hints do not change the exit status.";
@@ -105,6 +113,10 @@ fn help(topic: &[String]) -> anyhow::Result<()> {
         Some("where" | "select" | "query" | "filter") => {
             use std::io::Write;
             std::io::stdout().write_all(QUERY_GUIDE.as_bytes())?;
+        }
+        Some("alerts" | "alert") if topic.len() == 1 => {
+            use std::io::Write;
+            std::io::stdout().write_all(ALERTS_GUIDE.as_bytes())?;
         }
         Some(_) => {
             let mut sub = &mut cmd;
@@ -152,6 +164,7 @@ fn main() -> ExitCode {
         Command::Columns(cmd) => columns_cmd::run(cmd),
         Command::Export(args) => export_cmd::run(args),
         Command::Rollup(cmd) => rollup_cmd::run(cmd),
+        Command::Alert(cmd) => alert_cmd::run(cmd),
         Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),

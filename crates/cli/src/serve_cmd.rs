@@ -97,6 +97,12 @@ pub struct ServeArgs {
     /// repeatable).
     #[arg(long, value_name = "HOST:PORT")]
     export_graphite: Vec<String>,
+    /// Send alerts to this Alertmanager (its base URL, `http://127.0.0.1:9093`; repeatable).
+    #[arg(long, value_name = "URL")]
+    alertmanager: Vec<String>,
+    /// Send alerts to this webhook in the Alertmanager webhook format (repeatable).
+    #[arg(long, value_name = "URL")]
+    alert_webhook: Vec<String>,
     /// Every request needs a token with its route's scope (`sluice token create`); `/healthz`
     /// stays open. Needed to serve beyond loopback (see docs/security.md).
     #[arg(long)]
@@ -297,6 +303,8 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
     c.export_remote_write
         .extend(a.export_remote_write.iter().cloned());
     c.export_graphite.extend(a.export_graphite.iter().cloned());
+    c.alertmanager.extend(a.alertmanager.iter().cloned());
+    c.alert_webhook.extend(a.alert_webhook.iter().cloned());
     c.auth |= a.auth;
     c.insecure_no_auth |= a.insecure_no_auth;
     c.metrics_open |= a.metrics_open;

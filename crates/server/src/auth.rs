@@ -174,6 +174,7 @@ impl Auth {
                 Some(Scope::Admin)
             }
             r if r.starts_with("/v1/rollups") && method != Method::GET => Some(Scope::Admin),
+            r if r.starts_with("/v1/alerts") && method != Method::GET => Some(Scope::Admin),
             _ => Some(Scope::Read),
         }
     }

@@ -7,8 +7,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Deserializer};
 use sluice_blob::{BlobOptions, Profile};
 use sluice_collector::aggregate::{AggregatorConfig, SpoolConfig};
-use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::otlp::OtlpConfig;
+use sluice_collector::wal::{FsyncPolicy, WalConfig};
 use sluice_collector::IngestConfig;
 use sluice_store::TypeRetention;
 use std::time::Duration;
@@ -298,6 +298,21 @@ pub struct ServerConfig {
     /// `--export-graphite HOST:PORT` (repeatable): every rollup to a Graphite listener.
     #[serde(skip)]
     pub export_graphite: Vec<String>,
+    /// Alert rules registered at start (`[[alerts]]`: the fields of `sluice alert add`,
+    /// docs/alerts.md); a stored rule of the same name is replaced when it differs.
+    pub alerts: Vec<sluice_alerts::RuleSpec>,
+    /// Alertmanagers alerts are sent to (`--alertmanager URL`, repeatable: its base URL,
+    /// `http://127.0.0.1:9093`).
+    pub alertmanager: Vec<String>,
+    /// Webhooks alerts are sent to in the Alertmanager webhook format (`--alert-webhook URL`).
+    pub alert_webhook: Vec<String>,
+    /// A bearer token sent to every alert receiver (default none).
+    pub alert_bearer_token: Option<String>,
+    /// Milliseconds after a step's flush (`grace_ms`) before alert rules evaluate it, for its
+    /// rollup states to be stored (default 300).
+    pub alert_settle_ms: u64,
+    /// This server's URL as receivers should link to it (default `http://` + the HTTP address).
+    pub external_url: Option<String>,
     /// Days column files of a type (`TYPE`) or subtype (`TYPE/SUBTYPE`) are kept, overriding
     /// `columns_retention_days` (0: forever).
     pub columns_retention_by_type: std::collections::BTreeMap<String, u32>,
@@ -370,6 +385,12 @@ impl Default for ServerConfig {
             exports: Vec::new(),
             export_remote_write: Vec::new(),
             export_graphite: Vec::new(),
+            alerts: Vec::new(),
+            alertmanager: Vec::new(),
+            alert_webhook: Vec::new(),
+            alert_bearer_token: None,
+            alert_settle_ms: 300,
+            external_url: None,
             collector_id: None,
             max_body_bytes: 8 << 20,
             max_event_bytes: 64 << 10,

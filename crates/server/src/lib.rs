@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod alerts;
 pub mod auth;
 pub mod columns;
 pub mod config;
@@ -122,6 +123,18 @@ async fn run_with(
     let pipeline = pipeline::Pipeline::start(&config, store.clone(), metrics.clone()).await?;
     let columns = columns::Columns::start(&config, store.clone(), metrics.clone())?;
     let exports = exports::Exports::start(&config.exports_all()?, store.clone(), &metrics)?;
+    let http_url = sockets.addrs()[0].map(|a| {
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{a}")
+    });
+    let alerts = {
+        let (config, store) = (config.clone(), store.clone());
+        tokio::task::spawn_blocking(move || alerts::Alerts::start(&config, store, http_url))
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))??
+    };
+    *metrics.alerts.lock().unwrap_or_else(|e| e.into_inner()) =
+        Some((alerts.engine.stats.clone(), alerts.notifier.clone()));
     let stop = shutdown::flag(shutdown);
     let services = listen::Services {
         config: &config,
@@ -133,6 +146,7 @@ async fn run_with(
         caps,
         stop: &stop,
         columns: columns.as_ref().map(|c| c.view.clone()),
+        alerts: Some(alerts.engine.clone()),
     };
     let mut listening = sockets.start(&services)?;
     let server_file = listening.announce(&services);
@@ -144,6 +158,14 @@ async fn run_with(
         tokio::task::spawn_blocking(move || c.stop()).await.ok();
     }
     tokio::task::spawn_blocking(move || exports.stop())
+        .await
+        .ok();
+    metrics
+        .alerts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .take();
+    tokio::task::spawn_blocking(move || alerts.stop())
         .await
         .ok();
     drop(store);

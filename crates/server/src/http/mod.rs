@@ -12,6 +12,7 @@
 //! | `GET /healthz`, `GET /metrics` | [`ops`] |
 //! | `/v1/substreams` (list, add, show, enable / disable, remove, backfill) | [`substreams`] |
 //! | `/v1/tokens` (list, create, revoke) | [`tokens`] |
+//! | `/v1/alerts` (rules, states, silences, backtests) | [`alerts`] |
 //!
 //! Every matched route first passes [`authorize`] (`crate::auth`: the scope it needs, the
 //! request's token, cross-site refusal); the handlers get the [`sluice_auth::Grant`] and apply
@@ -26,6 +27,7 @@
 //! 4xx status for the client's mistakes and 5xx for the server's. The connection level (caps,
 //! header and idle timeouts, shutdown) is [`crate::http_server`]'s.
 
+pub mod alerts;
 pub mod blobs;
 pub mod counts;
 pub mod drops;
@@ -71,6 +73,8 @@ pub(crate) struct AppState {
     pub auth: Arc<crate::auth::Auth>,
     /// Code substreams may be registered (`python_substreams`).
     pub python_substreams: bool,
+    /// The alert engine (`GET /v1/alerts` shows its states; changes ask it to reload).
+    pub alerts: Option<Arc<sluice_alerts::Engine>>,
     /// The column files reads use where they cover (`columns=off` on a read skips them).
     pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
     /// `POST /v1/logs`: the OTLP mapping and the limits it needs.
@@ -116,6 +120,13 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         )
         .route("/v1/rollups/{name}/backfill", post(substreams::backfill))
         .route("/v1/rollups/{name}/metrics", get(rollups::metrics))
+        .route("/v1/alerts", get(alerts::list).post(alerts::add))
+        .route(
+            "/v1/alerts/{name}",
+            get(alerts::show).delete(alerts::remove),
+        )
+        .route("/v1/alerts/{name}/silence", post(alerts::silence))
+        .route("/v1/alerts/{name}/test", get(alerts::test))
         .route("/v1/tokens", get(tokens::list).post(tokens::create))
         .route("/v1/tokens/{which}", axum::routing::delete(tokens::revoke))
         .route("/healthz", get(ops::healthz))

@@ -31,6 +31,7 @@ pub(crate) async fn metrics(State(st): State<AppState>) -> Response {
     let mut body = crate::metrics::render(&st.metrics, &*st.store, sluice_reader::time::now_unix());
     crate::metrics::render_substreams(&mut body, &st.substreams.snapshot());
     crate::metrics::render_exports(&mut body, &st.metrics);
+    crate::metrics::render_alerts(&mut body, &st.metrics);
     let mut resp = body.into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

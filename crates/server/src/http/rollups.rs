@@ -113,7 +113,10 @@ pub(crate) async fn metrics(
 
 /// A token limited to some dcs or types reads a rollup only when the rollup's own dc and type
 /// are within its reach.
-fn within_reach(grant: &Grant, def: &registry::Definition) -> Result<(), (StatusCode, String)> {
+pub(crate) fn within_reach(
+    grant: &Grant,
+    def: &registry::Definition,
+) -> Result<(), (StatusCode, String)> {
     if grant.allowed.is_all() {
         return Ok(());
     }

@@ -76,6 +76,8 @@ pub(crate) struct Services<'a> {
     pub stop: &'a watch::Receiver<bool>,
     /// The column files readers use, when the history tier is on.
     pub columns: Option<Arc<sluice_columns::view::ColumnsView>>,
+    /// The alert engine.
+    pub alerts: Option<Arc<sluice_alerts::Engine>>,
 }
 
 /// The listeners once started: HTTP still to serve, TCP and UDP running.
@@ -327,6 +329,7 @@ impl Listening {
             auth: s.auth.clone(),
             python_substreams: config.python_substreams,
             columns: s.columns.clone(),
+            alerts: s.alerts.clone(),
             otlp: Arc::new(crate::http::logs::OtlpSettings {
                 config: config.otlp_config(),
                 max_body: config.max_body_bytes,

@@ -13,11 +13,13 @@
 //! - Every update leaves the metrics consistent; nothing here can poison (the one piece of
 //!   text, why ingest is unavailable, sits behind a lock that tolerates a panicked holder).
 
+mod alerts;
 mod ingest_counters;
 mod process;
 mod registry;
 mod render;
 
+pub(crate) use alerts::render_alerts;
 pub use ingest_counters::IngestCounters;
 pub use registry::{as_gauge, Metrics, SharedMetrics, MAX_TYPE_LABELS};
 pub(crate) use render::{render, render_exports, render_substreams};

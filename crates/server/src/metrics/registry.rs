@@ -97,6 +97,8 @@ pub struct Metrics {
     pub partitions_expired: IntCounter,
     /// The rollup exporters' counters, by sink (`sluice_export_*`).
     pub exporters: std::sync::Mutex<Vec<(String, Arc<sluice_exports::ExporterCounters>)>>,
+    /// The alert engine's counters and the notifier (`sluice_alert_*`), while they run.
+    pub alerts: std::sync::Mutex<Option<AlertStats>>,
     /// Partitions rewritten without the types or subtypes past their own retention.
     pub partitions_purged: IntCounter,
     /// WAL records replayed at start.
@@ -225,6 +227,12 @@ pub struct Metrics {
 /// Shared handle to the metrics.
 pub type SharedMetrics = Arc<Metrics>;
 
+/// The alert engine's counters and the notifier (its per-receiver stats), for `/metrics`.
+pub type AlertStats = (
+    Arc<sluice_alerts::engine::EngineStats>,
+    Option<Arc<sluice_alerts::notify::Notifier>>,
+);
+
 /// A count as a gauge value (gauges are `i64`; a count beyond `i64::MAX` shows as the maximum).
 pub fn as_gauge(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -270,6 +278,7 @@ impl Metrics {
             freshness_seconds: reg(&r, histogram("sluice_freshness_seconds", "From the end of an event's second to its blob being readable, per group with on-time events stored, seconds.", FRESHNESS_BUCKETS)),
             partitions_expired: reg(&r, counter("sluice_partitions_expired_total", "Time partitions dropped by retention.")),
             exporters: std::sync::Mutex::new(Vec::new()),
+            alerts: std::sync::Mutex::new(None),
             partitions_purged: reg(&r, counter("sluice_partitions_purged_total", "Time partitions rewritten without the types or subtypes past their own retention (retention_by_type).")),
             wal_replayed_records: reg(&r, gauge("sluice_wal_replayed_records", "WAL records replayed at start.")),
             wal_appends: reg(&r, counter("sluice_wal_appends_total", "Payloads logged in the WAL.")),
@@ -360,7 +369,10 @@ impl Metrics {
         for reason in sluice_statsd::Reject::ALL {
             m.statsd_dropped.with_label_values(&[reason.as_str()]);
         }
-        for reason in crate::http::drops::STANDARD_REASONS.iter().chain(&["other"]) {
+        for reason in crate::http::drops::STANDARD_REASONS
+            .iter()
+            .chain(&["other"])
+        {
             m.client_drops.with_label_values(&[reason]);
         }
         for outcome in ["accepted", "rejected"] {
