@@ -403,7 +403,7 @@ class Emitter:
                 self._report(f"disk buffer: {e}", 0)
         if sender_done:
             self._drain_emit_drops()
-            if self._server_up and self._ledger.pending():
+            if self._drops_url is not None and self._server_up and self._ledger.pending():
                 self._ledger.report(self._post_drops, force=True)
         if not ok:
             left = len(self._queue)
@@ -562,7 +562,8 @@ class Emitter:
                     self._report(f"disk buffer write failed: {e}", 0)
                 if full:
                     self._stats["dropped_buffer_full"] += len(full)
-                    self._ledger.add_items(full, self.dc, "buffer_full")
+                    if self._drops_url is not None:
+                        self._ledger.add_items(full, self.dc, "buffer_full")
                     self._report(f"disk buffer full: {len(full)} event(s) dropped", len(full))
             finally:
                 with self._idle:
@@ -571,6 +572,9 @@ class Emitter:
 
     def _drain_emit_drops(self) -> None:
         d = self._emit_drops
+        if self._drops_url is None:  # not reported: counted in stats() only
+            d.clear()
+            return
         while d:
             try:
                 t, s, e = d.popleft()
