@@ -150,6 +150,7 @@ impl Steps<'_> {
         let total: u64 = all.values().sum();
 
         // `/`: the console, Explore first, with its links.
+        let opened = Instant::now();
         goto(c, &format!("{}/", self.base)).await?;
         wait_js(
             c,
@@ -157,6 +158,16 @@ impl Steps<'_> {
             "/ shows Explore",
         )
         .await?;
+        let loaded = js(
+            c,
+            "return performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd",
+        )
+        .await?;
+        eprintln!(
+            "console: / usable (histogram drawn) {:.0} ms after the navigation began (WebDriver round trips included); DOMContentLoaded at {:.0} ms",
+            opened.elapsed().as_secs_f64() * 1000.0,
+            loaded.as_f64().unwrap_or(0.0)
+        );
         let links = js(
             c,
             "return [...document.querySelectorAll('footer a')].map(a => a.getAttribute('href'))",
@@ -381,6 +392,52 @@ impl Steps<'_> {
         .await?;
         assert_eq!(rate, json!(70), "the sparkline counted every event");
         self.clean("live").await?;
+
+        // 1,000 WEB events/s for 3 s (and as many LB): every one received, 500 rows kept. The
+        // page's long tasks (> 50 ms on its main thread) are reported, not asserted.
+        js(c, "window.__long = []; new PerformanceObserver(l => window.__long.push(...l.getEntries().map(e => e.duration))).observe({type: 'longtask'}); return 1").await?;
+        let started = Instant::now();
+        for i in 0..30 {
+            post(self.server, &live_batch(10_000 + i * 100, 100));
+            let next = Duration::from_millis(100 * (i as u64 + 1));
+            tokio::time::sleep(next.saturating_sub(started.elapsed())).await;
+        }
+        let posted = started.elapsed();
+        wait_js(
+            c,
+            "return Number(document.querySelector('#live-rate').dataset.total) === 3070",
+            "3,070 events received",
+        )
+        .await?;
+        let rows = wait_js(
+            c,
+            "const n = document.querySelectorAll('#live-rows tr').length; return n === 500 && n",
+            "500 rows kept",
+        )
+        .await?;
+        assert_eq!(rows, json!(500));
+        let newest = js(
+            c,
+            "return JSON.parse(document.querySelector('#live-rows tr').dataset.event).live_id",
+        )
+        .await?;
+        assert_eq!(
+            newest,
+            json!(10_000 + 29 * 100 + 99),
+            "the newest row is the last event"
+        );
+        let long = js(c, "return window.__long").await?;
+        let long: Vec<f64> = long
+            .as_array()
+            .map_or_else(Vec::new, |a| a.iter().filter_map(Value::as_f64).collect());
+        eprintln!(
+            "console: live at ~1,000 WEB events/s (posted in {:.1} s): {} long tasks, longest {:.0} ms",
+            posted.as_secs_f64(),
+            long.len(),
+            long.iter().cloned().fold(0.0, f64::max)
+        );
+        self.shot("live-1000").await?;
+        self.clean("live at 1,000/s").await?;
 
         // Rollups: a chart per aggregation; the count chart's total is the WEB events'.
         goto(

@@ -27,7 +27,7 @@ function fit(chart, el, height) {
  * Stacked bars: `xs` (Unix seconds, one per bar), `series` [{label, values, color?}] drawn on
  * top of each other; `onSelect(from, to)` when the user drags across a range (zoom).
  */
-export function stackedBars(el, { xs, series, height = 220, onSelect, yLabel }) {
+export function stackedBars(el, { xs, series, height = 220, onSelect, yLabel, legend = true }) {
   const stacked = [];
   let acc = xs.map(() => 0);
   for (const s of series) {
@@ -42,7 +42,7 @@ export function stackedBars(el, { xs, series, height = 220, onSelect, yLabel }) 
     height,
     cursor: { drag: { x: true, y: false, setScale: false } },
     select: { show: true },
-    legend: { show: true, live: true },
+    legend: { show: legend, live: true },
     scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     axes: [{}, { label: yLabel, size: 60 }],
     series: [{}].concat(order.map((i) => ({
@@ -119,7 +119,7 @@ export function lines(el, { xs, series, height = 200, bands = [], marks = [], yL
 }
 
 /** A small line without axes or legend, updated with `chart.setData([xs, ys])`. */
-export function sparkline(el, { xs, ys, height = 60, color = COLORS[0] }) {
+export function sparkline(el, { xs, ys, height = 90, color = COLORS[0] }) {
   const opts = {
     width: width(el),
     height,

@@ -173,12 +173,12 @@ export function mount(root, p) {
       dataset: { series: g, total: n },
       title: `${stack} == ${g}: add as a filter`,
       on: { click: () => addFilter(stack.split('.'), g === 'null' ? null : g) },
-    }, h('i', { style: `background:${i < MAX_SERIES ? COLORS[i % COLORS.length] : '#999'}` }), `${g} ${fmtNum(n)}`)));
+    }, h('i', { style: `background:${i < MAX_SERIES ? COLORS[i % COLORS.length] : '#999'}` }), `${g === '' ? '(empty)' : g} ${fmtNum(n)}`)));
     if (sum === 0) {
       hist.replaceChildren(h('p.muted.empty', {}, 'No events match in this range.'));
       return;
     }
-    charts.push(stackedBars(hist, { xs, series, yLabel: `events / ${win} s`, onSelect: (a, b) => set({ from: String(a), to: String(b) }) }));
+    charts.push(stackedBars(hist, { xs, series, legend: false, yLabel: `events / ${win} s`, onSelect: (a, b) => set({ from: String(a), to: String(b) }) }));
   };
 
   // The newest TABLE_ROWS events: read from the bin where they start (the histogram tells).
@@ -292,7 +292,7 @@ export function mount(root, p) {
         },
       });
       ul.replaceChildren(...vals.map(([v, c]) => h('li', {},
-        h('a.facet-value', { href: '#', dataset: { value: cell(v) }, on: { click: (e) => { e.preventDefault(); addFilter(segs, v); } } }, cell(v)),
+        h('a.facet-value', { href: '#', dataset: { value: cell(v) }, on: { click: (e) => { e.preventDefault(); addFilter(segs, v); } } }, v === '' ? '(empty)' : cell(v)),
         h('span.count', {}, fmtNum(c)))));
     } catch (e) {
       if (e.name !== 'AbortError') ul.replaceChildren(h('li.error', {}, e instanceof ApiError ? e.message : String(e)));

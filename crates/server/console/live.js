@@ -14,7 +14,7 @@ const MAX_ROWS = 500;
 /** Least time between two redraws of the rows. */
 const RENDER_MS = 200;
 /** Seconds the sparkline spans. */
-const SPARK_SECS = 120;
+const SPARK_SECS = 60;
 
 /** Mounts Live in `root` for the view `p`. */
 export function mount(root, p) {
@@ -54,7 +54,7 @@ export function mount(root, p) {
 
   const connect = async () => {
     ctl = new AbortController();
-    const params = { ...f, hints: 1 };
+    const params = { ...f };
     if (cursor) params.cursor = cursor;
     else params.from = p.get('from') || 'now';
     state('connecting', 'connecting…');
