@@ -302,7 +302,9 @@ pub fn open_reduce(
     no_fallback: bool,
 ) -> PyResult<ReduceRead> {
     let binary = BinaryMode::parse(py, binary)?;
-    let plan = plan_of(group_by, agg, window, count_by, top, by, max_groups)?;
+    let mut plan = plan_of(group_by, agg, window, count_by, top, by, max_groups)?;
+    // As `sluice cat`: rows of a window the range cuts are marked `partial`.
+    plan.set_range(start, end);
     let selection = selection(
         py,
         dc,
