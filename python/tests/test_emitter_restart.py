@@ -89,6 +89,8 @@ def test_server_sigkill_and_restart_under_steady_emitters(tmp_path: Path):
             assert runners[t].n >= killed_at[t] + 20 * 150  # emitting went on through the outage
         for t, r in runners.items():
             _exactly_once(srv, t, r.n)
+        # Shown with `pytest -s` (numbers for the record, not assertions).
+        print({t: {"events": r.n, "at_kill": killed_at[t], "retries": ems[t].stats()["retries"]} for t, r in runners.items()})
     finally:
         for r in runners.values():
             r.halt.set()
