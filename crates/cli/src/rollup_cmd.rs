@@ -321,9 +321,21 @@ fn write_rows(
         return Ok(());
     };
     let header: Vec<&String> = first.keys().collect();
+    let utc = sluice_reader::time::Zone::utc();
     let table: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| header.iter().map(|h| cell(&r[h.as_str()])).collect())
+        .map(|r| {
+            header
+                .iter()
+                .map(|h| match (h.as_str(), r[h.as_str()].as_i64()) {
+                    // A table is read by people: a step's start as a time (csv keeps seconds).
+                    ("start", Some(t)) if format == "table" => {
+                        sluice_reader::time::format_time(t as f64, &utc)
+                    }
+                    _ => cell(&r[h.as_str()]),
+                })
+                .collect()
+        })
         .collect();
     if format == "csv" {
         let quote = |s: &str| {
@@ -378,4 +390,31 @@ fn write_rows(
         writeln!(out, "{}", line(row.iter().map(String::as_str).collect()))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_table_shows_the_start_as_a_time_and_csv_json_keep_seconds() {
+        let row = serde_json::json!({"start": 1_795_928_400, "path": "/a", "count": 3});
+        let rows = [row.as_object().unwrap()];
+        let render = |format: &str| {
+            let mut out = Vec::new();
+            write_rows(&mut out, &rows, format).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let table = render("table");
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("2026-11-29T05:00:00Z  /a"),
+            "{table}"
+        );
+        assert_eq!(render("csv"), "start,path,count\n1795928400,/a,3\n");
+        assert!(render("json").contains("\"start\":1795928400"));
+    }
 }
