@@ -462,6 +462,60 @@ fn alertmanager_refusing_one_alert_of_a_batch_takes_the_others() {
 }
 
 #[test]
+fn alerts_firing_before_a_restart_are_kept_alive_at_alertmanager() {
+    let via_am = WebhookReceiver::start();
+    let Some(am) = alertmanager(
+        "alerts_firing_before_a_restart_are_kept_alive_at_alertmanager",
+        &via_am.url("/am"),
+    ) else {
+        return;
+    };
+    let direct = WebhookReceiver::start();
+    let (cb, delivered) = recorder();
+    let notifier = Notifier::start(
+        fast(NotifierConfig {
+            alertmanagers: vec![am.url.clone()],
+            webhooks: vec![direct.url("/direct")],
+            resend_firing: Duration::from_secs(1),
+            ..NotifierConfig::default()
+        }),
+        cb,
+    )
+    .unwrap();
+    // As a restarted server would: the alerts its catalog says are firing (a resolved one
+    // among them is ignored).
+    let n = firing("Restored", "/r", now_ms() - 3_600_000);
+    let other = firing("Restored", "/gone", now_ms() - 3_600_000);
+    notifier.keep_firing(vec![n.clone(), resolved(&other, now_ms())]);
+    wait_for(WAIT, "the restored alert at Alertmanager", || {
+        am.alerts().as_array().is_some_and(|a| !a.is_empty())
+    });
+    let held = am.alerts();
+    assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
+    assert_eq!(held[0]["labels"], json!(n.labels));
+    wait_for(WAIT, "two resends", || {
+        notifier.stats().receivers[0].resends >= 2
+    });
+    assert_eq!(notifier.stats().receivers[0].firing, 1);
+    // Its resolution: sent everywhere, and it leaves the resend set.
+    let r = resolved(&n, now_ms());
+    assert!(notifier.send(r.clone()));
+    assert!(notifier.flush(WAIT));
+    let stats = notifier.stats();
+    assert_eq!((stats.receivers[0].firing, stats.receivers[0].sent), (0, 1));
+    let got = direct.wait_accepted(1, WAIT);
+    assert_eq!(got.len(), 1, "the webhook was not told of the firing again");
+    assert_eq!(got[0].json()["status"], "resolved");
+    assert_eq!(*delivered.lock().unwrap(), vec![r.id]);
+    wait_for(WAIT, "the resolution routed by Alertmanager", || {
+        via_am
+            .accepted()
+            .iter()
+            .any(|g| g.json()["status"] == "resolved")
+    });
+}
+
+#[test]
 fn bad_configuration_is_refused_clearly() {
     let (cb, _) = recorder();
     let refuse = |cfg: NotifierConfig, says: &str| {

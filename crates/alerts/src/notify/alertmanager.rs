@@ -87,6 +87,11 @@ impl FiringSet {
         }
     }
 
+    /// The next resend is due at once.
+    pub fn due_now(&mut self) {
+        self.next = Instant::now();
+    }
+
     /// How long until the next resend (zero: due).
     pub fn due_in(&self, now: Instant) -> Duration {
         self.next.saturating_duration_since(now)

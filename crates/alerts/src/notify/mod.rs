@@ -10,7 +10,8 @@
 //! - `on_delivered` is called once every receiver is done with a notification (delivered,
 //!   rejected, or dropped after `max_age`), so the caller can record it as sent. It is never
 //!   called for one a full queue dropped at `send` (which returned false).
-//! - Alertmanager gets firing alerts again every `resend_firing` (as Prometheus does).
+//! - Alertmanager gets firing alerts again every `resend_firing` (as Prometheus does);
+//!   [`Notifier::keep_firing`] hands it the ones already firing when a server starts.
 //!
 //! Blocking code and `ureq`, as the rest of the workspace sends.
 
@@ -122,6 +123,27 @@ impl Notifier {
             rx.wake.notify_all();
         }
         all
+    }
+
+    /// Alerts that are firing and were already delivered (a server restarted while they fire):
+    /// they join every Alertmanager's resend set and are posted at once, then every
+    /// `resend_firing` until their resolution is sent, so Alertmanager does not time them out.
+    /// Webhooks get nothing (they were told already); `on_delivered` is not called.
+    pub fn keep_firing(&self, alerts: Vec<Notification>) {
+        let alerts: Vec<Arc<Notification>> = alerts
+            .into_iter()
+            .filter(|n| n.status == crate::notification::Status::Firing)
+            .map(Arc::new)
+            .collect();
+        if alerts.is_empty() {
+            return;
+        }
+        for rx in &self.receivers {
+            if rx.target.kind == ReceiverKind::Alertmanager {
+                lock(&rx.queue).restore.extend(alerts.iter().cloned());
+                rx.wake.notify_all();
+            }
+        }
     }
 
     /// Every receiver's counters now.

@@ -73,6 +73,8 @@ pub(crate) struct Queue {
     pub items: VecDeque<Item>,
     /// The worker is to stop.
     pub stop: bool,
+    /// Alerts already firing, for Alertmanager's resend set (see `Notifier::keep_firing`).
+    pub restore: Vec<Arc<Notification>>,
 }
 
 /// One receiver: where to, its queue, its counters.
@@ -100,6 +102,7 @@ pub(crate) struct Settings {
 
 enum Work {
     Stop,
+    Restore(Vec<Arc<Notification>>),
     Resend,
     Batch(Vec<(Arc<Notification>, Instant)>),
 }
@@ -118,6 +121,15 @@ pub(crate) fn run(rx: &Receiver, s: &Settings, on_delivered: &OnDelivered) {
     loop {
         match next_work(rx, s, firing.as_ref(), solo > 0, on_delivered) {
             Work::Stop => break,
+            Work::Restore(alerts) => {
+                if let Some(set) = firing.as_mut() {
+                    for n in &alerts {
+                        set.record(n);
+                    }
+                    set.due_now();
+                    c.firing.store(set.len() as u64, Ordering::Relaxed);
+                }
+            }
             Work::Resend => {
                 let Some(set) = firing.as_mut() else { continue };
                 let alerts = set.take_due(Instant::now());
@@ -211,6 +223,9 @@ fn next_work(
     loop {
         if q.stop {
             return Work::Stop;
+        }
+        if !q.restore.is_empty() {
+            return Work::Restore(std::mem::take(&mut q.restore));
         }
         let now = Instant::now();
         // The queue is in `send` order, so the too old are at the head.
