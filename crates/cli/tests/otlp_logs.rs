@@ -196,7 +196,7 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         &config,
         format!(
             "data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\ngrace_ms = 100\ndc = \"here\"\n\
-             otlp_max_records = 4\notlp_max_attribute_depth = 2\n"
+             otlp_max_records = 4\notlp_max_attribute_depth = 2\nmax_body_bytes = 8192\n"
         ),
     )
     .unwrap();
@@ -234,6 +234,24 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     for reason in ["too_deep 1", "bad_epoch 1", "too_many 1"] {
         assert!(msg.contains(reason), "{msg}");
     }
+
+    // Events larger than the request (the resource's ~3 KiB of attributes copied into each):
+    // 4 events of ~3.3 KiB are over max_body_bytes (8 KiB), so they go as two ingest payloads.
+    let mut big = json_request(
+        "curl-split",
+        (0..4)
+            .map(|i| json!({ "timeUnixNano": nano(t), "body": { "stringValue": format!("part {i}") } }))
+            .collect(),
+    );
+    let attrs = big["resourceLogs"][0]["resource"]["attributes"]
+        .as_array_mut()
+        .unwrap();
+    for i in 0..12 {
+        attrs.push(json!({ "key": format!("k{i}"), "value": { "stringValue": "v".repeat(250) } }));
+    }
+    assert!(big.to_string().len() < 8192);
+    let (status, answer) = post_json(&server, &big);
+    assert_eq!((status, answer), (200, json!({})));
 
     // Gzip JSON, all accepted: an empty response.
     let body = json_request(
@@ -285,14 +303,21 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         let (status, _, out) = post_logs(&server, headers, body);
         assert_eq!(status, want, "{}", String::from_utf8_lossy(&out));
     }
-    // Over max_body_bytes once decompressed: 413 (a 9 MiB body of spaces gzips to ~9 KiB).
+    // Over max_body_bytes as received: the server's 413.
+    let (status, _, _) = post_logs(
+        &server,
+        &[("content-type", "application/json")],
+        &[b' '; 9000],
+    );
+    assert_eq!(status, 413);
+    // Over max_body_bytes once decompressed: 413 (2 MiB of spaces gzip to ~2 KiB).
     let (status, _, out) = post_logs(
         &server,
         &[
             ("content-type", "application/json"),
             ("content-encoding", "gzip"),
         ],
-        &gzip(&vec![b' '; 9 << 20]),
+        &gzip(&vec![b' '; 2 << 20]),
     );
     assert_eq!(status, 413, "{}", String::from_utf8_lossy(&out));
     // A JSON 400 carries a google.rpc.Status.
@@ -305,6 +330,7 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         ("billing_v2", 3),
         ("curl-gzip", 1),
         ("curl-json", 2),
+        ("curl-split", 4),
         ("shop-api", 3),
     ];
     let got = wait_for_types(&server, &want);
@@ -360,7 +386,14 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     let metric = |name: &str| server.metric(name);
     assert_eq!(
         metric("sluice_otlp_log_records_total{outcome=\"accepted\"}"),
-        9.0
+        13.0
+    );
+    // Ingest payloads: one per SDK request (6), the partial JSON one, two for the split one,
+    // the gzip one.
+    assert_eq!(metric("sluice_payloads_total{transport=\"otlp\"}"), 10.0);
+    assert_eq!(
+        metric("sluice_events_in_total{transport=\"otlp\",type=\"curl-split\"}"),
+        4.0
     );
     assert_eq!(
         metric("sluice_otlp_log_records_total{outcome=\"rejected\"}"),
