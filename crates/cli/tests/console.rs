@@ -304,6 +304,22 @@ impl Steps<'_> {
         self.shot("explore-facet").await?;
         self.clean("facet").await?;
 
+        // Stacked by another field: the legend is `sluice cat --count-by status` (all of it:
+        // the histogram draws 8 series, its legend lists every value).
+        let filter = "type == \"WEB\"";
+        let url = format!(
+            "{}/#/explore?from={from}&to={to}&stack=status&where={}",
+            self.base,
+            enc(filter)
+        );
+        let legend = self.explore(&url).await?;
+        assert_eq!(
+            legend,
+            count_by_field(self.base, from, to, "status", Some(filter)),
+            "stacked by status"
+        );
+        self.clean("stack by status").await?;
+
         // Drag on the histogram: the range narrows to the selection.
         let url = format!("{}/#/explore?from={from}&to={to}", self.base);
         self.explore(&url).await?;
@@ -457,6 +473,17 @@ impl Steps<'_> {
         .await?;
         assert_eq!(count, json!(web), "the rollup's counts vs the WEB events");
         self.shot("rollups").await?;
+        // Another step (6 × 10 s): fewer points, the same events.
+        goto(
+            c,
+            &format!(
+                "{}/#/rollups?name=web_status&from={from}&to={to}&step=60",
+                self.base
+            ),
+        )
+        .await?;
+        let count = wait_js(c, "const p = document.querySelector('.rollup-chart[data-agg=count]'); return p && document.getElementById('step').value === '60' && Number(p.dataset.total)", "the rollup at step 60").await?;
+        assert_eq!(count, json!(web), "the rollup's counts at step 60");
         self.clean("rollups").await?;
 
         // Alerts: the rules, or "no alerts API" while the endpoint is not there.
@@ -756,6 +783,17 @@ fn live_batch(first: i64, n: i64) -> Vec<u8> {
 
 /// `sluice cat --count-by type` over `[from, to)` (with `--where`).
 fn count_by(base: &str, from: i64, to: i64, filter: Option<&str>) -> BTreeMap<String, u64> {
+    count_by_field(base, from, to, "type", filter)
+}
+
+/// `sluice cat --count-by FIELD` over `[from, to)` (with `--where`): value as text → count.
+fn count_by_field(
+    base: &str,
+    from: i64,
+    to: i64,
+    field: &str,
+    filter: Option<&str>,
+) -> BTreeMap<String, u64> {
     let (f, t) = (from.to_string(), to.to_string());
     let mut args = vec![
         "cat",
@@ -766,7 +804,9 @@ fn count_by(base: &str, from: i64, to: i64, filter: Option<&str>) -> BTreeMap<St
         "--to",
         &t,
         "--count-by",
-        "type",
+        field,
+        "--top",
+        "1000",
     ];
     if let Some(w) = filter {
         args.extend(["--where", w]);
@@ -776,10 +816,11 @@ fn count_by(base: &str, from: i64, to: i64, filter: Option<&str>) -> BTreeMap<St
     process::lines(&String::from_utf8_lossy(&out.stdout))
         .into_iter()
         .map(|v| {
-            (
-                v["type"].as_str().unwrap().to_owned(),
-                v["count"].as_u64().unwrap(),
-            )
+            let key = match &v[field] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (key, v["count"].as_u64().unwrap())
         })
         .collect()
 }
