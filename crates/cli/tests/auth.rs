@@ -164,6 +164,12 @@ fn every_route_needs_its_scope() {
     let routes: Vec<(&str, String, Option<String>, &str)> = vec![
         ("POST", "/v1/events".into(), Some(ev.clone()), "ingest"),
         (
+            "POST",
+            "/v1/drops".into(),
+            Some(r#"{"drops":[]}"#.into()),
+            "ingest",
+        ),
+        (
             "GET",
             format!("/v1/events?from={e}&to={}", e + 1),
             None,
