@@ -49,10 +49,11 @@ cassandra-test:
 	  scripts/cassandra.sh stop; exit $$status
 
 ## test-python: the `sluice` Python package (python/): venv + maturin build, then pytest against
-## a real `sluice serve` and the Perl reference.
+## a real `sluice serve` and the Perl reference. The wheel it installs is the natively linked one
+## (it reuses python/target: no second build); SLUICE_WHEEL_ZIG=1 tests `make wheel`'s zig one.
 test-python: deps
 	$(CARGO) build -p sluice
-	@PY=$$(scripts/python-setup.sh | tail -n 1) && WHEEL=$$(scripts/python-wheel.sh | tail -n 1) && cd python && \
+	@PY=$$(scripts/python-setup.sh | tail -n 1) && WHEEL=$$(SLUICE_WHEEL_ZIG=$${SLUICE_WHEEL_ZIG:-0} scripts/python-wheel.sh | tail -n 1) && cd python && \
 	  SLUICE_BIN=$(CURDIR)/target/debug/sluice SLUICE_WHEEL=$$WHEEL $$PY -m pytest -q tests
 
 ## wheel: the `sluice` Python package as an abi3 manylinux wheel in dist/ (installs without Rust:

@@ -2,7 +2,8 @@
 whose PATH has no cargo/rustc, then `import sluice` emits to and reads from a real `sluice serve`.
 
 The wheel comes from `scripts/python-wheel.sh` (`make wheel`); `make test-python` builds it first
-and passes its path in SLUICE_WHEEL. Run alone, this test builds it (incrementally) itself.
+and passes its path in SLUICE_WHEEL. Run alone, this test builds it (incrementally) itself, the
+natively linked one unless SLUICE_WHEEL_ZIG=1 (`make wheel`'s manylinux2014 one, linked by zig).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def _wheel() -> Path:
     given = os.environ.get("SLUICE_WHEEL")
     if given:
         return Path(given).resolve()
-    out = subprocess.run([str(ROOT / "scripts" / "python-wheel.sh")], check=True, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "SLUICE_WHEEL_ZIG": os.environ.get("SLUICE_WHEEL_ZIG", "0")}
+    out = subprocess.run([str(ROOT / "scripts" / "python-wheel.sh")], check=True, stdout=subprocess.PIPE, text=True, env=env)
     return Path(out.stdout.strip().splitlines()[-1])
 
 
