@@ -8,6 +8,8 @@
 //!   outside the ingest window, records over `otlp_max_records`) answered with `partialSuccess`;
 //!   unreadable bodies → 400, another content type → 415; the counters by reason;
 //! - after a SIGKILL and a restart (WAL replay), every record is there once.
+//! - under `auth`, the `ingest` scope and the token's type reach; bad `otlp_*` settings refuse
+//!   the start.
 //!
 //! Needs a Python with the two OpenTelemetry packages (`$SLUICE_PYTHON`, else `python/.venv`,
 //! else `scripts/python-setup.sh`, which installs them). Missing, it fails.
@@ -550,4 +552,48 @@ fn otlp_logs_need_the_ingest_scope() {
     let bodies: Vec<&str> = events.iter().filter_map(|e| e["body"].as_str()).collect();
     assert_eq!(bodies, vec!["hi", "mine"], "{events:?}");
     server.stop();
+}
+
+#[test]
+fn bad_otlp_settings_refuse_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for (setting, says) in [
+        ("otlp_default_type = \"a|b\"", "otlp_default_type"),
+        ("otlp_max_records = 0", "otlp_max_records"),
+        (
+            "otlp_type_attributes = \"service.name\"",
+            "otlp_type_attributes",
+        ),
+    ] {
+        let config = dir.path().join("bad.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "data_dir = {:?}\nhttp = \"127.0.0.1:0\"\ntcp = \"off\"\nudp = \"off\"\n{setting}\n",
+                dir.path().join("data")
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(process::sluice_bin())
+            .args(["serve", "--config"])
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A start that is not refused would serve forever: bounded wait, then kill.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{setting}: the server started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{setting}: started");
+        assert!(err.contains(says), "{setting}: {err}");
+    }
 }
