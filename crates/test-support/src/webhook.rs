@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -60,8 +60,20 @@ impl Received {
 
 struct Shared {
     mode: Mutex<Mode>,
+    /// Signalled when the mode changes or the receiver stops (the accept thread waits on it
+    /// while down).
+    changed: Condvar,
     received: Mutex<Vec<Received>>,
     stop: AtomicBool,
+}
+
+impl Shared {
+    /// Wakes the accept thread: the condvar while it is down, a connection while it blocks in
+    /// `accept` (it drops that connection when it sees why it woke).
+    fn wake(&self, addr: SocketAddr) {
+        self.changed.notify_all();
+        let _ = TcpStream::connect_timeout(&addr, Duration::from_secs(1));
+    }
 }
 
 /// A running receiver; stopped on drop.
@@ -82,6 +94,7 @@ impl WebhookReceiver {
         let addr = listener.local_addr().expect("the listener's address");
         let shared = Arc::new(Shared {
             mode: Mutex::new(Mode::Up),
+            changed: Condvar::new(),
             received: Mutex::new(Vec::new()),
             stop: AtomicBool::new(false),
         });
@@ -113,6 +126,7 @@ impl WebhookReceiver {
     /// milliseconds; leaving it reopens the same port.
     pub fn set_mode(&self, mode: Mode) {
         *lock(&self.shared.mode) = mode;
+        self.shared.wake(self.addr);
         // Wait until the port is as asked, so the caller's next step sees it.
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -168,38 +182,49 @@ impl WebhookReceiver {
 impl Drop for WebhookReceiver {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        self.shared.wake(self.addr);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
 }
 
-/// Accepts until stopped; closes the listener while the mode is down, rebinds the same address
-/// when it is not.
+/// Accepts until stopped (a blocking `accept`, woken by [`Shared::wake`]); closes the listener
+/// while the mode is down, rebinds the same address when it is not.
 fn accept_loop(mut listener: Option<TcpListener>, addr: SocketAddr, shared: &Arc<Shared>) {
     let mut handlers: Vec<JoinHandle<()>> = Vec::new();
+    let down = || *lock(&shared.mode) == Mode::Down;
     while !shared.stop.load(Ordering::Relaxed) {
-        let down = *lock(&shared.mode) == Mode::Down;
-        if down {
+        if down() {
             listener = None;
-        } else if listener.is_none() {
-            // The port was ours a moment ago; SO_REUSEADDR (std sets it) lets us have it back.
-            listener = TcpListener::bind(addr).ok();
+            let mode = lock(&shared.mode);
+            let _ = shared
+                .changed
+                .wait_timeout(mode, Duration::from_millis(100))
+                .map_err(|e| e.into_inner());
+            continue;
         }
         let Some(l) = &listener else {
-            std::thread::sleep(Duration::from_millis(5));
+            // The port was ours a moment ago; SO_REUSEADDR (std sets it) lets us have it back.
+            listener = TcpListener::bind(addr).ok();
+            if listener.is_none() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
             continue;
         };
-        let _ = l.set_nonblocking(true);
         match l.accept() {
             Ok((stream, _)) => {
+                if shared.stop.load(Ordering::Relaxed) || down() {
+                    // A wake-up (or a client that came as the port closes: refused, as down).
+                    continue;
+                }
                 let shared = shared.clone();
                 handlers.push(std::thread::spawn(move || {
                     let _ = serve(stream, &shared);
                 }));
                 handlers.retain(|h| !h.is_finished());
             }
-            Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
         }
     }
     drop(listener);
@@ -210,7 +235,6 @@ fn accept_loop(mut listener: Option<TcpListener>, addr: SocketAddr, shared: &Arc
 
 /// Reads one request, records it, answers per the mode, closes.
 fn serve(stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
-    stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
