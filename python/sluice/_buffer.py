@@ -33,7 +33,7 @@ __all__ = ["DiskBuffer", "encode_line", "decode_line"]
 _SEGMENT = re.compile(r"^seg-(\d{10})\.ndjson$")
 _CURSOR = "cursor.json"
 
-Item = Tuple[str, str, int, Any]
+Item = Tuple[str, str, Any, Any]
 
 
 def encode_line(item: Item) -> bytes:

@@ -52,9 +52,10 @@ class DropLedger:
 
     def add(self, epoch: Any, dc: Optional[str], type_: Any, subtype: Any, reason: str, count: int = 1) -> None:
         """Adds ``count`` drops of ``reason`` for one (epoch, dc, type, subtype); a key the
-        server would refuse (bad tags, an epoch that is not an integer) is only counted."""
+        server would refuse (bad tags, an epoch that is no int, float or str) is only counted.
+        The epoch goes in the form it was emitted in (the server reads every form)."""
         if (
-            not isinstance(epoch, int)
+            not isinstance(epoch, (int, float, str))
             or isinstance(epoch, bool)
             or not _tag_ok(type_, False)
             or not _tag_ok(subtype, True)

@@ -68,7 +68,7 @@ import threading
 import time
 import urllib.parse
 import weakref
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Tuple, Union
 
 from . import _native
 from ._buffer import DiskBuffer, decode_line, encode_line
@@ -79,7 +79,7 @@ __all__ = ["Emitter"]
 
 log = logging.getLogger("sluice.emitter")
 
-_Item = Tuple[str, str, int, Any]
+_Item = Tuple[str, str, Any, Any]
 
 # Every live emitter, to reset after fork (a WeakSet: an emitter that is dropped is forgotten).
 _EMITTERS: "weakref.WeakSet[Emitter]" = weakref.WeakSet()
@@ -297,7 +297,7 @@ class Emitter:
         self._conn: Optional[http.client.HTTPConnection] = None
         self._deadline: Optional[float] = None
         self._ledger = DropLedger(self._max_drop_records)
-        self._emit_drops: Deque[Tuple[str, str, int]] = collections.deque()
+        self._emit_drops: Deque[Tuple[str, str, Any]] = collections.deque()
         self._server_up = True  # the last send was answered (drop reports wait for it)
         self._stats: Dict[str, int] = dict.fromkeys(
             (
@@ -326,10 +326,14 @@ class Emitter:
         self._closed = closed
 
     # ---- the hot path ------------------------------------------------------------------------
-    def emit(self, type: str, event: Mapping[str, Any], *, subtype: str = "", epoch: Optional[int] = None) -> None:
+    def emit(
+        self, type: str, event: Mapping[str, Any], *, subtype: str = "", epoch: Union[int, float, str, None] = None
+    ) -> None:
         """Queue ``event`` (a dict) of ``type`` (and ``subtype``) to be sent; return at once.
 
-        ``epoch`` is the event's second (Unix time); by default, now. The event gets the tags
+        ``epoch`` is the event's second (Unix time); by default, now, as whole seconds. Any
+        other form the collector reads goes as given: milliseconds (values >= 1e11), float
+        seconds, an RFC 3339 string; it stores whole seconds. The event gets the tags
         ``epoch``, ``dc``, ``type`` and ``subtype`` (replacing keys of those names). It is encoded
         later, on the sender thread: do not change it after emitting it. Never blocks and never
         raises; an event that cannot be queued (queue full, emitter closed) or encoded (not a

@@ -478,7 +478,27 @@ fn pack_with(
             let t = item.downcast::<PyTuple>()?;
             let type_: String = t.get_item(0)?.extract()?;
             let subtype: String = t.get_item(1)?.extract()?;
-            let epoch: i64 = t.get_item(2)?.extract()?;
+            // Whole seconds as given (the default); milliseconds, float seconds and RFC 3339
+            // strings go as the caller wrote them: the collector normalises every form.
+            let epoch_item = t.get_item(2)?;
+            let epoch = if epoch_item.is_instance_of::<pyo3::types::PyBool>() {
+                return Ok(Err("bad epoch: a bool".to_string()));
+            } else if let Ok(i) = epoch_item.extract::<i64>() {
+                Value::Int(i)
+            } else if let Ok(f) = epoch_item.downcast::<pyo3::types::PyFloat>() {
+                Value::Float(f.value())
+            } else if let Ok(text) = epoch_item.downcast::<pyo3::types::PyString>() {
+                Value::String(text.to_str()?.to_owned())
+            } else {
+                let name = epoch_item
+                    .get_type()
+                    .name()
+                    .map(|n| n.to_string())
+                    .unwrap_or_default();
+                return Ok(Err(format!(
+                    "bad epoch: an int, float or str (RFC 3339), not {name}"
+                )));
+            };
             if !valid_tag(&type_, false) {
                 return Ok(Err(format!(
                     "bad type {type_:?} (1-64 bytes, no ':', '|' or control characters)"
@@ -499,7 +519,7 @@ fn pack_with(
                 return Ok(Err(format!("an event must be a dict, not {name}")));
             };
             let mut tags = Vec::with_capacity(4);
-            tags.push((&k_epoch, Value::Int(epoch)));
+            tags.push((&k_epoch, epoch));
             if let Some(dc) = &dc_value {
                 tags.push((&k_dc, dc.clone()));
             }

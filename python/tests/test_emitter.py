@@ -51,6 +51,21 @@ def test_tags_epoch_and_default_dc(shared_server: Server):
     assert by_k[2]["epoch"] != 5
 
 
+def test_epoch_as_people_write_it(shared_server: Server):
+    """Whole seconds by default; milliseconds, float seconds and RFC 3339 go as given and are
+    stored as whole seconds."""
+    e = int(time.time()) - 60
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e))
+    with sluice.Emitter(http=shared_server.url) as em:
+        em.emit("EPOCHS", {"k": "ms"}, epoch=e * 1000 + 999)
+        em.emit("EPOCHS", {"k": "float"}, epoch=e + 0.75)
+        em.emit("EPOCHS", {"k": "rfc3339"}, epoch=iso)
+        em.emit("EPOCHS", {"k": "int"}, epoch=e)
+        assert em.flush(30)
+        assert em.stats()["sent"] == 4, em.stats()
+    assert {ev["k"]: ev["epoch"] for ev in _read_back(shared_server, "EPOCHS", 4)} == dict.fromkeys(["ms", "float", "rfc3339", "int"], e)
+
+
 def test_bad_events_are_dropped_and_counted(shared_server: Server):
     errors = []
     with sluice.Emitter(http=shared_server.url, on_error=lambda m, n: errors.append((m, n))) as em:
@@ -59,12 +74,13 @@ def test_bad_events_are_dropped_and_counted(shared_server: Server):
         em.emit("BAD", ["not", "a", "dict"])     # type: ignore[arg-type]
         em.emit("BA:D", {"x": 1})                # bad type
         em.emit("BAD", {"x": 1}, subtype="a|b")  # bad subtype
-        em.emit("BAD", {"x": 1}, epoch="soon")   # type: ignore[arg-type]  # bad epoch
+        em.emit("BAD", {"x": 1}, epoch=[5])      # type: ignore[arg-type]  # not an epoch at all
+        em.emit("BAD", {"x": 1}, epoch="soon")   # a string the collector cannot read: rejected
         em.emit("BAD", {"big": "x" * 100_000})   # over the collector's event limit: rejected
         assert em.flush(30)
         st = em.stats()
-    assert st["invalid"] == 5 and st["sent"] == 1 and st["rejected"] == 1
-    assert sum(n for _, n in errors) == 6
+    assert st["invalid"] == 5 and st["sent"] == 1 and st["rejected"] == 2
+    assert sum(n for _, n in errors) == 7
     assert [e["ok"] for e in _read_back(shared_server, "BAD", 1)] == [1]
 
 
