@@ -8,6 +8,7 @@ use serde::Serialize;
 use sluice_store::ReadStore;
 use sluice_substreams::registry::Definition;
 
+use crate::feed::Feed;
 use crate::rule::{Rule, RuleError};
 use crate::run::RuleRun;
 use crate::state::{fingerprint, RuleState, Transition};
@@ -66,9 +67,12 @@ pub fn backtest<S: ReadStore + ?Sized>(
             rule: rule.name.clone(),
             message: e.to_string(),
         })?;
-    let eval = |run: &mut RuleRun, t: i64, out: &mut Backtest| {
+    let mut feed = Feed::new(def.clone());
+    let eval = |run: &mut RuleRun, feed: &mut Feed, t: i64, out: &mut Backtest| {
         let apply = t >= first;
-        let (outcomes, transitions) = run.evaluate(t, apply);
+        feed.clear_cache();
+        let (outcomes, transitions) = run.evaluate(t, apply, feed);
+        feed.trim(t + step - run.reads_back());
         if !apply {
             return;
         }
@@ -91,13 +95,13 @@ pub fn backtest<S: ReadStore + ?Sized>(
     for s in states {
         let w = sluice_rollups::states::state_step(&s).unwrap_or(i64::MIN);
         while next <= to && next <= w {
-            eval(&mut run, next, &mut out);
+            eval(&mut run, &mut feed, next, &mut out);
             next += step;
         }
-        run.push(s);
+        feed.push(s);
     }
     while next <= to {
-        eval(&mut run, next, &mut out);
+        eval(&mut run, &mut feed, next, &mut out);
         next += step;
     }
     Ok(out)

@@ -34,6 +34,7 @@ use sluice_substreams::registry::{self, Definition};
 
 use crate::catalog;
 use crate::evidence;
+use crate::feed::Feed;
 use crate::notification::{Notification, Status};
 use crate::rule::Rule;
 use crate::run::RuleRun;
@@ -50,6 +51,10 @@ pub const MAX_SAMPLES_TEXT: usize = 16 * 1024;
 pub trait Sink: Send + Sync {
     /// Queues `n` for delivery; false when it could not be queued (counted by the sink).
     fn send(&self, n: Notification) -> bool;
+
+    /// Alerts firing and already delivered before a restart: receivers that resend firing
+    /// alerts (Alertmanager) keep doing so; nothing is sent again.
+    fn keep_firing(&self, _alerts: Vec<Notification>) {}
 }
 
 /// The engine's settings.
@@ -123,6 +128,8 @@ pub struct RuleView {
     pub last_eval: i64,
     /// Pending and firing alerts.
     pub alerts: Vec<AlertView>,
+    /// Notifications not yet taken by every receiver (kept in the outbox, retried).
+    pub undelivered: usize,
     /// Why it does not run, if it does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -159,7 +166,7 @@ impl Engine {
             runs: BTreeMap::new(),
             errors: BTreeMap::new(),
             defs: BTreeMap::new(),
-            read_to: HashMap::new(),
+            feeds: HashMap::new(),
             last_save: HashMap::new(),
         };
         let (s, r, v) = (stop.clone(), reload.clone(), views.clone());
@@ -210,8 +217,8 @@ struct Worker {
     runs: BTreeMap<String, Run>,
     errors: BTreeMap<String, (Rule, String)>,
     defs: BTreeMap<String, Definition>,
-    /// Per rollup: its states are read up to here (exclusive step start).
-    read_to: HashMap<String, i64>,
+    /// Per rollup: its states, shared by its rules.
+    feeds: HashMap<String, RollupFeed>,
     last_save: HashMap<String, Instant>,
 }
 
@@ -219,6 +226,15 @@ struct Run {
     run: RuleRun,
     /// The next evaluation time.
     next: i64,
+}
+
+/// A rollup's feed and how much of the rollup it holds.
+struct RollupFeed {
+    feed: Feed,
+    /// States are read from here (step start, included)…
+    from: i64,
+    /// …up to here (excluded).
+    to: i64,
 }
 
 fn now_ms() -> i64 {
@@ -320,34 +336,80 @@ impl Worker {
         // The first step still to evaluate: the one after the last done, unless the server was
         // down since (then the current one: steps it missed are not evaluated late).
         let next = (ready - ready.rem_euclid(step)).max(run.state.last_eval + step);
-        // Fill the windows (and an anomaly baseline) up to where the rollup's feed is.
-        let feed = *self.read_to.entry(def.name.clone()).or_insert(ready);
-        let warm_from = next - step - rule.lookback_secs() as i64;
-        let mut states = Vec::new();
-        let warnings =
-            sluice_rollups::read_states(&*self.store, &def, warm_from - step, feed, |s| {
+        // The rollup's feed holds what the rule's first evaluation reads.
+        let need_from = next - run.reads_back() - step;
+        let rf = self
+            .feeds
+            .entry(def.name.clone())
+            .or_insert_with(|| RollupFeed {
+                feed: Feed::new(def.clone()),
+                from: need_from,
+                to: need_from,
+            });
+        if rf.to < ready {
+            let mut states = Vec::new();
+            sluice_rollups::read_states(&*self.store, &def, rf.to, ready, |s| states.push(s))
+                .map_err(|e| e.to_string())?;
+            states.into_iter().for_each(|s| rf.feed.push(s));
+            rf.to = ready;
+        }
+        if need_from < rf.from {
+            let mut states = Vec::new();
+            sluice_rollups::read_states(&*self.store, &def, need_from, rf.from, |s| states.push(s))
+                .map_err(|e| e.to_string())?;
+            states.into_iter().for_each(|s| rf.feed.push(s));
+            rf.from = need_from;
+        }
+        // An anomaly rule's points of the baseline, from a feed of its own.
+        if rule.anomaly.is_some() {
+            let warm_from = next - step - rule.lookback_secs() as i64;
+            let mut warm_feed = Feed::new(def.clone());
+            let mut states = Vec::new();
+            sluice_rollups::read_states(&*self.store, &def, warm_from - step, next, |s| {
                 states.push(s)
             })
             .map_err(|e| e.to_string())?;
-        if !warnings.is_empty() {
-            self.stats.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        let mut warm = warm_from;
-        for s in states {
-            let w = sluice_rollups::states::state_step(&s).unwrap_or(i64::MIN);
-            if rule.anomaly.is_some() {
+            let mut warm = warm_from;
+            for s in states {
+                let w = sluice_rollups::states::state_step(&s).unwrap_or(i64::MIN);
                 while warm + step <= w && warm + step < next {
                     warm += step;
-                    run.evaluate(warm, false);
+                    warm_feed.clear_cache();
+                    run.evaluate(warm, false, &mut warm_feed);
+                    warm_feed.trim(warm + step - run.reads_back());
                 }
+                warm_feed.push(s);
             }
-            run.push(s);
-        }
-        if rule.anomaly.is_some() {
             while warm + step < next {
                 warm += step;
-                run.evaluate(warm, false);
+                warm_feed.clear_cache();
+                run.evaluate(warm, false, &mut warm_feed);
             }
+        }
+        // Alerts firing and notified before the restart: Alertmanager keeps hearing of them
+        // (its resends), nobody is told again.
+        let firing: Vec<Notification> = run
+            .state
+            .instances
+            .values()
+            .filter(|i| i.phase == Phase::Firing)
+            .filter(|i| {
+                let fp = fingerprint(&rule.name, &i.labels);
+                !run.state.outbox.iter().any(|n| n.fingerprint == fp)
+            })
+            .map(|i| {
+                let tr = Transition {
+                    t: i.firing_since.unwrap_or(i.active_since),
+                    labels: i.labels.clone(),
+                    status: Status::Firing,
+                    value: i.value,
+                    firing_since: i.firing_since.unwrap_or(i.active_since),
+                };
+                self.notification(&run, &def, &tr, false)
+            })
+            .collect();
+        if rule.silenced_until <= now_ms() / 1000 {
+            self.sink.keep_firing(firing);
         }
         // What was not delivered before the restart goes again (a silenced rule's is let go).
         if rule.silenced_until > now_ms() / 1000 {
@@ -373,39 +435,28 @@ impl Worker {
     }
 
     fn tick(&mut self) {
-        let rollups: Vec<String> = {
-            let mut r: Vec<String> = self
-                .runs
-                .values()
-                .map(|r| r.run.rule.rollup.clone())
-                .collect();
-            r.dedup();
-            r.sort();
-            r.dedup();
-            r
-        };
+        let rollups: std::collections::BTreeSet<String> = self
+            .runs
+            .values()
+            .map(|r| r.run.rule.rollup.clone())
+            .collect();
+        self.feeds.retain(|name, _| rollups.contains(name));
         for rollup in rollups {
             let Some(def) = self.defs.get(&rollup).cloned() else {
                 continue;
             };
             let ready = self.ready(&def);
-            let from = *self.read_to.entry(rollup.clone()).or_insert(ready);
-            if ready > from {
+            let Some(rf) = self.feeds.get_mut(&rollup) else {
+                continue;
+            };
+            if ready > rf.to {
                 let mut states = Vec::new();
-                match sluice_rollups::read_states(&*self.store, &def, from, ready, |s| {
+                match sluice_rollups::read_states(&*self.store, &def, rf.to, ready, |s| {
                     states.push(s)
                 }) {
                     Ok(_) => {
-                        for r in self
-                            .runs
-                            .values_mut()
-                            .filter(|r| r.run.rule.rollup == rollup)
-                        {
-                            for s in &states {
-                                r.run.push(s.clone());
-                            }
-                        }
-                        self.read_to.insert(rollup.clone(), ready);
+                        states.into_iter().for_each(|s| rf.feed.push(s));
+                        rf.to = ready;
                     }
                     Err(e) => {
                         self.error(&format!("rollup {rollup:?}: {e}"));
@@ -413,19 +464,34 @@ impl Worker {
                     }
                 }
             }
+            let Some(mut rf) = self.feeds.remove(&rollup) else {
+                continue;
+            };
+            rf.feed.clear_cache();
             let names: Vec<String> = self
                 .runs
                 .iter()
                 .filter(|(_, r)| r.run.rule.rollup == rollup)
                 .map(|(n, _)| n.clone())
                 .collect();
-            for name in names {
-                self.evaluate_rule(&name, &def, ready);
+            for name in &names {
+                self.evaluate_rule(name, &def, ready, &mut rf.feed);
             }
+            // Keep what the next evaluations read.
+            let keep = names
+                .iter()
+                .filter_map(|n| self.runs.get(n))
+                .map(|r| r.next - r.run.reads_back() - r.run.eval_step as i64)
+                .min()
+                .unwrap_or(ready);
+            rf.feed.trim(keep);
+            rf.from = rf.from.max(keep);
+            rf.feed.clear_cache();
+            self.feeds.insert(rollup, rf);
         }
     }
 
-    fn evaluate_rule(&mut self, name: &str, def: &Definition, ready: i64) {
+    fn evaluate_rule(&mut self, name: &str, def: &Definition, ready: i64, feed: &mut Feed) {
         let mut changed = false;
         loop {
             let Some(r) = self.runs.get_mut(name) else {
@@ -436,12 +502,13 @@ impl Worker {
             }
             let t = r.next;
             r.next += r.run.eval_step as i64;
-            let (_, transitions) = r.run.evaluate(t, true);
+            let (_, transitions) = r.run.evaluate(t, true, feed);
             changed |= std::mem::take(&mut r.run.state.changed);
             self.stats.evaluations.fetch_add(1, Ordering::Relaxed);
             for tr in transitions {
                 changed = true;
-                let n = self.notification(name, def, &tr);
+                let Some(r) = self.runs.get(name) else { return };
+                let n = self.notification(&r.run, def, &tr, true);
                 let Some(r) = self.runs.get_mut(name) else {
                     return;
                 };
@@ -528,9 +595,15 @@ impl Worker {
     }
 
     /// The notification of transition `tr` of rule `name`: labels, annotations, evidence.
-    fn notification(&self, name: &str, def: &Definition, tr: &Transition) -> Notification {
-        let run = &self.runs[name].run;
+    fn notification(
+        &self,
+        run: &RuleRun,
+        def: &Definition,
+        tr: &Transition,
+        with_evidence: bool,
+    ) -> Notification {
         let rule = &run.rule;
+        let name = rule.name.as_str();
         let mut labels = BTreeMap::new();
         labels.insert("alertname".to_owned(), rule.name.clone());
         labels.insert("rollup".to_owned(), rule.rollup.clone());
@@ -544,7 +617,7 @@ impl Worker {
                 .map_or_else(|| "none".to_owned(), |v| format!("{v}")),
         );
         annotations.insert("expr".into(), rule.expr.clone());
-        if tr.status == Status::Firing {
+        if tr.status == Status::Firing && with_evidence {
             let to = tr.t;
             let from = to - rule.window_secs as i64;
             match evidence::gather(&*self.store, rule, run.expr(), def, &tr.labels, from, to) {
@@ -627,6 +700,7 @@ impl Worker {
                 state: s.overall(),
                 last_eval: s.last_eval,
                 alerts,
+                undelivered: s.outbox.len(),
                 error: None,
             });
         }
@@ -637,6 +711,7 @@ impl Worker {
                 state: "inactive",
                 last_eval: 0,
                 alerts: Vec::new(),
+                undelivered: 0,
                 error: Some(e.clone()),
             });
         }

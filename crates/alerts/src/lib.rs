@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod engine;
 pub mod evidence;
 pub mod expr;
+pub mod feed;
 pub mod notification;
 pub mod notify;
 pub mod rule;

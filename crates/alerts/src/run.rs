@@ -1,10 +1,9 @@
-//! [`RuleRun`]: one rule evaluated over a stream of its rollup's states — the same code for
-//! live evaluation (fed each step as it is stored) and for a backtest (fed a stored range), so
-//! both give the same answer for the same data.
+//! [`RuleRun`]: one rule evaluated over its rollup's states (a [`Feed`]) — the same code for
+//! live evaluation (the feed filled each step as it is stored) and for a backtest (filled from
+//! a stored range), so both give the same answer for the same data.
 //!
 //! ```text
-//! push(state)      the rollup's states in time order (their step start `w`)
-//! evaluate(T)      T a multiple of the rule's eval step: the window [T − window, T) merged per
+//! evaluate(T, feed)  T a multiple of the rule's eval step: the window [T − window, T) merged per
 //!                  group (StateMerger: counts add, sketches merge) → the expression's value
 //!   threshold:     holds when the value meets the comparison and the window has ≥ min_count events
 //!   anomaly:       one point per point step; the recent window's points against the baseline's
@@ -12,17 +11,16 @@
 //!   → Outcome per group → RuleState::apply → Transitions
 //! ```
 //!
-//! Memory: the states of one window (threshold) or one point step (anomaly), plus at most
-//! `baseline / point + window / point` points per group.
+//! Memory: the feed keeps the states of the longest window of its rules; an anomaly rule
+//! keeps at most `baseline / point + window / point` points per group.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use sereal::Value;
-use sluice_rollups::states::state_step;
-use sluice_rollups::{GroupValues, StateMerger};
+use sluice_rollups::GroupValues;
 use sluice_substreams::registry::Definition;
 
 use crate::expr::Expr;
+use crate::feed::Feed;
 use crate::rule::{AnomalyKind, Direction, Rule, RuleError};
 use crate::state::{fingerprint, Outcome, RuleState, Transition};
 
@@ -35,11 +33,8 @@ pub struct RuleRun {
     /// The rule.
     pub rule: Rule,
     expr: Expr,
-    merger: StateMerger,
     /// The rule's evaluation step, seconds.
     pub eval_step: u64,
-    /// States by step start, oldest first.
-    steps: VecDeque<(i64, Vec<Value>)>,
     /// Anomaly points per group fingerprint: labels and (point start, value, events).
     points: HashMap<String, (BTreeMap<String, String>, Points)>,
     /// The alerts' states.
@@ -56,13 +51,12 @@ impl RuleRun {
             message,
         };
         let step = sluice_rollups::query::rollup_step(def).map_err(|e| err(e.to_string()))?;
-        let merger = StateMerger::new(def, Some(&rule.by)).map_err(|e| err(e.to_string()))?;
+        let merger = sluice_rollups::StateMerger::new(def, Some(&rule.by))
+            .map_err(|e| err(e.to_string()))?;
         let expr = Expr::parse(&rule.expr, merger.aggs()).map_err(|e| err(format!("expr: {e}")))?;
         Ok(RuleRun {
             eval_step: rule.eval_step(step),
             expr,
-            merger,
-            steps: VecDeque::new(),
             points: HashMap::new(),
             state,
             bad_states: 0,
@@ -75,31 +69,19 @@ impl RuleRun {
         &self.expr
     }
 
-    /// Takes one state of the rollup (any order; kept sorted by step).
-    pub fn push(&mut self, state: Value) {
-        let Some(w) = state_step(&state) else {
-            self.bad_states += 1;
-            return;
-        };
-        let at = self.steps.partition_point(|(s, _)| *s < w);
-        match self.steps.get_mut(at) {
-            Some((s, states)) if *s == w => states.push(state),
-            _ => self.steps.insert(at, (w, vec![state])),
-        }
-    }
-
     /// Evaluates at `t` (the end of the window): each group's outcome, and — when `apply` —
     /// the transitions of the alerts' states. Without `apply` (warming an anomaly baseline
     /// up) the states are left as they are.
-    pub fn evaluate(&mut self, t: i64, apply: bool) -> (Vec<Outcome>, Vec<Transition>) {
+    pub fn evaluate(
+        &mut self,
+        t: i64,
+        apply: bool,
+        feed: &mut Feed,
+    ) -> (Vec<Outcome>, Vec<Transition>) {
         let outcomes = match self.rule.anomaly.clone() {
-            None => self.threshold(t),
-            Some(a) => self.anomaly(t, &a),
+            None => self.threshold(t, feed),
+            Some(a) => self.anomaly(t, &a, feed),
         };
-        let keep_from = t - self.rule.window_secs as i64 - self.eval_step as i64;
-        while self.steps.front().is_some_and(|(s, _)| *s < keep_from) {
-            self.steps.pop_front();
-        }
         let transitions = if apply {
             self.state.apply(
                 &self.rule.name,
@@ -114,26 +96,38 @@ impl RuleRun {
         (outcomes, transitions)
     }
 
-    /// The groups of the states whose step lies in `[from, to)`, merged.
-    fn merged(&mut self, from: i64, to: i64) -> Vec<GroupValues> {
-        let states = self
-            .steps
-            .iter()
-            .filter(|(s, _)| *s >= from && *s < to)
-            .flat_map(|(_, v)| v.iter());
-        let (groups, bad) = self.merger.merge(states);
-        self.bad_states += bad;
-        groups
+    /// The window `[from, to)` of the feed, merged per group of the rule (none when the
+    /// rollup no longer fits the rule: counted as bad).
+    fn merged(&mut self, feed: &mut Feed, from: i64, to: i64) -> crate::feed::Merged {
+        match feed.merged(&self.rule.by, from, to) {
+            Ok(m) => {
+                self.bad_states += m.1;
+                m
+            }
+            Err(_) => {
+                self.bad_states += 1;
+                std::sync::Arc::new((Vec::new(), 0))
+            }
+        }
+    }
+
+    /// How far back from an evaluation time the rule reads its feed, seconds.
+    pub fn reads_back(&self) -> i64 {
+        match &self.rule.anomaly {
+            Some(a) => a.point_secs as i64,
+            None => self.rule.window_secs as i64,
+        }
     }
 
     fn labels(&self, g: &GroupValues) -> BTreeMap<String, String> {
         g.group.iter().cloned().collect()
     }
 
-    fn threshold(&mut self, t: i64) -> Vec<Outcome> {
+    fn threshold(&mut self, t: i64, feed: &mut Feed) -> Vec<Outcome> {
         let window = self.rule.window_secs;
-        let groups = self.merged(t - window as i64, t);
-        groups
+        let merged = self.merged(feed, t - window as i64, t);
+        merged
+            .0
             .iter()
             .map(|g| {
                 let value = self.expr.value(g, window);
@@ -147,11 +141,11 @@ impl RuleRun {
             .collect()
     }
 
-    fn anomaly(&mut self, t: i64, a: &crate::rule::Anomaly) -> Vec<Outcome> {
+    fn anomaly(&mut self, t: i64, a: &crate::rule::Anomaly, feed: &mut Feed) -> Vec<Outcome> {
         let point = a.point_secs as i64;
         let window = self.rule.window_secs as i64;
-        let groups = self.merged(t - point, t);
-        for g in &groups {
+        let merged = self.merged(feed, t - point, t);
+        for g in &merged.0 {
             let labels = self.labels(g);
             let fp = fingerprint(&self.rule.name, &labels);
             if let Some(v) = self.expr.value(g, a.point_secs) {

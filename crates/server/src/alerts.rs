@@ -35,6 +35,12 @@ struct NotifierSink {
 }
 
 impl Sink for NotifierSink {
+    fn keep_firing(&self, alerts: Vec<Notification>) {
+        if let Some(n) = &self.notifier {
+            n.keep_firing(alerts);
+        }
+    }
+
     fn send(&self, n: Notification) -> bool {
         match &self.notifier {
             Some(notifier) => notifier.send(n),
