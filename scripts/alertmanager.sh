@@ -29,7 +29,7 @@
 # cluster (no gossip port): --cluster.listen-address is empty. The export line (also in
 # $SLUICE_AM_HOME/env): SLUICE_AM_URL (http://127.0.0.1:PORT). SLUICE_AM_PORT pins the port.
 # The binary: ${SLUICE_CACHE:-~/.cache/sluice}/bin/alertmanager (built under a lock there, so two
-# tests starting at once build it once).
+# tests starting at once build it once). Go: see ensure_go (Debian 12's apt Go is too old).
 set -euo pipefail
 
 MODULE_VERSION=v0.35.0
@@ -44,6 +44,39 @@ as_root() {
     echo "alertmanager: need root (or sudo) to run: $*" >&2; exit 1; fi
 }
 
+# Alertmanager v0.35.0 needs Go >= 1.26 (its go.mod). Go >= 1.21 fetches that toolchain itself
+# (GOTOOLCHAIN=auto, from the module proxy); Debian 12's own `golang` is 1.19, which cannot, so then
+# the toolchain is fetched as the Go module it is (golang.org/toolchain, the one Go itself would
+# fetch) into the cache. SLUICE_GO_FROM_PROXY=1 takes that path whatever Go there is.
+GO_TOOLCHAIN=go1.26.8
+
+ensure_go() {
+  # A Go installed from the official archive may not be on PATH (non-login shells, CI).
+  [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
+  if ! command -v go >/dev/null; then
+    echo "alertmanager: installing Go (apt)" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    as_root apt-get install -y -qq golang >/dev/null ||
+      { as_root apt-get update -qq && as_root apt-get install -y -qq golang >/dev/null; }
+  fi
+  local minor
+  minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+  if [[ ${SLUICE_GO_FROM_PROXY:-} == 1 || -z $minor || $minor -lt 21 ]]; then
+    local dir=$BIN_DIR/$GO_TOOLCHAIN src
+    if [[ ! -x $dir/bin/go ]]; then
+      echo "alertmanager: fetching the Go toolchain $GO_TOOLCHAIN (module proxy)" >&2
+      src=$(cd / && go mod download -json \
+        "golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.$(go env GOOS)-$(go env GOARCH)" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+      rm -rf "$dir.partial" && cp -r "$src" "$dir.partial" && chmod -R u+w "$dir.partial"
+      # Module zips keep no file modes.
+      chmod +x "$dir.partial"/bin/* "$dir.partial"/pkg/tool/*/*
+      rm -rf "$dir" && mv "$dir.partial" "$dir"
+    fi
+    PATH=$dir/bin:$PATH
+  fi
+}
+
 built() { [[ -x $BIN && $(cat "$BIN.version" 2>/dev/null) == "$MODULE_VERSION" ]]; }
 
 build() {
@@ -55,14 +88,7 @@ build() {
   exec 9>"$BIN_DIR/.alertmanager.lock"
   flock 9
   if built; then flock -u 9; return 0; fi
-  # A Go installed from the official archive may not be on PATH (non-login shells, CI).
-  [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
-  if ! command -v go >/dev/null; then
-    echo "alertmanager: installing Go (apt)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get install -y -qq golang >/dev/null ||
-      { as_root apt-get update -qq && as_root apt-get install -y -qq golang >/dev/null; }
-  fi
+  ensure_go
   echo "alertmanager: building Alertmanager ($MODULE_VERSION) into $BIN_DIR (about 1.5 minutes)" >&2
   local src work start=$SECONDS
   src=$(go mod download -json "github.com/prometheus/alertmanager@$MODULE_VERSION" |
@@ -78,7 +104,7 @@ build() {
   rm -rf "$work"
   trap - EXIT
   flock -u 9
-  echo "alertmanager: built in $((SECONDS - start)) s" >&2
+  echo "alertmanager: built in $((SECONDS - start)) s with $(go env GOVERSION)" >&2
 }
 
 pid_of() { cat "$1/pid" 2>/dev/null || true; }
@@ -196,5 +222,5 @@ case ${1:-} in
   stop-all) stop_all; echo "alertmanager: all stopped" ;;
   status) status ;;
   build) build; echo "alertmanager: $BIN" ;;
-  *) sed -n '2,33p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,32p' "$0" >&2; exit 2 ;;
 esac
