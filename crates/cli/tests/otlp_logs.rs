@@ -3,7 +3,8 @@
 //!   `LoggerProvider`, the `logging` handler, `OTLPLogExporter`, protobuf bodies, plain and gzip)
 //!   logs with a resource and inside a span; the events read back carry the mapped type, dc,
 //!   subtype, body (a string and a structured one), severity, trace and span ids, attributes,
-//!   resource and scope;
+//!   resource and scope; the protobuf answers (partial success, `google.rpc.Status`) read back
+//!   with the `opentelemetry-proto` package's generated classes;
 //! - OTLP/JSON bodies, plain and gzip; a partial rejection (an attribute nested too deeply, a time
 //!   outside the ingest window, records over `otlp_max_records`) answered with `partialSuccess`;
 //!   unreadable bodies → 400, another content type → 415; the counters by reason;
@@ -207,6 +208,25 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     // The SDK over protobuf, plain and gzip.
     let sent = send_with_sdk(&py, &server, "shop-api", "prod", "none");
     assert_eq!(sent["results"], json!(["SUCCESS", "SUCCESS", "SUCCESS"]));
+    // Protobuf answers, read with opentelemetry-proto's own generated classes: a partial
+    // success (the record nested three maps deep is over otlp_max_attribute_depth 2) and a
+    // google.rpc.Status for a bad body.
+    let raw = &sent["raw"];
+    assert_eq!(raw["status"], 200, "{raw}");
+    assert_eq!(raw["content_type"], "application/x-protobuf");
+    assert_eq!(raw["rejected"], 1, "{raw}");
+    assert!(
+        raw["message"].as_str().unwrap().contains("too_deep 1"),
+        "{raw}"
+    );
+    assert_eq!(
+        (&raw["bad_status"], &raw["bad_code"]),
+        (&json!(400), &json!(3))
+    );
+    assert!(
+        raw["bad_message"].as_str().unwrap().contains("protobuf"),
+        "{raw}"
+    );
     let gz = send_with_sdk(&py, &server, "billing:v2", "staging", "gzip");
     assert_eq!(gz["results"], json!(["SUCCESS", "SUCCESS", "SUCCESS"]));
 
@@ -333,6 +353,7 @@ fn otlp_logs_from_the_python_sdk_and_json() {
         ("curl-gzip", 1),
         ("curl-json", 2),
         ("curl-split", 4),
+        ("raw-proto", 1),
         ("shop-api", 3),
     ];
     let got = wait_for_types(&server, &want);
@@ -388,20 +409,24 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     let metric = |name: &str| server.metric(name);
     assert_eq!(
         metric("sluice_otlp_log_records_total{outcome=\"accepted\"}"),
-        13.0
+        14.0
     );
-    // Ingest payloads: one per SDK request (6), the partial JSON one, two for the split one,
-    // the gzip one.
-    assert_eq!(metric("sluice_payloads_total{transport=\"otlp\"}"), 10.0);
+    // Ingest payloads: one per SDK request (6), the raw protobuf one, the partial JSON one, two
+    // for the split one, the gzip one.
+    assert_eq!(metric("sluice_payloads_total{transport=\"otlp\"}"), 11.0);
     assert_eq!(
         metric("sluice_events_in_total{transport=\"otlp\",type=\"curl-split\"}"),
         4.0
     );
     assert_eq!(
         metric("sluice_otlp_log_records_total{outcome=\"rejected\"}"),
-        3.0
+        4.0
     );
-    for reason in ["too_deep", "too_many", "bad_epoch"] {
+    assert_eq!(
+        metric("sluice_otlp_rejected_total{reason=\"too_deep\"}"),
+        2.0
+    );
+    for reason in ["too_many", "bad_epoch"] {
         assert_eq!(
             metric(&format!(
                 "sluice_otlp_rejected_total{{reason=\"{reason}\"}}"
@@ -412,7 +437,7 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     }
     assert_eq!(
         metric("sluice_otlp_refused_total{reason=\"bad_body\"}"),
-        5.0
+        6.0
     );
     assert_eq!(
         metric("sluice_otlp_refused_total{reason=\"unsupported_media_type\"}"),

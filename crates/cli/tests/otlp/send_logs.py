@@ -4,12 +4,24 @@ OTLPLogExporter over HTTP/protobuf) to a Sluice server's /v1/logs, for crates/cl
 usage: send_logs.py ENDPOINT SERVICE ENVIRONMENT none|gzip
 
 Prints one JSON line: the trace and span ids of the span the first records were logged in, and
-the exporter's results. Exits 1 when an export did not succeed.
+the exporter's results. Exits 1 when an export did not succeed. With `none`, it also posts a
+request built with the opentelemetry-proto classes (one record nested three levels deep) and a
+bad body, and reads the answers with the same generated classes (`ExportLogsServiceResponse`,
+`google.rpc.Status`): "raw" in the JSON line.
 """
 
 import json
 import logging
 import sys
+import time
+
+import requests
+from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue, KeyValueList
 
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
@@ -54,5 +66,40 @@ with tracer.start_as_current_span("checkout") as span:
 log.info("no span here")
 provider.force_flush()
 provider.shutdown()
-print(json.dumps({"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x"), "results": results}))
+
+
+def raw_answers():
+    """A request with one good record and one whose attribute nests three maps deep, and a bad
+    body: the answers decoded with the generated classes."""
+    req = ExportLogsServiceRequest()
+    rl = req.resource_logs.add()
+    rl.resource.attributes.append(KeyValue(key="service.name", value=AnyValue(string_value="raw-proto")))
+    sl = rl.scope_logs.add()
+    now = time.time_ns()
+    sl.log_records.add(time_unix_nano=now, severity_text="Info", body=AnyValue(string_value="flat"))
+    deep = AnyValue(int_value=1)
+    for key in ("c", "b", "a"):
+        deep = AnyValue(kvlist_value=KeyValueList(values=[KeyValue(key=key, value=deep)]))
+    sl.log_records.add(time_unix_nano=now, body=AnyValue(string_value="deep"),
+                       attributes=[KeyValue(key="nested", value=deep)])
+    headers = {"Content-Type": "application/x-protobuf"}
+    ok = requests.post(endpoint, data=req.SerializeToString(), headers=headers, timeout=10)
+    answer = ExportLogsServiceResponse.FromString(ok.content)
+    bad = requests.post(endpoint, data=b"\x0a\xff\xff", headers=headers, timeout=10)
+    status = Status.FromString(bad.content)
+    return {
+        "status": ok.status_code,
+        "content_type": ok.headers.get("Content-Type"),
+        "rejected": answer.partial_success.rejected_log_records,
+        "message": answer.partial_success.error_message,
+        "bad_status": bad.status_code,
+        "bad_code": status.code,
+        "bad_message": status.message,
+    }
+
+
+out = {"trace_id": format(ctx.trace_id, "032x"), "span_id": format(ctx.span_id, "016x"), "results": results}
+if compression == "none":
+    out["raw"] = raw_answers()
+print(json.dumps(out))
 sys.exit(0 if results and all(r == "SUCCESS" for r in results) else 1)
