@@ -251,6 +251,30 @@ impl Steps<'_> {
         assert_eq!(ev, rows[0]);
         self.clean("explore-filtered").await?;
 
+        // Cancel: Run again, then Cancel while its requests are in flight (before any answer can
+        // arrive); nothing is drawn.
+        let progress = js(
+            c,
+            "// Cancel right after the app's own hashchange listener mounted the run.
+             window.addEventListener('hashchange', () => document.getElementById('cancel').click(), {once: true});
+             document.getElementById('run').click();
+             return new Promise(r => { const t = setInterval(() => {
+               const p = document.getElementById('progress').textContent;
+               if (p === 'cancelled' || p.startsWith('done')) { clearInterval(t); r(p); } }, 20); })",
+        )
+        .await?;
+        assert_eq!(progress, json!("cancelled"));
+        assert!(
+            js(
+                c,
+                "return document.querySelectorAll('#results tr.row').length"
+            )
+            .await?
+                == json!(0),
+            "a cancelled run draws no table"
+        );
+        self.clean("cancel").await?;
+
         // A bad expression: the server's message with its caret.
         let url = format!(
             "{}/#/explore?from={from}&to={to}&where={}",

@@ -41,10 +41,13 @@ export function href(screen, params = {}) {
   return '#/' + screen + (s ? '?' + s : '');
 }
 
-/** Goes to `screen` with `params` (a new history entry: the back button works). */
+/** Goes to `screen` with `params` (a new history entry: the back button works); the same view
+ * is mounted again. */
 export function go(screen, params) {
   const target = href(screen, params);
   if (location.hash !== target) location.hash = target;
+  // The same view again (Run after Cancel): mounted afresh at once.
+  else window.dispatchEvent(new HashChangeEvent('hashchange'));
 }
 
 /** The params of the current view with `changes` applied (`''`/null removes a key). */
