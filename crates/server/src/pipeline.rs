@@ -99,8 +99,9 @@ pub enum Msg {
         /// Their arrival second.
         now: i64,
     },
-    /// Drops reported by clients (`POST /v1/drops`), added to the pending drop counts.
-    ClientDrops(drops::PendingDrops),
+    /// Drops reported by clients (`POST /v1/drops`): added to the pending drop counts and
+    /// written at once (what the store refuses stays pending for the next tick); answered then.
+    ClientDrops(drops::PendingDrops, oneshot::Sender<()>),
     /// Flush due epochs; expire partitions when due.
     Tick,
     /// Answered once every message sent before it is handled (its events routed): the first
@@ -244,7 +245,11 @@ impl Pipeline {
                         self.publish_pending();
                         drop(admitted);
                     }
-                    Msg::ClientDrops(drops) => self.add_client_drops(drops),
+                    Msg::ClientDrops(drops, done) => {
+                        self.add_client_drops(drops);
+                        self.write_drop_counts();
+                        let _ = done.send(());
+                    }
                     Msg::Tick => {
                         self.flush_wanted = true;
                         self.write_drop_counts();

@@ -10,9 +10,10 @@
 //! `reason` `[a-z0-9_]{1,32}`, tags by [`sluice_blob::key::check_tag`], `epoch` in any form
 //! [`sluice_collector::epoch`] reads and within the ingest window (retention, future limit);
 //! unknown fields are refused. Accepted records go to a pipeline shard's pending drop counts
-//! (`pipeline::drops`, the path ingest drops take) and reach the store with its next tick (a
-//! failed write is retried on the next); they are not logged in the WAL: a report is
-//! best-effort, as the emitters send it. `sluice_client_drops_total{reason}` counts them
+//! (`pipeline::drops`, the path ingest drops take), which writes them to the store before the
+//! answer, so `GET /v1/counts` shows them once the 200 is sent (a write the store refuses stays
+//! pending and is retried each tick: still accepted, a resend would count it twice). They are
+//! not logged in the WAL: a report is best-effort, as the emitters send it. `sluice_client_drops_total{reason}` counts them
 //! (reasons beyond the standard five are labelled `other`).
 
 use axum::body::Bytes;
@@ -102,8 +103,14 @@ pub(crate) async fn post_drops(
         );
     }
     if !pending.is_empty() {
-        if let Err(e) = st.tx.send(Msg::ClientDrops(pending)).await {
+        let (done, written) = tokio::sync::oneshot::channel();
+        if let Err(e) = st.tx.send(Msg::ClientDrops(pending, done)).await {
             return error(StatusCode::SERVICE_UNAVAILABLE, e);
+        }
+        // Once the shard has written them (or kept them pending after a store error: they are
+        // accepted either way, a resend would count them twice).
+        if written.await.is_err() {
+            return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
         }
     }
     json(StatusCode::OK, serde_json::json!({ "accepted": n }))

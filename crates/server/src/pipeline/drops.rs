@@ -97,8 +97,8 @@ impl Pipeline {
         note_drop(&mut self.pending_drops, d, now, &self.dc);
     }
 
-    /// Adds drops reported by clients (`POST /v1/drops`) to the pending counts, written with
-    /// the next tick like ingest drops.
+    /// Adds drops reported by clients (`POST /v1/drops`) to the pending counts (the caller
+    /// writes them at once; what fails is retried each tick like ingest drops).
     pub(super) fn add_client_drops(&mut self, drops: PendingDrops) {
         for (key, reasons) in drops {
             for (reason, n) in reasons {
