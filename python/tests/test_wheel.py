@@ -9,6 +9,7 @@ natively linked one unless SLUICE_WHEEL_ZIG=1 (`make wheel`'s manylinux2014 one,
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,6 +41,22 @@ def _env_without_rust() -> dict:
     return env
 
 
+def _check_tag_against_symbols(whl: Path, tmp: Path) -> None:
+    """The platform tag is honest: no versioned glibc symbol of the extension is newer than the
+    glibc its manylinux tag promises (checked with binutils' objdump, when it is installed)."""
+    m = re.search(r"manylinux_(\d+)_(\d+)_", whl.name) or re.search(r"manylinux2014_", whl.name)
+    assert m, whl.name
+    promised = (int(m.group(1)), int(m.group(2))) if m.re.groups else (2, 17)
+    if shutil.which("objdump") is None:
+        return
+    with zipfile.ZipFile(whl) as z:
+        so = next(n for n in z.namelist() if n.startswith("sluice/_native") and n.endswith(".so"))
+        path = Path(z.extract(so, tmp / "unpacked"))
+    dump = subprocess.run(["objdump", "-T", str(path)], check=True, capture_output=True, text=True).stdout
+    needed = {tuple(int(x) for x in v.split(".")[:2]) for v in re.findall(r"GLIBC_(\d+\.\d+(?:\.\d+)?)", dump)}
+    assert needed and max(needed) <= promised, (whl.name, sorted(needed)[-3:])
+
+
 def test_wheel_installs_and_runs_without_rust(tmp_path: Path, server: Server):
     whl = _wheel()
     assert whl.exists(), f"no wheel at {whl}"
@@ -49,6 +66,8 @@ def test_wheel_installs_and_runs_without_rust(tmp_path: Path, server: Server):
         names = z.namelist()
     assert any(n.startswith("sluice/_native") and n.endswith(".so") for n in names), names
     assert "sluice/emitter.py" in names and "sluice/py.typed" in names
+
+    _check_tag_against_symbols(whl, tmp_path)
 
     env = _env_without_rust()
     for tool in ("cargo", "rustc", "maturin"):
