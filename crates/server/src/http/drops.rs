@@ -82,19 +82,7 @@ pub(crate) async fn post_drops(
     }
     let n = records.len();
     let mut pending = PendingDrops::new();
-    for r in &records {
-        if r.count == 0 {
-            continue;
-        }
-        let label = if STANDARD_REASONS.contains(&r.reason.as_str()) {
-            r.reason.as_str()
-        } else {
-            "other"
-        };
-        st.metrics
-            .client_drops
-            .with_label_values(&[label])
-            .inc_by(r.count);
+    for r in records.iter().filter(|r| r.count > 0) {
         crate::pipeline::drops::add_named(
             &mut pending,
             (r.epoch, r.dc.clone(), r.type_.clone(), r.subtype.clone()),
@@ -112,6 +100,17 @@ pub(crate) async fn post_drops(
         if written.await.is_err() {
             return error(StatusCode::SERVICE_UNAVAILABLE, "pipeline is shutting down");
         }
+    }
+    for r in &records {
+        let label = if STANDARD_REASONS.contains(&r.reason.as_str()) {
+            r.reason.as_str()
+        } else {
+            "other"
+        };
+        st.metrics
+            .client_drops
+            .with_label_values(&[label])
+            .inc_by(r.count);
     }
     json(StatusCode::OK, serde_json::json!({ "accepted": n }))
 }
