@@ -259,6 +259,22 @@ impl Steps<'_> {
         .await?;
         let ev: Value = serde_json::from_str(detail.as_str().unwrap()).map_err(s)?;
         assert_eq!(ev, rows[0]);
+        // A column: ticked in Columns, it joins the URL and the table.
+        c.find(Locator::Css("#columns summary"))
+            .await
+            .map_err(s)?
+            .click()
+            .await
+            .map_err(s)?;
+        c.find(Locator::Css("#columns input[data-col=status]"))
+            .await
+            .map_err(s)?
+            .click()
+            .await
+            .map_err(s)?;
+        let statuses = wait_js(c, "const i = [...document.querySelectorAll('#results th')].findIndex(th => th.textContent === 'status'); return i >= 0 && location.hash.includes('cols=') && [...document.querySelectorAll('#results tr.row')].map(r => Number(r.cells[i].textContent))", "the status column").await?;
+        let want: Vec<i64> = rows.iter().map(|e| e["status"].as_i64().unwrap()).collect();
+        assert_eq!(statuses, json!(want));
         self.clean("explore-filtered").await?;
 
         // Cancel: Run again, then Cancel while its requests are in flight (before any answer can
@@ -578,6 +594,50 @@ impl Steps<'_> {
         assert!(ins >= (total + 70) as f64, "events in {ins}");
         self.shot("health").await?;
         self.clean("health").await?;
+
+        // Drops: an event without a type, dropped; the page's count of the dropped (and of the
+        // incomplete seconds) is what /v1/counts says.
+        let since = common::now() - 2;
+        let r = process::try_request(
+            self.server.addr,
+            "POST",
+            "/v1/events",
+            br#"[{"type":"WEB","x":1},{"x":2}]"#,
+        )
+        .map_err(s)?;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let api_dropped = || -> u64 {
+            let r = self
+                .server
+                .get(&format!("/v1/counts?from={since}&to={}", since + 60));
+            process::lines(&r.text())
+                .iter()
+                .map(|l| {
+                    let reasons: u64 = l["dropped"].as_object().map_or(0, |d| {
+                        d.iter()
+                            .filter(|(k, _)| !k.starts_with("substream:"))
+                            .filter_map(|(_, v)| v.as_u64())
+                            .sum()
+                    });
+                    reasons + l["kernel_dropped"].as_u64().unwrap_or(0)
+                })
+                .sum()
+        };
+        common::wait_for(WAIT, "the drop counted", || api_dropped() >= 1);
+        let want = api_dropped();
+        goto(
+            c,
+            &format!("{}/#/health?from={since}&to={}", self.base, since + 60),
+        )
+        .await?;
+        let shown = wait_js(c, "const p = document.querySelector('#health-counts'); return p?.dataset.dropped !== undefined && [Number(p.dataset.dropped), Number(p.dataset.incomplete)]", "the drops").await?;
+        assert_eq!(shown[0], json!(want), "dropped per /v1/counts");
+        assert!(
+            shown[1].as_u64().unwrap_or(0) >= 1,
+            "an incomplete second: {shown}"
+        );
+        self.shot("health-drops").await?;
+        self.clean("health drops").await?;
         Ok(())
     }
 

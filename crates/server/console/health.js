@@ -93,6 +93,8 @@ export function mount(root, p) {
     ];
     const incomplete = epochs.filter((e) => per.get(e).kernel > 0 || Object.keys(per.get(e).dropped).length > 0);
     const dropped = series.slice(2).reduce((s, x) => s + x.values.reduce((a, b) => a + b, 0), 0);
+    countsPanel.dataset.dropped = dropped;
+    countsPanel.dataset.incomplete = incomplete.length;
     document.getElementById('counts-note').textContent =
       ` ${fmtNum(epochs.length)} seconds with data · ${fmtNum(stored)} stored · ${fmtNum(dropped)} dropped · ${fmtNum(incomplete.length)} seconds incomplete` + (w > 1 ? ' · bars per minute' : '');
     const el = h('div.chart');
