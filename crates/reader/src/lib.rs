@@ -14,6 +14,8 @@
 //! - [`filter`]: the `--where` expression language evaluated on decoded events or on values
 //!   selected lazily from a blob.
 //!
+//! - [`funnel`]: how many sessions reach each of a sequence of `--where` steps, and how fast
+//!   (`sluice funnel`, `GET /v1/funnel`; docs/funnels.md).
 //! - [`hints`]: what to tell a user whose read printed nothing or named a field never seen
 //!   (typos, a string compared with a number, a range beyond retention): one owner for the CLI
 //!   and the HTTP API.
@@ -33,6 +35,7 @@ mod columns;
 pub mod counts;
 pub mod facts;
 pub mod filter;
+pub mod funnel;
 pub mod hints;
 pub mod item;
 pub mod output;
