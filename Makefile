@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python test-js wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
+.PHONY: all deps build run test cassandra-test test-python test-js test-go wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
 
 all: build
 
@@ -41,6 +41,7 @@ test: deps
 	  if [ "$${SLUICE_SKIP_CASSANDRA:-}" != 1 ]; then scripts/cassandra.sh stop; fi; scripts/seaweedfs.sh stop; scripts/victoriametrics.sh stop; scripts/alertmanager.sh stop-all; exit $$status
 	$(MAKE) test-python
 	$(MAKE) test-js
+	$(MAKE) test-go
 
 ## cassandra-test: only the Cassandra backend's tests (contract suite, TTL, end to end, outage, RF 3).
 cassandra-test:
@@ -68,6 +69,15 @@ test-js: deps
 	$(CARGO) build -p sluice
 	@NODE=$$(scripts/node20.sh | tail -n 1) && cd sdk/js && \
 	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$NODE --test --test-concurrency=1 test/*.test.js
+
+## test-go: the Go SDK (sdk/go, standard library only): `go test` (Go >= 1.23, checked by
+## scripts/go.sh, which installs nothing) against real `sluice serve` processes (emit over each
+## transport, where/select, tails resumed from a cursor, tokens/TLS, a SIGKILL-and-restart under
+## steady emitters, the disk buffer, drops in the counts).
+test-go: deps
+	$(CARGO) build -p sluice
+	@GO=$$(scripts/go.sh | tail -n 1) && cd sdk/go && \
+	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$GO test -count=1 -timeout 20m ./...
 
 ## bench: throughput against the Perl reference, as a table (targets, not tests); then the
 ## Python package's rows (bench-python).
