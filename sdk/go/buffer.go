@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,18 +16,23 @@ import (
 // while new events go to the next one.
 const segmentBytes = 4 << 20
 
-// diskBuffer is the emitter's optional on-disk queue: append-only NDJSON segment files
-// (`<id>.ndjson`, one event a line, fsynced when written) and, beside each, how far it has been
-// sent (`<id>.sent`, a byte offset, written after each acknowledged batch). A segment wholly sent
-// is deleted. On open, what the files hold past their offsets is what a previous emitter left.
+// diskBuffer is the emitter's optional on-disk queue, in the SDKs' shared shape: append-only
+// NDJSON segment files `seg-0000000001.ndjson` (one event a line, as sent; fsynced when
+// written) and `cursor.json`, the first byte not yet delivered (`{"seg": N, "off": BYTES}`,
+// replaced by rename after each acknowledged batch). A segment wholly sent is deleted. Appends
+// always go to a new segment: one written by an earlier process is only read, its torn last
+// line (the process died mid-write) cut off at open. One emitter at a time: `flock` on `lock`
+// (released by the kernel when the process dies, even by SIGKILL).
 type diskBuffer struct {
-	dir string
-	max int64
+	dir  string
+	max  int64
+	lock *os.File
 
-	mu    sync.Mutex
-	segs  []*segment // oldest first; the last one is written
-	bytes int64      // total size of the segment files
-	w     *os.File   // the last segment, open for appends (nil until the first append)
+	mu     sync.Mutex
+	segs   []*segment // oldest first; the last one is written
+	nextID uint64     // the id of the next segment (never reused: the cursor names ids)
+	bytes  int64      // total size of the segment files
+	w      *os.File   // the last segment, open for appends (nil until the first append)
 }
 
 // segment is one file and its progress.
@@ -36,47 +42,69 @@ type segment struct {
 	sent int64 // bytes acknowledged (or dropped for good)
 }
 
-func (b *diskBuffer) path(id uint64, ext string) string {
-	return filepath.Join(b.dir, fmt.Sprintf("%016d.%s", id, ext))
+func (b *diskBuffer) path(id uint64) string {
+	return filepath.Join(b.dir, fmt.Sprintf("seg-%010d.ndjson", id))
+}
+
+// bufferCursor is `cursor.json`: the first byte not yet delivered.
+type bufferCursor struct {
+	Seg uint64 `json:"seg"`
+	Off int64  `json:"off"`
 }
 
 // openBuffer opens (creating) dir and returns the buffer and how many events it holds unsent.
-func openBuffer(dir string, max int64) (*diskBuffer, int64, error) {
+func openBuffer(dir string, maxBytes int64) (*diskBuffer, int64, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, 0, fmt.Errorf("sluice: buffer directory: %w", err)
 	}
-	b := &diskBuffer{dir: dir, max: max}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, 0, err
+	}
+	b := &diskBuffer{dir: dir, max: maxBytes, lock: lock}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
+		b.close()
 		return nil, 0, fmt.Errorf("sluice: buffer directory: %w", err)
 	}
 	var ids []uint64
 	for _, e := range entries {
-		name, ok := strings.CutSuffix(e.Name(), ".ndjson")
-		if !ok {
+		name, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), "seg-"), ".ndjson")
+		if !ok || !strings.HasPrefix(e.Name(), "seg-") {
 			continue
 		}
 		if id, err := strconv.ParseUint(name, 10, 64); err == nil {
 			ids = append(ids, id)
 		}
 	}
+	cur := b.readCursor()
+	b.nextID = cur.Seg + 1
+	for _, id := range ids {
+		b.nextID = max(b.nextID, id+1)
+	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var unsent int64
 	for _, id := range ids {
-		data, err := os.ReadFile(b.path(id, "ndjson"))
+		if id < cur.Seg {
+			_ = os.Remove(b.path(id)) // wholly delivered before the cursor's segment
+			continue
+		}
+		data, err := os.ReadFile(b.path(id))
 		if err != nil {
+			b.close()
 			return nil, 0, fmt.Errorf("sluice: buffer: %w", err)
 		}
 		// A line cut by a crash mid-write was never acknowledged to anyone: cut it off.
 		size := int64(bytes.LastIndexByte(data, '\n') + 1)
 		if size < int64(len(data)) {
-			if err := os.Truncate(b.path(id, "ndjson"), size); err != nil {
+			if err := os.Truncate(b.path(id), size); err != nil {
+				b.close()
 				return nil, 0, fmt.Errorf("sluice: buffer: %w", err)
 			}
 		}
-		seg := &segment{id: id, size: size, sent: readOffset(b.path(id, "sent"))}
-		if seg.sent > size {
-			seg.sent = size
+		seg := &segment{id: id, size: size}
+		if id == cur.Seg {
+			seg.sent = min(max(cur.Off, 0), size)
 		}
 		if seg.sent == size {
 			b.remove(seg)
@@ -89,23 +117,30 @@ func openBuffer(dir string, max int64) (*diskBuffer, int64, error) {
 	return b, unsent, nil
 }
 
-// readOffset reads a `.sent` file; absent or unreadable is 0 (resend: at least once).
-func readOffset(path string) int64 {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return 0
+// readCursor reads `cursor.json`; absent or unreadable is the start (resend: at least once).
+func (b *diskBuffer) readCursor() bufferCursor {
+	var c bufferCursor
+	data, err := os.ReadFile(filepath.Join(b.dir, "cursor.json"))
+	if err != nil || json.Unmarshal(data, &c) != nil {
+		return bufferCursor{}
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return c
 }
 
-func (b *diskBuffer) remove(seg *segment) {
-	_ = os.Remove(b.path(seg.id, "ndjson"))
-	_ = os.Remove(b.path(seg.id, "sent"))
+// writeCursor replaces `cursor.json` by rename, so a crash leaves the old one or the new one.
+func (b *diskBuffer) writeCursor(c bufferCursor) error {
+	data, _ := json.Marshal(c) // two numbers: cannot fail
+	tmp := filepath.Join(b.dir, "cursor.json.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("sluice: buffer cursor: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(b.dir, "cursor.json")); err != nil {
+		return fmt.Errorf("sluice: buffer cursor: %w", err)
+	}
+	return nil
 }
+
+func (b *diskBuffer) remove(seg *segment) { _ = os.Remove(b.path(seg.id)) }
 
 // append writes lines at the end of the buffer (one write and an fsync); it returns how many
 // of them fit under the cap (the first ones; the rest are the caller's `buffer_full` drops).
@@ -151,11 +186,9 @@ func (b *diskBuffer) rotate() error {
 		_ = b.w.Close()
 		b.w = nil
 	}
-	var id uint64 = 1
-	if n := len(b.segs); n > 0 {
-		id = b.segs[n-1].id + 1
-	}
-	f, err := os.OpenFile(b.path(id, "ndjson"), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
+	id := b.nextID
+	b.nextID++
+	f, err := os.OpenFile(b.path(id), os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o644)
 	if err != nil {
 		return fmt.Errorf("sluice: buffer segment: %w", err)
 	}
@@ -190,7 +223,7 @@ func (b *diskBuffer) next(maxLines, maxBytes int) (bufferBatch, error) {
 	if to-from > int64(maxBytes) {
 		to = from + int64(maxBytes)
 	}
-	f, err := os.Open(b.path(id, "ndjson"))
+	f, err := os.Open(b.path(id))
 	if err != nil {
 		return bufferBatch{}, fmt.Errorf("sluice: buffer read: %w", err)
 	}
@@ -212,8 +245,8 @@ func (b *diskBuffer) next(maxLines, maxBytes int) (bufferBatch, error) {
 	return out, nil
 }
 
-// ack records that a batch from next is done (delivered, or dropped for good); a segment wholly
-// done and no longer written is deleted.
+// ack records that a batch from next is done (delivered, or dropped for good): the cursor moves
+// past it; a segment wholly done and no longer written is deleted.
 func (b *diskBuffer) ack(batch bufferBatch) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -222,6 +255,9 @@ func (b *diskBuffer) ack(batch bufferBatch) error {
 			continue
 		}
 		s.sent = batch.end
+		if err := b.writeCursor(bufferCursor{Seg: s.id, Off: s.sent}); err != nil {
+			return err
+		}
 		last := i == len(b.segs)-1
 		// The segment being written is kept while small (more lines come to it).
 		if s.sent >= s.size && (!last || b.w == nil || s.size >= segmentBytes) {
@@ -232,15 +268,6 @@ func (b *diskBuffer) ack(batch bufferBatch) error {
 			b.remove(s)
 			b.bytes -= s.size
 			b.segs = append(b.segs[:i], b.segs[i+1:]...)
-			return nil
-		}
-		// Written by rename, so a crash leaves the old offset or the new one, never half.
-		tmp := b.path(s.id, "sent.tmp")
-		if err := os.WriteFile(tmp, []byte(strconv.FormatInt(s.sent, 10)), 0o644); err != nil {
-			return fmt.Errorf("sluice: buffer offset: %w", err)
-		}
-		if err := os.Rename(tmp, b.path(s.id, "sent")); err != nil {
-			return fmt.Errorf("sluice: buffer offset: %w", err)
 		}
 		return nil
 	}
@@ -254,5 +281,9 @@ func (b *diskBuffer) close() {
 	if b.w != nil {
 		_ = b.w.Close()
 		b.w = nil
+	}
+	if b.lock != nil {
+		_ = b.lock.Close() // releases the flock
+		b.lock = nil
 	}
 }

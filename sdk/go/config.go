@@ -49,7 +49,8 @@ type EmitterConfig struct {
 	Timeout time.Duration
 
 	// RetryBudget is how long a batch is retried through an outage before its events are dropped
-	// (reason `retry_budget`; default 120 s).
+	// (reason `retry_budget`; default 120 s). Not with a BufferDir: buffered batches are retried
+	// until delivered (the buffer's cap bounds an outage).
 	RetryBudget time.Duration
 	// BackoffInitial is the first wait before a resend (default 100 ms), doubled each time up to
 	// BackoffMax (default 5 s), with jitter.

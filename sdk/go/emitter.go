@@ -455,7 +455,9 @@ func (e *Emitter) deliverPayload(ctx context.Context, lines [][]byte) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if time.Since(start)+b.next > e.cfg.RetryBudget {
+		// With a disk buffer the batch is safe on disk: it is retried until delivered (the
+		// buffer's cap bounds an outage instead, `buffer_full`).
+		if e.buf == nil && time.Since(start)+b.next > e.cfg.RetryBudget {
 			e.st.retryBudget.Add(n)
 			for _, l := range lines {
 				e.dropped(keyOfLine(l, "retry_budget"), 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,8 @@ func steadyEmit(t *testing.T, e *Emitter, subtype string, interval time.Duration
 	}
 }
 
-// The server is SIGKILLed under a steady emitter (200 events/s over HTTP and over TCP) and
+// The server is SIGKILLed under a steady emitter (200 events/s over HTTP, over TCP, and over
+// HTTP through a disk buffer) and
 // restarted 20 s later on the same data directory and ports: every event is stored exactly once,
 // and a tail that followed the whole time saw each once too.
 func TestServerKilledAndRestartedUnderASteadyEmitterLosesNothing(t *testing.T) {
@@ -41,6 +43,8 @@ func TestServerKilledAndRestartedUnderASteadyEmitterLosesNothing(t *testing.T) {
 	transports := map[string]EmitterConfig{
 		"restart_http": {HTTP: srv.URL(), OnError: func(string, int) {}},
 		"restart_tcp":  {TCP: srv.TCP(), OnError: func(string, int) {}},
+		// Through the disk buffer: the same guarantee, with the outage held on disk.
+		"restart_buffer": {HTTP: srv.URL(), BufferDir: t.TempDir(), OnError: func(string, int) {}},
 	}
 	emitters := map[string]*Emitter{}
 	for name, cfg := range transports {
@@ -101,7 +105,7 @@ func TestServerKilledAndRestartedUnderASteadyEmitterLosesNothing(t *testing.T) {
 	for name, e := range emitters {
 		closeEmitter(t, e, 150*time.Second)
 		st := e.Stats()
-		if st.Sent != int64(counts[name]) || st.DroppedRetryBudget != 0 || st.DroppedQueueFull != 0 || st.Rejected != 0 {
+		if st.Sent != int64(counts[name]) || st.Queued != 0 || st.DroppedRetryBudget != 0 || st.DroppedQueueFull != 0 || st.Rejected != 0 {
 			t.Errorf("%s: %d emitted, stats %+v", name, counts[name], st)
 		}
 		if st.Retries == 0 {
@@ -172,10 +176,15 @@ func TestDiskBufferSurvivesTheEmittersRestart(t *testing.T) {
 	}
 	assertOnce(t, "buffer", srv.waitIDs("GOSDK", "buffer", start, 400), 400)
 	// Nothing is left to send: a third emitter finds the buffer empty.
-	_, unsent, err := openBuffer(dir, 1<<30)
+	buf, unsent, err := openBuffer(dir, 1<<30)
 	if err != nil || unsent != 0 {
 		t.Fatalf("buffer after delivery: %d unsent, %v", unsent, err)
 	}
+	// One emitter per directory: a second one is refused while the first holds it.
+	if _, err := NewEmitter(cfg); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("a second emitter on a buffer in use: %v", err)
+	}
+	buf.close()
 }
 
 // A buffer at its cap drops (reason buffer_full) instead of growing.
