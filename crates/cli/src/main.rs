@@ -11,6 +11,7 @@ mod columns_cmd;
 mod counts_cmd;
 mod emit_cmd;
 mod export_cmd;
+mod funnel_cmd;
 mod gen_cmd;
 mod output;
 mod reduce_args;
@@ -53,6 +54,10 @@ enum Command {
     Tail(tail_cmd::TailArgs),
     /// Send NDJSON events from standard input to a collector (UDP, TCP or HTTP).
     Emit(emit_cmd::EmitArgs),
+    /// Funnels: how many sessions reach each of a sequence of --where steps, the conversions,
+    /// and the median / p90 time between steps (`sluice help funnel`: docs/funnels.md).
+    #[command(after_help = FUNNEL_HELP)]
+    Funnel(funnel_cmd::FunnelArgs),
     /// The completeness counts of a time range: stored, late, dropped (by reason) per second,
     /// dc, type and subtype.
     Counts(counts_cmd::CountsArgs),
@@ -91,6 +96,13 @@ enum Command {
 /// The user's guide to `--where` and `--select` (docs/query.md), printed by `sluice help where`.
 const QUERY_GUIDE: &str = include_str!("../../../docs/query.md");
 
+/// The user's guide to funnels (docs/funnels.md), printed by `sluice help funnel`.
+const FUNNEL_GUIDE: &str = include_str!("../../../docs/funnels.md");
+
+const FUNNEL_HELP: &str = "The semantics (step order, ties inside a second, --within, the session \
+    cap): `sluice help funnel` (docs/funnels.md). Exit status 3 when part of the range could not \
+    be read or sessions over --max-sessions were refused (said on stderr).";
+
 /// The user's guide to alert rules (docs/alerts.md), printed by `sluice help alerts`.
 const ALERTS_GUIDE: &str = include_str!("../../../docs/alerts.md");
 
@@ -113,6 +125,10 @@ fn help(topic: &[String]) -> anyhow::Result<()> {
         Some("where" | "select" | "query" | "filter") => {
             use std::io::Write;
             std::io::stdout().write_all(QUERY_GUIDE.as_bytes())?;
+        }
+        Some("funnel" | "funnels") if topic.len() == 1 => {
+            use std::io::Write;
+            std::io::stdout().write_all(FUNNEL_GUIDE.as_bytes())?;
         }
         Some("alerts" | "alert") if topic.len() == 1 => {
             use std::io::Write;
@@ -168,6 +184,7 @@ fn main() -> ExitCode {
         Command::Substream(cmd) => substream_cmd::run(cmd),
         Command::Token(cmd) => token_cmd::run(cmd),
         Command::Counts(args) => counts_cmd::run(args),
+        Command::Funnel(args) => funnel_cmd::run(args),
         Command::Help { topic } => help(&topic),
     };
     match result {

@@ -7,6 +7,7 @@
 //! | `GET /v1/tail` (the live stream, Server-Sent Events) | [`tail`] |
 //! | `GET /buckets/{ns}/keys/{key}`, `GET /buckets/substreams/{name}/keys/{key}` (raw blobs) | [`blobs`] |
 //! | `GET /v1/counts` (completeness counts) | [`counts`] |
+//! | `GET /v1/funnel` (sessions per step, conversions, times between steps) | [`funnel`] |
 //! | `POST /v1/logs` (OTLP/HTTP logs, into the events ingest) | [`logs`] |
 //! | `POST /v1/drops` (drops reported by emitters, into the counts) | [`drops`] |
 //! | `GET /healthz`, `GET /metrics` | [`ops`] |
@@ -32,6 +33,7 @@ pub mod blobs;
 pub mod counts;
 pub mod drops;
 pub mod events;
+pub mod funnel;
 pub mod logs;
 pub mod ops;
 pub mod params;
@@ -98,6 +100,7 @@ pub(crate) fn router(state: AppState, max_body: usize) -> Router {
         )
         .route("/v1/tail", get(tail::tail))
         .route("/v1/counts", get(counts::read_counts))
+        .route("/v1/funnel", get(funnel::funnel))
         .route("/v1/logs", post(logs::post_logs))
         .route("/v1/drops", post(drops::post_drops))
         .route(
