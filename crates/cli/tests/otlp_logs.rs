@@ -405,6 +405,32 @@ fn otlp_logs_from_the_python_sdk_and_json() {
     assert_eq!(plain["epoch"], t);
     assert_eq!(find(&got["curl-gzip"], "debug")["body"], "zipped");
 
+    // The fields are queryable as any event's: `--where` on an attribute, a dotted resource key
+    // (quoted), the trace id.
+    let matching = |filter: &str| {
+        let q: String = filter
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'.' | b'_' | b'-' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let path = format!(
+            "/v1/events?from={}&to={}&where={q}",
+            now() - 600,
+            now() + 60
+        );
+        let r = server.get(&path);
+        assert_eq!(r.status, 200, "{filter}: {}", r.text());
+        process::lines(&r.text()).len()
+    };
+    assert_eq!(matching("attributes.order_id == 7"), 2); // both SDK runs
+    assert_eq!(matching(r#"resource."service.name" == "shop-api""#), 3);
+    let trace = sent["trace_id"].as_str().unwrap();
+    assert_eq!(matching(&format!(r#"trace_id == "{trace}""#)), 2);
+
     // The counters.
     let metric = |name: &str| server.metric(name);
     assert_eq!(
