@@ -8,11 +8,13 @@
 
 Modules: :mod:`sluice.sereal` (``dumps``/``loads``), :mod:`sluice.emitter` (:class:`Emitter`),
 :mod:`sluice.reader` (:class:`Reader`), :mod:`sluice.reduce` (:func:`reduce`: group and aggregate
-over time windows), :mod:`sluice.log` (:class:`LoggingHandler`). Everything is
+over time windows), :mod:`sluice.log` (:class:`LoggingHandler`), :mod:`sluice.alerts` (:class:`Alerts`: alert rules
+of a running server). Everything is
 implemented once, in the Rust crates of the Sluice workspace; this package binds them.
 """
 
 from . import sereal
+from .alerts import Alerts
 from ._types import PerlObject, PerlRegexp, ReadError, SerealError, SluiceError
 from .emitter import Emitter
 from .log import LoggingHandler
@@ -23,6 +25,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "sereal",
+    "Alerts",
     "Emitter",
     "Reader",
     "Events",

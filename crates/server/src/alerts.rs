@@ -110,7 +110,9 @@ impl Alerts {
         self.engine.shutdown();
         if let Some(n) = self.notifier {
             match Arc::try_unwrap(n) {
-                Ok(n) => n.shutdown(NOTIFIER_DRAIN),
+                Ok(n) => {
+                    n.shutdown(NOTIFIER_DRAIN);
+                }
                 Err(n) => drop(n),
             }
         }
