@@ -4,7 +4,7 @@
 CARGO ?= cargo
 SHELL := /bin/bash
 
-.PHONY: all deps build run test cassandra-test test-python test-js test-go wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd fuzz clean
+.PHONY: all deps build run test cassandra-test test-python test-js test-go wheel bench bench-python bench-pipeline bench-wrk bench-store bench-history bench-metrics bench-metrics-statsd bench-alerts fuzz clean
 
 all: build
 
@@ -117,6 +117,12 @@ bench-metrics: deps
 	$(CARGO) build --release -p sluice -p sluice-rollups-bench
 	@status=0; $(CARGO) run --release -p sluice-rollups-bench || status=$$?; \
 	  $(MAKE) bench-metrics-statsd || { [ $$status != 0 ] || status=$$?; }; exit $$status
+
+## bench-alerts: the alert engine — event → notification (webhook) and 1,000 rules' cost
+## (bench/alerts/RESULTS.md).
+bench-alerts: deps
+	$(CARGO) build --release -p sluice
+	python3 bench/alerts/bench.py
 
 ## bench-store: the embedded-store engine comparison behind docs/decisions.md.
 bench-store:
