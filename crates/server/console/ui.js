@@ -15,6 +15,8 @@ export function h(spec, attrs = {}, ...children) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'on') for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
     else if (k === 'dataset') Object.assign(e.dataset, v);
+    // Through the CSSOM: the Content-Security-Policy allows no inline style attributes.
+    else if (k === 'style') e.style.cssText = v;
     else if (k in e && typeof v !== 'string') e[k] = v;
     else e.setAttribute(k, v === true ? '' : v);
   }
