@@ -10,7 +10,7 @@
 //!   unreadable bodies → 400, another content type → 415; the counters by reason;
 //! - after a SIGKILL and a restart (WAL replay), every record is there once.
 //! - under `auth`, the `ingest` scope and the token's type reach; bad `otlp_*` settings refuse
-//!   the start.
+//!   the start; backpressure (`max_pending_bytes` full) answers 503 with `Retry-After`.
 //!
 //! Needs a Python with the two OpenTelemetry packages (`$SLUICE_PYTHON`, else `python/.venv`,
 //! else `scripts/python-setup.sh`, which installs them). Missing, it fails.
@@ -647,4 +647,50 @@ fn bad_otlp_settings_refuse_the_start() {
         assert!(!out.status.success(), "{setting}: started");
         assert!(err.contains(says), "{setting}: {err}");
     }
+}
+
+#[test]
+fn backpressure_is_a_503_to_resend() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let config = dir.path().join("sluice.toml");
+    // A memory budget of one byte: a future-dated event keeps it full until its second.
+    std::fs::write(
+        &config,
+        format!("data_dir = {data:?}\ntcp = \"off\"\nudp = \"off\"\nmax_pending_bytes = 1\n"),
+    )
+    .unwrap();
+    let server = Server::start(&config, &data);
+    let future = json!({ "type": "later", "epoch": now() + 200 }).to_string();
+    let r = process::try_request(server.addr, "POST", "/v1/events", future.as_bytes()).unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    let body = json_request(
+        "busy",
+        vec![json!({ "timeUnixNano": nano(now()), "body": { "stringValue": "x" } })],
+    );
+    let mut req = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .post(&format!("http://{}/v1/logs", server.addr));
+    req = req.set("content-type", "application/json");
+    let resp = match req.send_string(&body.to_string()) {
+        Err(ureq::Error::Status(503, r)) => r,
+        other => panic!("wanted 503, got {other:?}"),
+    };
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    let status: Value = serde_json::from_str(&resp.into_string().unwrap()).unwrap();
+    assert_eq!(status["code"], 14, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_pending_bytes"),
+        "{status}"
+    );
+    assert_eq!(
+        server.metric("sluice_otlp_refused_total{reason=\"unavailable\"}"),
+        1.0
+    );
+    server.stop();
 }
