@@ -315,15 +315,12 @@ func (e *Emitter) runDirect() {
 		if !ok {
 			return
 		}
-		if e.sendCtx.Err() == nil {
-			e.deliver(e.sendCtx, batch)
-		}
-		// Delivered, dropped, or cut off by Close (then Close counts what is pending as
-		// undelivered): either way these events are no longer this goroutine's.
-		e.pending.Add(-int64(len(batch)))
-		if e.sendCtx.Err() != nil {
+		// Done (delivered or dropped, counted by deliver), or cut off by a Close that gave up:
+		// then the batch is lost (without a disk buffer nothing keeps it).
+		if e.sendCtx.Err() != nil || !e.deliver(e.sendCtx, batch) {
 			e.st.undelivered.Add(int64(len(batch)))
 		}
+		e.pending.Add(-int64(len(batch)))
 	}
 }
 
