@@ -628,6 +628,93 @@ class Reader:
         table = pa.Table.from_pylist(rows)
         return table if output == "arrow" else table.to_pandas()
 
+    def funnel(
+        self,
+        start: TimeArg,
+        end: Optional[TimeArg] = None,
+        *,
+        by: str,
+        steps: Sequence[str],
+        within: Union[None, int, str] = None,
+        group_by: Union[None, str, Sequence[str]] = None,
+        dc: Optional[str] = None,
+        type: Optional[str] = None,
+        subtype: Optional[str] = None,
+        where: Optional[str] = None,
+        max_sessions: Optional[int] = None,
+        columns: bool = True,
+    ) -> Dict[str, Any]:
+        """How many sessions reach each of ``steps`` (``--where`` expressions, in order) over
+        ``start <= epoch < end``, the conversions and the median / p90 seconds between steps:
+        ``sluice funnel``'s answer (``GET /v1/funnel``; the semantics are in ``docs/funnels.md``).
+
+        Args:
+            start, end: as for :meth:`read`.
+            by: the field naming a session (``"session_id"``).
+            steps: the steps' expressions, e.g. ``['path == "/search"', 'path == "/book"']``.
+            within: later steps count only within this long of the session's first step
+                (seconds, or a duration like ``"30m"``).
+            group_by: a field (or fields) to split the funnel by, e.g. ``"dc"``.
+            dc, type, subtype, where: which events, as for :meth:`read`.
+            max_sessions: the cap on sessions held (default 1,000,000); the step-1 events of
+                sessions refused are counted in ``overflow`` (and logged as a warning).
+            columns: ``False`` reads blobs only, even where the column files cover the range.
+
+        Returns:
+            the answer as a dict: ``groups`` (each ``{"group": {...}, "steps": [{"step",
+            "where", "sessions", "from_previous", "from_first", "median_secs", "p90_secs"}]}``),
+            ``events``, ``sessions``, ``overflow``, ``warnings``, ``from_columns``;
+            ``self.warnings`` holds the chunks skipped.
+
+        Raises:
+            ReadError: bad arguments (answered 400 by the server) or the read cannot start.
+                A data directory is read through the server running on it; funnels over a
+                data directory with no server are ``sluice funnel --data DIR``'s.
+        """
+        if isinstance(steps, str):
+            steps = [steps]
+        if not steps:
+            raise ValueError("steps: at least one --where expression")
+        now = int(time.time())
+        t0 = _epoch(start, now)
+        t1 = now if end is None else _epoch(end, now)
+        self.warnings = []
+        if self.data_dir is not None:
+            live = self._live_server()
+            if live is None:
+                raise ReadError(
+                    f"{self.data_dir}: no server runs on it; a funnel over a data directory is "
+                    f"`sluice funnel --data {self.data_dir}` (or start `sluice serve` on it)"
+                )
+            got = live.funnel(t0, t1, by=by, steps=steps, within=within, group_by=group_by, dc=dc,
+                              type=type, subtype=subtype, where=where, max_sessions=max_sessions,
+                              columns=columns)
+            self.warnings = live.warnings
+            return got
+        query = [("from", str(t0)), ("to", str(t1)), ("by", by)]
+        query += [("step", s) for s in steps]
+        if within is not None:
+            query.append(("within", str(within)))
+        groups = [group_by] if isinstance(group_by, str) else list(group_by or [])
+        query += [("group_by", g) for g in groups]
+        if max_sessions is not None:
+            query.append(("max_sessions", str(max_sessions)))
+        if not columns:
+            query.append(("columns", "off"))
+        query += self._filter_query(dc, type, subtype, [], where)
+        conn, resp = self._get("/v1/funnel", query)
+        try:
+            body = _parse_json(resp.read())
+        finally:
+            conn.close()
+        self.warnings = [ReadWarning("funnel", str(w)) for w in body.get("warnings", [])]
+        for w in self.warnings:
+            log.warning("skipped: %s", w.reason)
+        if body.get("overflow"):
+            log.warning("%s step-1 events of sessions beyond max_sessions=%s were not used: the counts are low",
+                        body["overflow"], body.get("max_sessions"))
+        return body
+
     def _live_server(self) -> Optional["Reader"]:
         """When a running ``sluice serve`` holds ``data_dir`` (its lock), a reader of that server:
         the server writes its address to ``<data_dir>/SERVER`` (as ``sluice cat --data`` uses it).
