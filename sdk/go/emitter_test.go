@@ -141,3 +141,18 @@ func TestEmitFromManyGoroutines(t *testing.T) {
 	closeEmitter(t, e, 30*time.Second)
 	assertOnce(t, "concurrent", srv.waitIDs("GOSDK", "conc", start, 2000), 2000)
 }
+
+// BenchmarkEmit is the caller's cost of Emit (encode + queue) for a small event; the sender
+// runs meanwhile (UDP to a port nobody reads). `go test -run X -bench Emit`.
+func BenchmarkEmit(b *testing.B) {
+	e, err := NewEmitter(EmitterConfig{UDP: "127.0.0.1:9", MaxQueue: 1 << 20, OnError: func(string, int) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	ev := Event{"type": "WEB", "subtype": "request", "path": "/search", "status": 200, "ms": 12.5}
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		e.Emit(ev)
+	}
+}
