@@ -228,13 +228,15 @@ fn copy(a: &CopyArgs) -> Result<()> {
             .map_err(Into::into)
     };
     // The substream registry (definitions and removals; never expiring) first, so the target
-    // knows the namespaces whose results follow.
+    // knows the namespaces whose results follow; the alert rules and their states with it.
     let plan = CopyPlan {
         from,
         to,
         catalog_kinds: &[
             sluice_substreams::registry::CATALOG_KIND,
             sluice_substreams::registry::REMOVED_KIND,
+            sluice_alerts::catalog::RULE_KIND,
+            sluice_alerts::catalog::STATE_KIND,
         ],
         namespace_kind: Some(sluice_substreams::registry::CATALOG_KIND),
         verify: &verify,

@@ -628,9 +628,29 @@ fn rules_are_checked_and_managed_from_the_cli() {
     let help = sluice(&["help", "alerts"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("The expression language"));
     server.terminate(Duration::from_secs(20));
-    // The rules survive the restart, in the catalog.
+    // The rules survive the restart, in the catalog, and move with `sluice store copy`.
     let ls = sluice(&["alert", "ls", "--data", data.to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&ls.stdout).contains("web-5xx"));
+    let copy = dir.join("copy");
+    assert_success(&sluice(&[
+        "store",
+        "copy",
+        "--from",
+        &format!("embedded:{}", data.display()),
+        "--to",
+        &format!("embedded:{}", copy.display()),
+        "--from-time",
+        &(now() - 3600).to_string(),
+        "--to-time",
+        &now().to_string(),
+    ]));
+    let ls = sluice(&["alert", "ls", "--data", copy.to_str().unwrap()]);
+    assert_success(&ls);
+    assert!(
+        String::from_utf8_lossy(&ls.stdout).contains("web-5xx\tinactive\tthreshold"),
+        "{}",
+        String::from_utf8_lossy(&ls.stdout)
+    );
 }
 
 /// Events of `path` for each second of `[from, to)`, `per_second(s)` of them, posted.
