@@ -516,6 +516,46 @@ fn alerts_firing_before_a_restart_are_kept_alive_at_alertmanager() {
 }
 
 #[test]
+fn basic_auth_from_the_url_and_undelivered_counted_at_shutdown() {
+    let up = WebhookReceiver::start();
+    let down = WebhookReceiver::start();
+    down.set_mode(Mode::Down);
+    let with_user = up.url("/h").replace("http://", "http://sluice:hunter2@");
+    let (cb, delivered) = recorder();
+    let notifier = Notifier::start(
+        fast(NotifierConfig {
+            webhooks: vec![with_user, down.url("/down")],
+            ..NotifierConfig::default()
+        }),
+        cb,
+    )
+    .unwrap();
+    // Shown without the password.
+    let shown: Vec<String> = notifier
+        .stats()
+        .receivers
+        .iter()
+        .map(|r| r.url.clone())
+        .collect();
+    assert_eq!(shown, [up.url("/h"), down.url("/down")]);
+    let n = firing("Auth", "/x", now_ms());
+    assert!(notifier.send(n.clone()));
+    assert!(notifier.send(firing("Auth", "/y", now_ms())));
+    let got = up.wait_accepted(2, WAIT);
+    assert_eq!(
+        got[0].header("authorization"),
+        Some("Basic c2x1aWNlOmh1bnRlcjI=")
+    );
+    // The other receiver never came up: both are counted at shutdown, never `on_delivered`.
+    let stats = notifier.shutdown(Duration::from_millis(200));
+    let d = stats.receiver(&down.url("/down")).unwrap();
+    assert_eq!((d.sent, d.queued, d.dropped.shutdown), (0, 0, 2), "{d:?}");
+    assert!(d.failed_attempts >= 1);
+    assert_eq!(stats.receiver(&up.url("/h")).unwrap().sent, 2);
+    assert!(delivered.lock().unwrap().is_empty());
+}
+
+#[test]
 fn bad_configuration_is_refused_clearly() {
     let (cb, _) = recorder();
     let refuse = |cfg: NotifierConfig, says: &str| {

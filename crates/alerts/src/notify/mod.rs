@@ -179,10 +179,12 @@ impl Notifier {
     }
 
     /// Gives the queues up to `wait` to empty, then stops the workers (a POST under way ends
-    /// within the timeout); what is still queued is counted `shutdown`.
-    pub fn shutdown(mut self, wait: Duration) {
+    /// within the timeout); what is still queued is counted `shutdown`. Returns the final
+    /// counters (to log what was not delivered).
+    pub fn shutdown(mut self, wait: Duration) -> NotifierStats {
         self.flush(wait);
         self.stop_workers();
+        self.stats()
     }
 
     fn stop_workers(&mut self) {
