@@ -350,7 +350,7 @@ fn row_shards_in_process(
                     tcp: None,
                     udp: None,
                     pipeline_threads: Some(threads),
-                    max_pending_bytes: BUDGET,
+                    max_pending_bytes: Some(BUDGET),
                     ..sluice_server::ServerConfig::default()
                 })?;
                 started.push((server, dir));

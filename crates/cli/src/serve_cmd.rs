@@ -270,7 +270,7 @@ pub fn config(a: &ServeArgs) -> Result<ServerConfig> {
         c.profile = p;
     }
     if let Some(n) = a.max_pending_bytes {
-        c.max_pending_bytes = n;
+        c.max_pending_bytes = Some(n);
     }
     if let Some(m) = a.min_free {
         c.min_free_bytes = Some(m);

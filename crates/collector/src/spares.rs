@@ -19,7 +19,11 @@
 //!   (the largest if none does; the smallest for a stream not seen yet).
 //!
 //! Spares are memory outside the pending-bytes budget; the server gives each shard's
-//! aggregator a share of it (`max_pending_bytes` / 2 over all shards).
+//! aggregator a share of it (`max_pending_bytes` / 2 over all shards). The default budget grows
+//! with the pipeline threads (512 MiB each, at most a quarter of the machine's memory, at least
+//! 512 MiB: `sluice_server::config::memory_budget`), so each shard's share stays 256 MiB — more
+//! than one second's encoder of a shard near its top rate (~175 MB) — where a fixed 512 MiB gave
+//! two shards 128 MiB each and no reuse.
 
 use std::time::{Duration, Instant};
 

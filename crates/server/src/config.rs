@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+pub mod memory_budget;
+
 /// Default HTTP port (ingest, read API, `/metrics`): `127.0.0.1:8180`.
 pub const DEFAULT_HTTP_PORT: u16 = 8180;
 /// Default TCP ingest port (NDJSON lines / Sereal frames): `8181`.
@@ -22,10 +24,9 @@ pub const DEFAULT_TCP_PORT: u16 = 8181;
 /// Default UDP ingest port (one payload per datagram): `8182`.
 pub const DEFAULT_UDP_PORT: u16 = 8182;
 
-/// Default of [`ServerConfig::max_pending_bytes`]: 512 MiB, about five times what 2.5 s of
-/// events at 390k events/s (the ingest bench's rate, ~150 encoded bytes each) keep pending with
-/// the default grace period.
-pub const DEFAULT_MAX_PENDING_BYTES: u64 = 512 << 20;
+/// The smallest default of [`ServerConfig::max_pending_bytes`]: 512 MiB (one pipeline thread's
+/// share; the default grows with `pipeline_threads`: [`memory_budget`]).
+pub const DEFAULT_MAX_PENDING_BYTES: u64 = memory_budget::MIN_BYTES;
 /// Default grace period (`grace_ms`): 250 ms. An epoch is stored 250 ms after its second ends
 /// (plus the 100 ms flush tick), so an event is readable at most ~1.35 s after it was sent (p99
 /// 1.24 s measured against the 1.5 s target, where 1 s gave 2.09 s); an event that arrives
@@ -80,7 +81,8 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// # spool_dir = "./data/spool" # batches the store could not take (default <data_dir>/spool)
 /// spool_max_bytes = 1073741824 # then backpressure: 503 / TCP error, UDP shed
 /// spool_memory_batches = 16    # batches kept in memory before spilling to the spool
-/// max_pending_bytes = 536870912 # events held in memory (future-dated ones too); then 503
+/// # max_pending_bytes = 536870912 # events held in memory (future-dated ones too); then 503
+///                                # (default 512 MiB per pipeline thread, at most 1/4 of RAM)
 /// # auth = true               # every request needs a token (see docs/security.md)
 /// # insecure_no_auth = false  # serve beyond loopback without auth (refused otherwise)
 /// # metrics_open = false      # GET /metrics without a token under auth
@@ -236,7 +238,9 @@ pub struct ServerConfig {
     pub spool_max_bytes: u64,
     /// Batches kept in memory after a store error before the oldest are spilled (default 16).
     pub spool_memory_batches: usize,
-    /// Memory budget for pending events, bytes (default 512 MiB): events accepted but not yet
+    /// Memory budget for pending events, bytes (`None`, the default: 512 MiB per pipeline
+    /// thread, at most a quarter of the machine's memory, never below 512 MiB — see
+    /// [`memory_budget`] and [`ServerConfig::max_pending_bytes`]): events accepted but not yet
     /// stored — in open seconds (future-dated ones wait up to `max_future_secs`) or in batches
     /// not yet written — counted as their encoded size. While it is exceeded the server applies
     /// the same backpressure as for a full spool: acknowledged payloads get 503 / a TCP `error`
@@ -245,7 +249,7 @@ pub struct ServerConfig {
     /// buffer growth they cause). Encoders of closed seconds kept for the next ones take up to
     /// half the budget more (`sluice_spare_encoder_bytes`). RSS stays within about 2–3× the
     /// budget above the idle process (`tests/memory.rs`).
-    pub max_pending_bytes: u64,
+    pub max_pending_bytes: Option<u64>,
     /// Free-space reserve, bytes: while a disk holding the data, WAL or spool directory has
     /// less free, acknowledged ingest is refused (503 / TCP `error unavailable`), so the store
     /// can still flush and the WAL checkpoint and shrink. `Some(n)` (the TOML key, `sluice serve
@@ -423,7 +427,7 @@ impl Default for ServerConfig {
             spool_dir: None,
             spool_max_bytes: sluice_collector::spool::DEFAULT_MAX_BYTES,
             spool_memory_batches: sluice_collector::spool::DEFAULT_MEMORY_BATCHES,
-            max_pending_bytes: DEFAULT_MAX_PENDING_BYTES,
+            max_pending_bytes: None,
             min_free_bytes: None,
             wal_segment_bytes: WalConfig::default().segment_size,
             salvage_wal: false,
@@ -601,6 +605,23 @@ impl ServerConfig {
         self.pipeline_threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .max(1)
+    }
+
+    /// The memory budget in force: `max_pending_bytes` as given, else the default for
+    /// [`pipeline_threads`](Self::pipeline_threads) on this machine ([`memory_budget`]).
+    pub fn max_pending_bytes(&self) -> u64 {
+        self.max_pending_bytes.unwrap_or_else(|| {
+            memory_budget::default_max_pending_bytes(
+                self.pipeline_threads(),
+                memory_budget::mem_total(),
+            )
+        })
+    }
+
+    /// Bytes of spare encoders each of `shards` aggregators may keep: half the budget in force,
+    /// shared over the shards (memory beside the budget; `sluice_collector::spares`).
+    pub fn spare_bytes_per_shard(&self, shards: usize) -> u64 {
+        self.max_pending_bytes() / 2 / shards.max(1) as u64
     }
 
     /// The grace period: `grace_ms`, else `grace_secs`, else [`DEFAULT_GRACE_MS`].
@@ -787,7 +808,7 @@ impl ServerConfig {
         if self.spool_max_bytes == 0 {
             return Err(Error::Config("spool_max_bytes must be positive".into()));
         }
-        if self.max_pending_bytes == 0 {
+        if self.max_pending_bytes == Some(0) {
             return Err(Error::Config("max_pending_bytes must be positive".into()));
         }
         if self.substream_queue == 0

@@ -180,7 +180,7 @@ impl Pipeline {
             pending_drops: Default::default(),
             clock: shared.clock,
             exactly_once,
-            max_pending_bytes: config.max_pending_bytes,
+            max_pending_bytes: config.max_pending_bytes(),
             ingest_counters: Default::default(),
             disk: shared.disk.clone(),
             substreams: shared.substreams.clone(),
@@ -216,7 +216,7 @@ fn aggregators(
             spool.max_bytes = (spool.max_bytes / shard_count as u64).max(1);
         }
         // Kept encoders are memory beside the budget: half of it at most, over all shards.
-        agg_cfg.max_spare_bytes = config.max_pending_bytes / 2 / shard_count as u64;
+        agg_cfg.max_spare_bytes = config.spare_bytes_per_shard(shard_count);
         aggregators.push(
             Aggregator::new(agg_cfg, store.clone()).map_err(|e| Error::Config(e.to_string()))?,
         );
@@ -242,7 +242,7 @@ fn publish_start(
     m.spool_events.set(as_gauge(sum(&|a| a.spooled_events())));
     m.pending_events.set(as_gauge(sum(&|a| a.pending_events())));
     m.pending_bytes.set(as_gauge(sum(&|a| a.pending_bytes())));
-    m.max_pending_bytes.set(as_gauge(config.max_pending_bytes));
+    m.max_pending_bytes.set(as_gauge(config.max_pending_bytes()));
     m.wal_checkpointed_seq.set(as_gauge(wal.checkpointed()));
 }
 
