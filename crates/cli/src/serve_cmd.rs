@@ -52,8 +52,8 @@ pub struct ServeArgs {
     /// (protocol 3 + zlib).
     #[arg(long, value_parser = sluice_blob::Profile::from_str)]
     profile: Option<sluice_blob::Profile>,
-    /// Memory budget for pending events (bytes, or 512m, 1g; default 512m); beyond it ingest
-    /// gets 503 / a TCP `error`, UDP is shed.
+    /// Memory budget for pending events (bytes, or 512m, 1g; default 512m per pipeline thread,
+    /// at most 1/4 of RAM, at least 512m); beyond it ingest gets 503 / a TCP `error`, UDP is shed.
     #[arg(long, value_parser = parse_bytes)]
     max_pending_bytes: Option<u64>,
     /// Free-space reserve: while a data, WAL or spool disk has less free, acknowledged ingest
