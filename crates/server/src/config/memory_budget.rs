@@ -6,7 +6,7 @@
 //! written: ~2 s, ~350 MB per shard at the peak. One fixed 512 MiB for all shards held that for
 //! one shard only: a two-shard server near 1 M events/s answered a fifth of its POSTs with 503,
 //! and the spare-encoder share (half the budget over the shards, 128 MiB each) was smaller than
-//! one second's encoder, so none was kept (issue 29).
+//! one second's encoder, so none was kept.
 //!
 //! The rule: [`PER_SHARD_BYTES`] (512 MiB) per pipeline thread — one shard keeps the old
 //! 512 MiB, and each shard's spare share (half of it, 256 MiB) holds a ~175 MB encoder — capped
