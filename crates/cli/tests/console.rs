@@ -523,6 +523,20 @@ impl Steps<'_> {
         .await?;
         assert_eq!(count, json!(web), "the rollup's counts vs the WEB events");
         self.shot("rollups").await?;
+        // A group ticked: drawn too (a line per ticked group), and in the URL.
+        let before = js(
+            c,
+            "return document.querySelectorAll('#rollup-groups input:checked').length",
+        )
+        .await?;
+        let before = before.as_u64().unwrap_or(0);
+        c.find(Locator::Css("#rollup-groups input:not(:checked)"))
+            .await
+            .map_err(s)?
+            .click()
+            .await
+            .map_err(s)?;
+        wait_js(c, &format!("const lines = document.querySelectorAll('.rollup-chart[data-agg=count] .u-series').length - 1; return location.hash.includes('groups=') && lines === {}", before + 1), "the ticked group drawn").await?;
         // Another step (6 × 10 s): fewer points, the same events.
         goto(
             c,
@@ -630,7 +644,7 @@ impl Steps<'_> {
             &format!("{}/#/health?from={since}&to={}", self.base, since + 60),
         )
         .await?;
-        let shown = wait_js(c, "const p = document.querySelector('#health-counts'); return p?.dataset.dropped !== undefined && [Number(p.dataset.dropped), Number(p.dataset.incomplete)]", "the drops").await?;
+        let shown = wait_js(c, "const p = document.querySelector('#health-counts'); return document.getElementById('main').dataset.hash === location.hash && p?.dataset.dropped !== undefined && [Number(p.dataset.dropped), Number(p.dataset.incomplete)]", "the drops").await?;
         assert_eq!(shown[0], json!(want), "dropped per /v1/counts");
         assert!(
             shown[1].as_u64().unwrap_or(0) >= 1,
@@ -649,7 +663,7 @@ impl Steps<'_> {
 
     /// The legend of the histogram once its run is done: series → total.
     async fn wait_legend(&self) -> R<BTreeMap<String, u64>> {
-        wait_js(self.c, "return document.querySelector('#table-note')?.dataset.rows !== undefined && document.querySelector('#hist-total')?.dataset.total !== undefined", "the histogram and the table").await?;
+        wait_js(self.c, "return document.getElementById('main').dataset.hash === location.hash && document.querySelector('#table-note')?.dataset.rows !== undefined && document.querySelector('#hist-total')?.dataset.total !== undefined", "the histogram and the table").await?;
         let v = js(self.c, "return [...document.querySelectorAll('#hist-legend .legend-item')].map(e => [e.dataset.series, Number(e.dataset.total)])").await?;
         Ok(v.as_array()
             .unwrap()

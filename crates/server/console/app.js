@@ -25,6 +25,8 @@ function show() {
   }
   main.replaceChildren();
   main.dataset.screen = screen;
+  // Which view is mounted (a hash set a moment ago may not be yet).
+  main.dataset.hash = location.hash;
   for (const a of document.querySelectorAll('#nav a')) {
     a.classList.toggle('active', a.dataset.screen === screen);
   }
