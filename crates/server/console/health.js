@@ -155,7 +155,7 @@ export function mount(root, p) {
       card('Store',
         row('bytes', fmtBytes(sum('sluice_store_bytes')), 'store_bytes', sum('sluice_store_bytes')),
         row('partitions', fmtNum(sum('sluice_store_partitions'))),
-        row('oldest data', oldest ? `${fmtTime(oldest)} (${fmtDuration(Date.now() / 1000 - oldest)} ago)` : '–'),
+        row('oldest partition', oldest ? `${fmtTime(oldest)} (${fmtDuration(Date.now() / 1000 - oldest)} ago)` : '–'),
         row('blobs written', fmtNum(sum('sluice_blobs_written_total'))),
         row('store errors', fmtNum(sum('sluice_store_errors_total'))),
         row('spool', `${fmtNum(sum('sluice_spool_batches'))} batches, ${fmtBytes(sum('sluice_spool_bytes'))}`),
