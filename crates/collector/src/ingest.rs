@@ -699,7 +699,7 @@ impl Ingestor {
         };
         let epoch = match epoch_t {
             None => None,
-            // Milliseconds are read by the authoritative path (`crate::epoch`).
+            // The transcoder wrote a numeric epoch as its second (`crate::epoch`).
             Some(TagValue::Int(e)) if e < epoch::MS_THRESHOLD => {
                 let lo = now.saturating_sub(self.cfg.max_past_secs);
                 let hi = now.saturating_add(self.cfg.max_future_secs);

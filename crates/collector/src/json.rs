@@ -27,6 +27,8 @@ use rustc_hash::FxHashMap;
 use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use sereal::{EncodedKey, FragmentWriter, Key, Value};
 
+use crate::epoch::EpochInput;
+
 /// Interned keys beyond this many are forgotten (the map is cleared), so that hostile payloads
 /// full of random keys cannot grow it without bound. Already handed-out keys stay valid.
 const MAX_INTERNED: usize = 16 * 1024;
@@ -351,9 +353,11 @@ pub(crate) enum TagValue<'t> {
 ///
 /// `None` means "not taken" — invalid JSON, a top level that is not an object, a number or an
 /// escape whose value needs care, nesting deeper than `max_depth` (or [`FAST_MAX_DEPTH`]), a tag
-/// field that is repeated or neither a string nor an integer — never a different answer: the
-/// caller then goes through [`parse_value`] and the value rules, which decide. `out` is then in
-/// an unspecified state (clear it).
+/// field that is repeated or neither a string nor an integer (`epoch`: not a number) — never a
+/// different answer: the caller then goes through [`parse_value`] and the value rules, which
+/// decide. A numeric `epoch` is written as the whole second it names ([`crate::epoch`]:
+/// milliseconds, float seconds), as the authoritative path stores it. `out` is then in an
+/// unspecified state (clear it).
 pub(crate) fn transcode_event<'t>(
     text: &'t str,
     out: &mut FragmentWriter,
@@ -514,7 +518,7 @@ fn specials(x: u64) -> u64 {
 /// What [`Fast::number`] wrote.
 enum Number {
     Int(i64),
-    Float,
+    Float(f64),
 }
 
 /// The index of a tag name among `epoch`, `dc`, `type`, `subtype`.
@@ -557,7 +561,11 @@ impl<'t> Fast<'t, '_> {
                     if tags[t].is_some() {
                         return None;
                     }
-                    tags[t] = Some(self.tag_value()?);
+                    tags[t] = Some(if t == 0 {
+                        self.epoch_value()?
+                    } else {
+                        self.tag_value()?
+                    });
                 }
                 None => self.value(1)?,
             }
@@ -612,10 +620,29 @@ impl<'t> Fast<'t, '_> {
             }
             b'-' | b'0'..=b'9' => match self.number()? {
                 Number::Int(i) => Some(TagValue::Int(i)),
-                Number::Float => None,
+                Number::Float(_) => None,
             },
             _ => None,
         }
+    }
+
+    /// The value of the top-level `epoch`: a number, written as the whole second it names
+    /// (milliseconds, float seconds: `crate::epoch`, the one rule), so the fragment holds what
+    /// the authoritative path stores. A string (RFC 3339) or anything else is left to that path.
+    fn epoch_value(&mut self) -> Option<TagValue<'t>> {
+        if !matches!(self.peek()?, b'-' | b'0'..=b'9') {
+            return None;
+        }
+        let at = self.out.len();
+        let input = match self.number()? {
+            Number::Int(i) => EpochInput::Int(i),
+            Number::Float(f) => EpochInput::Float(f),
+        };
+        let second = crate::epoch::normalize(input).ok()?;
+        if input != EpochInput::Int(second) {
+            self.out.replace_number(at, second);
+        }
+        Some(TagValue::Int(second))
     }
 
     #[inline]
@@ -882,7 +909,7 @@ impl<'t> Fast<'t, '_> {
                 return None;
             }
             self.out.float(f);
-            return Some(Number::Float);
+            return Some(Number::Float(f));
         }
         if int_len > 18 || (negative && n == 0) {
             return None;
@@ -961,7 +988,8 @@ mod tests {
                 "{text:?}"
             );
         }
-        let want = parse_value(text, &mut Interner::default(), max_depth);
+        // What ingest stores: the authoritative value with a numeric `epoch` as its second.
+        let want = parse_value(text, &mut Interner::default(), max_depth).map(normalised);
         match (&got, &want) {
             (Some((tags, frag)), Ok(value)) => {
                 let mut options = vec![
@@ -1002,6 +1030,22 @@ mod tests {
             (None, _) => {}
         }
         got.is_some()
+    }
+
+    /// `v` with its one top-level numeric `epoch` as the whole second it names (the rule ingest
+    /// applies to the authoritative path's value, `crate::epoch`).
+    fn normalised(v: Value) -> Value {
+        let Value::Hash(mut h) = v else { return v };
+        if h.iter().filter(|(k, _)| k.as_bytes() == b"epoch").count() == 1 {
+            if let Some(entry) = h.iter_mut().find(|(k, _)| k.as_bytes() == b"epoch") {
+                if matches!(entry.1, Value::Int(_) | Value::Float(_)) {
+                    if let Ok(e) = crate::epoch::from_value(&entry.1) {
+                        entry.1 = Value::Int(e);
+                    }
+                }
+            }
+        }
+        Value::Hash(h)
     }
 
     #[test]
@@ -1090,13 +1134,23 @@ mod tests {
             r#"{"type":null}"#,
             r#"{"epoch":1.5}"#,
             r#"{"dc":["a"]}"#,
+            // Milliseconds and float seconds: written as the second (`crate::epoch`).
+            r#"{"type":"WEB","epoch":1795928400250,"n":1}"#,
+            r#"{"epoch":1795928400.75,"type":"WEB"}"#,
+            r#"{"type":"WEB","epoch":1.7959284e9}"#,
+            r#"{"type":"WEB","epoch":"2026-11-29T05:00:00Z"}"#,
             r#"{"big":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":"dup"},"arr":[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,"dup"],"q":"dup"}"#,
         ];
         for c in tagged {
             let _ = check(c, 32);
         }
-        assert!(check(tagged[0], 32) && check(tagged[1], 32) && check(tagged[6], 32));
-        assert!(!check(tagged[2], 32) && !check(tagged[3], 32) && !check(tagged[4], 32));
+        assert!(check(tagged[0], 32) && check(tagged[1], 32) && check(tagged[10], 32));
+        assert!(!check(tagged[2], 32) && !check(tagged[3], 32));
+        // A numeric epoch is taken, written as its second; a string one is not.
+        for i in [4, 6, 7, 8] {
+            assert!(check(tagged[i], 32), "{}", tagged[i]);
+        }
+        assert!(!check(tagged[9], 32));
         let deep = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
         for n in [31, 32, 33, 99, 100, 101, 127, 128, 129, 300] {
             for depth in [32, 100, 127, 128, 1000] {

@@ -325,6 +325,15 @@ impl FragmentWriter {
         write_float(&mut self.body, f);
     }
 
+    /// Replaces the number written last — [`int`](Self::int) or [`float`](Self::float), which
+    /// started at byte `at` (what [`len`](Self::len) said before it) — by the integer `i`, still
+    /// one value: for a value rewritten once read (ingest stores an `epoch` as its whole second).
+    /// Numbers record no marks, so only the bytes change.
+    pub fn replace_number(&mut self, at: usize, i: i64) {
+        self.body.truncate(at);
+        write_int(&mut self.body, i);
+    }
+
     /// A string value.
     #[inline]
     pub fn str(&mut self, s: &str) {
