@@ -418,3 +418,94 @@ fn funnels_match_brute_force_over_blobs_and_columns() {
     }
     server.stop();
 }
+
+/// `GET /v1/funnel` on a server with `--auth`: no token 401; a read token limited to dc `ams1`
+/// counts only ams1's events (as `GET /v1/events` shows them to it); an ingest-only token 403.
+#[test]
+fn a_token_counts_only_the_events_within_its_reach() {
+    let dir = sluice_test_support::temp_dir("funnel-auth");
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("data");
+    let config = dir.join("sluice.toml");
+    std::fs::write(
+        &config,
+        format!("data_dir = {data:?}\ntcp = \"127.0.0.1:0\"\nudp = \"off\"\ncolumns = \"off\"\n"),
+    )
+    .expect("config");
+    let server = Server::start_with(&config, &data, &["--auth"]);
+    let secret = std::fs::read_to_string(data.join("admin.secret")).expect("local secret");
+    let secret = secret.trim();
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(30))
+        .build();
+    let url = |p: &str| format!("http://{}{p}", server.addr);
+    let call = |method: &str, path: &str, token: Option<&str>, body: Option<&str>| {
+        let mut req = agent.request(method, &url(path));
+        if let Some(t) = token {
+            req = req.set("authorization", &format!("Bearer {t}"));
+        }
+        let r = match body {
+            Some(b) => req.set("content-type", "application/json").send_string(b),
+            None => req.call(),
+        };
+        match r {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("{method} {path}: {e}"),
+        }
+    };
+    let token = |name: &str, scopes: &str, dcs: &str| {
+        let body = json!({"name": name, "scopes": scopes, "dcs": dcs, "types": "*"});
+        let (code, text) = call("POST", "/v1/tokens", Some(secret), Some(&body.to_string()));
+        assert_eq!(code, 201, "{text}");
+        serde_json::from_str::<Value>(&text).expect("json")["secret"]
+            .as_str()
+            .expect("secret")
+            .to_owned()
+    };
+    let base = now() - 3 * 3600;
+    let events = generate(3, base);
+    let body: String = events.iter().map(|e| format!("{e}\n")).collect();
+    let ingest = token("in", "ingest", "*");
+    let (code, text) = call("POST", "/v1/events", Some(&ingest), Some(&body));
+    assert_eq!(code, 200, "{text}");
+    // Every event stored (/metrics needs a token here: wait on the read itself).
+    let (from, to) = (base - 10, base + 2600);
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let read = loop {
+        let (code, text) = call(
+            "GET",
+            &format!("/v1/events?from={from}&to={to}"),
+            Some(secret),
+            None,
+        );
+        assert_eq!(code, 200, "{text}");
+        let read = lines(&text);
+        if read.len() == events.len() {
+            break read;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {} stored",
+            read.len(),
+            events.len()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let ams1: Vec<Value> = read.iter().filter(|e| e["dc"] == "ams1").cloned().collect();
+    let path = format!("/v1/funnel?{}", query(from, to, Some(600), true));
+    assert_eq!(call("GET", &path, None, None).0, 401);
+    assert_eq!(call("GET", &path, Some(&ingest), None).0, 403);
+    let reader = token("ams1", "read", "ams1");
+    let (code, text) = call("GET", &path, Some(&reader), None);
+    assert_eq!(code, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("json");
+    assert_same(&answer, &brute_force(&ams1, Some(600), true), "ams1 token");
+    assert_eq!(answer["groups"].as_array().map(|g| g.len()), Some(1));
+    // The admin secret sees all three dcs.
+    let (code, text) = call("GET", &path, Some(secret), None);
+    assert_eq!(code, 200, "{text}");
+    let answer: Value = serde_json::from_str(&text).expect("json");
+    assert_same(&answer, &brute_force(&read, Some(600), true), "all dcs");
+    server.stop();
+}
