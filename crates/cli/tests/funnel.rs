@@ -285,6 +285,31 @@ fn funnels_match_brute_force_over_blobs_and_columns() {
     let read = lines(&r.text());
     assert_eq!(read.len(), events.len(), "every event stored once");
 
+    // The data has what the semantics decide on: sessions with two different steps in one
+    // second (their read order counts), and steps read before the step they follow.
+    let mut seen: BTreeMap<(String, i64), Vec<String>> = BTreeMap::new();
+    for e in &read {
+        if e["type"] == "WEB" && e.get("session_id").is_some() {
+            seen.entry((
+                e["session_id"].to_string(),
+                e["epoch"].as_i64().expect("epoch"),
+            ))
+            .or_default()
+            .push(e["path"].as_str().expect("path").to_owned());
+        }
+    }
+    let ties = seen
+        .values()
+        .filter(|paths| {
+            STEPS
+                .iter()
+                .filter(|s| paths.iter().any(|p| p == *s))
+                .count()
+                >= 2
+        })
+        .count();
+    println!("{ties} (session, second) pairs hold two different steps");
+    assert!(ties > 5, "too few same-second steps: {ties}");
     let variants = [
         (None, false),
         (Some(600), false),

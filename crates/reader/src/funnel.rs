@@ -562,6 +562,31 @@ mod tests {
     }
 
     #[test]
+    fn a_funnel_reads_only_the_paths_it_names() {
+        let spec = FunnelSpec::parse(
+            "user.sid",
+            &[
+                "path == \"/a\"".into(),
+                "status >= 500 and exists ms".into(),
+            ],
+            Some("30m"),
+            &["dc,region".into()],
+            None,
+        )
+        .expect("spec");
+        let needs: Vec<String> = spec.needs().iter().map(|p| p.to_string()).collect();
+        assert_eq!(needs, ["user.sid", "dc", "region", "path", "status", "ms"]);
+        assert_eq!(spec.within, Some(1800));
+        let mut opts = ReadOptions::default();
+        spec.narrow_read(&mut opts);
+        assert_eq!(opts.needs.map(|n| n.len()), Some(6));
+        let bad = FunnelSpec::parse("sid", &["a == 1".into(), "a ==".into()], None, &[], None);
+        assert!(bad.expect_err("bad step").0.starts_with("step 2:"));
+        assert!(FunnelSpec::parse("sid", &[], None, &[], None).is_err());
+        assert!(FunnelSpec::parse("sid", &["a == 1".into()], Some("-1"), &[], None).is_err());
+    }
+
+    #[test]
     fn nearest_rank_quantiles() {
         assert_eq!(nearest_rank(&[1, 2, 3, 4], 0.5), Some(2));
         assert_eq!(nearest_rank(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 0.9), Some(9));
