@@ -8,13 +8,16 @@
 //! substream it reads. Same code, same output.
 //!
 //! # Contract
-//! - One [`sereal::lazy::Selector`] pass per event over the union of every selection's select
-//!   and filter paths (each distinct path once). Plain key paths (`a.b.c`) are walked by their
-//!   own selector, which keeps the codec's fast key-tree walk; the others (`[*]`, `[i]`) by a
-//!   second one on the same event only when some selection has one — so one `[*]` path does not
-//!   slow every other path down. A value is decoded at most once per event,
-//!   and only when some selection needs it (its filter's paths, or its output for an event its
-//!   filter kept).
+//! - One [`sereal::lazy::Selector`] pass per event over the paths every event needs (each
+//!   distinct path once): the filters' paths and the outputs of selections without a filter.
+//!   The other outputs are found by a second walk of the event (stopping once they are found)
+//!   only when some filter kept it. Plain key paths (`a.b.c`) are walked by their own
+//!   selectors, which keep the codec's fast key-tree walk; the others (`[*]`, `[i]`) by a
+//!   separate one, on first use in an event — so one `[*]` path does not slow every other path
+//!   down. A value is decoded at most once per event, and only when some selection needs it
+//!   (its filter's paths, or its output for an event its filter kept).
+//! - Identical filters (same `where` text) are evaluated once per event for all the selections
+//!   that have them.
 //! - The output of selection `i` is exactly what a [`crate::RangeReader`] with that selection
 //!   alone gives for the chunk: the whole decoded event (no `select`) or a map
 //!   `{path text: value}` (a `[*]` path: array of every match; any other path: its first match
@@ -36,18 +39,42 @@ use crate::selection::Selection;
 struct Part {
     /// Output keys with their union index and whether the path has a `[*]`.
     select: Vec<(Key, usize, bool)>,
-    /// The filter, the union index of each of its paths, and whether those are distinct (then
-    /// the values are lent to the filter, not cloned).
-    filter: Option<(Filter, Vec<usize>, bool)>,
+    /// Its filter's index in [`MultiSelect::filters`] (identical filters are shared).
+    filter: Option<usize>,
+}
+
+/// One distinct filter of the selections, evaluated at most once per event for all of them.
+#[derive(Debug, Clone)]
+struct SharedFilter {
+    filter: Filter,
+    /// The union index of each of its paths.
+    idxs: Vec<usize>,
+    /// Whether those are distinct (then the values are lent to the filter, not cloned).
+    distinct: bool,
+}
+
+/// A filter's verdict on the current event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Unknown,
+    Keep,
+    Drop,
 }
 
 /// Several selections over one chunk in one pass; see the [module docs](self).
 pub struct MultiSelect {
     parts: Vec<Part>,
-    /// Plain key paths (union indices `0..n_plain`): drives the iteration.
+    /// The distinct filters (by their text), shared by the parts that have them.
+    filters: Vec<SharedFilter>,
+    /// The plain key paths every event needs (union indices `0..n_first`: the filters' paths
+    /// and the outputs of selections without a filter): drives the iteration.
     selector: Selector,
-    /// The other paths (union indices `n_plain..`), if any.
+    /// The other plain key paths (union indices `n_first..n_plain`: outputs of filtered
+    /// selections), walked only for an event some filter kept.
+    rest: Option<Selector>,
+    /// The paths with `[*]` / `[i]` (union indices `n_plain..`), walked on first use.
     others: Option<Selector>,
+    n_first: usize,
     n_plain: usize,
     n_paths: usize,
     /// Whether some selection decodes whole events (no `select`, or no lazy part at all).
@@ -60,6 +87,7 @@ impl fmt::Debug for MultiSelect {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MultiSelect")
             .field("selections", &self.parts.len())
+            .field("filters", &self.filters.len())
             .field("paths", &self.n_paths)
             .finish()
     }
@@ -80,6 +108,7 @@ impl MultiSelect {
             }
         };
         let mut parts = Vec::new();
+        let mut filters: Vec<SharedFilter> = Vec::new();
         for sel in selections {
             let select = sel
                 .select
@@ -89,10 +118,21 @@ impl MultiSelect {
                     (Key::Utf8(Arc::from(p.to_string())), index_of(p), many)
                 })
                 .collect();
+            // The same text parses to the same expression over the same paths: one verdict.
             let filter = sel.filter.as_ref().map(|f| {
-                let idxs: Vec<usize> = f.paths().iter().map(&mut index_of).collect();
-                let distinct = idxs.iter().enumerate().all(|(i, x)| !idxs[..i].contains(x));
-                (f.clone(), idxs, distinct)
+                match filters.iter().position(|s| s.filter.text() == f.text()) {
+                    Some(i) => i,
+                    None => {
+                        let idxs: Vec<usize> = f.paths().iter().map(&mut index_of).collect();
+                        let distinct = idxs.iter().enumerate().all(|(i, x)| !idxs[..i].contains(x));
+                        filters.push(SharedFilter {
+                            filter: f.clone(),
+                            idxs,
+                            distinct,
+                        });
+                        filters.len() - 1
+                    }
+                }
             });
             parts.push(Part { select, filter });
         }
@@ -100,9 +140,23 @@ impl MultiSelect {
             .iter()
             .all(|p| p.select.is_empty() && p.filter.is_none());
         let n_paths = union.len();
-        // Plain key paths first (their own selector keeps the fast walk), then the others.
+        // Which paths every event needs: those of the filters, and the outputs of selections
+        // without one. The others are read only for events some filter kept.
+        let mut always = vec![false; n_paths];
+        for f in &filters {
+            f.idxs.iter().for_each(|&i| always[i] = true);
+        }
+        for part in parts.iter().filter(|p| p.filter.is_none()) {
+            part.select.iter().for_each(|(_, i, _)| always[*i] = true);
+        }
+        // Plain key paths first (their own selectors keep the fast walk), those every event
+        // needs before the others; then the rest.
         let plain = |p: &Path| p.steps().iter().all(|s| matches!(s, Step::Key(_)));
-        let mut order: Vec<usize> = (0..n_paths).filter(|&i| plain(&union[i])).collect();
+        let mut order: Vec<usize> = (0..n_paths)
+            .filter(|&i| plain(&union[i]) && always[i])
+            .collect();
+        let n_first = order.len();
+        order.extend((0..n_paths).filter(|&i| plain(&union[i]) && !always[i]));
         let n_plain = order.len();
         order.extend((0..n_paths).filter(|&i| !plain(&union[i])));
         let mut new_index = vec![0; n_paths];
@@ -113,18 +167,27 @@ impl MultiSelect {
             for (_, idx, _) in &mut part.select {
                 *idx = new_index[*idx];
             }
-            if let Some((_, idxs, _)) = &mut part.filter {
-                for idx in idxs {
-                    *idx = new_index[*idx];
-                }
+        }
+        for f in &mut filters {
+            for idx in &mut f.idxs {
+                *idx = new_index[*idx];
             }
         }
-        let plain_paths: Vec<Path> = order[..n_plain].iter().map(|&i| union[i].clone()).collect();
-        let other_paths: Vec<Path> = order[n_plain..].iter().map(|&i| union[i].clone()).collect();
+        let paths_of = |r: std::ops::Range<usize>| -> Vec<Path> {
+            order[r].iter().map(|&i| union[i].clone()).collect()
+        };
+        let (first, rest, others) = (
+            paths_of(0..n_first),
+            paths_of(n_first..n_plain),
+            paths_of(n_plain..n_paths),
+        );
         MultiSelect {
             parts,
-            selector: Selector::new(plain_paths),
-            others: (!other_paths.is_empty()).then(|| Selector::new(other_paths)),
+            filters,
+            selector: Selector::new(first),
+            rest: (!rest.is_empty()).then(|| Selector::new(rest)),
+            others: (!others.is_empty()).then(|| Selector::new(others)),
+            n_first,
             n_plain,
             n_paths,
             whole_only,
@@ -146,6 +209,11 @@ impl MultiSelect {
     /// Number of distinct paths walked per event.
     pub fn paths(&self) -> usize {
         self.n_paths
+    }
+
+    /// Number of distinct filters evaluated per event (identical `where` texts count once).
+    pub fn filters(&self) -> usize {
+        self.filters.len()
     }
 
     /// The output of every selection for the chunk `bytes` (a blob: Sereal + `=chk`), in
@@ -170,64 +238,72 @@ impl MultiSelect {
             }
             return Ok(outs);
         }
-        let doc = blob.lazy(limits, &mut self.scratch)?;
+        let MultiSelect {
+            parts,
+            filters,
+            selector,
+            rest,
+            others,
+            n_first,
+            n_plain,
+            n_paths,
+            scratch,
+            ..
+        } = self;
+        let doc = blob.lazy(limits, scratch)?;
         let mut items = doc.items().map_err(TransformError::Body)?;
         let mut handles: Vec<Vec<Item<'_>>> = Vec::new();
-        // Per event: the decoded values of each union path (decoded on first use) and the whole
-        // event (decoded on first use).
-        let mut decoded: Vec<Vec<Value>> = vec![Vec::new(); self.n_paths];
-        let mut done: Vec<bool> = vec![false; self.n_paths];
+        let mut rest_handles: Vec<Vec<Item<'_>>> = Vec::new();
+        let mut other_handles: Vec<Vec<Item<'_>>> = Vec::new();
+        // Per event: the decoded values of each union path (decoded on first use), each
+        // distinct filter's verdict (evaluated on first use) and the whole event (decoded on
+        // first use).
+        let mut decoded: Vec<Vec<Value>> = vec![Vec::new(); *n_paths];
+        let mut done: Vec<bool> = vec![false; *n_paths];
+        let mut verdicts: Vec<Verdict> = vec![Verdict::Unknown; filters.len()];
         let mut found: Vec<Vec<Value>> = Vec::new();
         let mut i = 0usize;
-        while let Some(item) = self.selector.next_selected(&mut items, &mut handles) {
+        while let Some(item) = selector.next_selected(&mut items, &mut handles) {
             let event = i;
             i += 1;
             let ev = |source: sereal::Error| TransformError::Event { event, source };
             let item = item.map_err(ev)?;
-            if let Some(others) = &mut self.others {
-                handles.truncate(self.n_plain);
-                handles.extend(others.select_items(&item).map_err(ev)?);
-            }
-            // One budget per event for all it decodes, as one selection had.
-            let mut dec = doc.item_decoder();
-            done.fill(false);
+            let mut paths = EventPaths {
+                item,
+                handles: [&mut handles, &mut rest_handles, &mut other_handles],
+                selectors: [rest.as_mut(), others.as_mut()],
+                walked: [true, false, false],
+                bounds: [0, *n_first, *n_plain],
+                decoded: &mut decoded,
+                done: &mut done,
+                // One budget per event for all it decodes, as one selection had.
+                dec: doc.item_decoder(),
+                event,
+            };
+            paths.done.fill(false);
+            verdicts.fill(Verdict::Unknown);
             let mut whole: Option<Value> = None;
-            for (part, out) in self.parts.iter().zip(outs.iter_mut()) {
-                if let Some((f, idxs, distinct)) = &part.filter {
-                    if found.len() < idxs.len() {
-                        found.resize_with(idxs.len(), Vec::new);
+            for (part, out) in parts.iter().zip(outs.iter_mut()) {
+                if let Some(fi) = part.filter {
+                    if verdicts[fi] == Verdict::Unknown {
+                        let keep = filters[fi].eval(&mut paths, &mut found)?;
+                        verdicts[fi] = if keep { Verdict::Keep } else { Verdict::Drop };
                     }
-                    for (k, &idx) in idxs.iter().enumerate() {
-                        decode_path(&mut decoded, &mut done, &handles, idx, &mut dec, event)?;
-                        if *distinct {
-                            std::mem::swap(&mut found[k], &mut decoded[idx]);
-                        } else {
-                            found[k].clear();
-                            found[k].extend_from_slice(&decoded[idx]);
-                        }
-                    }
-                    let keep = f.matches_selected(&found[..idxs.len()]);
-                    if *distinct {
-                        // Lent, now given back.
-                        for (k, &idx) in idxs.iter().enumerate() {
-                            std::mem::swap(&mut found[k], &mut decoded[idx]);
-                        }
-                    }
-                    if !keep {
+                    if verdicts[fi] == Verdict::Drop {
                         continue;
                     }
                 }
                 if part.select.is_empty() {
                     if whole.is_none() {
-                        whole = Some(dec.decode(&item).map_err(ev)?);
+                        whole = Some(paths.dec.decode(&item).map_err(ev)?);
                     }
                     out.push(whole.clone().unwrap_or(Value::Undef));
                     continue;
                 }
                 let mut hash = Vec::with_capacity(part.select.len());
                 for (key, idx, many) in &part.select {
-                    decode_path(&mut decoded, &mut done, &handles, *idx, &mut dec, event)?;
-                    let vs = &decoded[*idx];
+                    paths.decode(*idx)?;
+                    let vs = &paths.decoded[*idx];
                     let v = if *many {
                         Value::Array(vs.to_vec())
                     } else {
@@ -242,27 +318,82 @@ impl MultiSelect {
     }
 }
 
-/// Decodes the values of union path `idx` of the current event unless done already.
-fn decode_path<'d>(
-    decoded: &mut [Vec<Value>],
-    done: &mut [bool],
-    handles: &[Vec<Item<'d>>],
-    idx: usize,
-    dec: &mut sereal::lazy::ItemDecoder<'d>,
-    event: usize,
-) -> Result<(), TransformError> {
-    if !done[idx] {
-        let vs = &mut decoded[idx];
-        vs.clear();
-        for h in &handles[idx] {
-            vs.push(
-                dec.decode(h)
-                    .map_err(|source| TransformError::Event { event, source })?,
-            );
+impl SharedFilter {
+    /// Whether the current event of `paths` passes (its paths decoded as needed).
+    fn eval(
+        &self,
+        paths: &mut EventPaths<'_, '_>,
+        found: &mut Vec<Vec<Value>>,
+    ) -> Result<bool, TransformError> {
+        let idxs = &self.idxs;
+        if found.len() < idxs.len() {
+            found.resize_with(idxs.len(), Vec::new);
         }
-        done[idx] = true;
+        for (k, &idx) in idxs.iter().enumerate() {
+            paths.decode(idx)?;
+            if self.distinct {
+                std::mem::swap(&mut found[k], &mut paths.decoded[idx]);
+            } else {
+                found[k].clear();
+                found[k].extend_from_slice(&paths.decoded[idx]);
+            }
+        }
+        let keep = self.filter.matches_selected(&found[..idxs.len()]);
+        if self.distinct {
+            // Lent, now given back.
+            for (k, &idx) in idxs.iter().enumerate() {
+                std::mem::swap(&mut found[k], &mut paths.decoded[idx]);
+            }
+        }
+        Ok(keep)
     }
-    Ok(())
+}
+
+/// The union paths of one event: handles found by the pass (group 0: the paths every event
+/// needs) or by a second walk of the event on first use of a path of group 1 (the other plain
+/// paths) or 2 (the others), decoded on first use. Most events need neither: only selections
+/// whose filter kept the event read their outputs.
+struct EventPaths<'a, 'd> {
+    item: Item<'d>,
+    /// The handles of each group (indexed from the group's first union index).
+    handles: [&'a mut Vec<Vec<Item<'d>>>; 3],
+    /// The selectors of groups 1 and 2.
+    selectors: [Option<&'a mut Selector>; 2],
+    /// Whether each group's handles are of this event.
+    walked: [bool; 3],
+    /// The first union index of each group.
+    bounds: [usize; 3],
+    decoded: &'a mut [Vec<Value>],
+    done: &'a mut [bool],
+    dec: sereal::lazy::ItemDecoder<'d>,
+    event: usize,
+}
+
+impl EventPaths<'_, '_> {
+    /// Decodes the values of union path `idx` of the current event unless done already.
+    fn decode(&mut self, idx: usize) -> Result<(), TransformError> {
+        if self.done[idx] {
+            return Ok(());
+        }
+        let event = self.event;
+        let ev = |source: sereal::Error| TransformError::Event { event, source };
+        let group = self.bounds.iter().rposition(|&b| idx >= b).unwrap_or(0);
+        if !self.walked[group] {
+            if let Some(s) = self.selectors[group - 1].as_deref_mut() {
+                s.select_handles(&self.item, self.handles[group])
+                    .map_err(ev)?;
+            }
+            self.walked[group] = true;
+        }
+        let vs = &mut self.decoded[idx];
+        vs.clear();
+        let handles = self.handles[group].get(idx - self.bounds[group]);
+        for h in handles.map(Vec::as_slice).unwrap_or_default() {
+            vs.push(self.dec.decode(h).map_err(ev)?);
+        }
+        self.done[idx] = true;
+        Ok(())
+    }
 }
 
 /// Why a chunk could not be transformed: for every selection, as a chunk is all or nothing.
@@ -349,11 +480,14 @@ mod tests {
             )
             .unwrap(),
             Selection::from_texts(None, None, None, &["tags[1]"], None).unwrap(),
+            // The first one's filter again: one verdict per event for both.
+            Selection::from_texts::<&str>(None, None, None, &["path"], Some("status >= 500"))
+                .unwrap(),
         ];
         let all = MultiSelect::new(&sels)
             .apply(&blob, &Limits::default())
             .unwrap();
-        assert_eq!(all.len(), 5);
+        assert_eq!(all.len(), 6);
         assert_eq!(all[3].len(), 2);
         assert_eq!(all[4].len(), 3);
         for (i, sel) in sels.iter().enumerate() {
@@ -365,6 +499,8 @@ mod tests {
         assert_eq!(all[0].len(), 1);
         assert_eq!(all[1].len(), 3);
         assert_eq!(all[2].len(), 1);
+        assert_eq!(all[5].len(), 1);
         assert_eq!(MultiSelect::new(&sels).paths(), 4);
+        assert_eq!(MultiSelect::new(&sels).filters(), 3);
     }
 }
