@@ -330,12 +330,15 @@ fn latency_and_runaway(args: &Args, tmp: &Path, out: &mut String) -> Result<()> 
         .copied();
     out.push_str(&format!(
         "\n| emit → substream result readable (grace 250 ms, {n} events one every ~107 ms) | p50 s | p99 s | target | verdict |\n|---|---:|---:|---|---|\n\
-         | `GET /v1/events?substream=lat&no_fallback=1` polled every ~10 ms | {} | {} | p99 ≤ 2.5 s | {} |\n",
+         | `GET /v1/events?substream=lat&no_fallback=1` polled every ~10 ms | {} | {} | no anchor: information (design p99 ≤ 2.5 s) | {} |\n",
         opt(lat.get(lat.len() / 2).copied(), |x| format!("{x:.2}")),
         opt(p99, |x| format!("{x:.2}")),
-        match p99 {
-            Some(x) if lat.len() == n && x <= 2.5 => "met",
-            _ => "MISSED",
+        // A wall-clock latency has no anchor to divide by: no verdict, unless a result was
+        // never seen.
+        if lat.len() == n && p99.is_some() {
+            ""
+        } else {
+            "INCOMPLETE"
         }
     ));
 

