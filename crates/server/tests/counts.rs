@@ -248,8 +248,10 @@ fn metrics_show_store_latency_blob_sizes_and_events_out() {
         let family = ["_bucket", "_sum", "_count"]
             .iter()
             .find_map(|s| {
-                name.strip_suffix(s)
-                    .filter(|f| text.contains(&format!("# TYPE {f} histogram")))
+                name.strip_suffix(s).filter(|f| {
+                    text.contains(&format!("# TYPE {f} histogram"))
+                        || text.contains(&format!("# TYPE {f} summary"))
+                })
             })
             .unwrap_or(name);
         assert!(
