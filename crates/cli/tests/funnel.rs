@@ -350,6 +350,14 @@ fn funnels_match_brute_force_over_blobs_and_columns() {
         ]);
         assert_same(&json_of(&run(&f)), &expected[i], "--server");
     }
+    // --where selects the events first (as in `sluice cat`).
+    let not_fra3: Vec<Value> = read.iter().filter(|e| e["dc"] != "fra3").cloned().collect();
+    let r = server.get(&format!(
+        "/v1/funnel?{}&columns=off&where=dc%20!%3D%20%22fra3%22",
+        query(from, to, Some(600), true)
+    ));
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_same(&r.json(), &brute_force(&not_fra3, Some(600), true), "where");
     // The table names each step and its sessions.
     let mut f = flags(from, to, Some(600), true);
     f.extend(["--server".into(), base_url.clone()]);
