@@ -1,6 +1,8 @@
 //! Declarative substreams: every `--select` / `--where` substream that applies to a blob, in
-//! **one** pass over it ([`sluice_reader::MultiSelect`]: one lazy walk per event over the union
-//! of their paths), and the encoding of any result as a normal Sluice blob.
+//! **one** pass over it ([`sluice_reader::MultiSelect`]: one lazy walk per event over the paths
+//! every event needs, each distinct `where` evaluated once per event for all of them, outputs
+//! read only for the events a filter kept), and the encoding of any result as a normal Sluice
+//! blob.
 //!
 //! # Contract
 //! - [`DeclarativeSet::apply`] gives, per substream, exactly what a range read with that
