@@ -143,6 +143,11 @@ impl Expr {
         })
     }
 
+    /// The rollup's aggregates it reads, as written.
+    pub fn aggregates(&self) -> &[String] {
+        &self.aggs
+    }
+
     /// The comparison, if the expression has one (a threshold rule's).
     pub fn comparison(&self) -> Option<(Cmp, f64)> {
         self.compare

@@ -22,10 +22,10 @@ pub type Merged = Arc<(Vec<GroupValues>, u64)>;
 pub struct Feed {
     def: Definition,
     steps: VecDeque<(i64, Vec<Value>)>,
-    /// Mergers by `by` fields.
-    mergers: HashMap<Vec<String>, StateMerger>,
-    /// Merges of the current evaluation time, by (`by`, from, to).
-    cache: HashMap<(Vec<String>, i64, i64), Merged>,
+    /// Mergers by (`by` fields, aggregates).
+    mergers: HashMap<(Vec<String>, Vec<String>), StateMerger>,
+    /// Merges of the current evaluation time, by (`by`, aggregates, from, to).
+    cache: HashMap<(Vec<String>, Vec<String>, i64, i64), Merged>,
     /// States with no step (not rollup states): skipped, counted.
     pub bad_states: u64,
     /// Merges done (cache misses).
@@ -57,7 +57,8 @@ impl Feed {
             return;
         };
         // A late state changes the merges of windows holding its step.
-        self.cache.retain(|(_, from, to), _| w < *from || w >= *to);
+        self.cache
+            .retain(|(_, _, from, to), _| w < *from || w >= *to);
         let at = self.steps.partition_point(|(s, _)| *s < w);
         match self.steps.get_mut(at) {
             Some((s, states)) if *s == w => states.push(state),
@@ -77,17 +78,27 @@ impl Feed {
         self.cache.clear();
     }
 
-    /// The groups (projected to `by`) of the states whose step lies in `[from, to)`, merged.
-    pub fn merged(&mut self, by: &[String], from: i64, to: i64) -> Result<Merged, String> {
-        let key = (by.to_vec(), from, to);
+    /// The groups (projected to `by`) of the states whose step lies in `[from, to)`, merged —
+    /// only the aggregates `aggs` (sorted: rules asking for the same ones share the merge).
+    pub fn merged(
+        &mut self,
+        by: &[String],
+        aggs: &[String],
+        from: i64,
+        to: i64,
+    ) -> Result<Merged, String> {
+        let key = (by.to_vec(), aggs.to_vec(), from, to);
         if let Some(m) = self.cache.get(&key) {
             return Ok(m.clone());
         }
-        if !self.mergers.contains_key(by) {
-            let m = StateMerger::new(&self.def, Some(by)).map_err(|e| e.to_string())?;
-            self.mergers.insert(by.to_vec(), m);
+        let which = (by.to_vec(), aggs.to_vec());
+        if !self.mergers.contains_key(&which) {
+            let m = StateMerger::new(&self.def, Some(by))
+                .and_then(|m| m.only_aggregates(aggs))
+                .map_err(|e| e.to_string())?;
+            self.mergers.insert(which.clone(), m);
         }
-        let merger = &self.mergers[by];
+        let merger = &self.mergers[&which];
         let states = self
             .steps
             .iter()

@@ -33,6 +33,8 @@ pub struct RuleRun {
     /// The rule.
     pub rule: Rule,
     expr: Expr,
+    /// The aggregates the expression reads, sorted (what the feed merges for it).
+    aggs: Vec<String>,
     /// The rule's evaluation step, seconds.
     pub eval_step: u64,
     /// Anomaly points per group fingerprint: labels and (point start, value, events).
@@ -54,8 +56,11 @@ impl RuleRun {
         let merger = sluice_rollups::StateMerger::new(def, Some(&rule.by))
             .map_err(|e| err(e.to_string()))?;
         let expr = Expr::parse(&rule.expr, merger.aggs()).map_err(|e| err(format!("expr: {e}")))?;
+        let mut aggs = expr.aggregates().to_vec();
+        aggs.sort();
         Ok(RuleRun {
             eval_step: rule.eval_step(step),
+            aggs,
             expr,
             points: HashMap::new(),
             state,
@@ -99,7 +104,7 @@ impl RuleRun {
     /// The window `[from, to)` of the feed, merged per group of the rule (none when the
     /// rollup no longer fits the rule: counted as bad).
     fn merged(&mut self, feed: &mut Feed, from: i64, to: i64) -> crate::feed::Merged {
-        match feed.merged(&self.rule.by, from, to) {
+        match feed.merged(&self.rule.by, &self.aggs, from, to) {
             Ok(m) => {
                 self.bad_states += m.1;
                 m

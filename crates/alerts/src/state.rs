@@ -130,10 +130,18 @@ impl RuleState {
                 });
             }
         }
-        let values: BTreeMap<String, Option<f64>> = outcomes
-            .iter()
-            .map(|o| (fingerprint(rule, &o.labels), o.value))
-            .collect();
+        // The last values of firing alerts whose condition stopped holding (computed only when
+        // there are such alerts: a fingerprint is a hash, and most evaluations have none).
+        let values: BTreeMap<String, Option<f64>> =
+            if self.instances.keys().any(|fp| !held.contains(fp)) {
+                outcomes
+                    .iter()
+                    .filter(|o| !o.holds)
+                    .map(|o| (fingerprint(rule, &o.labels), o.value))
+                    .collect()
+            } else {
+                BTreeMap::new()
+            };
         self.instances.retain(|fp, inst| {
             if held.contains(fp) {
                 return true;

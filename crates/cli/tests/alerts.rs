@@ -434,7 +434,8 @@ fn restarts_in_pending_and_in_firing_neither_lose_nor_repeat_an_alert() {
     // milliseconds between a receiver's answer and that record sends it again, same id):
     // not sent again after the restart.
     wait_for("the delivery recorded", Duration::from_secs(10), || {
-        (rule_view(&base)["undelivered"] == 0).then_some(())
+        let v = rule_view(&base);
+        (v["state"] == "firing" && v["undelivered"] == 0).then_some(())
     });
     server.0.kill().unwrap();
     server.0.wait().unwrap();

@@ -99,6 +99,8 @@ pub struct StateMerger {
     spec: ReduceSpec,
     /// Positions of the kept group-by fields in the rollup's.
     keep: Vec<usize>,
+    /// Positions of the kept aggregates in the rollup's (`None`: all).
+    keep_aggs: Option<Vec<usize>>,
     labels: Vec<String>,
     aggs: Vec<String>,
 }
@@ -146,9 +148,29 @@ impl StateMerger {
         Ok(StateMerger {
             spec,
             keep,
+            keep_aggs: None,
             labels,
             aggs,
         })
+    }
+
+    /// Merges only the aggregates written `only` (each one of the rollup's): a quantile
+    /// sketch nobody asks for is not merged. Unknown names are refused.
+    pub fn only_aggregates(mut self, only: &[String]) -> Result<Self, RollupError> {
+        let mut keep = Vec::new();
+        for a in only {
+            let i = self.aggs.iter().position(|x| x == a).ok_or_else(|| {
+                RollupError::Invalid(format!("the rollup has no aggregate {a:?}"))
+            })?;
+            if !keep.contains(&i) {
+                keep.push(i);
+            }
+        }
+        keep.sort_unstable();
+        self.spec.aggs = keep.iter().map(|&i| self.spec.aggs[i].clone()).collect();
+        self.aggs = keep.iter().map(|&i| self.aggs[i].clone()).collect();
+        self.keep_aggs = Some(keep);
+        Ok(self)
     }
 
     /// The kept group-by fields, as written.
@@ -216,21 +238,37 @@ impl StateMerger {
         (rows, bad)
     }
 
-    /// The state with its group key cut to the kept fields (`None`: not a state).
+    /// The state with its group key cut to the kept fields and its aggregate states to the
+    /// kept aggregates (`None`: not a state). Only what is kept is copied.
     fn project(&self, state: &Value) -> Option<Value> {
         let Value::Hash(pairs) = state.resolve() else {
             return None;
         };
-        let mut out = pairs.clone();
-        let k = out.iter_mut().find(|(k, _)| k.as_bytes() == b"k")?;
-        let Value::Array(key) = k.1.resolve() else {
-            return None;
-        };
-        let mut projected = Vec::with_capacity(self.keep.len());
-        for &i in &self.keep {
-            projected.push(key.get(i)?.resolve().clone());
+        let mut out = Vec::with_capacity(pairs.len());
+        for (name, v) in pairs {
+            let v = match (name.as_bytes(), v.resolve()) {
+                (b"k", Value::Array(key)) => {
+                    let mut projected = Vec::with_capacity(self.keep.len());
+                    for &i in &self.keep {
+                        projected.push(key.get(i)?.resolve().clone());
+                    }
+                    Value::Array(projected)
+                }
+                (b"k", _) => return None,
+                (b"a", Value::Array(accs)) => match &self.keep_aggs {
+                    Some(keep) => {
+                        let mut projected = Vec::with_capacity(keep.len());
+                        for &i in keep {
+                            projected.push(accs.get(i)?.clone());
+                        }
+                        Value::Array(projected)
+                    }
+                    None => v.clone(),
+                },
+                _ => v.clone(),
+            };
+            out.push((name.clone(), v));
         }
-        k.1 = Value::Array(projected);
         Some(Value::Hash(out))
     }
 }
