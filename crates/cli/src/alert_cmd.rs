@@ -8,10 +8,9 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use sluice_alerts::catalog;
 use sluice_alerts::RuleSpec;
-use sluice_client::DataDir;
 use sluice_substreams::registry;
 
-use crate::substream_cmd::{open, print, Registry, Target, TargetArgs};
+use crate::substream_cmd::{offline_store, open, print, Registry, Target, TargetArgs};
 
 /// `sluice alert …`
 #[derive(Subcommand)]
@@ -303,16 +302,7 @@ fn test(a: TestArgs, now: i64) -> Result<()> {
     }
     // A data directory no server holds is read as it is (read-only); otherwise the server
     // answers.
-    let local = match (&a.target.server, &a.target.data) {
-        (None, dir) => {
-            let dir = dir.clone().unwrap_or_else(|| "./data".into());
-            match sluice_client::resolve_data_dir(&dir)? {
-                DataDir::Store(store) => Some(store),
-                DataDir::Server(_) => None,
-            }
-        }
-        _ => None,
-    };
+    let local = offline_store(&a.target)?;
     let answer: Value = match local {
         Some(store) => {
             let rule = catalog::get_rule(&*store, &a.name)?;

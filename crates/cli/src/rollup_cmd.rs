@@ -7,12 +7,13 @@ use std::io::Write;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::Value;
-use sluice_client::DataDir;
 use sluice_reader::filter::Filter;
 use sluice_rollups::RollupQuery;
 use sluice_substreams::{registry, Spec};
 
-use crate::substream_cmd::{open, print, BackfillArgs, NameArgs, Registry, Target, TargetArgs};
+use crate::substream_cmd::{
+    offline_store, open, print, BackfillArgs, NameArgs, Registry, Target, TargetArgs,
+};
 
 /// `sluice rollup …`
 #[derive(Subcommand)]
@@ -227,16 +228,7 @@ fn query(a: QueryArgs, now: i64) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("--where: {e}"))?;
     // A data directory no server holds is read as it is (read-only; missing states computed
     // here, not stored); otherwise the server answers.
-    let local = match (&a.target.server, &a.target.data) {
-        (None, dir) => {
-            let dir = dir.clone().unwrap_or_else(|| "./data".into());
-            match sluice_client::resolve_data_dir(&dir)? {
-                DataDir::Store(store) => Some(store),
-                DataDir::Server(_) => None,
-            }
-        }
-        _ => None,
-    };
+    let local = offline_store(&a.target)?;
     let answer: Value = match local {
         Some(store) => {
             let def = registry::get(&*store, &a.name)?;

@@ -153,6 +153,19 @@ pub(crate) fn open(t: &Target) -> Result<Registry> {
     }
 }
 
+/// The store of `t`'s data directory when no server holds it (opened read-only, read as it
+/// is); `None` when a server answers (`--server`, or a server holding the directory).
+pub(crate) fn offline_store(t: &Target) -> Result<Option<Box<sluice_store::EmbeddedStore>>> {
+    if t.server.is_some() {
+        return Ok(None);
+    }
+    let dir = t.data.clone().unwrap_or_else(|| "./data".into());
+    Ok(match sluice_client::resolve_data_dir(&dir)? {
+        sluice_client::DataDir::Store(store) => Some(store),
+        sluice_client::DataDir::Server(_) => None,
+    })
+}
+
 pub(crate) fn print(v: &Value) -> Result<()> {
     println!("{}", serde_json::to_string_pretty(v)?);
     Ok(())

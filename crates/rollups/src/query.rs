@@ -13,16 +13,12 @@
 //! - A state that does not read (damage, another version) is skipped and reported in
 //!   [`RollupAnswer::warnings`], as a damaged blob is by any read.
 
-use std::sync::Arc;
-
 use sereal::{Key, Value};
 use sluice_reader::filter::Filter;
 use sluice_reader::reduce::{Reducer, OTHER_GROUP};
-use sluice_reader::{RangeReader, ReadItem, ReadOptions, ReadRequest, Selection};
+use sluice_reader::ReadItem;
 use sluice_store::ReadStore;
-use sluice_substreams::exec::PythonSettings;
 use sluice_substreams::registry::{Definition, Transform};
-use sluice_substreams::SubstreamReader;
 
 use crate::row::RollupRow;
 
@@ -106,21 +102,9 @@ pub fn query<S: ReadStore + ?Sized>(
     let labels: Vec<String> = spec.group_by.iter().map(|(t, _)| t.clone()).collect();
     let aggs: Vec<String> = spec.aggs.iter().map(|a| a.label.clone()).collect();
     let mut reducer = Reducer::new(spec);
-    let view = SubstreamReader::new(def.clone(), PythonSettings::default())
-        .map_err(|e| RollupError::Invalid(e.to_string()))?;
-    let opts = ReadOptions {
-        substream: Some(Arc::new(view)),
-        ..ReadOptions::default()
-    };
-    let selection = Selection {
-        substream: Some(def.name.clone()),
-        ..Selection::default()
-    };
     // Aligned to the step, so the first and last windows are whole.
     let from = q.from - q.from.rem_euclid(step as i64);
-    let req = ReadRequest::selected(from, q.to, selection);
-    let reader =
-        RangeReader::new(store, req, opts).map_err(|e| RollupError::Read(e.to_string()))?;
+    let reader = crate::states::state_reader(store, def, from, q.to)?;
     let mut answer = RollupAnswer::default();
     let warn = |answer: &mut RollupAnswer, w: String| {
         answer.skipped += 1;

@@ -64,19 +64,7 @@ pub fn read_states<S: ReadStore + ?Sized>(
     mut each: impl FnMut(Value),
 ) -> Result<Vec<String>, RollupError> {
     rollup_step(def)?;
-    let view = SubstreamReader::new(def.clone(), PythonSettings::default())
-        .map_err(|e| RollupError::Invalid(e.to_string()))?;
-    let opts = ReadOptions {
-        substream: Some(Arc::new(view)),
-        ..ReadOptions::default()
-    };
-    let selection = Selection {
-        substream: Some(def.name.clone()),
-        ..Selection::default()
-    };
-    let req = ReadRequest::selected(from, to, selection);
-    let reader =
-        RangeReader::new(store, req, opts).map_err(|e| RollupError::Read(e.to_string()))?;
+    let reader = state_reader(store, def, from, to)?;
     let mut warnings = Vec::new();
     for item in reader {
         match item {
@@ -90,6 +78,28 @@ pub fn read_states<S: ReadStore + ?Sized>(
         }
     }
     Ok(warnings)
+}
+
+/// A range reader of rollup `def`'s stored states over `[from, to)` (a blob without its states
+/// has them computed from the blob: the readers' fallback).
+pub(crate) fn state_reader<'a, S: ReadStore + ?Sized>(
+    store: &'a S,
+    def: &Definition,
+    from: i64,
+    to: i64,
+) -> Result<RangeReader<&'a S>, RollupError> {
+    let view = SubstreamReader::new(def.clone(), PythonSettings::default())
+        .map_err(|e| RollupError::Invalid(e.to_string()))?;
+    let opts = ReadOptions {
+        substream: Some(Arc::new(view)),
+        ..ReadOptions::default()
+    };
+    let selection = Selection {
+        substream: Some(def.name.clone()),
+        ..Selection::default()
+    };
+    let req = ReadRequest::selected(from, to, selection);
+    RangeReader::new(store, req, opts).map_err(|e| RollupError::Read(e.to_string()))
 }
 
 /// Merges states of one rollup per group, the groups projected to some of its group-by
