@@ -242,7 +242,8 @@ fn publish_start(
     m.spool_events.set(as_gauge(sum(&|a| a.spooled_events())));
     m.pending_events.set(as_gauge(sum(&|a| a.pending_events())));
     m.pending_bytes.set(as_gauge(sum(&|a| a.pending_bytes())));
-    m.max_pending_bytes.set(as_gauge(config.max_pending_bytes()));
+    m.max_pending_bytes
+        .set(as_gauge(config.max_pending_bytes()));
     m.wal_checkpointed_seq.set(as_gauge(wal.checkpointed()));
 }
 
