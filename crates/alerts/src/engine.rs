@@ -42,6 +42,8 @@ use crate::state::{fingerprint, Phase, Transition};
 
 /// How often the engine looks for steps to evaluate.
 pub const TICK: Duration = Duration::from_millis(200);
+/// How soon a failed load of the rules (the store down) is tried again.
+pub const RELOAD_RETRY: Duration = Duration::from_secs(5);
 /// How often the last step done is saved when nothing else changes.
 pub const SAVE_EVERY: Duration = Duration::from_secs(10);
 /// Longest sample-events annotation, bytes (the rest is cut, marked).
@@ -251,9 +253,12 @@ impl Worker {
         views: &RwLock<Vec<RuleView>>,
         delivered: &Receiver<String>,
     ) {
+        // A load that failed (the store down) is tried again every RELOAD_RETRY.
+        let mut retry_at: Option<Instant> = None;
         while !stop.load(Ordering::Acquire) {
-            if reload.swap(false, Ordering::AcqRel) {
-                self.load();
+            let retry_due = retry_at.is_some_and(|t| Instant::now() >= t);
+            if reload.swap(false, Ordering::AcqRel) || retry_due {
+                retry_at = (!self.load()).then(|| Instant::now() + RELOAD_RETRY);
             }
             let started = Instant::now();
             self.tick();
@@ -280,8 +285,9 @@ impl Worker {
         }
     }
 
-    /// (Re)reads rules and rollups; keeps the runs of unchanged rules.
-    fn load(&mut self) {
+    /// (Re)reads rules and rollups; keeps the runs of unchanged rules. False when the store
+    /// could not be read (nothing changed; tried again after [`RELOAD_RETRY`]).
+    fn load(&mut self) -> bool {
         let rules = match catalog::load_rules(&*self.store) {
             Ok((rules, bad)) => {
                 for (name, why) in bad {
@@ -291,12 +297,16 @@ impl Worker {
             }
             Err(e) => {
                 self.error(&format!("alert rules: {e}"));
-                return;
+                return false;
             }
         };
-        self.defs = registry::load(&*self.store)
-            .map(|d| d.0)
-            .unwrap_or_default();
+        self.defs = match registry::load(&*self.store) {
+            Ok(d) => d.0,
+            Err(e) => {
+                self.error(&format!("rollups of the alert rules: {e}"));
+                return false;
+            }
+        };
         self.runs
             .retain(|name, r| rules.get(name) == Some(&r.run.rule));
         self.errors.clear();
@@ -314,6 +324,7 @@ impl Worker {
                 }
             }
         }
+        true
     }
 
     /// A run of `rule`: its state from the catalog, its windows filled from stored states,
