@@ -12,12 +12,15 @@ async function hasDropsEndpoint(server) {
   return r.status !== 404 && r.status !== 405;
 }
 
-async function countsRow(reader, epoch, type, want) {
+// Reported drops are counted at once; the stored events of that second once it is flushed, so
+// the row is waited for until both show (`stored`, when given).
+async function countsRow(reader, epoch, type, want, stored) {
   return waitFor(async () => {
     const rows = await reader.counts({ from: epoch, to: epoch + 1 });
     const row = rows.find((r) => r.type === type);
-    return row && Object.entries(want).every(([k, v]) => (row.dropped ?? {})[k] === v) ? row : null;
-  }, 30_000, `counts of ${type} at ${epoch} showing ${JSON.stringify(want)}`);
+    const dropsShown = row && Object.entries(want).every(([k, v]) => (row.dropped ?? {})[k] === v);
+    return dropsShown && (stored === undefined || row.stored === stored) ? row : null;
+  }, 30_000, `counts of ${type} at ${epoch} showing ${JSON.stringify(want)}${stored === undefined ? '' : ` and ${stored} stored`}`);
 }
 
 test('queue_full, too_large and retry_budget drops appear in /v1/counts as client:<reason>', { timeout: 120_000 }, async (t) => {
@@ -39,7 +42,7 @@ test('queue_full, too_large and retry_budget drops appear in /v1/counts as clien
     assert.deepEqual(s.dropped, { queue_full: 40, too_large: 1 });
     assert.equal(s.sent, 10);
     assert.equal(s.dropsReported, 41, JSON.stringify(s));
-    const row = await countsRow(reader, epoch, 'JSDROPS', { 'client:queue_full': 40, 'client:too_large': 1 });
+    const row = await countsRow(reader, epoch, 'JSDROPS', { 'client:queue_full': 40, 'client:too_large': 1 }, 10);
     assert.equal(row.subtype, 'q');
     assert.equal(row.stored, 10);
 
