@@ -70,8 +70,8 @@ test-js: deps
 	@NODE=$$(scripts/node20.sh | tail -n 1) && cd sdk/js && \
 	  SLUICE_BIN=$(CURDIR)/target/debug/sluice $$NODE --test --test-concurrency=1 test/*.test.js
 
-## test-go: the Go SDK (sdk/go, standard library only): `go test` (Go >= 1.23, checked by
-## scripts/go.sh, which installs nothing) against real `sluice serve` processes (emit over each
+## test-go: the Go SDK (sdk/go, standard library only): `go test` (Go >= 1.23 from
+## scripts/go.sh: the one in PATH, else fetched from the Go module proxy into the cache) against real `sluice serve` processes (emit over each
 ## transport, where/select, tails resumed from a cursor, tokens/TLS, a SIGKILL-and-restart under
 ## steady emitters, the disk buffer, drops in the counts).
 test-go: deps

@@ -39,42 +39,12 @@ HOME_DIR=${SLUICE_AM_HOME:-$BASE_DIR/default}
 BIN_DIR=${SLUICE_CACHE:-$HOME/.cache/sluice}/bin
 BIN=$BIN_DIR/alertmanager
 
-as_root() {
-  if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    echo "alertmanager: need root (or sudo) to run: $*" >&2; exit 1; fi
-}
-
-# Alertmanager v0.35.0 needs Go >= 1.26 (its go.mod). Go >= 1.21 fetches that toolchain itself
-# (GOTOOLCHAIN=auto, from the module proxy); Debian 12's own `golang` is 1.19, which cannot, so then
-# the toolchain is fetched as the Go module it is (golang.org/toolchain, the one Go itself would
-# fetch) into the cache. SLUICE_GO_FROM_PROXY=1 takes that path whatever Go there is.
-GO_TOOLCHAIN=go1.26.8
-
+# Alertmanager v0.35.0 needs Go >= 1.26 (its go.mod): scripts/go.sh gives one (Debian 12's own
+# `golang` is 1.19; then the toolchain is fetched as a Go module into the cache).
 ensure_go() {
-  # A Go installed from the official archive may not be on PATH (non-login shells, CI).
-  [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
-  if ! command -v go >/dev/null; then
-    echo "alertmanager: installing Go (apt)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get install -y -qq golang >/dev/null ||
-      { as_root apt-get update -qq && as_root apt-get install -y -qq golang >/dev/null; }
-  fi
-  local minor
-  minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
-  if [[ ${SLUICE_GO_FROM_PROXY:-} == 1 || -z $minor || $minor -lt 21 ]]; then
-    local dir=$BIN_DIR/$GO_TOOLCHAIN src
-    if [[ ! -x $dir/bin/go ]]; then
-      echo "alertmanager: fetching the Go toolchain $GO_TOOLCHAIN (module proxy)" >&2
-      src=$(cd / && go mod download -json \
-        "golang.org/toolchain@v0.0.1-$GO_TOOLCHAIN.$(go env GOOS)-$(go env GOARCH)" |
-        python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-      rm -rf "$dir.partial" && cp -r "$src" "$dir.partial" && chmod -R u+w "$dir.partial"
-      # Module zips keep no file modes.
-      chmod +x "$dir.partial"/bin/* "$dir.partial"/pkg/tool/*/*
-      rm -rf "$dir" && mv "$dir.partial" "$dir"
-    fi
-    PATH=$dir/bin:$PATH
-  fi
+  local go
+  go=$(GO_NEED_MINOR=26 "$ROOT/scripts/go.sh" | tail -n 1)
+  PATH=$(dirname "$go"):$PATH
 }
 
 built() { [[ -x $BIN && $(cat "$BIN.version" 2>/dev/null) == "$MODULE_VERSION" ]]; }
