@@ -43,20 +43,12 @@ REGION=us-east-1
 ENDPOINT=http://127.0.0.1:$S3_PORT
 OK_SHA256=2689367b205c16ce32ed4200942b8b8b1e262dfc70d9bc9fbc77c49699a4f1df
 
-as_root() {
-  if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    echo "seaweedfs: need root (or sudo) to run: $*" >&2; exit 1; fi
-}
-
 build() {
   # The version stamp beside the binary: another version in the cache is rebuilt, not used.
   if [[ -x $BIN && $(cat "$BIN.version" 2>/dev/null) == "$MODULE_VERSION" ]]; then return 0; fi
-  if ! command -v go >/dev/null; then
-    echo "seaweedfs: installing Go (apt)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get install -y -qq golang >/dev/null ||
-      { as_root apt-get update -qq && as_root apt-get install -y -qq golang >/dev/null; }
-  fi
+  # Go >= 1.21 (it fetches the toolchain the module asks for): scripts/go.sh (Debian 12's apt
+  # Go is 1.19).
+  PATH=$(dirname "$(GO_NEED_MINOR=21 "$ROOT/scripts/go.sh" | tail -n 1)"):$PATH
   mkdir -p "$BIN_DIR"
   echo "seaweedfs: building SeaweedFS ($MODULE_VERSION) into $BIN_DIR (about 10 minutes)" >&2
   local src work start=$SECONDS

@@ -29,22 +29,12 @@ HOME_DIR=${SLUICE_VM_HOME:-$ROOT/target/victoriametrics}
 BIN_DIR=${SLUICE_CACHE:-$HOME/.cache/sluice}/bin
 BIN=$BIN_DIR/victoria-metrics
 
-as_root() {
-  if [[ $(id -u) -eq 0 ]]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    echo "victoriametrics: need root (or sudo) to run: $*" >&2; exit 1; fi
-}
-
 build() {
   # The version stamp beside the binary: another version in the cache is rebuilt, not used.
   if [[ -x $BIN && $(cat "$BIN.version" 2>/dev/null) == "$MODULE_VERSION" ]]; then return 0; fi
-  # A Go installed from the official archive may not be on PATH (non-login shells, CI).
-  [[ -x /usr/local/go/bin/go ]] && PATH=$PATH:/usr/local/go/bin
-  if ! command -v go >/dev/null; then
-    echo "victoriametrics: installing Go (apt)" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    as_root apt-get install -y -qq golang >/dev/null ||
-      { as_root apt-get update -qq && as_root apt-get install -y -qq golang >/dev/null; }
-  fi
+  # Go >= 1.21 (it fetches the toolchain the module asks for): scripts/go.sh (Debian 12's apt
+  # Go is 1.19).
+  PATH=$(dirname "$(GO_NEED_MINOR=21 "$ROOT/scripts/go.sh" | tail -n 1)"):$PATH
   mkdir -p "$BIN_DIR"
   echo "victoriametrics: building VictoriaMetrics ($MODULE_VERSION) into $BIN_DIR (about 1 minute)" >&2
   local work start=$SECONDS
