@@ -38,6 +38,7 @@ pub mod filter;
 pub mod funnel;
 pub mod hints;
 pub mod item;
+pub mod live;
 pub mod output;
 pub mod range;
 pub mod reduce;
@@ -50,6 +51,7 @@ pub mod transform;
 pub use facts::ReadFacts;
 pub use filter::{Filter, FilterError, LiteralKind, Scalar};
 pub use item::{ReadEvent, ReadItem, ReadStats, ReadWarning};
+pub use live::{LiveDoc, LivePart};
 pub use output::{
     write_items, write_items_noting, EventWriter, FormatError, OutputFormat, WriteSummary,
 };
