@@ -1,4 +1,4 @@
-//! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs`, `put_blob_lists`,
+//! `TimedStore`, a [`Store`] wrapper that records how long every store *write* takes (`put_blob`, `put_blobs`, `put_blob_lists`, `put_owned_blob_lists`,
 //! `add_to_epoch_indexes`, `add_counts_once_many` (one observation per call),
 //! `add_to_epoch_index`, `add_counts`, `add_counts_once`, `flush`: `sluice_store_write_seconds`)
 //! and the size of every blob written (`sluice_blob_bytes`), in the histograms of
@@ -80,6 +80,21 @@ impl Store for TimedStore {
         }
         out
     }
+    fn put_owned_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        let out = self.timed(None, || self.inner.put_owned_blob_lists(ns, lists));
+        for (list, results) in lists.iter().zip(&out) {
+            for ((_, bytes), r) in list.iter().zip(results) {
+                if matches!(r, Ok(PutOutcome::Written)) {
+                    self.metrics.blob_bytes.observe(bytes.len() as f64);
+                }
+            }
+        }
+        out
+    }
     fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
         self.timed(None, || self.inner.add_to_epoch_indexes(items))
     }
@@ -103,6 +118,9 @@ impl Store for TimedStore {
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         self.inner.get_epoch_index(epoch, dc)
+    }
+    fn get_epoch_index_latest(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        self.inner.get_epoch_index_latest(epoch, dc)
     }
     fn add_to_namespace_index(
         &self,

@@ -21,7 +21,7 @@ use scylla::errors::{
 use scylla::response::query_result::QueryResult;
 use scylla::serialize::row::SerializeRow;
 use scylla::statement::prepared::PreparedStatement;
-use scylla::statement::SerialConsistency;
+use scylla::statement::{Consistency, SerialConsistency};
 use sluice_store::{Result, Retention, StoreError};
 use tokio::sync::Semaphore;
 
@@ -80,6 +80,8 @@ pub(crate) enum ConnectError {
 /// The prepared statements, prepared once per connection.
 pub(crate) struct Statements {
     pub(crate) put_blob: PreparedStatement,
+    /// A plain insert of a blob whose key the caller owns (no lightweight transaction).
+    pub(crate) put_owned_blob: PreparedStatement,
     pub(crate) get_blob: PreparedStatement,
     pub(crate) put_blob_key: PreparedStatement,
     pub(crate) put_bucket: PreparedStatement,
@@ -87,6 +89,8 @@ pub(crate) struct Statements {
     pub(crate) touch_epoch: PreparedStatement,
     pub(crate) put_index: PreparedStatement,
     pub(crate) get_index: PreparedStatement,
+    /// The epoch index at [`latest_read_consistency`].
+    pub(crate) get_index_latest: PreparedStatement,
     pub(crate) put_ns_index: PreparedStatement,
     pub(crate) get_ns_index: PreparedStatement,
     pub(crate) put_counts: PreparedStatement,
@@ -140,6 +144,26 @@ fn is_permanent(e: &ExecutionError) -> bool {
                 | DbError::AuthenticationError
         ),
         _ => false,
+    }
+}
+
+/// The consistency of a read that sees every write acknowledged at `write`: `read` when it
+/// already overlaps `write` on any replication factor, else the weakest level that does
+/// (R + W > RF). What a writer numbers chunks from: a stale epoch index would let it reuse a
+/// listed number, and owned blobs are written without a write-once check.
+pub(crate) fn latest_read_consistency(write: Consistency, read: Consistency) -> Consistency {
+    use Consistency::{All, EachQuorum, LocalQuorum, Quorum};
+    match write {
+        // Every replica has it: any read sees it.
+        All => read,
+        Quorum | EachQuorum if matches!(read, Quorum | All) => read,
+        Quorum => Quorum,
+        // A (local) quorum in the writer's data centre: a local quorum there overlaps it
+        // (readers of a data centre's own index are its collectors).
+        LocalQuorum | EachQuorum if matches!(read, LocalQuorum | Quorum | All) => read,
+        LocalQuorum | EachQuorum => LocalQuorum,
+        // ONE, TWO, THREE, LOCAL_ONE, ANY: only reading every replica is sure to overlap.
+        _ => All,
     }
 }
 
@@ -291,8 +315,25 @@ impl Connection {
         )
         .await?;
         put_blob.set_serial_consistency(Some(SerialConsistency::Serial));
+        let mut get_index_latest = prep(
+            format!("SELECT entry FROM {k}.epoch_index WHERE epoch = ? AND dc = ?"),
+            false,
+            true,
+        )
+        .await?;
+        get_index_latest.set_consistency(latest_read_consistency(
+            c.write_consistency,
+            c.read_consistency,
+        ));
         Ok(Statements {
             put_blob,
+            put_owned_blob: prep(
+                format!("INSERT INTO {k}.blobs (ns, epoch, key, bytes, crc) VALUES (?, ?, ?, ?, ?)"),
+                true,
+                true,
+            )
+            .await?,
+            get_index_latest,
             get_blob: prep(
                 format!("SELECT bytes, crc FROM {k}.blobs WHERE ns = ? AND epoch = ? AND key = ?"),
                 false,
@@ -482,5 +523,30 @@ impl Connection {
         Err(StoreError::UnknownOutcome {
             op: format!("{cql} ({last})"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::latest_read_consistency as latest;
+    use scylla::statement::Consistency::*;
+
+    #[test]
+    fn the_latest_read_overlaps_the_write_level() {
+        // The defaults (write QUORUM, read ONE): numbering reads at QUORUM.
+        assert_eq!(latest(Quorum, One), Quorum);
+        assert_eq!(latest(Quorum, LocalQuorum), Quorum);
+        assert_eq!(latest(Quorum, All), All);
+        // Writes on every replica: the configured read is enough.
+        assert_eq!(latest(All, One), One);
+        assert_eq!(latest(LocalQuorum, One), LocalQuorum);
+        assert_eq!(latest(LocalQuorum, Quorum), Quorum);
+        assert_eq!(latest(EachQuorum, One), LocalQuorum);
+        assert_eq!(latest(EachQuorum, Quorum), Quorum);
+        // Weak writes: only ALL is sure to see them.
+        for w in [One, Two, Three, LocalOne] {
+            assert_eq!(latest(w, One), All, "{w:?}");
+            assert_eq!(latest(w, Quorum), All, "{w:?}");
+        }
     }
 }

@@ -14,7 +14,11 @@
 //!   a second), so a server starts and spools while the cluster is away.
 //! - Blobs are write-once through a lightweight transaction (`INSERT … IF NOT EXISTS`, serial
 //!   consistency SERIAL, commit at the write consistency): one winner among concurrent writers of
-//!   a key; a second write of identical bytes is [`PutOutcome::AlreadyPresent`]. Every blob is
+//!   a key; a second write of identical bytes is [`PutOutcome::AlreadyPresent`]. Except
+//!   [`Store::put_owned_blob_lists`] (the collector's chunks, whose keys it owns): a plain,
+//!   idempotent insert, one round trip instead of Paxos's four, answered `Written`. The epoch
+//!   index the collector numbers from ([`Store::get_epoch_index_latest`]) is read at a level
+//!   that overlaps the writes. Every blob is
 //!   stored with a CRC-32 that reads check ([`StoreError::Corrupted`] on a mismatch).
 //! - The epoch index and the per-namespace index are rows (one per entry): adds are set unions
 //!   without reads. Counts are one row per (writer, batch) token that readers add up:
@@ -184,36 +188,20 @@ impl CassandraStore {
             .map_err(|_| unavailable("the store's runtime stopped"))?
     }
 
-    /// Drops the keyspace (tests; irreversible).
-    pub fn drop_keyspace(&self) -> Result<()> {
-        let k = self.shared.db.config.keyspace.clone();
-        self.run(|s| async move {
-            s.db.simple(format!("DROP KEYSPACE IF EXISTS {k}"), (), true)
-                .await
-                .map(|_| ())
-        })
-    }
-}
-
-impl Store for CassandraStore {
-    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome> {
-        check_put(ns, key, bytes)?;
-        let (n, k, b) = (ns.as_str().into_owned(), key.key.to_owned(), bytes.to_vec());
-        let epoch = key.epoch;
-        self.run(|s| async move { s.put_blob(n, epoch, k, b).await })
-    }
-
-    fn put_blob_lists(
+    /// `put_blob_lists` (`owned` false: each put a lightweight transaction) or
+    /// `put_owned_blob_lists` (`owned`: plain inserts): the lists concurrently, bounded by the
+    /// in-flight semaphore ([`CassandraConfig::max_in_flight`]), each list in order up to its
+    /// first failure, as `put_blobs`.
+    fn put_lists(
         &self,
         ns: &Namespace,
         lists: &[Vec<(BlobKey<'_>, &[u8])>],
+        owned: bool,
     ) -> Vec<Vec<Result<PutOutcome>>> {
-        // The lists concurrently (bounded by the in-flight semaphore), each list in order up to
-        // its first failure, as `put_blobs`.
         let n = ns.as_str().into_owned();
         // Per item: its argument check, epoch, key, bytes.
         type Item = (Result<()>, i64, String, Vec<u8>);
-        let owned: Vec<Vec<Item>> = lists
+        let items: Vec<Vec<Item>> = lists
             .iter()
             .map(|l| {
                 l.iter()
@@ -223,12 +211,13 @@ impl Store for CassandraStore {
             .collect();
         let sizes: Vec<usize> = lists.iter().map(Vec::len).collect();
         let done = self.run(|s| async move {
-            let lists = owned.into_iter().map(|list| {
+            let lists = items.into_iter().map(|list| {
                 let (s, n) = (s.clone(), n.clone());
                 async move {
                     let mut out = Vec::with_capacity(list.len());
                     for (checked, epoch, key, bytes) in list {
                         let r = match checked {
+                            Ok(()) if owned => s.put_owned_blob(n.clone(), epoch, key, bytes).await,
                             Ok(()) => s.put_blob(n.clone(), epoch, key, bytes).await,
                             Err(e) => Err(e),
                         };
@@ -257,6 +246,43 @@ impl Store for CassandraStore {
                 })
                 .collect(),
         }
+    }
+
+    /// Drops the keyspace (tests; irreversible).
+    pub fn drop_keyspace(&self) -> Result<()> {
+        let k = self.shared.db.config.keyspace.clone();
+        self.run(|s| async move {
+            s.db.simple(format!("DROP KEYSPACE IF EXISTS {k}"), (), true)
+                .await
+                .map(|_| ())
+        })
+    }
+}
+
+impl Store for CassandraStore {
+    fn put_blob(&self, ns: &Namespace, key: BlobKey<'_>, bytes: &[u8]) -> Result<PutOutcome> {
+        check_put(ns, key, bytes)?;
+        let (n, k, b) = (ns.as_str().into_owned(), key.key.to_owned(), bytes.to_vec());
+        let epoch = key.epoch;
+        self.run(|s| async move { s.put_blob(n, epoch, k, b).await })
+    }
+
+    fn put_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        self.put_lists(ns, lists, false)
+    }
+
+    /// Plain inserts instead of lightweight transactions (the caller owns the keys: see the
+    /// trait); otherwise as `put_blob_lists`.
+    fn put_owned_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        self.put_lists(ns, lists, true)
     }
 
     fn keys_on_node(&self, node: &str, ns: &Namespace, keys: &[BlobKey<'_>]) -> Result<Vec<bool>> {
@@ -485,6 +511,14 @@ impl Store for CassandraStore {
         check_text("dc", dc, 255)?;
         let dc = dc.to_owned();
         self.run(|s| async move { s.get_index(None, epoch, dc).await })
+    }
+
+    /// At [`latest_read_consistency`](crate::session::latest_read_consistency) (QUORUM under the
+    /// default `write_cl=quorum&read_cl=one`), not `read_cl`.
+    fn get_epoch_index_latest(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        check_text("dc", dc, 255)?;
+        let dc = dc.to_owned();
+        self.run(|s| async move { s.get_epoch_index_latest(epoch, dc).await })
     }
 
     fn add_counts(

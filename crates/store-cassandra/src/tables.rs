@@ -50,6 +50,16 @@ fn bad_row(op: &str, e: impl std::fmt::Display) -> StoreError {
     }
 }
 
+/// The entries of an index read's rows (`op` names the read in errors).
+fn index_entries(r: QueryResult, op: &str) -> Result<BTreeSet<String>> {
+    let rows = rows_of(r, op)?;
+    let mut out = BTreeSet::new();
+    for row in rows.rows::<(String,)>().map_err(|e| bad_row(op, e))? {
+        out.insert(row.map_err(|e| bad_row(op, e))?.0);
+    }
+    Ok(out)
+}
+
 /// A count as CQL's `bigint` (saturating: counts never come near).
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -108,8 +118,7 @@ impl Tables {
     ) -> Result<PutOutcome> {
         self.register_bucket(epoch).await?;
         let conn = self.db.conn().await?;
-        let slot = epoch.div_euclid(schema::slot_secs(self.db.retention))
-            * schema::slot_secs(self.db.retention);
+        let slot = self.slot_of(epoch);
         let op = || format!("put_blob {ns} {key}");
         let crc = crc32(&bytes);
         // The slot registry (for expire) and the blob at once: a blob whose registry row
@@ -147,6 +156,42 @@ impl Tables {
             }
             other => Err(bad_row(&op(), format!("[applied] is {other:?}"))),
         }
+    }
+
+    /// Writes a blob whose key the caller owns (see `Store::put_owned_blob_lists`) with a plain,
+    /// idempotent insert, and registers it in its slot for `expire`. A rewrite writes the same
+    /// bytes again, so the answer is always [`PutOutcome::Written`].
+    pub(crate) async fn put_owned_blob(
+        &self,
+        ns: String,
+        epoch: i64,
+        key: String,
+        bytes: Vec<u8>,
+    ) -> Result<PutOutcome> {
+        self.register_bucket(epoch).await?;
+        let conn = self.db.conn().await?;
+        let slot = self.slot_of(epoch);
+        let op = || format!("put_blob (owned) {ns} {key}");
+        let crc = crc32(&bytes);
+        let (registered, written) = futures_util::join!(
+            self.db
+                .exec(&conn.st.put_blob_key, (slot, &ns, epoch, &key), &op, true),
+            self.db.exec(
+                &conn.st.put_owned_blob,
+                (&ns, epoch, &key, &bytes, crc),
+                &op,
+                true
+            )
+        );
+        registered?;
+        written?;
+        Ok(PutOutcome::Written)
+    }
+
+    /// The first second of the `blob_keys` slot of `epoch`.
+    fn slot_of(&self, epoch: i64) -> i64 {
+        let secs = schema::slot_secs(self.db.retention);
+        epoch.div_euclid(secs) * secs
     }
 
     /// A blob's bytes, checked against their stored CRC-32.
@@ -275,12 +320,24 @@ impl Tables {
                     .await?
             }
         };
-        let rows = rows_of(r, &op())?;
-        let mut out = BTreeSet::new();
-        for row in rows.rows::<(String,)>().map_err(|e| bad_row(&op(), e))? {
-            out.insert(row.map_err(|e| bad_row(&op(), e))?.0);
-        }
-        Ok(out)
+        index_entries(r, &op())
+    }
+
+    /// The epoch index of `(epoch, dc)` read at the level that overlaps the writes
+    /// ([`latest_read_consistency`](crate::session::latest_read_consistency)): every entry whose
+    /// add returned `Ok` is in it.
+    pub(crate) async fn get_epoch_index_latest(
+        &self,
+        epoch: i64,
+        dc: String,
+    ) -> Result<BTreeSet<String>> {
+        let conn = self.db.conn().await?;
+        let op = || format!("get index {epoch}-{dc} (latest)");
+        let r = self
+            .db
+            .exec(&conn.st.get_index_latest, (epoch, &dc), &op, false)
+            .await?;
+        index_entries(r, &op())
     }
 
     /// Writes the counts row of `(writer, batch)` (a retry rewrites the same row).

@@ -368,6 +368,26 @@ pub trait Store: Send + Sync {
         lists.iter().map(|l| self.put_blobs(ns, l)).collect()
     }
 
+    /// [`put_blob_lists`](Store::put_blob_lists) for blobs whose keys the caller *owns*: it
+    /// vouches that no bytes other than these are ever put under any of the keys, by anyone.
+    /// The collector can (see `sluice_collector::aggregate`): it numbers a batch's chunks after
+    /// what [`get_epoch_index_latest`](Store::get_epoch_index_latest) lists for its collector id
+    /// and its own counter, writes the blobs before it lists them, and retries a put whose
+    /// outcome is unknown with the same key and bytes (kept in memory or in the spool). So the
+    /// write-once check may be skipped: a backend where it costs a round trip (Cassandra's
+    /// lightweight transaction) writes plainly, and then cannot tell a first write from a
+    /// rewrite: it answers [`PutOutcome::Written`] for both. Results have the shape of
+    /// `put_blob_lists` (per list, up to its first failure). A caller that breaks the promise
+    /// (two writers under one collector id) may overwrite a blob. Default: `put_blob_lists`,
+    /// which checks.
+    fn put_owned_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        self.put_blob_lists(ns, lists)
+    }
+
     /// For data locality: which of `keys` (blobs of `ns`) have a replica on `node` (`HOST` or
     /// `HOST:PORT` as the backend addresses its nodes), one answer per key, from the backend's
     /// own view of placement (no request per key). A worker started beside a node takes only
@@ -399,6 +419,15 @@ pub trait Store: Send + Sync {
 
     /// The entries of `(epoch, dc)`, sorted; empty if there are none.
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>>;
+
+    /// [`get_epoch_index`](Store::get_epoch_index) that sees every add that returned `Ok`, from
+    /// any process: what a writer numbers chunks from (and checks proofs against). A replicated
+    /// backend whose plain reads may answer from a replica that missed a write reads here at a
+    /// level that overlaps its writes (Cassandra: `read_cl` raised to overlap `write_cl`).
+    /// Default: `get_epoch_index` (one copy of the data: always the latest).
+    fn get_epoch_index_latest(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        self.get_epoch_index(epoch, dc)
+    }
 
     /// Several independent [`add_to_epoch_index`](Store::add_to_epoch_index) calls, each item
     /// `(epoch, dc, entries)`; one result per item, in order. Backends may run them
@@ -625,6 +654,13 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     ) -> Vec<Vec<Result<PutOutcome>>> {
         (**self).put_blob_lists(ns, lists)
     }
+    fn put_owned_blob_lists(
+        &self,
+        ns: &Namespace,
+        lists: &[Vec<(BlobKey<'_>, &[u8])>],
+    ) -> Vec<Vec<Result<PutOutcome>>> {
+        (**self).put_owned_blob_lists(ns, lists)
+    }
     fn add_to_epoch_indexes(&self, items: &[(i64, &str, Vec<&str>)]) -> Vec<Result<()>> {
         (**self).add_to_epoch_indexes(items)
     }
@@ -648,6 +684,9 @@ impl<S: Store + ?Sized> Store for Arc<S> {
     }
     fn get_epoch_index(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
         (**self).get_epoch_index(epoch, dc)
+    }
+    fn get_epoch_index_latest(&self, epoch: i64, dc: &str) -> Result<BTreeSet<String>> {
+        (**self).get_epoch_index_latest(epoch, dc)
     }
     fn add_to_namespace_index(
         &self,

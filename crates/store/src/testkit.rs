@@ -99,6 +99,10 @@ pub const CONTRACT: &[(&str, ContractItem)] = &[
         "multi_batch_calls_are_independent",
         multi_batch_calls_are_independent,
     ),
+    (
+        "owned_puts_store_and_rewrite_the_same_bytes",
+        owned_puts_store_and_rewrite_the_same_bytes,
+    ),
     ("epoch_index_merges_writers", epoch_index_merges_writers),
     (
         "namespace_index_is_per_namespace",
@@ -147,6 +151,7 @@ macro_rules! store_contract_tests {
             concurrent_puts_of_one_key_have_one_winner,
             put_blobs_is_put_per_item,
             multi_batch_calls_are_independent,
+            owned_puts_store_and_rewrite_the_same_bytes,
             epoch_index_merges_writers,
             namespace_index_is_per_namespace,
             catalog_sets_deletes_and_survives,
@@ -766,6 +771,68 @@ pub fn put_blobs_is_put_per_item(h: &mut dyn StoreHarness) {
     assert!(
         again.iter().all(|r| matches!(r, Ok(AlreadyPresent))),
         "{again:?}"
+    );
+}
+
+/// `put_owned_blob_lists` (keys the caller owns, so only ever put with the same bytes) stores
+/// each list as `put_blob_lists` does: up to its first failure (a bad key), the other lists
+/// untouched; a retry of the whole call with the same bytes succeeds and changes nothing, also
+/// after a reopen. `get_epoch_index_latest` lists every entry an add returned `Ok` for.
+pub fn owned_puts_store_and_rewrite_the_same_bytes(h: &mut dyn StoreHarness) {
+    let s = h.store();
+    let ev = Namespace::Events;
+    let keys: Vec<String> = (0..5).map(|i| format!("{E}:ams:WEB::c1.{i}")).collect();
+    let datas: Vec<Vec<u8>> = (0..5).map(|i| blob(200 + i, 300 << (2 * i))).collect();
+    let item = |i: usize| (BlobKey::new(E, keys[i].as_str()), datas[i].as_slice());
+    let lists = vec![
+        vec![item(0), item(1)],
+        vec![(BlobKey::new(E, ""), &b"bad key"[..]), item(2)],
+        Vec::new(),
+        vec![item(3), item(4)],
+    ];
+    let stored = |r: &Result<PutOutcome, StoreError>| {
+        matches!(r, Ok(PutOutcome::Written | PutOutcome::AlreadyPresent))
+    };
+    let got = s.put_owned_blob_lists(&ev, &lists);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got[0].len() == 2 && got[0].iter().all(stored), "{got:?}");
+    assert_eq!(got[1].len(), 1, "stops at its first failure: {got:?}");
+    assert!(
+        matches!(got[1][0], Err(StoreError::InvalidArgument { .. })),
+        "{got:?}"
+    );
+    assert!(got[2].is_empty());
+    assert!(got[3].len() == 2 && got[3].iter().all(stored), "{got:?}");
+    let read = |s: &dyn crate::Store, i: usize| s.get_blob(&ev, BlobKey::new(E, &keys[i])).unwrap();
+    assert_eq!(read(&*s, 2), None, "attempted after a failure");
+    for i in [0, 1, 3, 4] {
+        assert_eq!(read(&*s, i).as_ref(), Some(&datas[i]), "key {i}");
+    }
+    // A retry after an unknown outcome: the same keys and bytes.
+    let again = s.put_owned_blob_lists(&ev, &[vec![item(0), item(1)], vec![item(4)]]);
+    assert!(again.iter().flatten().all(stored), "{again:?}");
+    assert_eq!(again.iter().map(Vec::len).sum::<usize>(), 3, "{again:?}");
+    s.add_to_epoch_index(E, "ams", &["WEB::c1.0", "WEB::c1.1"])
+        .unwrap();
+    assert_eq!(
+        s.get_epoch_index_latest(E, "ams").unwrap(),
+        set(&["WEB::c1.0", "WEB::c1.1"])
+    );
+    drop(s);
+    let s = h.reopen();
+    for i in [0, 1, 3, 4] {
+        assert_eq!(
+            read(&*s, i).as_ref(),
+            Some(&datas[i]),
+            "key {i} after a reopen"
+        );
+    }
+    let again = s.put_owned_blob_lists(&ev, &[vec![item(3)]]);
+    assert!(again.iter().flatten().all(stored), "{again:?}");
+    assert_eq!(read(&*s, 3).as_ref(), Some(&datas[3]));
+    assert_eq!(
+        s.get_epoch_index_latest(E, "ams").unwrap(),
+        set(&["WEB::c1.0", "WEB::c1.1"])
     );
 }
 

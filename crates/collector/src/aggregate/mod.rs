@@ -13,8 +13,13 @@
 //!   (shutdown).
 //! - Chunk numbers continue per (epoch, dc, type, subtype) across flushes: `n` or
 //!   `<collector_id>.n`. The first time a group is written the numbering starts after what the
-//!   store's epoch index already lists for this writer (so a restarted collector does not collide
-//!   with its own earlier chunks). When the store cannot be read then (it is down), the group
+//!   store's epoch index already lists for this writer, read with
+//!   [`Store::get_epoch_index_latest`] (so a restarted collector does not collide with its own
+//!   earlier chunks). Hence a key is only ever put with one set of bytes (a blob under a number
+//!   no index lists yet is an earlier run's orphan, its events replayed, or this batch's own
+//!   earlier try), and blobs go through [`Store::put_owned_blob_lists`]: backends may skip the
+//!   write-once check (Cassandra's lightweight transaction). This needs one writer per collector
+//!   id (or one without) per (epoch, dc, type, subtype). When the store cannot be read then (it is down), the group
 //!   is still closed, as an *unnumbered* batch numbered just before its first write; a spooled
 //!   one is numbered when it leaves the spool, its keys recorded there first
 //!   ([`Spool::number_front`]) so a replay after a crash writes the same keys.
@@ -25,7 +30,7 @@
 //! - A store error keeps the work: a closed group becomes a *batch* (its chunks with their keys)
 //!   that is retried on the next call from the step that failed (blobs, then index, then counts).
 //!   Index entries are written only once every blob of the batch is stored. The batches of one
-//!   epoch are written *phased*: all their blobs in one [`Store::put_blob_lists`] call (each
+//!   epoch are written *phased*: all their blobs in one [`Store::put_owned_blob_lists`] call (each
 //!   batch's in order, stopping at its first failure; backends overlap the batches), then their
 //!   notes, then all index entries ([`Store::add_to_epoch_indexes`]), then all counts
 //!   ([`Store::add_counts_once_many`]); a batch enters a phase only if no earlier batch met a
@@ -556,7 +561,7 @@ impl Aggregator {
         dc: &str,
     ) -> Result<std::collections::BTreeSet<String>, AggregateError> {
         self.store
-            .get_epoch_index(epoch, dc)
+            .get_epoch_index_latest(epoch, dc)
             .map_err(|source| AggregateError::Store {
                 what: format!("reading the epoch index of {epoch}-{dc}"),
                 source,

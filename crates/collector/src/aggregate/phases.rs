@@ -284,8 +284,9 @@ impl Aggregator {
     }
 
     /// Writes `batches` (oldest first) from where each stopped, *phased across batches*: every
-    /// unnumbered batch is numbered, then all their blobs go in one [`Store::put_blob_lists`]
-    /// call (backends overlap the batches), then the done notes are logged one by one, then all
+    /// unnumbered batch is numbered, then all their blobs go in one
+    /// [`Store::put_owned_blob_lists`] call (backends overlap the batches; the keys are ours:
+    /// see the [module docs](super)), then the done notes are logged one by one, then all
     /// index entries go in one [`Store::add_to_epoch_indexes`] call, then all counts in one
     /// [`Store::add_counts_once_many`] call. Each batch still goes data → note → index → counts,
     /// and a batch enters a phase only if no *earlier* batch met a transient error in an
@@ -337,7 +338,7 @@ impl Aggregator {
                         .collect()
                 })
                 .collect();
-            let results = self.store.put_blob_lists(&Namespace::Events, &lists);
+            let results = self.store.put_owned_blob_lists(&Namespace::Events, &lists);
             drop(lists);
             let mut results = results.into_iter();
             for &i in &want {

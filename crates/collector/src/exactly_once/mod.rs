@@ -44,7 +44,7 @@
 //! | `ingest.parsed` | nothing | nothing: the payload was not acknowledged; the sender resends |
 //! | `ingest.logged`, `ack.durable` | the record | replays it (at most once for an unacknowledged payload) |
 //! | `route.sent`, `route.added` | the record, not checkpointed (in flight) | replays every event of it |
-//! | `flush.stored` | blobs, no note, no index entry | replays the events; the new batch gets the next free chunk number (a number taken by a blob is skipped: write-once), and readers never see the unindexed blobs |
+//! | `flush.stored` | blobs, no note, no index entry | replays the events; the new batch gets the next unindexed chunk number: a store that checks write-once skips a number taken by a blob, one that writes owned keys plainly (Cassandra) overwrites the orphan; readers never see the unindexed blobs |
 //! | `flush.noted` | note, no index entry | the note is unproven: it skips nothing |
 //! | `flush.indexed` | note, index, no counts | skips the batch; adds its counts from the note |
 //! | `flush.counted`, `settle.*` | all of the batch | skips it; re-adding its counts adds nothing |
