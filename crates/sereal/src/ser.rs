@@ -602,6 +602,9 @@ pub struct ArrayEncoder {
     /// Where each element pushed starts in the body (with the guessed header), for the
     /// element index; only with [`EncoderOptions::element_index`].
     starts: Vec<usize>,
+    /// The elements' origins, runs `(seq, n)` in element order ([`ArrayEncoder::push_origin`]);
+    /// only with [`EncoderOptions::element_index`].
+    origins: Vec<(u64, u32)>,
     /// Bytes reserved in front of the elements for the array header.
     header_guess: usize,
 }
@@ -618,6 +621,7 @@ impl ArrayEncoder {
             moved: Vec::new(),
             shifts: Vec::new(),
             starts: Vec::new(),
+            origins: Vec::new(),
             header_guess: ARRAY_HEADER_GUESS,
         })
     }
@@ -675,6 +679,29 @@ impl ArrayEncoder {
             + e.held_keys.capacity() * size_of::<Key>()
             + self.shifts.capacity() * size_of::<(usize, isize)>()
             + self.starts.capacity() * size_of::<usize>()
+            + self.origins.capacity() * size_of::<(u64, u32)>()
+    }
+
+    /// Records that the element just pushed came from source record `seq` (a WAL sequence
+    /// number; 0: none), for the element index's origins (format version 2, see
+    /// [`crate::index`]). Call it once per pushed element, in order, or not at all: origins that
+    /// do not cover every element are left out at [`finish_into`](Self::finish_into). Without
+    /// [`EncoderOptions::element_index`] it does nothing. Consecutive elements of one record
+    /// share a run: no allocation per element.
+    #[inline]
+    pub fn push_origin(&mut self, seq: u64) {
+        if !self.enc.opts.element_index {
+            return;
+        }
+        match self.origins.last_mut() {
+            Some((last, n)) if *last == seq && *n < u32::MAX => *n += 1,
+            _ => self.origins.push((seq, 1)),
+        }
+    }
+
+    /// The origins recorded for the document being written (runs `(seq, n)` in element order).
+    pub fn origins(&self) -> &[(u64, u32)] {
+        &self.origins
     }
 
     /// Append one element. On error (nesting deeper than `max_depth`, or a body that would pass
@@ -754,7 +781,8 @@ impl ArrayEncoder {
     }
 
     /// Append the complete document (header, array header, elements; compressed as the options
-    /// say) to `out`, and start a new, empty one.
+    /// say; with the element index, the [origins](Self::push_origin) when they cover every
+    /// element) to `out`, and start a new, empty one.
     pub fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
         let mut header = [0u8; 12];
         let header_len = array_header(self.count, self.enc.opts.canonical, &mut header);
@@ -771,11 +799,23 @@ impl ArrayEncoder {
         }
         let result = if header_len == self.header_guess {
             self.enc.body[..header_len].copy_from_slice(&header[..header_len]);
-            finish_document(&self.enc.opts, &self.enc.body, &self.starts, out)
+            finish_document_with_origins(
+                &self.enc.opts,
+                &self.enc.body,
+                &self.starts,
+                &self.origins,
+                out,
+            )
         } else {
             self.relocate(&header[..header_len]).and_then(|()| {
                 self.relocate_starts(header_len);
-                finish_document(&self.enc.opts, &self.moved, &self.starts, out)
+                finish_document_with_origins(
+                    &self.enc.opts,
+                    &self.moved,
+                    &self.starts,
+                    &self.origins,
+                    out,
+                )
             })
         };
         // The next document (the same stream's next second, mostly) likely has as many
@@ -810,6 +850,7 @@ impl ArrayEncoder {
         self.enc.body.resize(self.header_guess, 0);
         self.count = 0;
         self.starts.clear();
+        self.origins.clear();
     }
 
     /// Write `header` + the elements into `moved`, fixing every back-reference offset for the
@@ -993,9 +1034,22 @@ pub fn finish_document(
     starts: &[usize],
     out: &mut Vec<u8>,
 ) -> Result<()> {
+    finish_document_with_origins(opts, body, starts, &[], out)
+}
+
+/// [`finish_document`] whose element index also carries the elements' `origins` (runs
+/// `(seq, n)`; left out unless they describe exactly the indexed elements: see
+/// [`crate::index::write_with_origins`]).
+pub fn finish_document_with_origins(
+    opts: &EncoderOptions,
+    body: &[u8],
+    starts: &[usize],
+    origins: &[(u64, u32)],
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let mut user = Vec::new();
     if opts.element_index {
-        crate::index::write(starts, body.len(), &mut user);
+        crate::index::write_with_origins(starts, body.len(), origins, &mut user);
     }
     let compression = opts.compression;
     if compression != Compression::None && body.len() >= opts.compress_threshold {

@@ -271,3 +271,149 @@ fn split_chunks_carry_their_own_index() {
         assert_eq!(total, evs.len());
     }
 }
+
+/// Origins of `n` elements: runs of varying length, seqs mostly ascending, some repeated out of
+/// order, some 0 (no record).
+fn some_origins(n: usize) -> Vec<u64> {
+    (0..n)
+        .map(|i| match i / 37 % 5 {
+            3 => 0,
+            4 => 1_000 + (i / 37) as u64 / 2,
+            _ => 5_000 + (i / 37) as u64 * 3,
+        })
+        .collect()
+}
+
+/// The origins a lazy reader finds in `doc`, one seq per element.
+fn origins_read(doc: &[u8]) -> Option<Vec<u64>> {
+    let mut scratch = Vec::new();
+    let lazy = LazyDoc::open(doc, &Limits::default(), &mut scratch).unwrap();
+    lazy.origins().map(|runs| {
+        runs.iter()
+            .flat_map(|&(seq, n)| std::iter::repeat_n(seq, n as usize))
+            .collect()
+    })
+}
+
+/// `evs` streamed with one origin per element.
+fn encode_with_origins(evs: &[Value], seqs: &[u64], o: &EncoderOptions) -> Vec<u8> {
+    let mut enc = ArrayEncoder::new(o.clone()).unwrap();
+    for (e, &seq) in evs.iter().zip(seqs) {
+        enc.push(e).unwrap();
+        enc.push_origin(seq);
+    }
+    let mut doc = Vec::new();
+    enc.finish_into(&mut doc).unwrap();
+    doc
+}
+
+#[test]
+fn the_array_encoder_writes_origins_into_the_index() {
+    let evs = events(500);
+    let seqs = some_origins(evs.len());
+    let o = opts(5, Compression::Zstd { level: 3 }, true);
+    let doc = encode_with_origins(&evs, &seqs, &o);
+    assert_eq!(spans(&doc).1, IndexUse::Used(500));
+    assert_eq!(origins_read(&doc), Some(seqs.clone()));
+    // The body is the one without origins: only the user header differs.
+    let plain = to_vec(&Value::Array(evs.clone()), &o).unwrap();
+    assert_eq!(origins_read(&plain), None);
+    assert_eq!(
+        sereal::from_slice(&doc).unwrap(),
+        sereal::from_slice(&plain).unwrap()
+    );
+    let (h, p) = (
+        sereal::header::parse(&doc).unwrap(),
+        sereal::header::parse(&plain).unwrap(),
+    );
+    assert_eq!(doc[h.body_offset..], plain[p.body_offset..]);
+    // Origins missing for one element are left out (and the encoder is clear for the next).
+    let mut enc = ArrayEncoder::new(o.clone()).unwrap();
+    for (i, e) in evs.iter().enumerate() {
+        enc.push(e).unwrap();
+        if i != 10 {
+            enc.push_origin(seqs[i]);
+        }
+    }
+    let mut partial = Vec::new();
+    enc.finish_into(&mut partial).unwrap();
+    assert_eq!(
+        partial, plain,
+        "origins that do not cover every element are left out"
+    );
+    assert!(enc.origins().is_empty());
+    // Without the element index there is nowhere to put them: the document is unchanged.
+    let bare = opts(5, Compression::Zstd { level: 3 }, false);
+    assert_eq!(
+        encode_with_origins(&evs, &seqs, &bare),
+        to_vec(&Value::Array(evs), &bare).unwrap()
+    );
+}
+
+#[test]
+fn split_chunks_carry_the_origins_of_their_own_elements() {
+    let evs = events(3_000);
+    let seqs = some_origins(evs.len());
+    for compression in [Compression::Zstd { level: 3 }, Compression::None] {
+        let doc = encode_with_origins(&evs, &seqs, &opts(5, compression, true));
+        for threads in [1, 4] {
+            let chunks = split(
+                &doc,
+                doc.len() / 5,
+                &SplitOptions {
+                    threads,
+                    ..SplitOptions::default()
+                },
+                &Limits::default(),
+            )
+            .unwrap();
+            assert!(chunks.len() >= 5, "{} chunks", chunks.len());
+            let mut at = 0;
+            for (i, c) in chunks.iter().enumerate() {
+                let n = match sereal::from_slice(c).unwrap() {
+                    Value::Array(v) => v.len(),
+                    other => panic!("{other:?}"),
+                };
+                assert_eq!(spans(c).1, IndexUse::Used(n));
+                assert_eq!(
+                    origins_read(c).as_deref(),
+                    Some(&seqs[at..at + n]),
+                    "chunk {i}: its own elements' origins"
+                );
+                at += n;
+            }
+            assert_eq!(at, evs.len());
+        }
+    }
+    // An input index without origins gives chunks without origins.
+    let doc = to_vec(&Value::Array(evs), &opts(5, Compression::None, true)).unwrap();
+    let chunks = split(
+        &doc,
+        doc.len() / 3,
+        &SplitOptions::default(),
+        &Limits::default(),
+    )
+    .unwrap();
+    assert!(chunks.len() >= 3);
+    assert!(chunks.iter().all(|c| origins_read(c).is_none()));
+}
+
+#[test]
+fn origins_of_a_5000_event_chunk_of_100_payloads_cost_about_200_bytes() {
+    // The measurement docs/decisions.md quotes: 100 WAL records of 50 events each.
+    let evs = events(5_000);
+    let seqs: Vec<u64> = (0..evs.len()).map(|i| 90_000 + (i / 50) as u64).collect();
+    let o = opts(5, Compression::Zstd { level: 2 }, true);
+    let with = encode_with_origins(&evs, &seqs, &o);
+    let without = to_vec(&Value::Array(evs), &o).unwrap();
+    let (a, b) = (user_header(&with).len(), user_header(&without).len());
+    let cost = with.len() - without.len();
+    eprintln!(
+        "origins: {cost} bytes ({b} → {a} bytes of index; chunk {} bytes)",
+        with.len()
+    );
+    // nruns (1 byte), the first run's absolute seq (3 bytes) and count, then per run a 1-byte
+    // delta and a 1-byte count; the length varints before the index may grow by a byte or two.
+    assert!((200..=210).contains(&cost), "{cost} bytes");
+    assert_eq!(origins_read(&with), Some(seqs));
+}

@@ -24,6 +24,8 @@ pub struct LazyDoc<'a> {
     pub(super) bounds: Vec<u32>,
     /// What became of the document's element index.
     pub(super) index_use: IndexUse,
+    /// The elements' origins from a checked version 2 index, or empty.
+    pub(super) origins: Vec<(u64, u32)>,
 }
 
 /// What [`LazyDoc::open`] did with the document's [element index](crate::index).
@@ -89,6 +91,7 @@ impl<'a> LazyDoc<'a> {
             id: NEXT_DOC_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             bounds: Vec::new(),
             index_use: IndexUse::Absent,
+            origins: Vec::new(),
         };
         if let Some(range) = lazy.header.user_header.clone() {
             lazy.load_index(doc.get(range).unwrap_or_default());
@@ -117,6 +120,7 @@ impl<'a> LazyDoc<'a> {
         match checked {
             Ok(()) => {
                 self.index_use = IndexUse::Used(index.len());
+                self.origins = index.origins().map(<[_]>::to_vec).unwrap_or_default();
                 self.bounds = index.into_bounds();
             }
             Err(reason) => self.index_use = IndexUse::Ignored(format!("element index: {reason}")),
@@ -127,6 +131,13 @@ impl<'a> LazyDoc<'a> {
     /// (with the reason: a reader should warn, since a writer produced a bad one).
     pub fn element_index(&self) -> &IndexUse {
         &self.index_use
+    }
+
+    /// The elements' origins (runs `(seq, n)` in element order, see [`crate::index`]) from an
+    /// element index that was checked against the body ([`IndexUse::Used`]); `None` without one,
+    /// or when it carries none (format version 1).
+    pub fn origins(&self) -> Option<&[(u64, u32)]> {
+        (!self.origins.is_empty()).then_some(&self.origins[..])
     }
 
     /// The parsed header.

@@ -201,6 +201,7 @@ pub(crate) fn element_starts(elements: &[u8], base: usize, count: usize) -> Opti
         id: 0,
         bounds: Vec::new(),
         index_use: IndexUse::Absent,
+        origins: Vec::new(),
     };
     let mut starts = Vec::with_capacity(count);
     let mut pos = 0;

@@ -85,6 +85,9 @@ pub(super) struct Splitter<'a> {
     head: Vec<u8>,
     /// Index bytes per body byte of the input, when the chunks carry element indexes.
     index_per_byte: Option<f64>,
+    /// The input elements' origins (runs `(seq, n)` covering every element), or empty: each
+    /// chunk's index carries the runs of its own elements.
+    origins: Vec<(u64, u32)>,
     protocol: u8,
     compression: Compression,
     threshold: usize,
@@ -106,8 +109,8 @@ pub(super) struct Splitter<'a> {
 impl<'a> Splitter<'a> {
     /// A splitter of `elements` (their byte ranges in the input) into chunks of at most
     /// `max_bytes`, each with the header `head` (`index_per_byte`: plus an element index of its
-    /// own), emitted by `em`. `ratio` seeds the compression estimate; `budget` caps the bytes
-    /// emitted in all.
+    /// own, with its elements' part of `origins`), emitted by `em`. `ratio` seeds the
+    /// compression estimate; `budget` caps the bytes emitted in all.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         elements: &'a [(usize, usize)],
@@ -115,6 +118,7 @@ impl<'a> Splitter<'a> {
         opts: &SplitOptions,
         head: Vec<u8>,
         index_per_byte: Option<f64>,
+        origins: Vec<(u64, u32)>,
         protocol: u8,
         compression: Compression,
         ratio: f64,
@@ -126,6 +130,7 @@ impl<'a> Splitter<'a> {
             max_bytes,
             head,
             index_per_byte,
+            origins,
             protocol,
             compression,
             threshold: opts.compress_threshold,
@@ -198,8 +203,9 @@ impl<'a> Splitter<'a> {
         let mut starts = Vec::with_capacity(count);
         starts.push(self.prefix);
         starts.extend_from_slice(&self.ends[..count - 1]);
+        let origins = crate::index::cut_origins(&self.origins, self.start, k);
         let mut user = Vec::new();
-        crate::index::write(&starts, self.raw(k), &mut user);
+        crate::index::write_with_origins(&starts, self.raw(k), &origins, &mut user);
         let mut head = self.head.clone();
         head.pop(); // the empty suffix
         let (magic, version) = (&head[..4], head[4]);

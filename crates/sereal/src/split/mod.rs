@@ -46,7 +46,9 @@
 //! `REFN ARRAY <count>`, whatever form the input used. Its header carries the input's user
 //! header, if any ([`SplitOptions::keep_user_header`]) — except an [element index](crate::index),
 //! which describes the input's body: then each chunk carries a fresh index of its own elements
-//! (protocol 2+), whatever `keep_user_header` says.
+//! (protocol 2+), whatever `keep_user_header` says, with the origins of its own elements when
+//! the input's index carries origins for all of the input's elements (cut at the chunk's
+//! bounds; otherwise the chunks' indexes carry none).
 //!
 //! # Fitting
 //!
@@ -211,6 +213,15 @@ pub fn split(
         Some(uh) if protocol >= 2 => Some(uh.len() as f64 / bytes.len().max(1) as f64),
         _ => None,
     };
+    // The input's origins go with its elements into the chunks, if they name every one.
+    let origins = match input_index.map(ElementIndex::parse) {
+        Some(Parsed::Index(index)) if index_per_byte.is_some() => index
+            .origins()
+            .filter(|runs| crate::index::origins_fit(runs, elements.len()))
+            .map(<[_]>::to_vec)
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
     match (&hdr.user_header, opts.keep_user_header && protocol >= 2) {
         _ if input_index.is_some() => head.push(0),
         (Some(range), true) => {
@@ -246,6 +257,7 @@ pub fn split(
         opts,
         head,
         index_per_byte,
+        origins,
         protocol,
         compression,
         ratio,
