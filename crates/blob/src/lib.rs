@@ -14,6 +14,9 @@
 //! gives a [`BlobRef`] that [decodes](BlobRef::decode) the events or opens the Sereal part for
 //! [lazy](BlobRef::lazy) path selection.
 //!
+//! **Origins**: a chunk the aggregator writes with [`Profile::Default`] says which WAL record
+//! each of its events came from, in its element index ([`BlobRef::origins`], [`Origins`]).
+//!
 //! **Keys** ([`key`]): [`EventKey`] `<epoch>:<dc>:<type>:<subtype>:<chunk>` in the `events`
 //! namespace, [`EpochKey`] `<epoch>-<dc>` in the `epochs` namespace, whose value is an
 //! [`EpochIndex`] `type:subtype:chunk|…`. A [`ChunkId`] is the original plain number or
@@ -58,6 +61,7 @@
 mod blob;
 mod error;
 pub mod key;
+mod origins;
 
 pub use blob::{
     append_trailer, sha1, with_trailer, writes_element_index, Blob, BlobBuilder, BlobOptions,
@@ -66,3 +70,4 @@ pub use blob::{
 };
 pub use error::{BlobError, Result};
 pub use key::{ChunkId, EpochIndex, EpochKey, EventKey, IndexEntry};
+pub use origins::Origins;
