@@ -49,7 +49,7 @@ impl Aggregator {
                 Group::new(doc)
             });
             let before = group.doc.memory_bytes();
-            group.push(e.body, late);
+            group.push(e.body, late, wal_seq.unwrap_or(0));
             let added = group.doc.memory_bytes().saturating_sub(before) as u64;
             group.bytes += added;
             self.open_bytes += added;

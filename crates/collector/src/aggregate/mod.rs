@@ -312,7 +312,9 @@ impl From<&GroupKeyRef<'_>> for GroupKey {
 struct Group {
     /// The events, encoded as they arrive: the body of the group's document grows event by
     /// event (a JSON event's fragment relinked with `push_fragment`, a value encoded with
-    /// `push`), so no event is kept as a value tree (nor copied) until the flush.
+    /// `push`), so no event is kept as a value tree (nor copied) until the flush. It also
+    /// records each encoded event's WAL record (its origin), which the chunks' element index
+    /// carries (default profile; see `sluice_blob::Origins`).
     doc: ArrayEncoder,
     /// Events added (encoded or not).
     events: usize,
@@ -362,7 +364,9 @@ impl Group {
         true
     }
 
-    fn push(&mut self, event: BodyRef<'_>, late: bool) {
+    /// Encodes `event` (from WAL record `seq`, 0 without one) into the document; an event that
+    /// cannot be encoded is counted but left out, and so are its origin and lateness.
+    fn push(&mut self, event: BodyRef<'_>, late: bool, seq: u64) {
         self.events += 1;
         let result = match event {
             // Made by the ingestor from a JSON object: always a hash.
@@ -376,7 +380,11 @@ impl Group {
             },
         };
         match result {
-            Ok(()) => self.late += u64::from(late),
+            Ok(()) => {
+                self.late += u64::from(late);
+                // Only encoded events have an origin: the runs stay aligned with the elements.
+                self.doc.push_origin(seq);
+            }
             Err(e) => {
                 self.error.get_or_insert(e);
             }

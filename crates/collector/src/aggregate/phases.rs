@@ -6,7 +6,9 @@ use super::*;
 
 impl Aggregator {
     /// After the document of a group could not be made into blobs (e.g. one event too big for a
-    /// chunk): decode its events and keep those that make blobs on their own.
+    /// chunk): decode its events and keep those that make blobs on their own. The kept events
+    /// keep their origins (read back from `doc`'s element index, so they stay what the stored
+    /// events came from); when `doc` has none that check, the blobs carry none either.
     #[cold]
     pub(super) fn isolate(
         &mut self,
@@ -25,33 +27,65 @@ impl Aggregator {
             max_values: huge,
             max_total_string_bytes: huge,
         };
-        let events = match sereal::Decoder::with_limits(limits).decode(doc) {
+        let mut fail = |source: BlobError| {
+            errors.push(AggregateError::Blob {
+                what: what(),
+                source,
+            });
+        };
+        let events = match sereal::Decoder::with_limits(limits.clone()).decode(doc) {
             Ok(Value::Array(events)) => events,
             Ok(_) => Vec::new(),
             Err(e) => {
-                errors.push(AggregateError::Blob {
-                    what: what(),
-                    source: BlobError::from(e),
-                });
+                fail(BlobError::from(e));
                 Vec::new()
             }
         };
-        let good: Vec<Value> = events
+        let mut scratch = Vec::new();
+        let origins: Option<Vec<u64>> = sereal::LazyDoc::open(doc, &limits, &mut scratch)
+            .ok()
+            .and_then(|lazy| sluice_blob::Origins::of(&lazy))
+            .filter(|o| o.len() == events.len())
+            .map(|o| o.seqs().collect());
+        drop(scratch);
+        // Events that make a blob alone, each with its seq (when known).
+        let good: Vec<(Value, Option<u64>)> = events
             .into_iter()
-            .filter(|e| builder.build(std::slice::from_ref(e)).is_ok())
+            .enumerate()
+            .filter(|(_, e)| builder.build(std::slice::from_ref(e)).is_ok())
+            .map(|(i, e)| (e, origins.as_ref().and_then(|o| o.get(i).copied())))
             .collect();
+        if good.is_empty() {
+            return (Vec::new(), 0);
+        }
         let n = good.len() as u64;
-        match if good.is_empty() {
-            Ok(Vec::new())
-        } else {
-            builder.build(&good)
-        } {
+        // What `builder.build(&good)` writes (the array encoder writes the same bytes), with the
+        // kept events' origins.
+        let mut encoder = match ArrayEncoder::new(builder.encoder_options().clone()) {
+            Ok(encoder) => encoder,
+            Err(e) => {
+                fail(BlobError::from(e));
+                return (Vec::new(), 0);
+            }
+        };
+        encoder.expect_len(good.len());
+        let mut bytes = Vec::new();
+        let built = good
+            .iter()
+            .try_for_each(|(event, seq)| -> sereal::Result<()> {
+                encoder.push(event)?;
+                if let Some(seq) = *seq {
+                    encoder.push_origin(seq);
+                }
+                Ok(())
+            })
+            .and_then(|()| encoder.finish_into(&mut bytes))
+            .map_err(BlobError::from)
+            .and_then(|()| builder.build_document(&bytes));
+        match built {
             Ok(blobs) => (blobs, n),
             Err(err) => {
-                errors.push(AggregateError::Blob {
-                    what: what(),
-                    source: err,
-                });
+                fail(err);
                 (Vec::new(), 0)
             }
         }
