@@ -110,7 +110,7 @@ pub fn cut_origins(runs: &[(u64, u32)], from: usize, to: usize) -> Vec<(u64, u32
     out
 }
 
-/// [`write`], with the elements' origins as runs `(seq, n)` in element order: a version 2
+/// [`write()`], with the elements' origins as runs `(seq, n)` in element order: a version 2
 /// index. Without runs, or with runs that do not describe exactly the elements
 /// ([`origins_fit`]), a version 1 index (the origins are then unknown to readers).
 pub fn write_with_origins(
