@@ -16,6 +16,7 @@ pub mod notification;
 pub mod notify;
 pub mod rule;
 pub mod run;
+pub mod sliding;
 pub mod state;
 
 pub use backtest::{backtest, Backtest};
