@@ -18,7 +18,9 @@
 //! | firing, not yet delivered | the outbox still holds it: sent again at start |
 //!
 //! The state is written whenever an alert becomes pending, firing, resolved or inactive, and at
-//! every delivery (the last step done also every [`SAVE_EVERY`]). As Prometheus does, the steps
+//! every delivery, and once when the engine starts evaluating the rule; the last step done of
+//! every rule every [`SAVE_EVERY`], in one record for all rules ([`catalog::put_progress`]:
+//! one catalog write, not one per rule). As Prometheus does, the steps
 //! a server was down for are not evaluated after it comes back: the states it had go on from
 //! the current step (a backtest does evaluate them).
 
@@ -44,7 +46,7 @@ use crate::state::{fingerprint, Phase, Transition};
 pub const TICK: Duration = Duration::from_millis(200);
 /// How soon a failed load of the rules (the store down) is tried again.
 pub const RELOAD_RETRY: Duration = Duration::from_secs(5);
-/// How often the last step done is saved when nothing else changes.
+/// How often the last step done of every rule is saved (one record for all rules).
 pub const SAVE_EVERY: Duration = Duration::from_secs(10);
 /// Longest sample-events annotation, bytes (the rest is cut, marked).
 pub const MAX_SAMPLES_TEXT: usize = 16 * 1024;
@@ -170,6 +172,7 @@ impl Engine {
             defs: BTreeMap::new(),
             feeds: HashMap::new(),
             last_save: HashMap::new(),
+            progress_saved: (Instant::now(), BTreeMap::new()),
         };
         let (s, r, v) = (stop.clone(), reload.clone(), views.clone());
         let thread = std::thread::Builder::new()
@@ -195,7 +198,7 @@ impl Engine {
         self.views.read().map(|v| v.clone()).unwrap_or_default()
     }
 
-    /// Stops the thread, saving every rule's state (later calls do nothing).
+    /// Stops the thread, saving every rule's last step done (later calls do nothing).
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         let thread = self.thread.lock().map(|mut t| t.take()).unwrap_or(None);
@@ -222,6 +225,8 @@ struct Worker {
     /// Per rollup: its states, shared by its rules.
     feeds: HashMap<String, RollupFeed>,
     last_save: HashMap<String, Instant>,
+    /// When the last steps done were last saved, and what was saved.
+    progress_saved: (Instant, BTreeMap<String, i64>),
 }
 
 struct Run {
@@ -262,6 +267,9 @@ impl Worker {
             }
             let started = Instant::now();
             self.tick();
+            if self.progress_saved.0.elapsed() >= SAVE_EVERY {
+                self.save_progress();
+            }
             self.stats
                 .eval_micros
                 .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
@@ -279,9 +287,32 @@ impl Worker {
                 }
             }
         }
-        let names: Vec<String> = self.runs.keys().cloned().collect();
-        for name in names {
-            self.save(&name);
+        self.save_progress();
+    }
+
+    /// Saves the last step done of every rule (one catalog record) if it changed; when that
+    /// fails, each rule's state instead.
+    fn save_progress(&mut self) {
+        let last_evals: BTreeMap<String, i64> = self
+            .runs
+            .iter()
+            .filter(|(_, r)| r.run.state.last_eval > 0)
+            .map(|(name, r)| (name.clone(), r.run.state.last_eval))
+            .collect();
+        if last_evals == self.progress_saved.1 {
+            self.progress_saved.0 = Instant::now();
+            return;
+        }
+        match catalog::put_progress(&*self.store, &last_evals) {
+            Ok(()) => self.progress_saved = (Instant::now(), last_evals),
+            Err(e) => {
+                self.progress_saved.0 = Instant::now();
+                self.error(&format!("saving the rules' last steps done: {e}"));
+                let names: Vec<String> = self.runs.keys().cloned().collect();
+                for name in names {
+                    self.save(&name);
+                }
+            }
         }
     }
 
@@ -309,6 +340,9 @@ impl Worker {
         };
         self.runs
             .retain(|name, r| rules.get(name) == Some(&r.run.rule));
+        // A new run of a changed rule saves its state once (its first evaluation).
+        let runs = &self.runs;
+        self.last_save.retain(|name, _| runs.contains_key(name));
         self.errors.clear();
         for (name, rule) in rules {
             if self.runs.contains_key(&name) {
@@ -545,11 +579,10 @@ impl Worker {
                     .fetch_max(delay, Ordering::Relaxed);
             }
         }
-        let due = self
-            .last_save
-            .get(name)
-            .is_none_or(|t| t.elapsed() >= SAVE_EVERY);
-        if changed || due {
+        // Saved when its alerts changed, and once when the run starts (so the state is in the
+        // catalog and the progress record applies to it); the last step done is saved with
+        // every rule's ([`Worker::save_progress`]).
+        if changed || !self.last_save.contains_key(name) {
             self.save(name);
         }
     }
