@@ -228,7 +228,8 @@ fn copy(a: &CopyArgs) -> Result<()> {
             .map_err(Into::into)
     };
     // The substream registry (definitions and removals; never expiring) first, so the target
-    // knows the namespaces whose results follow; the alert rules and their states with it.
+    // knows the namespaces whose results follow; the alert rules, their states and their last
+    // steps done (one record) with it.
     let plan = CopyPlan {
         from,
         to,
@@ -237,6 +238,7 @@ fn copy(a: &CopyArgs) -> Result<()> {
             sluice_substreams::registry::REMOVED_KIND,
             sluice_alerts::catalog::RULE_KIND,
             sluice_alerts::catalog::STATE_KIND,
+            sluice_alerts::catalog::PROGRESS_KIND,
         ],
         namespace_kind: Some(sluice_substreams::registry::CATALOG_KIND),
         verify: &verify,
