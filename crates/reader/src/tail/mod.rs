@@ -30,6 +30,10 @@
 //! empty set gives `t1.<W>.`. Only canonical entries are accepted (the form formatting gives),
 //! so formatting a parsed token gives back the same token.
 //!
+//! A tail that also took live records ([`Tail::go_live`], module `live`) writes
+//! `t2.<W>.<payload>.<spans>`: the same, then the base64url of its live spans (the WAL records
+//! it was given from memory, module `spans`); a `t1` token is a `t2` token without spans.
+//!
 //! ## Guarantee
 //! For one tail, and across a stop and a resume from the cursor it printed (same filters, same
 //! store): **every chunk whose index entry is visible in the store no later than
@@ -43,6 +47,10 @@
 //! reported as a warning and retried on the next poll. A malformed index entry is reported once
 //! per [`Tail`] (it is not part of the cursor, so a resumed tail reports it again). So is each
 //! damaged store range ([`ReadStore::damage`]) of the partitions a poll reads new chunks from.
+//!
+//! With live records, the same holds for every acknowledged event: an event given live is left
+//! out of the chunk that later holds it (the chunk's origins name its record), across a flush, a
+//! reconnect from the printed cursor and a server restart (records keep their numbers).
 //!
 //! Inside one poll, items come in (epoch, dc, type, subtype, chunk) order, as a [`RangeReader`]
 //! gives them; across polls, a late chunk of an old epoch comes after newer epochs already
@@ -67,6 +75,12 @@ use sluice_store::{
     BlobKey, Counts, Damage, Namespace, ReadStore, Retention, StoreError, TypeSubtype,
 };
 
+mod live;
+mod spans;
+
+use spans::LiveSpans;
+
+use crate::chunk::ChunkDecoder;
 use crate::item::{ReadItem, ReadWarning};
 use crate::range::{RangeReader, ReadError};
 use crate::request::{ReadOptions, ReadRequest};
@@ -116,6 +130,8 @@ impl Default for TailOptions {
 pub struct Cursor {
     watermark: i64,
     delivered: BTreeMap<(i64, String), BTreeSet<IndexEntry>>,
+    /// WAL records delivered live (see [`spans`]).
+    spans: LiveSpans,
 }
 
 impl Cursor {
@@ -124,6 +140,7 @@ impl Cursor {
         Cursor {
             watermark: epoch,
             delivered: BTreeMap::new(),
+            spans: LiveSpans::default(),
         }
     }
 
@@ -158,6 +175,7 @@ impl Cursor {
         if w > self.watermark {
             self.watermark = w;
             self.delivered = self.delivered.split_off(&(w, String::new()));
+            self.spans.prune(w);
         }
     }
 
@@ -188,26 +206,52 @@ impl Cursor {
                 i = j + 1;
             }
         }
-        format!(
-            "t1.{}.{}",
-            self.watermark,
-            base64url_encode(text.as_bytes())
-        )
+        let spans = self.spans.to_text(self.watermark);
+        if spans.is_empty() {
+            format!(
+                "t1.{}.{}",
+                self.watermark,
+                base64url_encode(text.as_bytes())
+            )
+        } else {
+            format!(
+                "t2.{}.{}.{}",
+                self.watermark,
+                base64url_encode(text.as_bytes()),
+                base64url_encode(spans.as_bytes())
+            )
+        }
     }
 
     /// Parses a token made by [`to_token`](Cursor::to_token).
     pub fn parse(token: &str) -> Result<Cursor, CursorError> {
-        let rest = token
-            .trim()
-            .strip_prefix("t1.")
-            .ok_or(CursorError::Version)?;
+        let token = token.trim();
+        let (rest, with_spans) = match (token.strip_prefix("t1."), token.strip_prefix("t2.")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(CursorError::Version),
+        };
         let (w, payload) = rest
             .split_once('.')
             .ok_or_else(|| CursorError::Syntax("no `.` after the watermark".into()))?;
         let watermark = parse_i64(w).ok_or_else(|| CursorError::Watermark(w.to_owned()))?;
+        let mut cursor = Cursor::at(watermark);
+        let payload = if with_spans {
+            let (payload, spans) = payload
+                .split_once('.')
+                .ok_or_else(|| CursorError::Syntax("no `.` before the live spans".into()))?;
+            let bytes = base64url_decode(spans).ok_or(CursorError::Encoding)?;
+            let text = String::from_utf8(bytes).map_err(|_| CursorError::Encoding)?;
+            cursor.spans = LiveSpans::parse(&text, watermark).map_err(CursorError::Syntax)?;
+            if cursor.spans.is_empty() {
+                return Err(CursorError::Syntax("a t2 token with no live span".into()));
+            }
+            payload
+        } else {
+            payload
+        };
         let bytes = base64url_decode(payload).ok_or(CursorError::Encoding)?;
         let text = String::from_utf8(bytes).map_err(|_| CursorError::Encoding)?;
-        let mut cursor = Cursor::at(watermark);
         if text.is_empty() {
             return Ok(cursor);
         }
@@ -324,7 +368,7 @@ impl FromStr for Cursor {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CursorError {
-    /// The token does not start with `t1.` (not a cursor, or a newer version).
+    /// The token does not start with `t1.` or `t2.` (not a cursor, or a newer version).
     Version,
     /// The token is not `t1.<watermark>.<payload>`.
     Syntax(String),
@@ -345,7 +389,7 @@ impl fmt::Display for CursorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CursorError::Version => {
-                f.write_str("not a tail cursor (expected a token starting with `t1.`)")
+                f.write_str("not a tail cursor (expected a token starting with `t1.` or `t2.`)")
             }
             CursorError::Syntax(m) => write!(f, "bad tail cursor: {m}"),
             CursorError::Watermark(w) => {
@@ -389,6 +433,10 @@ pub struct Tail<S> {
     facts: crate::facts::ReadFacts,
     /// The field names the hints sampled (once; see [`crate::hints::for_tail`]).
     hint_sample: std::sync::OnceLock<std::collections::BTreeSet<String>>,
+    /// The open live subscription ([`Tail::go_live`]).
+    live: Option<live::OpenLive>,
+    /// Decodes live records with the selection (made at the first one).
+    live_decoder: Option<ChunkDecoder>,
 }
 
 impl<S> fmt::Debug for Tail<S> {
@@ -419,6 +467,8 @@ where
             caught_up: false,
             facts: crate::facts::ReadFacts::default(),
             hint_sample: std::sync::OnceLock::new(),
+            live: None,
+            live_decoder: None,
         }
     }
 
@@ -527,18 +577,30 @@ where
             }
         }
 
+        // Chunks holding events this tail got live are read without them (see `live`).
+        let sorted = if self.live_matters() {
+            self.sort_by_origins(&mut snapshot, &mut fresh)
+        } else {
+            live::Sorted::default()
+        };
         let mut items = Vec::new();
         let failed = if snapshot.is_empty() {
             HashSet::new()
         } else {
+            let mut read = self.opts.read.clone();
+            if !sorted.prefetched.is_empty() {
+                // The column files hold whole chunks: read the prefetched (maybe cut) blobs.
+                read.columns = None;
+            }
             let view = Snapshot {
                 inner: &*self.store,
                 index: snapshot,
                 failed: Mutex::new(HashSet::new()),
                 damage_seen: &self.damage_seen,
+                prefetched: sorted.prefetched,
             };
             let req = ReadRequest::selected(w, end, self.req.clone());
-            match RangeReader::new(&view, req, self.opts.read.clone()) {
+            match RangeReader::new(&view, req, read) {
                 Ok(mut reader) => {
                     items.extend(&mut reader);
                     self.facts.add_scan(reader.facts());
@@ -555,8 +617,13 @@ where
             }
         }
         self.caught_up = end > now;
-        // Never past what has been read (`end`), never more than the late window behind `now`.
-        self.cursor.advance(now.saturating_sub(late).min(end));
+        // Never past what has been read (`end`), never more than the late window behind `now`,
+        // never past a chunk left for a later poll.
+        let mut w = now.saturating_sub(late).min(end);
+        if let Some(d) = sorted.deferred_from {
+            w = w.min(d);
+        }
+        self.cursor.advance(w);
         let watermark = self.cursor.watermark;
         self.bad_entries.retain(|(e, _, _)| *e >= watermark);
         Ok(items)
@@ -615,6 +682,8 @@ struct Snapshot<'a, T: ?Sized> {
     failed: Mutex<HashSet<String>>,
     /// The tail's damaged ranges already reported: each is passed on once.
     damage_seen: &'a Mutex<HashSet<(String, u64)>>,
+    /// Blobs already fetched (and maybe cut) by key: served without asking the store again.
+    prefetched: std::collections::HashMap<String, Vec<u8>>,
 }
 
 impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
@@ -631,7 +700,35 @@ impl<T: ReadStore + ?Sized> ReadStore for Snapshot<'_, T> {
         ns: &Namespace,
         keys: &[BlobKey<'_>],
     ) -> Vec<sluice_store::Result<Option<Vec<u8>>>> {
-        let results = self.inner.get_blobs(ns, keys);
+        // Prefetched blobs are served as they are; only the others are asked of the store.
+        let prefetched = |k: &BlobKey<'_>| {
+            (*ns == Namespace::Events)
+                .then(|| self.prefetched.get(k.key))
+                .flatten()
+        };
+        let missing: Vec<BlobKey<'_>> = keys
+            .iter()
+            .filter(|k| prefetched(k).is_none())
+            .copied()
+            .collect();
+        let mut fetched = if missing.is_empty() {
+            Vec::new()
+        } else {
+            self.inner.get_blobs(ns, &missing)
+        }
+        .into_iter();
+        let results: Vec<sluice_store::Result<Option<Vec<u8>>>> = keys
+            .iter()
+            .map(|k| match prefetched(k) {
+                Some(bytes) => Ok(Some(bytes.clone())),
+                // A short answer from the store: retried like a transient error.
+                None => fetched.next().unwrap_or_else(|| {
+                    Err(StoreError::Unavailable {
+                        reason: "the store answered fewer keys than asked".into(),
+                    })
+                }),
+            })
+            .collect();
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         for (i, key) in keys.iter().enumerate() {
             // Transient errors (and a short answer) are retried; corrupt or missing blobs are not.
