@@ -10,21 +10,16 @@
 //! public pages reaching loopback (Local Network Access) do not apply, and the server's guard is
 //! what is tested.
 //!
-//! Runs the `sluice` binary cargo builds for this package's tests; needs Debian's `chromium` and `chromium-driver` (`scripts/deps.sh` installs them). Without
-//! them the test fails when `CI` is set and is skipped, loudly, when it is not.
-//!
-//! Driving Chromium (fantoccini over chromedriver; `--no-sandbox` as root; the real binary
-//! `/usr/lib/chromium/chromium`, not the `/usr/bin/chromium` wrapper; a profile of its own) is
-//! adapted from the project's research probe (`shared/research/browser.md` and
-//! `browser-probe/tests/browser.rs`, 2026-11-24).
+//! Runs the `sluice` binary cargo builds for this package's tests; needs Debian's `chromium` and
+//! `chromium-driver` (`scripts/chromium.sh` installs them), driven by
+//! `sluice_test_support::browser`. Without them the test fails when `CI` is set and is skipped,
+//! loudly, when it is not.
 
 mod common;
 mod process;
 
-use std::io::BufRead;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,13 +27,10 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Html;
 use axum::routing::{get, post};
-use fantoccini::{ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::Locator;
 use process::Server;
-use serde_json::{json, Value};
-
-/// The Chromium binary itself (the `/usr/bin/chromium` wrapper adds flags from /etc/chromium.d).
-const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+use serde_json::Value;
+use sluice_test_support::browser::{self, Driver};
 
 /// A substream spec the page posts (`NAME` replaced): declarative, so that the control can
 /// register the very same body without a Python interpreter; refused or not, a code substream
@@ -219,7 +211,7 @@ fn a_page_on_another_origin_cannot_use_the_admin_routes() {
     rt.spawn(async move { axum::serve(listener, app).await });
 
     let started = Instant::now();
-    let driver = start_driver(&chromedriver, &dir);
+    let driver = Driver::start(&chromedriver, &dir);
     let observed = rt.block_on(async {
         tokio::time::timeout(
             Duration::from_secs(120),
@@ -357,29 +349,7 @@ impl Admin {
 /// Opens `url` in a fresh headless Chromium (profile under `profile`), waits (30 s at most)
 /// for the page's `#done`, and returns its log lines.
 async fn run_page(driver: &Driver, profile: &Path, url: &str) -> Result<Vec<String>, String> {
-    let caps = json!({ "goog:chromeOptions": {
-        "binary": CHROMIUM,
-        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1000,700", "--disable-background-networking",
-                 "--disable-component-update", "--disable-quic", "--no-first-run",
-                 "--disable-breakpad", format!("--user-data-dir={}", profile.display())] } });
-    let caps = caps.as_object().unwrap().clone();
-    // chromedriver may need a moment before it takes sessions.
-    let mut tries = 0;
-    let c = loop {
-        match ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps.clone())
-            .connect(&format!("http://127.0.0.1:{}", driver.port))
-            .await
-        {
-            Ok(c) => break c,
-            Err(_) if tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(format!("no WebDriver session: {e}\n{}", driver.log())),
-        }
-    };
+    let c = driver.session(profile, 1000, 700).await?;
     let result = async {
         c.goto(url).await.map_err(|e| format!("goto {url}: {e}"))?;
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -410,107 +380,23 @@ async fn run_page(driver: &Driver, profile: &Path, url: &str) -> Result<Vec<Stri
     result
 }
 
-/// A running chromedriver (its own process group, so that its browser goes with it).
-struct Driver {
-    child: Child,
-    port: u16,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Driver {
-    /// What chromedriver printed.
-    fn log(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        // The group: chromedriver and any browser it left.
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// chromedriver's path, or why the browser test can't run: a failure under `CI`, a loud skip
 /// (`None`) otherwise.
 fn browser_installed() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("chromedriver"))
-        .find(|p| p.is_file());
-    let why = match (&found, Path::new(CHROMIUM).is_file()) {
-        (Some(_), true) => None,
-        (None, _) => Some("chromedriver is not on PATH".to_string()),
-        (_, false) => Some(format!("{CHROMIUM} is missing")),
+    let why = match browser::chromedriver() {
+        Ok(path) => return Some(path),
+        Err(why) => why,
     };
-    if let Some(why) = why {
-        let msg = format!(
-            "the browser test needs Debian's chromium and chromium-driver: {why} \
-             (scripts/deps.sh installs them: apt-get install --no-install-recommends \
-             chromium chromium-driver fonts-dejavu-core)"
-        );
-        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
-        if ci {
-            panic!("{msg}");
-        }
-        // Straight to stderr, past the test harness's capture: a skip must be seen.
-        use std::io::Write;
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** SKIPPED (CI is not set): {msg} ***\n"
-        );
-        return None;
+    let msg = format!("the browser test cannot run: {why}");
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    if ci {
+        panic!("{msg}");
     }
-    found
-}
-
-/// Starts chromedriver on a free port, with Chromium's config and cache under `dir`.
-fn start_driver(bin: &Path, dir: &Path) -> Driver {
-    use std::os::unix::process::CommandExt;
-    let home = dir.join("home");
-    let mut child = Command::new(bin)
-        .arg("--port=0")
-        // Chromium's config and cache (crash reports included) out of the user's home: removed
-        // with the test's directory.
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-    let out = child.stdout.take().unwrap();
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let kept = lines.clone();
-    // Read its port, then drain its output for as long as it runs (a full pipe would stall it).
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Some(p) = line
-                .strip_prefix("ChromeDriver was started successfully on port ")
-                .and_then(|p| p.trim_end_matches('.').parse::<u16>().ok())
-            {
-                let _ = tx.send(p);
-            }
-            kept.lock().unwrap().push(line);
-        }
-    });
-    let mut driver = Driver {
-        child,
-        port: 0,
-        lines,
-    };
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(port) => driver.port = port,
-        Err(_) => panic!("chromedriver did not start within 20 s:\n{}", driver.log()),
-    }
-    driver
+    // Straight to stderr, past the test harness's capture: a skip must be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED (CI is not set): {msg} ***\n"
+    );
+    None
 }

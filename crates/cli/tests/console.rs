@@ -8,30 +8,22 @@
 //! Screenshots of each screen go to `target/console-screenshots/` (a set is committed in
 //! `docs/console/`).
 //!
-//! Needs Debian's `chromium` and `chromium-driver` (`scripts/chromium.sh`, run by `make test`);
-//! `SLUICE_SKIP_BROWSER=1` skips it (it then prints SKIPPED). Driving Chromium (chromedriver on
-//! a free port, `--no-sandbox` as root, `/usr/lib/chromium/chromium` rather than the wrapper, a
-//! profile of its own) is copied from `tests/browser.rs`, itself adapted from the project's
-//! research probe (`shared/research/browser.md`, `browser-probe/tests/browser.rs`, 2026-11-24).
+//! Needs Debian's `chromium` and `chromium-driver` (`scripts/chromium.sh`, run by `make test`),
+//! driven by `sluice_test_support::browser`; `SLUICE_SKIP_BROWSER=1` skips it (it then prints
+//! SKIPPED).
 
 mod common;
 mod process;
 
 use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fantoccini::actions::{InputSource, MouseActions, PointerAction, MOUSE_BUTTON_LEFT};
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
+use fantoccini::{Client, Locator};
 use process::Server;
 use serde_json::{json, Value};
-
-/// The Chromium binary itself (the `/usr/bin/chromium` wrapper adds flags from /etc/chromium.d).
-const CHROMIUM: &str = "/usr/lib/chromium/chromium";
+use sluice_test_support::browser::{self, Driver};
 /// Events of the history the test explores (`sluice gen`, seed 7).
 const HISTORY: usize = 3000;
 /// Longest wait for anything the page should show.
@@ -100,13 +92,13 @@ fn the_console_shows_what_the_api_and_the_cli_say() {
     });
 
     let shots = screenshots_dir();
-    let driver = start_driver(&chromedriver, &dir);
+    let driver = Driver::start(&chromedriver, &dir);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let result = rt.block_on(async {
-        let c = session(&driver, &dir.join("chromium")).await?;
+        let c = driver.session(&dir.join("chromium"), 1300, 1000).await?;
         let r = Steps {
             c: &c,
             base: &base,
@@ -797,13 +789,13 @@ fn auth_run(chromedriver: &Path, dir: &Path, shots: &Path) -> R<()> {
             .and_then(|r| r.into_string().ok())
             .is_some_and(|t| t.contains("AUTHED"))
     });
-    let driver = start_driver(chromedriver, &adir);
+    let driver = Driver::start(chromedriver, &adir);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let result = rt.block_on(async {
-        let c = session(&driver, &adir.join("chromium")).await?;
+        let c = driver.session(&adir.join("chromium"), 1300, 1000).await?;
         let r = async {
             let url = format!("{base}/#/explore?from={}&to={}", t - 60, t + 60);
             goto(&c, &url).await?;
@@ -1022,114 +1014,12 @@ fn screenshots_dir() -> PathBuf {
     d
 }
 
-/// A WebDriver session on a fresh headless Chromium (profile under `profile`).
-async fn session(driver: &Driver, profile: &Path) -> R<Client> {
-    let caps = json!({ "goog:chromeOptions": {
-        "binary": CHROMIUM,
-        "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1300,1000", "--disable-background-networking",
-                 "--disable-component-update", "--disable-quic", "--no-first-run",
-                 "--disable-breakpad", format!("--user-data-dir={}", profile.display())] } });
-    let caps = caps.as_object().unwrap().clone();
-    // chromedriver may need a moment before it takes sessions.
-    let mut tries = 0;
-    loop {
-        match ClientBuilder::new(HttpConnector::new())
-            .capabilities(caps.clone())
-            .connect(&format!("http://127.0.0.1:{}", driver.port))
-            .await
-        {
-            Ok(c) => return Ok(c),
-            Err(_) if tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(format!("no WebDriver session: {e}\n{}", driver.log())),
-        }
-    }
-}
-
-/// A running chromedriver (its own process group, so that its browser goes with it).
-struct Driver {
-    child: Child,
-    port: u16,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Driver {
-    /// What chromedriver printed.
-    fn log(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        // The group: chromedriver and any browser it left.
-        let group = format!("-{}", self.child.id());
-        let _ = Command::new("kill")
-            .args(["-KILL", "--", &group])
-            .stderr(Stdio::null())
-            .status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// chromedriver's path; a failure naming `scripts/chromium.sh` when the browser is missing.
 fn browser_installed() -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = std::env::split_paths(&path)
-        .map(|d| d.join("chromedriver"))
-        .find(|p| p.is_file());
-    match found {
-        Some(p) if Path::new(CHROMIUM).is_file() => p,
-        _ => panic!(
-            "the console test needs Debian's chromium and chromium-driver: run scripts/chromium.sh \
-             (make test does), or set SLUICE_SKIP_BROWSER=1 to skip it"
-        ),
-    }
-}
-
-/// Starts chromedriver on a free port, with Chromium's config and cache under `dir`.
-fn start_driver(bin: &Path, dir: &Path) -> Driver {
-    use std::os::unix::process::CommandExt;
-    let home = dir.join("home");
-    let mut child = Command::new(bin)
-        .arg("--port=0")
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("XDG_CACHE_HOME", home.join("cache"))
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-    let out = child.stdout.take().unwrap();
-    let lines: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let kept = lines.clone();
-    // Read its port, then drain its output for as long as it runs (a full pipe would stall it).
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if let Some(p) = line
-                .strip_prefix("ChromeDriver was started successfully on port ")
-                .and_then(|p| p.trim_end_matches('.').parse::<u16>().ok())
-            {
-                let _ = tx.send(p);
-            }
-            kept.lock().unwrap().push(line);
-        }
-    });
-    let mut driver = Driver {
-        child,
-        port: 0,
-        lines,
-    };
-    match rx.recv_timeout(Duration::from_secs(20)) {
-        Ok(port) => driver.port = port,
-        Err(_) => panic!("chromedriver did not start within 20 s:\n{}", driver.log()),
-    }
-    driver
+    browser::chromedriver().unwrap_or_else(|why| {
+        panic!(
+            "the console test cannot run: {why}; make test runs scripts/chromium.sh, or set \
+             SLUICE_SKIP_BROWSER=1 to skip it"
+        )
+    })
 }

@@ -12,6 +12,7 @@
 //! - [`alertmanager`]: a real Alertmanager (`scripts/alertmanager.sh`) for one test, routing to
 //!   its webhook.
 //! - [`webhook`]: a real HTTP receiver that records POSTs and can answer 503 or be down.
+//! - `browser` (feature `browser`): headless Chromium over chromedriver, a session a page.
 //!
 //! Dev-only: no crate depends on this one outside `[dev-dependencies]`, and it depends on no
 //! Sluice crate (so any of them, the codec included, can use it without a cycle).
@@ -20,6 +21,8 @@
 
 pub mod alertmanager;
 pub mod bin;
+#[cfg(feature = "browser")]
+pub mod browser;
 pub mod http;
 pub mod metrics;
 pub mod perl;
