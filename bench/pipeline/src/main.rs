@@ -2043,13 +2043,28 @@ fn row_size(args: &Args, out: &mut String) -> Result<()> {
 // Row 5: emit → readable latency
 // ---------------------------------------------------------------------------------------------
 
-/// One HTTP/1.1 request (`Connection: close`); returns (status, de-chunked body).
+/// One HTTP/1.1 request (`Connection: close`) without credentials; returns (status,
+/// de-chunked body).
 fn http(addr: SocketAddr, method: &str, target: &str, body: &[u8]) -> Result<(u16, Vec<u8>)> {
+    http_as(addr, method, target, body, None)
+}
+
+/// [`http`] with `Authorization: Bearer SECRET` when `bearer` is given (admin routes need the
+/// server's local secret or an `admin` token, whether `auth` is on or not).
+fn http_as(
+    addr: SocketAddr,
+    method: &str,
+    target: &str,
+    body: &[u8],
+    bearer: Option<&str>,
+) -> Result<(u16, Vec<u8>)> {
     let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     c.set_read_timeout(Some(Duration::from_secs(10)))?;
     c.set_nodelay(true)?;
+    let authorization =
+        bearer.map_or_else(String::new, |s| format!("Authorization: Bearer {s}\r\n"));
     let head = format!(
-        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {target} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     c.write_all(head.as_bytes())?;

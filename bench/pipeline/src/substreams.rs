@@ -301,8 +301,18 @@ fn server_with(
     let addr = server
         .http_addr
         .ok_or_else(|| anyhow!("the server has no HTTP address"))?;
+    // Registering is an admin route: the local secret this start wrote beside its data.
+    let secret_file = dir.join(sluice_server::auth::ADMIN_SECRET_FILE);
+    let secret = std::fs::read_to_string(&secret_file)
+        .with_context(|| format!("reading the local secret {}", secret_file.display()))?;
     for spec in specs {
-        let (st, b) = http(addr, "POST", "/v1/substreams", spec.to_string().as_bytes())?;
+        let (st, b) = http_as(
+            addr,
+            "POST",
+            "/v1/substreams",
+            spec.to_string().as_bytes(),
+            Some(secret.trim()),
+        )?;
         if st != 201 {
             bail!("POST /v1/substreams: {st} {}", String::from_utf8_lossy(&b));
         }
