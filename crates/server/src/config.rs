@@ -71,6 +71,7 @@ pub const DEFAULT_MIN_FREE_PERCENT: u64 = 5;
 /// tcp_idle_timeout_secs = 300  # no new message for this long: connection closed
 /// http_max_connections = 1024  # at the cap a new client evicts the longest-idle one, else 503
 /// http_max_tail_streams = 64   # concurrent GET /v1/tail streams (more get 503)
+/// tail_live_queue_records = 1024 # records queued for a live tail; a tail that falls further behind is dropped
 /// http_header_timeout_secs = 10 # a request's head must arrive within this (from connect / first byte)
 /// http_idle_timeout_secs = 60  # keep-alive: no new request for this long: connection closed
 /// shutdown_timeout_secs = 10   # on shutdown, how long busy connections may finish
@@ -206,6 +207,10 @@ pub struct ServerConfig {
     /// Most concurrent `GET /v1/tail` streams (default 64; each holds a blocking thread); more
     /// get 503. Must be below `http_max_connections`.
     pub http_max_tail_streams: usize,
+    /// Records queued for each tail fed from memory (default
+    /// [`crate::live::DEFAULT_QUEUE_RECORDS`]: ~10 s of 10 k events/s in 100-event payloads); a
+    /// tail that falls further behind is dropped with a reason and resumes from the store.
+    pub tail_live_queue_records: usize,
     /// A request head must be complete within this many seconds of the connection opening or of
     /// its first byte (default 10); else the connection is closed.
     pub http_header_timeout_secs: u64,
@@ -414,6 +419,7 @@ impl Default for ServerConfig {
             tcp_idle_timeout_secs: 300,
             http_max_connections: 1024,
             http_max_tail_streams: 64,
+            tail_live_queue_records: crate::live::DEFAULT_QUEUE_RECORDS,
             http_header_timeout_secs: 10,
             http_idle_timeout_secs: 60,
             shutdown_timeout_secs: 10,
@@ -774,6 +780,11 @@ impl ServerConfig {
         {
             return Err(Error::Config(
                 "http_max_tail_streams must be positive and below http_max_connections".into(),
+            ));
+        }
+        if self.tail_live_queue_records == 0 {
+            return Err(Error::Config(
+                "tail_live_queue_records must be positive".into(),
             ));
         }
         if self.http_header_timeout_secs == 0

@@ -42,6 +42,7 @@ mod error;
 pub mod exports;
 pub mod http;
 mod listen;
+pub mod live;
 pub mod metrics;
 pub mod pipeline;
 pub mod rollups;
@@ -59,6 +60,7 @@ pub use config::{
 };
 pub use error::{Error, IngestError, Result};
 pub use listen::{http_server, limits, tcp, tls, udp};
+pub use live::{LiveEnded, LiveHub, LiveSubscription};
 pub use metrics::Metrics;
 pub use pipeline::IngestSummary;
 pub use server::{Ingester, Server};

@@ -183,6 +183,8 @@ pub(crate) struct Pipeline {
     substreams: Arc<sluice_substreams::Runner>,
     /// This thread's ingest counters, by transport.
     ingest_counters: BTreeMap<&'static str, IngestCounters>,
+    /// Told of every payload logged here (attached tails get its events once durable).
+    live: Arc<crate::live::LiveHub>,
 }
 
 /// With one shard, most time it keeps answering the payloads queued to it before it flushes
@@ -523,12 +525,16 @@ impl Pipeline {
             } else {
                 1
             };
+            // Taken before the append: the hub releases no record this append could precede.
+            let live = self.live.reserve();
             match self.shards.append(&self.wal, payload, now, owners) {
                 Ok(seq) => {
                     failpoint::hit("ingest.logged");
+                    live.publish(seq, &out.events);
                     wal_seq = Some(seq);
                 }
                 Err(e) => {
+                    drop(live);
                     // Logged by the disk guard (once, not per payload).
                     let mut disk = self.disk();
                     disk.failed(e.to_string());

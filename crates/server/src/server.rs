@@ -38,6 +38,7 @@ pub struct Ingester {
     tx: pipeline::PipelineTx,
     acks: Arc<pipeline::AckWaiter>,
     metrics: metrics::SharedMetrics,
+    live: Arc<crate::live::LiveHub>,
 }
 
 impl std::fmt::Debug for Ingester {
@@ -53,6 +54,7 @@ impl Ingester {
             tx: pipeline.tx.clone(),
             acks: pipeline.acks.clone(),
             metrics: metrics.clone(),
+            live: pipeline.live.clone(),
         }
     }
 
@@ -64,6 +66,14 @@ impl Ingester {
     pub async fn ingest(&self, payload: Bytes) -> std::result::Result<IngestSummary, IngestError> {
         let rx = pipeline::submit(&self.tx, "inproc", payload, None).await?;
         pipeline::durable(rx, &self.acks, &self.metrics).await
+    }
+}
+
+impl Ingester {
+    /// The server's live hub: [`LiveHub::subscribe`](crate::LiveHub::subscribe) attaches a tail
+    /// to the acknowledged payloads, from memory.
+    pub fn live(&self) -> Arc<crate::live::LiveHub> {
+        self.live.clone()
     }
 }
 

@@ -80,9 +80,12 @@ pub(crate) async fn finish(
         tx,
         acks,
         substreams,
+        live,
         threads,
         ticker,
     } = pipeline;
+    // Attached tails end with `shutdown` and resume from the store after a restart.
+    let _ = tokio::task::spawn_blocking(move || live.stop()).await;
     // No listener is left to wait for an acknowledgement (an `Ingester` still held fails).
     let _ = tokio::task::spawn_blocking(move || acks.stop()).await;
     listening.udp_stop.store(true, Ordering::Relaxed);

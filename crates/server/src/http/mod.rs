@@ -83,6 +83,10 @@ pub(crate) struct AppState {
     pub otlp: Arc<logs::OtlpSettings>,
     /// The ingest window for reported drops' epochs: (seconds before now, seconds after now).
     pub epoch_window: (i64, i64),
+    /// Acknowledged payloads for tails, from memory ([`crate::live`]).
+    // Read by `GET /v1/tail`'s live mode, which its handler's own change adds.
+    #[allow(dead_code)]
+    pub live: Arc<crate::live::LiveHub>,
 }
 
 /// Every endpoint, each request bounded by `state.timeout`, bodies by `max_body`.

@@ -322,6 +322,7 @@ impl Listening {
             metrics: s.metrics.clone(),
             timeout: Duration::from_secs(config.request_timeout_secs),
             acks: s.pipeline.acks.clone(),
+            live: s.pipeline.live.clone(),
             dc: config.dc.clone(),
             stop: s.stop.clone(),
             tail_streams: Arc::new(crate::http::tail::TailStreams::new(s.caps.tail.max(1))),

@@ -149,6 +149,13 @@ pub struct Metrics {
     pub http_connections_open: IntGauge,
     /// `GET /v1/tail` streams open now.
     pub tail_streams: IntGauge,
+    /// Tails attached to the live hub now (`crate::live`).
+    pub tail_live_subscribers: IntGauge,
+    /// Tails the live hub dropped, by reason: `slow` (queue full), `wal` (WAL failed),
+    /// `shutdown`.
+    pub tail_live_dropped: IntCounterVec,
+    /// Records the live hub handed to tails (each built once, whatever the number of tails).
+    pub tail_live_records: IntCounter,
     /// Connections refused, by transport and reason: `cap`, `backlog`, `tail_cap`.
     pub connections_refused: IntCounterVec,
     /// Requests refused by authentication or authorization, by transport and reason
@@ -304,6 +311,9 @@ impl Metrics {
             tcp_messages: reg(&r, counter("sluice_tcp_messages_total", "TCP messages (lines or frames) received.")),
             http_connections_open: reg(&r, gauge("sluice_http_connections", "HTTP connections open.")),
             tail_streams: reg(&r, gauge("sluice_tail_streams", "GET /v1/tail streams open.")),
+            tail_live_subscribers: reg(&r, gauge("sluice_tail_live_subscribers", "Tails receiving acknowledged events from memory (the live hub).")),
+            tail_live_dropped: reg(&r, counter_vec("sluice_tail_live_dropped_total", "Tails the live hub dropped, by reason (slow: queue full; wal: WAL failed; shutdown); they resume from the store with their cursor.", &["reason"])),
+            tail_live_records: reg(&r, counter("sluice_tail_live_records_total", "WAL records the live hub handed to tails (each built once for every tail).")),
             connections_refused: reg(&r, counter_vec("sluice_connections_refused_total", "Connections or streams refused, by transport and reason (cap, backlog, tail_cap).", &["transport", "reason"])),
             auth_refused: reg(&r, counter_vec("sluice_auth_refused_total", "Requests refused by authentication or authorization, by transport and reason (missing, malformed, unknown, expired, revoked, scope, types, cross_site).", &["transport", "reason"])),
             admin_actions: reg(&r, counter_vec("sluice_admin_actions_total", "Admin actions done, by action and token name (local: the per-start secret).", &["action", "token"])),

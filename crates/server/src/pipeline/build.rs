@@ -23,6 +23,7 @@ use super::{shards, AckWaiter, FlushClock, Msg, Pipeline, PipelineTx};
 use crate::config::ServerConfig;
 use crate::disk::DiskGuard;
 use crate::error::{Error, Result};
+use crate::live::{LiveHub, LiveSettings};
 use crate::metrics::{as_gauge, SharedMetrics};
 
 /// A started pipeline: what handlers send to, and what a shutdown stops.
@@ -33,6 +34,8 @@ pub(crate) struct Running {
     pub acks: Arc<AckWaiter>,
     /// The substream runner, fed by the shards' flushes.
     pub substreams: Arc<sluice_substreams::Runner>,
+    /// Hands acknowledged payloads to attached tails.
+    pub live: Arc<LiveHub>,
     /// The shard threads.
     pub threads: Vec<JoinHandle<()>>,
     /// The task that sends every shard a [`Msg::Tick`].
@@ -49,6 +52,7 @@ struct Shared<'a> {
     clock: FlushClock,
     disk: Arc<Mutex<DiskGuard>>,
     substreams: Arc<sluice_substreams::Runner>,
+    live: Arc<LiveHub>,
 }
 
 impl Pipeline {
@@ -97,6 +101,21 @@ impl Pipeline {
             config.substream_config(),
         ));
 
+        // Tails fed from memory start after the replayed records (those are in the store's
+        // chunks or in the aggregators, flushed there).
+        let live = Arc::new(
+            LiveHub::start(
+                LiveSettings {
+                    queue_records: config.tail_live_queue_records,
+                    profile: config.profile,
+                    collector: config.collector_id.clone(),
+                },
+                wal.clone(),
+                wal.last_seq(),
+                metrics.clone(),
+            )
+            .map_err(|e| Error::Io(format!("starting the live hub: {e}")))?,
+        );
         // The shards: their queues (payloads, ticks) and the channels of routed events.
         let shard_count = aggregators.len();
         let (route_txs, route_rxs): (Vec<_>, Vec<_>) =
@@ -110,6 +129,7 @@ impl Pipeline {
             clock,
             disk,
             substreams: substreams.clone(),
+            live: live.clone(),
         };
         let mut pipes = Vec::with_capacity(shard_count);
         let mut replay_ingestor = Some(ingestor);
@@ -145,6 +165,7 @@ impl Pipeline {
             tx,
             acks,
             substreams,
+            live,
             threads,
             ticker,
         })
@@ -184,6 +205,7 @@ impl Pipeline {
             ingest_counters: Default::default(),
             disk: shared.disk.clone(),
             substreams: shared.substreams.clone(),
+            live: shared.live.clone(),
         }
     }
 }
