@@ -226,7 +226,7 @@ pub(crate) fn row_cassandra(args: &Args, tmp: &Path, out: &mut String) -> Result
     }
     out.push_str(
         "\nOne machine (2 shared vCPUs): Cassandra's JVMs and the bench share the cores, so these are lower bounds for a real \
-         cluster. Ingest = the collector's pipeline on one thread, store writes included (blob LWTs, index and count rows). \
+         cluster. Ingest = the collector's pipeline on one thread, store writes included (chunk inserts, index and count rows). \
          Disk = SSTables after `nodetool flush` (no table compression on blobs; replicas counted).\n",
     );
     Ok(())
