@@ -43,7 +43,7 @@ impl DocBuilder {
         let max_epoch = events.iter().map(|e| e.epoch).max().unwrap_or(0);
         let mut parts = Vec::new();
         for group in groups(events) {
-            let first = events[group[0]].clone_tags();
+            let first = tags(&events[group[0]]);
             self.encoder.clear();
             self.encoder.expect_len(group.len());
             for &i in &group {
@@ -92,19 +92,8 @@ impl DocBuilder {
 }
 
 /// An event's four tags, owned.
-trait Tags {
-    fn clone_tags(&self) -> (i64, String, String, String);
-}
-
-impl Tags for ParsedEvent {
-    fn clone_tags(&self) -> (i64, String, String, String) {
-        (
-            self.epoch,
-            self.dc.clone(),
-            self.type_.clone(),
-            self.subtype.clone(),
-        )
-    }
+fn tags(e: &ParsedEvent) -> (i64, String, String, String) {
+    (e.epoch, e.dc.clone(), e.type_.clone(), e.subtype.clone())
 }
 
 /// The indices of `events` by (epoch, dc, type, subtype): groups in order of their first event,

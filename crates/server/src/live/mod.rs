@@ -147,6 +147,10 @@ impl LiveHub {
              store"
                 .to_string()
         });
+        // Every reason shows from the start (at 0), so a dashboard's rate has a series.
+        for reason in ["slow", "wal", "shutdown"] {
+            metrics.tail_live_dropped.with_label_values(&[reason]);
+        }
         let mut docs = doc::DocBuilder::new(settings.profile)
             .map_err(|e| std::io::Error::other(format!("live hub: {e}")))?;
         let inner = Arc::new(Inner {
