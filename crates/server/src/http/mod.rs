@@ -84,8 +84,6 @@ pub(crate) struct AppState {
     /// The ingest window for reported drops' epochs: (seconds before now, seconds after now).
     pub epoch_window: (i64, i64),
     /// Acknowledged payloads for tails, from memory ([`crate::live`]).
-    // Read by `GET /v1/tail`'s live mode, which its handler's own change adds.
-    #[allow(dead_code)]
     pub live: Arc<crate::live::LiveHub>,
 }
 

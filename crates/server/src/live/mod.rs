@@ -111,6 +111,8 @@ pub(crate) struct Inner {
     collector: Option<String>,
     /// Records whose events were copied for tails (what "no subscriber, no cost" is tested by).
     captured: AtomicU64,
+    /// The blob profile's chunks carry no origins (`original`): no tail can go live.
+    off: bool,
 }
 
 /// Under [`Inner::state`].
@@ -141,7 +143,8 @@ impl LiveHub {
         last: u64,
         metrics: SharedMetrics,
     ) -> std::io::Result<LiveHub> {
-        let closed = (settings.profile == Profile::Original).then(|| {
+        let off = settings.profile == Profile::Original;
+        let closed = off.then(|| {
             "live tail is off: the blob profile is `original`, whose chunks carry no WAL \
              origins, so a tail could not skip the events it got live; events come from the \
              store"
@@ -168,6 +171,7 @@ impl LiveHub {
             queue_records: settings.queue_records.max(1),
             collector: settings.collector,
             captured: AtomicU64::new(0),
+            off,
         });
         let thread = {
             let inner = inner.clone();
@@ -212,6 +216,12 @@ impl LiveHub {
         inner.attached.fetch_add(1, Ordering::SeqCst);
         inner.set_gauge(&st);
         sub
+    }
+
+    /// Whether live tails are off for good (the `original` blob profile: its chunks carry no
+    /// WAL origins); tails then follow the store only.
+    pub fn is_off(&self) -> bool {
+        self.inner.off
     }
 
     /// Tails attached now.
