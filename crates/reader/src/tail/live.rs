@@ -61,8 +61,12 @@ where
     /// plain numbers): every record after `start` will be given to
     /// [`deliver_live`](Self::deliver_live), in order, none missed.
     pub fn go_live(&mut self, collector: Option<&str>, start: u64) {
+        let collector = collector.unwrap_or_default().to_owned();
+        // A span past the server's last record cannot be of this WAL (one wiped and started
+        // again numbers from 1): skipping by it would lose new events of the same numbers.
+        self.cursor.spans.forget_beyond(&collector, start);
         self.live = Some(OpenLive {
-            collector: collector.unwrap_or_default().to_owned(),
+            collector,
             to: start,
         });
     }

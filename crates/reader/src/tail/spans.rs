@@ -87,6 +87,12 @@ impl LiveSpans {
             .sort_by(|a, b| (&a.collector, a.from).cmp(&(&b.collector, b.from)));
     }
 
+    /// Forgets the spans of `collector` that end after record `last` (see `Tail::go_live`).
+    pub fn forget_beyond(&mut self, collector: &str, last: u64) {
+        self.spans
+            .retain(|s| s.collector != collector || s.to <= last);
+    }
+
     /// Forgets the spans whose events all lie below the watermark `w`.
     pub fn prune(&mut self, w: i64) {
         self.spans.retain(|s| s.max_epoch >= w);
@@ -217,6 +223,9 @@ mod tests {
         let text = s.to_text(90);
         assert_eq!(text, "|10|15|13\n|20|21|9\nc2|3|4|0");
         assert_eq!(LiveSpans::parse(&text, 90).unwrap(), s);
+        let mut wiped = s.clone();
+        wiped.forget_beyond("", 16);
+        assert_eq!(wiped.to_text(90), "|10|15|13\nc2|3|4|0");
         s.prune(100);
         assert_eq!(s.to_text(100), "|10|15|3");
         for bad in [
