@@ -30,6 +30,7 @@ use sluice_reader::{Filter, RangeReader, ReadItem, ReadOptions, ReadRequest};
 use sluice_store::{BlobKey, EmbeddedStore, Namespace, Store};
 
 mod cassandra;
+mod live_tail;
 mod security;
 mod shards;
 
@@ -39,7 +40,7 @@ sluice-pipeline-bench: Sluice's pipeline vs its anchors
 USAGE: cargo run --release -p sluice-pipeline-bench -- [OPTIONS]
 
 OPTIONS:
-  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,cassandra,substreams,shards,http,security (default: all)
+  --only ROWS          comma-separated rows to run: ingest,read,udp,size,latency,live-tail,cassandra,substreams,shards,http,security (default: all)
   --cassandra-nodes L  cluster sizes of the cassandra row, e.g. 1,3 (default 1; scripts/cassandra.sh)
   --reps N             repetitions per measurement, median reported (default 3)
   --ingest-events N    WEB events for the ingest row (default 100000)
@@ -115,6 +116,7 @@ fn parse_args() -> Result<Args> {
                         "udp",
                         "size",
                         "latency",
+                        "live-tail",
                         "cassandra",
                         "substreams",
                         "shards",
@@ -123,7 +125,7 @@ fn parse_args() -> Result<Args> {
                     ]
                     .contains(&r)
                     {
-                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, cassandra, substreams, shards, http, security)");
+                        bail!("--only: unknown row {r:?} (ingest, read, udp, size, latency, live-tail, cassandra, substreams, shards, http, security)");
                     }
                     a.only.push(r.to_string());
                 }
@@ -2306,6 +2308,9 @@ fn run() -> Result<()> {
         timed("udp", &mut out, &mut |o| row_udp(&args, &tmp, o))?;
         timed("size", &mut out, &mut |o| row_size(&args, o))?;
         timed("latency", &mut out, &mut |o| row_latency(&args, &tmp, o))?;
+        timed("live-tail", &mut out, &mut |o| {
+            live_tail::row_live_tail(&args, &tmp, o)
+        })?;
         timed("cassandra", &mut out, &mut |o| {
             cassandra::row_cassandra(&args, &tmp, o)
         })?;
