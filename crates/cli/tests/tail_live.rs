@@ -5,39 +5,16 @@
 //! two pipeline threads, late events.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    free_port, id_of, now, spawn_collected, spawn_serve, text, wait_for, wait_healthy, Proc,
+    free_port, ids_of, now, post_acked, serve_http_only_on, spawn_collected, text, wait_for, Lines,
+    Proc,
 };
 
 fn serve(dir: &Path, port: u16, grace: &str) -> Proc {
-    let server = spawn_serve(&[
-        "--data",
-        dir.to_str().expect("path"),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        grace,
-        "--pipeline-threads",
-        "2",
-    ]);
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(2))
-        .build();
-    wait_healthy(
-        &agent,
-        &format!("http://127.0.0.1:{port}"),
-        Instant::now() + Duration::from_secs(20),
-        Duration::from_millis(50),
-    );
-    server
+    serve_http_only_on(dir, port, &["--grace", grace, "--pipeline-threads", "2"])
 }
 
 /// POSTs events `ids` of type LIVE over four subtypes, every fifth one two seconds late, and
@@ -54,28 +31,7 @@ fn post(port: u16, ids: std::ops::Range<i64>) {
             )
         })
         .collect();
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(10))
-        .build();
-    let resp = agent
-        .post(&format!("http://127.0.0.1:{port}/v1/events"))
-        .send_string(&body)
-        .expect("post");
-    let reply: serde_json::Value = serde_json::from_reader(resp.into_reader()).expect("json reply");
-    assert_eq!(
-        reply["accepted"].as_u64(),
-        Some(ids.count() as u64),
-        "{reply}"
-    );
-}
-
-fn ids(lines: &Arc<Mutex<Vec<String>>>) -> Vec<i64> {
-    lines
-        .lock()
-        .expect("lines")
-        .iter()
-        .map(|l| id_of(l))
-        .collect()
+    post_acked(port, &body, ids.count());
 }
 
 /// Waits until the server has `n` live subscribers (a tail subscribes once caught up).
@@ -88,11 +44,8 @@ fn wait_subscribed(port: u16, n: f64) {
     });
 }
 
-/// A running `sluice tail`: the process, its stdout lines, its stderr lines.
-type TailProc = (Proc, Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<String>>>);
-
 /// `sluice tail --server` of type LIVE from `start` (`--from T` or `--cursor C`).
-fn tail(port: u16, start: (&str, &str)) -> TailProc {
+fn tail(port: u16, start: (&str, &str)) -> (Proc, Lines, Lines) {
     spawn_collected(&[
         "tail",
         "--server",
@@ -126,7 +79,7 @@ fn a_live_tail_gets_events_long_before_their_second_is_stored() {
     let posted = Instant::now();
     post(port, 0..200);
     wait_for(Duration::from_secs(15), "every event, live", || {
-        ids(&out).len() >= 200
+        ids_of(&out).len() >= 200
     });
     assert!(
         posted.elapsed() < Duration::from_secs(25),
@@ -145,7 +98,7 @@ fn a_live_tail_gets_events_long_before_their_second_is_stored() {
     );
     let status = t.terminate(Duration::from_secs(5));
     assert!(status.success(), "{}", text(&err));
-    let mut got = ids(&out);
+    let mut got = ids_of(&out);
     got.sort_unstable();
     assert_eq!(got, (0..200).collect::<Vec<i64>>());
     server.terminate(Duration::from_secs(20));
@@ -165,7 +118,7 @@ fn a_live_tail_gets_every_event_once_across_a_flush_a_resume_and_a_sigkill() {
     // Live, then flushed: the stored chunks must not repeat them.
     post(port, 0..400);
     wait_for(Duration::from_secs(30), "the first batch", || {
-        ids(&out1).len() >= 400
+        ids_of(&out1).len() >= 400
     });
     std::thread::sleep(Duration::from_secs(3)); // flushed by now; a duplicate would show
 
@@ -173,7 +126,7 @@ fn a_live_tail_gets_every_event_once_across_a_flush_a_resume_and_a_sigkill() {
     // chunks with its cursor and must leave them out.
     post(port, 400..800);
     wait_for(Duration::from_secs(30), "the second batch", || {
-        ids(&out1).len() >= 800
+        ids_of(&out1).len() >= 800
     });
     let status = t.terminate(Duration::from_secs(5));
     assert!(status.success(), "{}", text(&err1));
@@ -192,21 +145,21 @@ fn a_live_tail_gets_every_event_once_across_a_flush_a_resume_and_a_sigkill() {
     // WAL records), the tail reconnects with its cursor and must leave them out.
     post(port, 1000..1400);
     wait_for(Duration::from_secs(30), "the third batch", || {
-        ids(&out2).len() >= 600
+        ids_of(&out2).len() >= 600
     });
     server.0.kill().expect("SIGKILL");
     server.0.wait().expect("reap");
     let mut server = serve(&dir, port, "1");
     post(port, 1400..1600);
     wait_for(Duration::from_secs(60), "every event", || {
-        ids(&out2).len() >= 800
+        ids_of(&out2).len() >= 800
     });
     std::thread::sleep(Duration::from_secs(3)); // room for a duplicate to show up
     let status = t.terminate(Duration::from_secs(5));
     assert!(status.success(), "{}", text(&err2));
     std::thread::sleep(Duration::from_millis(200));
 
-    let mut got: Vec<i64> = ids(&out1).into_iter().chain(ids(&out2)).collect();
+    let mut got: Vec<i64> = ids_of(&out1).into_iter().chain(ids_of(&out2)).collect();
     got.sort_unstable();
     let dups: Vec<i64> = got
         .windows(2)

@@ -5,35 +5,15 @@
 //! a tail resumed from that cursor prints only what came after.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    free_port, id_of, now, spawn_collected, spawn_serve, text, wait_for, wait_healthy, Proc,
+    free_port, ids_of, now, post_acked, serve_http_only_on, spawn_collected, text, wait_for, Proc,
 };
 
 fn serve(dir: &Path, port: u16) -> Proc {
-    let server = spawn_serve(&[
-        "--data",
-        dir.to_str().expect("path"),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-        // Only HTTP: tests running side by side must not race for the default TCP/UDP ports.
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        "1",
-    ]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(2))
-        .build();
-    let url = format!("http://127.0.0.1:{port}");
-    wait_healthy(&agent, &url, deadline, Duration::from_millis(50));
-    server
+    serve_http_only_on(dir, port, &["--grace", "1"])
 }
 
 /// POSTs events `ids` (epoch now) and checks that all were acknowledged.
@@ -43,28 +23,7 @@ fn post(port: u16, ids: std::ops::Range<i64>) {
         .clone()
         .map(|i| format!("{{\"type\":\"RESTART\",\"epoch\":{epoch},\"id\":{i}}}\n"))
         .collect();
-    let agent = ureq::AgentBuilder::new()
-        .timeout(Duration::from_secs(10))
-        .build();
-    let resp = agent
-        .post(&format!("http://127.0.0.1:{port}/v1/events"))
-        .send_string(&body)
-        .expect("post");
-    let reply: serde_json::Value = serde_json::from_reader(resp.into_reader()).expect("json reply");
-    assert_eq!(
-        reply["accepted"].as_u64(),
-        Some(ids.count() as u64),
-        "{reply}"
-    );
-}
-
-fn ids(lines: &Arc<Mutex<Vec<String>>>) -> Vec<i64> {
-    lines
-        .lock()
-        .expect("lines")
-        .iter()
-        .map(|l| id_of(l))
-        .collect()
+    post_acked(port, &body, ids.count());
 }
 
 #[test]
@@ -96,7 +55,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     let mut server = serve(&dir, port);
     post(port, 0..300);
     wait_for(Duration::from_secs(30), "the first batch", || {
-        ids(&out).len() >= 300
+        ids_of(&out).len() >= 300
     });
 
     // Acknowledged just before SIGTERM (still in the grace period): stored by the clean shutdown.
@@ -116,7 +75,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     let server = serve(&dir, port);
     post(port, 600..900);
     wait_for(Duration::from_secs(40), "every event", || {
-        ids(&out).len() >= 900
+        ids_of(&out).len() >= 900
     });
     std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up
     let status = tail.terminate(Duration::from_secs(5));
@@ -127,7 +86,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
     );
     std::thread::sleep(Duration::from_millis(200)); // the collector threads drain the pipes
 
-    let mut got = ids(&out);
+    let mut got = ids_of(&out);
     got.sort_unstable();
     assert_eq!(
         got,
@@ -163,7 +122,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_restart() {
         .unwrap_or_else(|| panic!("the resumed tail did not stop: {}", text(&err)));
     std::thread::sleep(Duration::from_millis(200));
     assert!(status.success(), "{}", text(&err));
-    assert_eq!(ids(&out), vec![900], "only what came after the cursor");
+    assert_eq!(ids_of(&out), vec![900], "only what came after the cursor");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -220,7 +179,7 @@ fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
     ]);
     post(port, 0..300);
     wait_for(Duration::from_secs(30), "the first batch", || {
-        ids(&out).len() >= 300
+        ids_of(&out).len() >= 300
     });
     // Acknowledged (durable in the WAL), then the server dies without a word: the tail's
     // stream breaks mid-chunk ("Error while decoding chunks" in ureq's terms).
@@ -245,13 +204,13 @@ fn tail_server_gets_every_event_exactly_once_across_a_sigkilled_server() {
     let server = serve(&dir, port); // replays the WAL: 300..600 become readable
     post(port, 600..900);
     wait_for(Duration::from_secs(60), "every event", || {
-        ids(&out).len() >= 900
+        ids_of(&out).len() >= 900
     });
     std::thread::sleep(Duration::from_millis(1500)); // room for a duplicate to show up
     let status = tail.terminate(Duration::from_secs(5));
     assert!(status.success(), "{status:?}: {}", text(&err));
     std::thread::sleep(Duration::from_millis(200));
-    let mut got = ids(&out);
+    let mut got = ids_of(&out);
     got.sort_unstable();
     assert_eq!(
         got,

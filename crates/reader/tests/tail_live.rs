@@ -10,24 +10,10 @@ use sereal::{ArrayEncoder, Value};
 use sluice_blob::{BlobBuilder, BlobOptions, ChunkId, EventKey};
 use sluice_reader::{Cursor, LiveDoc, LivePart, ReadItem, Tail, TailOptions, TailRequest};
 use sluice_store::{BlobKey, InMemoryStore, Namespace, Store};
+use sluice_test_support::rng::Rng;
 
 const T0: i64 = 1_700_000_000;
 const DC: &str = "ams1";
-
-/// xorshift64*: a fixed sequence per seed, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn event(epoch: i64, type_: &str, id: u64) -> Value {
     sereal::json::from_json_value(&serde_json::json!({
@@ -171,7 +157,7 @@ fn ids(items: &[ReadItem], out: &mut Vec<u64>) {
 
 /// One run of the model: returns how many events went out live and from chunks.
 fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     let store = InMemoryStore::new();
     let mut server = Server {
         collector,

@@ -26,6 +26,7 @@ pub mod browser;
 pub mod http;
 pub mod metrics;
 pub mod perl;
+pub mod rng;
 pub mod s3;
 pub mod script_server;
 pub mod temp;

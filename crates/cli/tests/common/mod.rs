@@ -193,6 +193,32 @@ pub fn serve_store_http_only_with(store: &str, data: &Path, extra: &[&str]) -> (
     (proc, base)
 }
 
+/// `sluice serve --data DATA` on loopback HTTP `port` only (TCP and UDP off: tests running side
+/// by side must not race for the default ports), `extra` flags first, waited for until healthy
+/// (30 s at most). A fixed port: a restarted server is found where its clients left it.
+pub fn serve_http_only_on(data: &Path, port: u16, extra: &[&str]) -> Proc {
+    let http = format!("127.0.0.1:{port}");
+    let mut args: Vec<&str> = extra.to_vec();
+    args.extend_from_slice(&[
+        "--data",
+        data.to_str().expect("path"),
+        "--http",
+        &http,
+        "--tcp",
+        "off",
+        "--udp",
+        "off",
+    ]);
+    let proc = spawn_serve(&args);
+    wait_healthy(
+        &ureq::agent(),
+        &format!("http://{http}"),
+        Instant::now() + Duration::from_secs(30),
+        Duration::from_millis(50),
+    );
+    proc
+}
+
 /// Polls `GET url/healthz` through `agent` every `poll` until it answers, failing at `deadline`.
 pub fn wait_healthy(agent: &ureq::Agent, url: &str, deadline: Instant, poll: Duration) {
     while agent.get(&format!("{url}/healthz")).call().is_err() {
@@ -224,6 +250,30 @@ pub fn id_of(line: &str) -> i64 {
     serde_json::from_str::<serde_json::Value>(line).expect("json line")["id"]
         .as_i64()
         .expect("id")
+}
+
+/// The `id`s of collected NDJSON event lines, in order.
+pub fn ids_of(lines: &Lines) -> Vec<i64> {
+    lines
+        .lock()
+        .expect("lines")
+        .iter()
+        .map(|l| id_of(l))
+        .collect()
+}
+
+/// POSTs an NDJSON `body` of `n` events to `/v1/events` on loopback `port` and checks that all
+/// were acknowledged.
+pub fn post_acked(port: u16, body: &str, n: usize) {
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(10))
+        .build();
+    let resp = agent
+        .post(&format!("http://127.0.0.1:{port}/v1/events"))
+        .send_string(body)
+        .expect("post");
+    let reply: serde_json::Value = serde_json::from_reader(resp.into_reader()).expect("json reply");
+    assert_eq!(reply["accepted"].as_u64(), Some(n as u64), "{reply}");
 }
 
 /// Writes the events of `cfg` into an embedded store at `dir` through the collector's own
