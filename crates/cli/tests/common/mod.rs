@@ -166,31 +166,12 @@ pub fn serve_store_http_only(store: &str, data: &Path) -> (Proc, String) {
 /// [`serve_store_http_only`] with `extra` flags first (e.g. `--config FILE`).
 pub fn serve_store_http_only_with(store: &str, data: &Path, extra: &[&str]) -> (Proc, String) {
     let port = free_port();
-    let base = format!("http://127.0.0.1:{port}");
-    let http = format!("127.0.0.1:{port}");
     let mut args: Vec<&str> = extra.to_vec();
-    args.extend_from_slice(&[
-        "--store",
-        store,
-        "--data",
-        data.to_str().expect("path"),
-        "--http",
-        &http,
-        "--tcp",
-        "off",
-        "--udp",
-        "off",
-        "--grace",
-        "1",
-    ]);
-    let proc = spawn_serve(&args);
-    wait_healthy(
-        &ureq::agent(),
-        &base,
-        Instant::now() + Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
-    (proc, base)
+    args.extend_from_slice(&["--store", store, "--grace", "1"]);
+    (
+        serve_http_only_on(data, port, &args),
+        format!("http://127.0.0.1:{port}"),
+    )
 }
 
 /// `sluice serve --data DATA` on loopback HTTP `port` only (TCP and UDP off: tests running side
