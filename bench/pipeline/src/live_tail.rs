@@ -44,6 +44,8 @@ struct TailSeen {
     unique: usize,
     /// Events seen again.
     duplicates: usize,
+    /// `event: notice` frames (the live hub let go of the stream: it went on from the store).
+    notices: usize,
     /// Latency of each first sighting, µs.
     lat_us: Vec<i64>,
     /// The thread's CPU, s.
@@ -177,6 +179,7 @@ fn follow(
     let mut out = TailSeen {
         unique: 0,
         duplicates: 0,
+        notices: 0,
         lat_us: Vec::with_capacity(capacity),
         cpu: 0.0,
     };
@@ -195,6 +198,9 @@ fn follow(
                 in_event = false;
             } else if let Some(name) = line.strip_prefix(b"event: ") {
                 in_event = name == b"event";
+                if name == b"notice" {
+                    out.notices += 1;
+                }
             } else if in_event && line.starts_with(b"data: ") {
                 let (Some(id), Some(sent)) = (
                     int_field(line, b"\"id\":"),
@@ -443,6 +449,12 @@ pub(crate) fn row_live_tail(_args: &Args, tmp: &Path, out: &mut String) -> Resul
         } else {
             seen
         };
+        let notices: usize = run.tails.iter().map(|t| t.notices).sum();
+        let seen = if notices > 0 {
+            format!("{seen}, {notices} notices (live dropped, went on from the store)")
+        } else {
+            seen
+        };
         let p99 = pct_ms(&lat, 0.99);
         p99s.push(p99);
         let fmt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.1}"));
@@ -498,7 +510,7 @@ pub(crate) fn row_live_tail(_args: &Args, tmp: &Path, out: &mut String) -> Resul
          just before its POST, 100 events per POST every 10 ms, each POST answered once durable, `Connection: close`); all {TAILS} tails' \
          events pooled. The tails are raw TCP readers of the chunked SSE stream, one thread each, attached before the emission \
          (live: `sluice_tail_live_subscribers` = {TAILS}; stored: `sluice_tail_streams` = {TAILS}, then 0.3 s). Every tail must see \
-         every event once, else INCOMPLETE. Server CPU = process CPU − the bench's emitter and tail threads (thread CPU), over the \
+         every event once, else INCOMPLETE; an `event: notice` (the hub let go of a tail, which went on from the store) is counted in `events seen`. Server CPU = process CPU − the bench's emitter and tail threads (thread CPU), over the \
          window from the first POST to the last tail done (the stored window also waits for the last second's flush). \
          Load average before / after: {load_before} / {load_after}. The issue's target is absolute (wall clock, no anchor): \
          information, labelled met / MISSED; the stored path is the anchor beside it.\n"
