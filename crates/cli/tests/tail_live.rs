@@ -185,3 +185,84 @@ fn a_live_tail_gets_every_event_once_across_a_flush_a_resume_and_a_sigkill() {
     server.terminate(Duration::from_secs(20));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_tail_too_slow_for_its_queue_is_dropped_with_a_reason_and_ingest_goes_on() {
+    use std::io::{Read, Write};
+    let dir: PathBuf = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tail-live-slow");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let config = dir.join("sluice.toml");
+    std::fs::write(&config, "tail_live_queue_records = 2\n").expect("config");
+    let port = free_port();
+    let data = dir.join("data");
+    let mut server = serve_http_only_on(
+        &data,
+        port,
+        &["--config", config.to_str().expect("path"), "--grace", "1"],
+    );
+    // A client that asks for the stream and then reads nothing.
+    let mut slow = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(
+        slow,
+        "GET /v1/tail?type=SLOW HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n"
+    )
+    .expect("request");
+    wait_subscribed(port, 1.0);
+    // Acknowledged while the tail does not read: ingest never waits for it.
+    let pad = "p".repeat(200);
+    for k in 0..300 {
+        let body: String = (0..100)
+            .map(|i| {
+                format!(
+                    "{{\"type\":\"SLOW\",\"id\":{},\"pad\":\"{pad}\"}}\n",
+                    k * 100 + i
+                )
+            })
+            .collect();
+        post_acked(port, &body, 100);
+    }
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for(Duration::from_secs(30), "the slow tail dropped", || {
+        let text = sluice_test_support::metrics::fetch_url(&base);
+        sluice_test_support::metrics::try_metric(
+            &text,
+            "sluice_tail_live_dropped_total",
+            &[("reason", "slow")],
+        )
+        .is_some_and(|n| n >= 1.0)
+    });
+    // Reading now, the stream says why, once, and goes on from the store.
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let notice = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no notice in {} bytes",
+            seen.len()
+        );
+        let n = slow.read(&mut buf).expect("read");
+        assert!(n > 0, "the stream ended without a notice");
+        seen.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&seen);
+        if let Some(at) = text
+            .find("event: notice\r\ndata: ")
+            .or_else(|| text.find("event: notice\ndata: "))
+        {
+            if let Some(end) = text[at..]
+                .find("\n\n")
+                .or_else(|| text[at..].find("\r\n\r\n"))
+            {
+                break text[at..at + end].to_owned();
+            }
+        }
+    };
+    assert!(notice.contains("\"key\":\"live\""), "{notice}");
+    assert!(notice.contains("slow subscriber"), "{notice}");
+    drop(slow);
+    server.terminate(Duration::from_secs(20));
+    let _ = std::fs::remove_dir_all(&dir);
+}
