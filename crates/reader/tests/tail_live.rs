@@ -9,11 +9,82 @@ use std::collections::{BTreeMap, VecDeque};
 use sereal::{ArrayEncoder, Value};
 use sluice_blob::{BlobBuilder, BlobOptions, ChunkId, EventKey};
 use sluice_reader::{Cursor, LiveDoc, LivePart, ReadItem, Tail, TailOptions, TailRequest};
-use sluice_store::{BlobKey, InMemoryStore, Namespace, Store};
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use sluice_store::{
+    BlobKey, Counts, InMemoryStore, Namespace, ReadStore, Retention, Store, StoreError, TypeSubtype,
+};
 use sluice_test_support::rng::Rng;
 
 const T0: i64 = 1_700_000_000;
 const DC: &str = "ams1";
+
+/// The store as a tail sees it: every third blob fetch fails (a transient error) while `flaky`.
+struct Flaky<'a> {
+    inner: &'a InMemoryStore,
+    flaky: AtomicBool,
+    fetches: AtomicU64,
+}
+
+impl ReadStore for Flaky<'_> {
+    fn get_blob(&self, ns: &Namespace, key: BlobKey<'_>) -> sluice_store::Result<Option<Vec<u8>>> {
+        self.get_blobs(ns, &[key]).pop().unwrap_or(Ok(None))
+    }
+    fn get_blobs(
+        &self,
+        ns: &Namespace,
+        keys: &[BlobKey<'_>],
+    ) -> Vec<sluice_store::Result<Option<Vec<u8>>>> {
+        keys.iter()
+            .map(|k| {
+                let n = self.fetches.fetch_add(1, Ordering::Relaxed);
+                if self.flaky.load(Ordering::Relaxed) && n % 3 == 2 {
+                    Err(StoreError::Unavailable {
+                        reason: "flaky".into(),
+                    })
+                } else {
+                    ReadStore::get_blob(self.inner, ns, *k)
+                }
+            })
+            .collect()
+    }
+    fn get_epoch_index(&self, epoch: i64, dc: &str) -> sluice_store::Result<BTreeSet<String>> {
+        ReadStore::get_epoch_index(self.inner, epoch, dc)
+    }
+    fn get_namespace_index(
+        &self,
+        ns: &Namespace,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<BTreeSet<String>> {
+        ReadStore::get_namespace_index(self.inner, ns, epoch, dc)
+    }
+    fn get_catalog(
+        &self,
+        kind: &str,
+    ) -> sluice_store::Result<std::collections::BTreeMap<String, Vec<u8>>> {
+        ReadStore::get_catalog(self.inner, kind)
+    }
+    fn get_counts(
+        &self,
+        epoch: i64,
+        dc: &str,
+    ) -> sluice_store::Result<std::collections::BTreeMap<TypeSubtype, Counts>> {
+        ReadStore::get_counts(self.inner, epoch, dc)
+    }
+    fn list_epochs(
+        &self,
+        dc: Option<&str>,
+        from: i64,
+        to: i64,
+    ) -> sluice_store::Result<Vec<(i64, String)>> {
+        ReadStore::list_epochs(self.inner, dc, from, to)
+    }
+    fn retention(&self) -> Retention {
+        ReadStore::retention(self.inner)
+    }
+}
 
 fn event(epoch: i64, type_: &str, id: u64) -> Value {
     sereal::json::from_json_value(&serde_json::json!({
@@ -149,6 +220,8 @@ fn ids(items: &[ReadItem], out: &mut Vec<u64>) {
             ReadItem::Event(e) => {
                 out.push(e.value.get("id").and_then(|v| v.as_i64()).unwrap() as u64)
             }
+            // A failed fetch: the chunk is tried again at the next poll.
+            ReadItem::Warning(w) if w.reason.contains("flaky") => {}
             ReadItem::Warning(w) => panic!("warning: {w}"),
             ReadItem::Notice(_) => {}
         }
@@ -156,9 +229,14 @@ fn ids(items: &[ReadItem], out: &mut Vec<u64>) {
 }
 
 /// One run of the model: returns how many events went out live and from chunks.
-fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
+fn run(seed: u64, collector: Option<&'static str>, flaky: bool) -> (usize, usize) {
     let mut rng = Rng::new(seed);
     let store = InMemoryStore::new();
+    let seen = Flaky {
+        inner: &store,
+        flaky: AtomicBool::new(flaky),
+        fetches: AtomicU64::new(0),
+    };
     let mut server = Server {
         collector,
         store: &store,
@@ -171,7 +249,7 @@ fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
     let mut now = T0;
     let opts = TailOptions::default();
     let mut tail = Tail::new(
-        &store,
+        &seen,
         TailRequest::default(),
         Cursor::at(T0 - 30),
         opts.clone(),
@@ -217,7 +295,7 @@ fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
                 let token = tail.cursor().to_token();
                 let cursor: Cursor = token.parse().unwrap();
                 assert_eq!(cursor.to_token(), token);
-                tail = Tail::new(&store, TailRequest::default(), cursor, opts.clone());
+                tail = Tail::new(&seen, TailRequest::default(), cursor, opts.clone());
                 queue = None;
             }
         }
@@ -229,6 +307,7 @@ fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
     while !server.open.is_empty() {
         server.flush_one(&mut rng);
     }
+    seen.flaky.store(false, Ordering::Relaxed);
     for _ in 0..3 {
         ids(&tail.poll(now).unwrap(), &mut stored);
     }
@@ -256,10 +335,21 @@ fn run(seed: u64, collector: Option<&'static str>) -> (usize, usize) {
 fn every_event_once_across_live_flush_drop_and_reconnect() {
     let (mut live, mut stored) = (0, 0);
     for seed in 0..200 {
-        let (l, s) = run(seed, if seed % 2 == 0 { None } else { Some("c1") });
+        let (l, s) = run(seed, if seed % 2 == 0 { None } else { Some("c1") }, false);
         live += l;
         stored += s;
     }
     // Both paths were exercised (the check above is per run).
+    assert!(live > 1000 && stored > 1000, "live {live}, stored {stored}");
+}
+
+#[test]
+fn every_event_once_when_fetches_fail_now_and_then() {
+    let (mut live, mut stored) = (0, 0);
+    for seed in 0..200 {
+        let (l, s) = run(seed, if seed % 2 == 0 { None } else { Some("c1") }, true);
+        live += l;
+        stored += s;
+    }
     assert!(live > 1000 && stored > 1000, "live {live}, stored {stored}");
 }

@@ -175,9 +175,19 @@ where
         let results = self.store.get_blobs(&self.opts.read.namespace, &keys);
         let mut defer = Vec::new();
         for ((i, text), result) in texts.iter().zip(results) {
-            // A failed fetch is left to the range read, which fetches again and reports it.
-            let Ok(Some(bytes)) = result else { continue };
             let (epoch, dc, entry) = &fresh[*i];
+            let bytes = match result {
+                Ok(Some(bytes)) => bytes,
+                // Listed but not stored: the range read reports it.
+                Ok(None) => continue,
+                // Not read whole by the range read instead (a second fetch that worked would
+                // repeat the live events): tried again at the next poll, as a failed fetch is.
+                Err(_) => {
+                    unlist_chunk(snapshot, *epoch, dc, entry);
+                    defer.push(*i);
+                    continue;
+                }
+            };
             let collector = entry.chunk().collector_id().unwrap_or_default();
             let origins = Blob::parse(&bytes).ok().and_then(|b| b.origins());
             let verdict = match &origins {
@@ -191,22 +201,13 @@ where
                 // No origins (another profile, or a damaged index): nothing to skip by.
                 None => Verdict::Keep,
             };
-            let unlist = |snapshot: &mut BTreeMap<_, Result<BTreeSet<String>, String>>| {
-                let pair = (*epoch, dc.clone());
-                if let Some(Ok(set)) = snapshot.get_mut(&pair) {
-                    set.remove(&entry.to_string());
-                    if set.is_empty() {
-                        snapshot.remove(&pair);
-                    }
-                }
-            };
             match verdict {
                 Verdict::Keep => {
                     sorted.prefetched.insert(text.clone(), bytes);
                 }
-                Verdict::SkipAll => unlist(snapshot),
+                Verdict::SkipAll => unlist_chunk(snapshot, *epoch, dc, entry),
                 Verdict::Defer => {
-                    unlist(snapshot);
+                    unlist_chunk(snapshot, *epoch, dc, entry);
                     defer.push(*i);
                     sorted.deferred_from =
                         Some(sorted.deferred_from.map_or(*epoch, |e| e.min(*epoch)));
@@ -227,6 +228,22 @@ where
             keep
         });
         sorted
+    }
+}
+
+/// Takes chunk `entry` of `(epoch, dc)` out of this poll's snapshot (the range read skips it).
+fn unlist_chunk(
+    snapshot: &mut BTreeMap<(i64, String), Result<BTreeSet<String>, String>>,
+    epoch: i64,
+    dc: &str,
+    entry: &IndexEntry,
+) {
+    let pair = (epoch, dc.to_owned());
+    if let Some(Ok(set)) = snapshot.get_mut(&pair) {
+        set.remove(&entry.to_string());
+        if set.is_empty() {
+            snapshot.remove(&pair);
+        }
     }
 }
 
