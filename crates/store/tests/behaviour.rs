@@ -82,7 +82,7 @@ fn faulty_wrapper_fails_on_demand_embedded() {
 /// `testkit::CONTRACT` (for runners without `#[test]`) holds working items.
 #[test]
 fn contract_list_runs_on_memory() {
-    assert_eq!(sluice_store::testkit::CONTRACT.len(), 17);
+    assert_eq!(sluice_store::testkit::CONTRACT.len(), 18);
     for (name, item) in sluice_store::testkit::CONTRACT {
         eprintln!("{name}");
         item(&mut memory());
